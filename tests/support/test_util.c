@@ -1,0 +1,75 @@
+/* test_util.c — see test_util.h. */
+#define _GNU_SOURCE
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void tu_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        double u = (double)(s >> 11) / 9007199254740992.0;
+        x[i] = (float)(lo + (hi - lo) * u);
+    }
+}
+
+double tu_nmse(const float *ref, const float *got, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(ref[i]) || isnan(got[i])) return INFINITY;
+        double d = (double)ref[i] - (double)got[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    if (den == 0) return num == 0 ? 0 : INFINITY;
+    return num / den;
+}
+
+char *tu_write_temp(const char *suffix, const void *data, size_t len) {
+    char *path = NULL;
+    if (asprintf(&path, "/tmp/dlrun-test-XXXXXX%s", suffix) < 0) return NULL;
+    int fd = mkstemps(path, (int)strlen(suffix));
+    if (fd < 0) {
+        free(path);
+        return NULL;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, (const char *)data + off, len - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+    close(fd);
+    return path;
+}
+
+int tu_run(const char *cmd, char **out) {
+    char *full = NULL;
+    if (asprintf(&full, "%s 2>&1", cmd) < 0) return -1;
+    FILE *p = popen(full, "r");
+    free(full);
+    if (!p) return -1;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += r;
+        if (cap - len < 2) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    if (buf) buf[len] = 0;
+    int st = pclose(p);
+    if (out) *out = buf;
+    else free(buf);
+    if (!WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}

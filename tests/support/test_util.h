@@ -1,0 +1,17 @@
+/* test_util.h — helpers shared by the Criterion suites: random data, error norms, temp files,
+ * running the CLI. */
+#ifndef DLRUN_TEST_UTIL_H
+#define DLRUN_TEST_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Fill with uniform values in [lo, hi) from a seed (printed by the caller on failure). */
+void tu_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
+/* Normalized mean squared error sum((a-b)^2) / sum(a^2); NaN anywhere gives +inf. */
+double tu_nmse(const float *ref, const float *got, size_t n);
+/* Write bytes to a new temporary file whose name ends in suffix; returns its malloc'd path. */
+char *tu_write_temp(const char *suffix, const void *data, size_t len);
+/* Run a shell command; capture stdout and stderr together into *out (malloc'd, may be NULL).
+ * Returns the exit status, or -1 if it did not exit normally (a crash). */
+int tu_run(const char *cmd, char **out);
+#endif
