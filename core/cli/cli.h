@@ -1,0 +1,38 @@
+/* cli.h — the dlrun command line: parsed options and the report printers. */
+#ifndef DLRUN_CLI_H
+#define DLRUN_CLI_H
+#include "dlrun/dlrun.h"
+
+typedef struct cli_options {
+    const char *model;
+    const char *backend;
+    const char *input;
+    const char *output;
+    const char *weights;
+    long long batch;
+    unsigned long long seed;
+    int iterations;
+    int warmup;
+    int threads;
+    int device;
+    int precision;
+    int profile;
+    int json;
+    int no_fuse;
+    int list_backends;
+} cli_options;
+
+typedef struct cli_timing {
+    double median_ms, min_ms, max_ms;
+    int runs;
+    long long batch;
+} cli_timing;
+
+/* Text report: summary line, placement, top-5, latency; and the per-op table with --profile. */
+void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s,
+                    const cli_timing *t);
+/* The same facts as one JSON object on stdout. */
+void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s,
+                    const cli_timing *t);
+void cli_print_backends(const dl_context *ctx, int json);
+#endif

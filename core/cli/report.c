@@ -1,0 +1,231 @@
+/* report.c — what `dlrun` prints: the summary, placement, top-5, latency, the per-op profile
+ * table, the backend list, and the same facts as JSON (--json). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+
+static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
+    size_t u = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && u < len; i++)
+        u += (size_t)snprintf(buf + u, len - u, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (u < len) snprintf(buf + u, len - u, "]");
+}
+
+static double mean_ms(const dl_step_info *i) { return i->runs ? i->total_ms / (double)i->runs : i->last_ms; }
+
+/* Top-k of row 0 of a [N, C] output, as probabilities (softmax applied unless already one). */
+static int top_k(const dl_tensor *y, int k, int *idx, double *prob) {
+    if (y->ndim != 2 || y->shape[1] < 2) return 0;
+    const float *row = y->data;
+    int64_t c = y->shape[1];
+    double sum = 0, mx = -INFINITY;
+    int is_prob = 1;
+    for (int64_t j = 0; j < c; j++) {
+        if (row[j] < 0 || row[j] > 1) is_prob = 0;
+        sum += row[j];
+        if (row[j] > mx) mx = row[j];
+    }
+    if (fabs(sum - 1.0) > 1e-3) is_prob = 0;
+    double z = 0;
+    if (!is_prob)
+        for (int64_t j = 0; j < c; j++) z += exp(row[j] - mx);
+    if (k > c) k = (int)c;
+    for (int t = 0; t < k; t++) {
+        int best = -1;
+        for (int64_t j = 0; j < c; j++) {
+            int taken = 0;
+            for (int q = 0; q < t; q++) taken |= idx[q] == j;
+            if (!taken && (best < 0 || row[j] > row[best])) best = (int)j;
+        }
+        idx[t] = best;
+        prob[t] = is_prob ? row[best] : exp(row[best] - mx) / z;
+    }
+    return k;
+}
+
+typedef struct summary {
+    double flops;
+    int ops, copies;
+    char placement[512]; /* "cpu 38" or "cpu 30, cuda 8" */
+} summary;
+
+static void summarize(const dl_session *s, summary *sum) {
+    memset(sum, 0, sizeof *sum);
+    const char *names[16];
+    int counts[16], nb = 0;
+    for (int i = 0; i < dl_session_step_count(s); i++) {
+        dl_step_info st;
+        dl_session_step(s, i, &st);
+        if (st.kind == DL_STEP_COPY) {
+            sum->copies++;
+            continue;
+        }
+        sum->ops++;
+        sum->flops += st.flops;
+        if (st.kind == DL_STEP_FUSED) continue;
+        int b = 0;
+        while (b < nb && strcmp(names[b], st.backend)) b++;
+        if (b == nb && nb < 16) {
+            names[nb] = st.backend;
+            counts[nb++] = 0;
+        }
+        if (b < nb) counts[b]++;
+    }
+    for (int b = 0; b < nb; b++) {
+        size_t u = strlen(sum->placement);
+        snprintf(sum->placement + u, sizeof sum->placement - u, "%s%s %d op%s", b ? ", " : "", names[b], counts[b], counts[b] == 1 ? "" : "s");
+    }
+}
+
+void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s, const cli_timing *t) {
+    summary sum;
+    summarize(s, &sum);
+    const dl_tensor *x = dl_session_input(s, 0), *y = dl_session_output(s, 0);
+    char xs[96], ys[96];
+    shape_str(x->shape, x->ndim, xs, sizeof xs);
+    shape_str(y->shape, y->ndim, ys, sizeof ys);
+    printf("model %s: %d layers, input %s -> output %s, %.2f GFLOP per run\n", dl_model_name(m),
+           dl_model_layer_count(m), xs, ys, sum.flops * 1e-9);
+    int fused = 0;
+    for (int i = 0; i < dl_session_step_count(s); i++) {
+        dl_step_info st;
+        dl_session_step(s, i, &st);
+        fused += st.kind == DL_STEP_FUSED;
+    }
+    printf("placement: %s", sum.placement);
+    if (fused) printf(" (+%d relu fused)", fused);
+    if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");
+    printf("\n");
+    if (o->profile) {
+        printf("\n%-28s %-15s %-18s %-20s %10s %9s %6s\n", "layer", "op", "backend", "output shape", "time ms", "GFLOP/s", "share");
+        double total = 0;
+        for (int i = 0; i < dl_session_step_count(s); i++) {
+            dl_step_info st;
+            dl_session_step(s, i, &st);
+            if (st.kind != DL_STEP_FUSED) total += mean_ms(&st);
+        }
+        for (int i = 0; i < dl_session_step_count(s); i++) {
+            dl_step_info st;
+            dl_session_step(s, i, &st);
+            char sh[64];
+            shape_str(st.shape, st.ndim, sh, sizeof sh);
+            if (st.kind == DL_STEP_FUSED) {
+                printf("%-28s %-15s fused into %s\n", st.layer, st.op, st.backend);
+                continue;
+            }
+            double ms = mean_ms(&st);
+            char rate[16] = "-";
+            if (st.kind == DL_STEP_COPY && ms > 0) snprintf(rate, sizeof rate, "%.1f GB/s", st.bytes / ms * 1e-6);
+            else if (st.flops > 0 && ms > 0) snprintf(rate, sizeof rate, "%.1f", st.flops / ms * 1e-6);
+            printf("%-28s %-15s %-18s %-20s %10.3f %9s %5.1f%%\n", st.layer, st.op, st.backend, sh, ms, rate,
+                   total > 0 ? 100.0 * ms / total : 0.0);
+        }
+        printf("%-28s %-15s %-18s %-20s %10.3f %9.1f\n\n", "total", "", "", "", total, total > 0 ? sum.flops / total * 1e-6 : 0.0);
+    }
+    int idx[5];
+    double prob[5];
+    int k = top_k(y, 5, idx, prob);
+    if (k) {
+        printf("top-%d%s:", k, y->shape[0] > 1 ? " (item 0)" : "");
+        for (int i = 0; i < k; i++) printf("  %d (%.4f)", idx[i], prob[i]);
+        printf("\n");
+    }
+    if (t->runs == 1) printf("latency: %.2f ms (1 run; use --iterations and --warmup for a measurement)\n", t->median_ms);
+    else
+        printf("latency: median %.2f ms, min %.2f ms, max %.2f ms over %d runs; %.2f images/s\n", t->median_ms,
+               t->min_ms, t->max_ms, t->runs, (double)t->batch * 1000.0 / t->median_ms);
+}
+
+static cJSON *shape_json(const int64_t *shape, int ndim) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < ndim; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[i]));
+    return a;
+}
+
+void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s, const cli_timing *t) {
+    summary sum;
+    summarize(s, &sum);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "model", dl_model_name(m));
+    cJSON_AddStringToObject(root, "file", o->model);
+    cJSON_AddNumberToObject(root, "layers", dl_model_layer_count(m));
+    const dl_tensor *x = dl_session_input(s, 0), *y = dl_session_output(s, 0);
+    cJSON_AddItemToObject(root, "input_shape", shape_json(x->shape, x->ndim));
+    cJSON_AddItemToObject(root, "output_shape", shape_json(y->shape, y->ndim));
+    cJSON_AddNumberToObject(root, "gflop", sum.flops * 1e-9);
+    cJSON *lat = cJSON_AddObjectToObject(root, "latency_ms");
+    cJSON_AddNumberToObject(lat, "median", t->median_ms);
+    cJSON_AddNumberToObject(lat, "min", t->min_ms);
+    cJSON_AddNumberToObject(lat, "max", t->max_ms);
+    cJSON_AddNumberToObject(root, "runs", t->runs);
+    cJSON_AddNumberToObject(root, "images_per_s", (double)t->batch * 1000.0 / t->median_ms);
+    cJSON *steps = cJSON_AddArrayToObject(root, "ops");
+    for (int i = 0; i < dl_session_step_count(s); i++) {
+        dl_step_info st;
+        dl_session_step(s, i, &st);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "layer", st.layer);
+        cJSON_AddStringToObject(e, "op", st.op);
+        if (st.kind == DL_STEP_FUSED) cJSON_AddStringToObject(e, "fused_into", st.backend);
+        else cJSON_AddStringToObject(e, st.kind == DL_STEP_COPY ? "route" : "backend", st.backend);
+        cJSON_AddItemToObject(e, "output_shape", shape_json(st.shape, st.ndim));
+        if (st.kind != DL_STEP_FUSED) {
+            double ms = mean_ms(&st);
+            cJSON_AddNumberToObject(e, "time_ms", ms);
+            if (st.kind == DL_STEP_COPY) cJSON_AddNumberToObject(e, "bytes", st.bytes);
+            else {
+                cJSON_AddNumberToObject(e, "gflop", st.flops * 1e-9);
+                cJSON_AddNumberToObject(e, "gflops_per_s", ms > 0 ? st.flops / ms * 1e-6 : 0);
+            }
+        }
+        cJSON_AddItemToArray(steps, e);
+    }
+    int idx[5];
+    double prob[5];
+    int k = top_k(y, 5, idx, prob);
+    if (k) {
+        cJSON *top = cJSON_AddArrayToObject(root, "top5");
+        for (int i = 0; i < k; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "class", idx[i]);
+            cJSON_AddNumberToObject(e, "probability", prob[i]);
+            cJSON_AddItemToArray(top, e);
+        }
+    }
+    char *text = cJSON_Print(root);
+    if (text) puts(text);
+    free(text);
+    cJSON_Delete(root);
+}
+
+void cli_print_backends(const dl_context *ctx, int json) {
+    int n = dl_context_plugin_count(ctx);
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    if (!json && n == 0) printf("no plugins found (looked beside libdlrun and in $DLRUN_PLUGIN_PATH)\n");
+    for (int i = 0; i < n; i++) {
+        const dl_plugin_info *p = dl_context_plugin(ctx, i);
+        if (json) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", p->name);
+            cJSON_AddStringToObject(e, "path", p->path);
+            cJSON_AddBoolToObject(e, "loaded", p->loaded);
+            cJSON_AddStringToObject(e, p->loaded ? "description" : "reason", p->loaded ? p->description : p->reason);
+            cJSON_AddItemToArray(arr, e);
+        } else if (p->loaded) {
+            printf("%-8s loaded   %s\n         %s\n", p->name, p->description, p->path);
+        } else {
+            printf("%-8s skipped  %s\n         %s\n", p->name, p->reason, p->path);
+        }
+    }
+    if (json) {
+        char *text = cJSON_Print(arr);
+        if (text) puts(text);
+        free(text);
+        cJSON_Delete(arr);
+    }
+}

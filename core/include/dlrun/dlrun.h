@@ -1,0 +1,144 @@
+/* dlrun/dlrun.h — the embedding API: load backends, load a model, run it, read profiles.
+ *
+ * Everything the `dlrun` CLI does goes through these calls. Typical use:
+ *
+ *     dl_context *ctx; dl_model *m; dl_session *s; dl_error err;
+ *     dl_context_create(NULL, &ctx, &err);              // finds and loads backend plugins
+ *     dl_model_load("models/vgg.yaml", &m, &err);       // parse YAML, infer shapes
+ *     dl_session_create(ctx, m, NULL, &s, &err);        // bind weights, place ops, prepare kernels
+ *     dl_session_run(s, &input, 1, &err);               // input: host f32 dl_tensor
+ *     const dl_tensor *y = dl_session_output(s, 0);     // host f32, owned by the session
+ *
+ * Every call that can fail returns a dl_status and fills a one-line reason into a dl_error.
+ * Objects are not thread-safe; use one session per thread. */
+#ifndef DLRUN_DLRUN_H
+#define DLRUN_DLRUN_H
+
+#include "dlrun/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(DLRUN_BUILDING_LIB)
+#define DL_API __attribute__((visibility("default")))
+#else
+#define DL_API
+#endif
+
+DL_API const char *dl_version(void);
+DL_API const char *dl_status_name(dl_status s);
+
+/* ---- context: the plugin registry ---------------------------------------------------------- */
+
+typedef struct dl_context dl_context;
+
+typedef struct dl_context_options {
+    uint32_t struct_size;    /* sizeof(dl_context_options) */
+    int32_t n_threads;       /* CPU threads for plugins; 0 = all cores */
+    int32_t device_index;    /* GPU ordinal for GPU plugins; default 0 */
+    const char *plugin_path; /* extra colon-separated folders or .so files, searched first */
+    int32_t no_default_path; /* 1: skip the folder beside libdlrun (tests) */
+} dl_context_options;
+
+/* Loads every plugin found in: plugin_path, $DLRUN_PLUGIN_PATH (colon-separated), then the
+ * `dlrun/` folder beside libdlrun. A plugin that fails to load is kept in the list with its
+ * reason; that is not an error. */
+DL_API dl_status dl_context_create(const dl_context_options *opt, dl_context **out, dl_error *err);
+DL_API void dl_context_free(dl_context *ctx);
+
+typedef struct dl_plugin_info {
+    const char *name;        /* backend name ("cpu"), or the file's stem when it did not load */
+    const char *path;        /* the shared object */
+    int32_t loaded;          /* 1 if usable */
+    const char *description; /* loaded: the backend's one-line description */
+    const char *reason;      /* not loaded: why, one line */
+    dl_device device;        /* loaded: its memory domain */
+} dl_plugin_info;
+
+DL_API int dl_context_plugin_count(const dl_context *ctx);
+DL_API const dl_plugin_info *dl_context_plugin(const dl_context *ctx, int i);
+
+/* ---- model ---------------------------------------------------------------------------------- */
+
+typedef struct dl_model dl_model;
+
+/* Reads a YAML model (docs/model-format.md) and infers its shapes. */
+DL_API dl_status dl_model_load(const char *path, dl_model **out, dl_error *err);
+DL_API void dl_model_free(dl_model *m);
+DL_API const char *dl_model_name(const dl_model *m);
+DL_API int dl_model_layer_count(const dl_model *m);
+DL_API int dl_model_input_count(const dl_model *m);
+/* Name and shape of model input i as declared (batch from the file). */
+DL_API const char *dl_model_input(const dl_model *m, int i, int *ndim, const int64_t **shape);
+DL_API const char *dl_model_weights_path(const dl_model *m);
+
+/* ---- session: a model bound to weights and backends, ready to run --------------------------- */
+
+typedef struct dl_session dl_session;
+
+typedef struct dl_session_options {
+    uint32_t struct_size;     /* sizeof(dl_session_options) */
+    int64_t batch;            /* 0: the batch the model file declares */
+    uint64_t seed;            /* seeded weights when the model has no weights file */
+    const char *weights_path; /* overrides the model's `weights:` */
+    const char *backend;      /* run every op on this backend (error if it cannot), or NULL */
+    int32_t precision;        /* dl_precision */
+    int32_t no_fuse;          /* 1: do not fuse relu into the op before it */
+} dl_session_options;
+
+DL_API void dl_session_options_init(dl_session_options *o);
+/* Binds weights, places each op on a backend, allocates memory and prepares kernels. The model
+ * must outlive the session and serves one session at a time (its shapes follow the batch). */
+DL_API dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt,
+                                   dl_session **out, dl_error *err);
+DL_API void dl_session_free(dl_session *s);
+
+/* Input i as the session expects it (host, f32, batch applied); data is NULL. */
+DL_API const dl_tensor *dl_session_input(const dl_session *s, int i);
+DL_API int dl_session_input_count(const dl_session *s);
+/* Runs the model. inputs[i] must be host f32 tensors with dl_session_input(s, i)'s shape. */
+DL_API dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs,
+                                dl_error *err);
+DL_API int dl_session_output_count(const dl_session *s);
+/* Output i after the last run: host f32, owned by the session, valid until the next run. */
+DL_API const dl_tensor *dl_session_output(const dl_session *s, int i);
+DL_API const char *dl_session_output_name(const dl_session *s, int i);
+
+/* ---- per-step record: where each op ran and how long it took -------------------------------- */
+
+typedef enum dl_step_kind { DL_STEP_OP = 0, DL_STEP_COPY = 1, DL_STEP_FUSED = 2 } dl_step_kind;
+
+typedef struct dl_step_info {
+    int32_t kind;          /* dl_step_kind; FUSED: an op folded into the previous one */
+    const char *layer;     /* layer name (copies: the tensor's name) */
+    const char *op;        /* "conv2d", ...; copies: "copy" */
+    const char *backend;   /* where it ran; copies: "host->cuda" etc.; fused: the op it joined */
+    int32_t ndim;          /* output shape */
+    const int64_t *shape;
+    double flops;          /* floating-point operations per run */
+    double bytes;          /* copies: bytes moved */
+    double last_ms;        /* time of the last run */
+    double total_ms;       /* sum over runs since the last reset */
+    int64_t runs;
+} dl_step_info;
+
+DL_API int dl_session_step_count(const dl_session *s);
+DL_API void dl_session_step(const dl_session *s, int i, dl_step_info *info);
+DL_API void dl_session_reset_profile(dl_session *s);
+/* 1 to time each step (synchronizing asynchronous backends after each); 0 to time only runs. */
+DL_API void dl_session_set_profiling(dl_session *s, int on);
+
+/* ---- NumPy .npy files ----------------------------------------------------------------------- */
+
+/* Reads an .npy file (f32, f64, f16, i32, i64, u8 converted to f32, C order). *data is malloc'd;
+ * shape must have room for 8 dims. */
+DL_API dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim,
+                             dl_error *err);
+DL_API dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape, int ndim,
+                              dl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLRUN_DLRUN_H */

@@ -1,0 +1,249 @@
+/* context.c — finds backend plugins (libdlrun-*.so), dlopens them, checks their ABI and keeps the
+ * usable ones. A plugin that cannot be used is listed with a one-line reason, never fatal. */
+#define _GNU_SOURCE
+#include "context.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
+
+static void host_log(void *ctx, int level, const char *msg) {
+    (void)ctx;
+    if (level <= DL_LOG_WARN) fprintf(stderr, "dlrun: %s\n", msg);
+}
+
+/* Folder holding libdlrun itself; plugins live in its DLRUN_PLUGIN_SUBDIR subfolder. */
+static char *default_plugin_dir(void) {
+    Dl_info di;
+    if (!dladdr((void *)&dl_context_create, &di) || !di.dli_fname) return NULL;
+    char *lib = realpath(di.dli_fname, NULL);
+    if (!lib) return NULL;
+    char *slash = strrchr(lib, '/');
+    if (slash) *slash = 0;
+    char *dir = NULL;
+    if (asprintf(&dir, "%s/%s", lib, DLRUN_PLUGIN_SUBDIR) < 0) dir = NULL;
+    free(lib);
+    return dir;
+}
+
+static int has_name(const dl_context *ctx, const char *name) {
+    for (int i = 0; i < ctx->n_plugins; i++)
+        if (ctx->plugins[i].be && strcmp(ctx->plugins[i].name, name) == 0) return 1;
+    return 0;
+}
+
+/* "libdlrun-cpu.so" -> "cpu" (malloc'd); NULL if the file name does not match. */
+static char *stem_of(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (strncmp(base, "libdlrun-", 9) != 0 || n < 13 || strcmp(base + n - 3, ".so") != 0)
+        return NULL;
+    return strndup(base + 9, n - 12);
+}
+
+static const size_t required_members[] = {
+    offsetof(dl_backend, destroy), offsetof(dl_backend, alloc),   offsetof(dl_backend, free),
+    offsetof(dl_backend, copy),    offsetof(dl_backend, supports), offsetof(dl_backend, prepare),
+    offsetof(dl_backend, run),     offsetof(dl_backend, release)};
+static const char *const required_names[] = {"destroy",  "alloc",   "free", "copy",
+                                              "supports", "prepare", "run",  "release"};
+
+/* Checks a table the plugin returned; NULL if usable, else the reason (static text or buf). */
+static const char *check_backend(const dl_backend *be, char *buf, size_t len) {
+    if (DL_ABI_MAJOR_OF(be->abi_version) != DL_ABI_MAJOR) {
+        snprintf(buf, len, "built for plugin ABI %u.%u, this dlrun speaks %u.%u",
+                 DL_ABI_MAJOR_OF(be->abi_version), DL_ABI_MINOR_OF(be->abi_version), DL_ABI_MAJOR,
+                 DL_ABI_MINOR);
+        return buf;
+    }
+    if (be->struct_size < offsetof(dl_backend, synchronize)) {
+        snprintf(buf, len, "backend table of %u bytes is smaller than ABI %u.0 requires",
+                 be->struct_size, DL_ABI_MAJOR);
+        return buf;
+    }
+    for (size_t i = 0; i < sizeof required_members / sizeof required_members[0]; i++) {
+        void *fn;
+        memcpy(&fn, (const char *)be + required_members[i], sizeof fn);
+        if (!fn) {
+            snprintf(buf, len, "backend table has no '%s' function", required_names[i]);
+            return buf;
+        }
+    }
+    if (!be->name || !be->name[0]) return "backend table has no name";
+    return NULL;
+}
+
+static dl_plugin *push(dl_context *ctx, const char *path) {
+    dl_plugin *p = realloc(ctx->plugins, (size_t)(ctx->n_plugins + 1) * sizeof *p);
+    if (!p) return NULL;
+    ctx->plugins = p;
+    p = &ctx->plugins[ctx->n_plugins++];
+    memset(p, 0, sizeof *p);
+    p->path = xstrdup(path);
+    p->name = stem_of(path);
+    if (!p->name) p->name = xstrdup(path);
+    return p;
+}
+
+static void skip(dl_plugin *p, const char *reason) {
+    free(p->reason);
+    p->reason = xstrdup(reason);
+}
+
+static void load_one(dl_context *ctx, const char *path) {
+    for (int i = 0; i < ctx->n_plugins; i++)
+        if (strcmp(ctx->plugins[i].path, path) == 0) return; /* same file via two routes */
+    dl_plugin *p = push(ctx, path);
+    if (!p) return;
+    dlerror();
+    p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!p->handle) {
+        const char *e = dlerror();
+        /* dlerror() repeats the path first; keep only the reason after it. */
+        const char *colon = e ? strstr(e, ": ") : NULL;
+        skip(p, colon ? colon + 2 : (e ? e : "cannot be loaded"));
+        return;
+    }
+    dl_plugin_init_fn init;
+    void *sym = dlsym(p->handle, DL_PLUGIN_ENTRY);
+    memcpy(&init, &sym, sizeof init);
+    if (!init) {
+        skip(p, "not a dlrun plugin: no '" DL_PLUGIN_ENTRY "' symbol");
+        return;
+    }
+    dl_error err = {{0}};
+    const dl_backend *be = init(&ctx->host, &err);
+    if (!be) {
+        skip(p, err.msg[0] ? err.msg : "plugin init failed without a reason");
+        return;
+    }
+    char buf[256];
+    const char *why = check_backend(be, buf, sizeof buf);
+    if (why) {
+        skip(p, why); /* never call into a table we cannot trust, not even destroy */
+        return;
+    }
+    if (has_name(ctx, be->name)) {
+        snprintf(buf, sizeof buf, "a backend named '%s' was already loaded from another file",
+                 be->name);
+        be->destroy(be->self);
+        skip(p, buf);
+        return;
+    }
+    free(p->name);
+    p->name = xstrdup(be->name);
+    p->description = xstrdup(be->description ? be->description : "");
+    p->be = be;
+}
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Loads every libdlrun-*.so in a folder, in name order so the result is reproducible. */
+static void scan_dir(dl_context *ctx, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char **names = NULL;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *stem = stem_of(e->d_name);
+        if (!stem) continue;
+        free(stem);
+        char **grown = realloc(names, (size_t)(n + 1) * sizeof *names);
+        if (!grown) break;
+        names = grown;
+        if (asprintf(&names[n], "%s/%s", dir, e->d_name) >= 0) n++;
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 0; i < n; i++) {
+        load_one(ctx, names[i]);
+        free(names[i]);
+    }
+    free(names);
+}
+
+static void scan_list(dl_context *ctx, const char *list) {
+    if (!list) return;
+    char *copy = strdup(list), *save = NULL;
+    if (!copy) return;
+    for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+        if (!*tok) continue;
+        if (is_dir(tok)) scan_dir(ctx, tok);
+        else load_one(ctx, tok);
+    }
+    free(copy);
+}
+
+dl_status dl_context_create(const dl_context_options *opt, dl_context **out, dl_error *err) {
+    *out = NULL;
+    dl_context_options o = {sizeof o, 0, 0, NULL, 0};
+    if (opt) memcpy(&o, opt, opt->struct_size < sizeof o ? opt->struct_size : sizeof o);
+    dl_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return dl_fail(err, DL_E_NOMEM, "out of memory creating the context");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ctx->host.abi_version = DL_ABI_VERSION;
+    ctx->host.struct_size = sizeof ctx->host;
+    ctx->host.n_threads = o.n_threads > 0 ? o.n_threads : (int32_t)(cores > 0 ? cores : 1);
+    ctx->host.device_index = o.device_index;
+    ctx->host.log = host_log;
+    scan_list(ctx, o.plugin_path);
+    scan_list(ctx, getenv("DLRUN_PLUGIN_PATH"));
+    if (!o.no_default_path) {
+        char *dir = default_plugin_dir();
+        if (dir) scan_dir(ctx, dir);
+        free(dir);
+    }
+    for (int i = 0; i < ctx->n_plugins; i++) {
+        dl_plugin *p = &ctx->plugins[i];
+        p->info.name = p->name;
+        p->info.path = p->path;
+        p->info.loaded = p->be != NULL;
+        p->info.description = p->description;
+        p->info.reason = p->reason;
+        if (p->be) p->info.device = p->be->device;
+    }
+    *out = ctx;
+    return DL_OK;
+}
+
+void dl_context_free(dl_context *ctx) {
+    if (!ctx) return;
+    for (int i = ctx->n_plugins - 1; i >= 0; i--) {
+        dl_plugin *p = &ctx->plugins[i];
+        if (p->be) p->be->destroy(p->be->self);
+        /* Handles stay open: a plugin's threads (OpenMP, OpenBLAS) may outlive destroy(). */
+        free(p->name);
+        free(p->path);
+        free(p->reason);
+        free(p->description);
+    }
+    free(ctx->plugins);
+    free(ctx);
+}
+
+int dl_context_plugin_count(const dl_context *ctx) { return ctx->n_plugins; }
+
+const dl_plugin_info *dl_context_plugin(const dl_context *ctx, int i) {
+    return i >= 0 && i < ctx->n_plugins ? &ctx->plugins[i].info : NULL;
+}
+
+const dl_backend *dl_context_backend(const dl_context *ctx, const char *name) {
+    for (int i = 0; i < ctx->n_plugins; i++)
+        if (ctx->plugins[i].be && strcmp(ctx->plugins[i].be->name, name) == 0)
+            return ctx->plugins[i].be;
+    return NULL;
+}

@@ -1,0 +1,455 @@
+/* session.c — a model bound to weights and backends: memory per domain, copies between domains,
+ * prepared kernels, and the run loop (which allocates nothing). */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "session.h"
+
+#define BUF(s, v, d) ((s)->buf[(size_t)(v)*DL_MAX_DOMAINS + (size_t)(d)])
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static size_t value_bytes(const dl_value *v) {
+    return (size_t)dl_value_numel(v) * dl_dtype_size(v->dtype);
+}
+
+void dl_session_options_init(dl_session_options *o) {
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->seed = 1;
+}
+
+static int root(const dl_session *s, int v) {
+    while (s->alias[v] != v) v = s->alias[v];
+    return v;
+}
+
+static int domain_of(dl_session *s, const dl_backend *be) {
+    if (be->device.device_type == DL_DEVICE_CPU) return 0;
+    for (int d = 1; d < s->n_doms; d++)
+        if (s->doms[d].device.device_type == be->device.device_type &&
+            s->doms[d].device.device_id == be->device.device_id)
+            return d;
+    if (s->n_doms == DL_MAX_DOMAINS) return -1;
+    s->doms[s->n_doms] = (dl_domain){be->device, be};
+    return s->n_doms++;
+}
+
+static const char *domain_name(const dl_session *s, int d) {
+    return d == 0 ? "host" : s->doms[d].be->name;
+}
+
+static dl_status dom_alloc(dl_session *s, int d, size_t bytes, void **p, dl_error *err) {
+    if (bytes == 0) bytes = 64;
+    if (d == 0) {
+        *p = NULL;
+        if (posix_memalign(p, 64, bytes) != 0)
+            return dl_fail(err, DL_E_NOMEM, "out of host memory (%zu bytes)", bytes);
+        return DL_OK;
+    }
+    const dl_backend *be = s->doms[d].be;
+    dl_error e = {{0}};
+    if (be->alloc(be->self, bytes, p, &e) != DL_OK)
+        return dl_fail(err, DL_E_NOMEM, "%s: cannot allocate %zu bytes: %s", be->name, bytes, e.msg);
+    return DL_OK;
+}
+
+static void dom_free(dl_session *s, int d, void *p) {
+    if (!p) return;
+    if (d == 0) free(p);
+    else s->doms[d].be->free(s->doms[d].be->self, p);
+}
+
+/* Copy bytes of a value from domain `from` to domain `to`, staging through host if needed. */
+static dl_status dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n,
+                          void *staging, dl_error *err) {
+    dl_error e = {{0}};
+    dl_status st = DL_OK;
+    if (from == 0 && to == 0) memcpy(dst, src, n);
+    else if (from == 0) st = s->doms[to].be->copy(s->doms[to].be->self, dst, src, n, DL_COPY_HOST_TO_DEVICE, &e);
+    else if (to == 0) st = s->doms[from].be->copy(s->doms[from].be->self, dst, src, n, DL_COPY_DEVICE_TO_HOST, &e);
+    else {
+        st = s->doms[from].be->copy(s->doms[from].be->self, staging, src, n, DL_COPY_DEVICE_TO_HOST, &e);
+        if (st == DL_OK && DL_BACKEND_HAS(s->doms[from].be, synchronize))
+            st = s->doms[from].be->synchronize(s->doms[from].be->self, &e);
+        if (st == DL_OK)
+            st = s->doms[to].be->copy(s->doms[to].be->self, dst, staging, n, DL_COPY_HOST_TO_DEVICE, &e);
+    }
+    if (st != DL_OK)
+        return dl_fail(err, DL_E_RUNTIME, "copy %s -> %s: %s", domain_name(s, from), domain_name(s, to), e.msg);
+    return DL_OK;
+}
+
+static dl_step *add_step(dl_session *s, dl_step_kind kind, dl_error *err) {
+    if (s->n_steps == s->cap_steps) {
+        int cap = s->cap_steps ? 2 * s->cap_steps : 64;
+        dl_step *p = realloc(s->steps, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        s->steps = p;
+        s->cap_steps = cap;
+    }
+    dl_step *st = &s->steps[s->n_steps++];
+    memset(st, 0, sizeof *st);
+    st->kind = kind;
+    st->node = -1;
+    st->value = -1;
+    return st;
+}
+
+/* The domain where a value is produced (inputs and weights start in host memory). */
+static int home_of(const dl_session *s, int v) {
+    int p = s->g->values[v].producer;
+    if (p < 0) return 0;
+    return s->node_dom[s->fused_into[p] >= 0 ? s->fused_into[p] : p];
+}
+
+/* Make value v (a root) available in domain d: weights are copied now, once; activations get a
+ * copy step placed here in the run order. */
+static dl_status ensure_in(dl_session *s, int v, int d, dl_error *err) {
+    if (BUF(s, v, d)) return DL_OK;
+    const dl_value *val = &s->g->values[v];
+    size_t n = value_bytes(val);
+    dl_status st = dom_alloc(s, d, n, &BUF(s, v, d), err);
+    if (st != DL_OK) return st;
+    s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d] = 1;
+    int from = home_of(s, v);
+    if (val->kind == DL_VALUE_WEIGHT) return dom_copy(s, d, BUF(s, v, d), 0, val->data, n, NULL, err);
+    dl_step *cp = add_step(s, DL_STEP_COPY, err);
+    if (!cp) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    cp->value = v;
+    cp->src_dom = from;
+    cp->dom = d;
+    cp->bytes = n;
+    if (asprintf(&cp->label, "%s->%s", domain_name(s, from), domain_name(s, d)) < 0) cp->label = NULL;
+    if (from != 0 && d != 0) return dom_alloc(s, 0, n, &cp->staging, err);
+    return DL_OK;
+}
+
+static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
+    const dl_node *n = &s->g->nodes[i];
+    int d = s->node_dom[i];
+    for (int j = 0; j < n->n_inputs; j++) {
+        dl_status st = ensure_in(s, root(s, n->inputs[j]), d, err);
+        if (st != DL_OK) return st;
+    }
+    dl_step *st = add_step(s, DL_STEP_OP, err);
+    if (!st) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    st->node = i;
+    st->be = s->node_be[i];
+    st->dom = d;
+    st->attrs = s->node_attrs[i];
+    st->flops = dl_node_flops(s->g, n);
+    st->in = calloc((size_t)(n->n_inputs > 0 ? n->n_inputs : 1), sizeof *st->in);
+    if (!st->in) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    /* st->attrs is stored in the step; op.attrs must point at the step's own copy, and the
+     * steps array may still grow, so the pointer is fixed up after building (fix_pointers). */
+    dl_session_op_view(s, i, &st->attrs, &st->op, st->in, &st->out);
+    for (int j = 0; j < n->n_inputs; j++) {
+        int r = root(s, n->inputs[j]);
+        st->in[j].device = st->be->device;
+        /* Weights carry data at prepare time; activations only at run time. */
+        st->in[j].data = s->g->values[r].kind == DL_VALUE_WEIGHT ? BUF(s, r, d) : NULL;
+    }
+    st->out.device = st->be->device;
+    int o = root(s, n->output);
+    if (!BUF(s, o, d)) {
+        dl_status a = dom_alloc(s, d, value_bytes(&s->g->values[o]), &BUF(s, o, d), err);
+        if (a != DL_OK) return a;
+        s->owned[(size_t)o * DL_MAX_DOMAINS + (size_t)d] = 1;
+    }
+    return DL_OK;
+}
+
+static void fix_pointers(dl_session *s) {
+    for (int k = 0; k < s->n_steps; k++) {
+        dl_step *st = &s->steps[k];
+        if (st->kind != DL_STEP_OP) continue;
+        st->op.attrs = &st->attrs;
+        st->op.inputs = st->in;
+        st->op.outputs = &st->out;
+    }
+}
+
+static dl_status prepare_kernels(dl_session *s, dl_error *err) {
+    for (int k = 0; k < s->n_steps; k++) {
+        dl_step *st = &s->steps[k];
+        if (st->kind != DL_STEP_OP) continue;
+        dl_error e = {{0}};
+        if (st->be->prepare(st->be->self, &st->op, &st->kernel, &st->workspace, &e) != DL_OK)
+            return dl_fail(err, DL_E_RUNTIME, "%s: cannot prepare %s '%s': %s", st->be->name,
+                           dl_op_kind_name(s->g->nodes[st->node].kind), st->op.name, e.msg);
+        if (st->workspace > s->workspace_size[st->dom]) s->workspace_size[st->dom] = st->workspace;
+        /* From here on the step's tensors carry every data pointer the run needs. */
+        const dl_node *n = &s->g->nodes[st->node];
+        for (int j = 0; j < n->n_inputs; j++) st->in[j].data = BUF(s, root(s, n->inputs[j]), st->dom);
+        st->out.data = BUF(s, root(s, n->output), st->dom);
+    }
+    for (int d = 0; d < s->n_doms; d++) {
+        if (!s->workspace_size[d]) continue;
+        dl_status a = dom_alloc(s, d, s->workspace_size[d], &s->workspace[d], err);
+        if (a != DL_OK) return a;
+    }
+    return DL_OK;
+}
+
+static dl_status build(dl_session *s, dl_error *err) {
+    dl_graph *g = s->g;
+    int nv = g->n_values, nn = g->n_nodes;
+    s->buf = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->buf);
+    s->owned = calloc((size_t)nv * DL_MAX_DOMAINS, 1);
+    s->alias = malloc((size_t)nv * sizeof *s->alias);
+    s->node_dom = calloc((size_t)nn + 1, sizeof *s->node_dom);
+    s->node_be = calloc((size_t)nn + 1, sizeof *s->node_be);
+    s->node_attrs = calloc((size_t)nn + 1, sizeof *s->node_attrs);
+    s->fused_into = malloc(((size_t)nn + 1) * sizeof *s->fused_into);
+    if (!s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_be || !s->node_attrs ||
+        !s->fused_into)
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
+    for (int v = 0; v < nv; v++) s->alias[v] = v;
+    for (int i = 0; i < nn; i++) {
+        s->node_attrs[i] = g->nodes[i].attrs;
+        s->fused_into[i] = -1;
+    }
+    s->n_doms = 1;
+    s->doms[0] = (dl_domain){{DL_DEVICE_CPU, 0}, NULL};
+
+    dl_status st = dl_place(s, err);
+    if (st != DL_OK) return st;
+    for (int i = 0; i < nn; i++) {
+        if (s->fused_into[i] >= 0) {
+            s->alias[g->nodes[i].output] = g->nodes[i].inputs[0];
+            continue;
+        }
+        int d = domain_of(s, s->node_be[i]);
+        if (d < 0) return dl_fail(err, DL_E_UNSUPPORTED, "too many memory domains");
+        s->node_dom[i] = d;
+    }
+    /* Weights live in host memory already (mapped or converted); inputs get a host buffer. */
+    for (int v = 0; v < nv; v++) {
+        if (g->values[v].kind == DL_VALUE_WEIGHT) BUF(s, v, 0) = g->values[v].data;
+        if (g->values[v].kind == DL_VALUE_INPUT) {
+            st = dom_alloc(s, 0, value_bytes(&g->values[v]), &BUF(s, v, 0), err);
+            if (st != DL_OK) return st;
+            s->owned[(size_t)v * DL_MAX_DOMAINS] = 1;
+        }
+    }
+    for (int i = 0; i < nn; i++) {
+        if (s->fused_into[i] >= 0) {
+            dl_step *f = add_step(s, DL_STEP_FUSED, err);
+            if (!f) return dl_fail(err, DL_E_NOMEM, "out of memory");
+            f->node = i;
+            f->be = s->node_be[i];
+            if (asprintf(&f->label, "%s (fused)", g->nodes[s->fused_into[i]].name) < 0) f->label = NULL;
+            continue;
+        }
+        st = build_op_step(s, i, err);
+        if (st != DL_OK) return st;
+    }
+    s->outputs = calloc((size_t)g->n_outputs, sizeof *s->outputs);
+    s->inputs = calloc((size_t)g->n_inputs, sizeof *s->inputs);
+    if (!s->outputs || !s->inputs) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_outputs; i++) {
+        int r = root(s, g->outputs[i]);
+        st = ensure_in(s, r, 0, err);
+        if (st != DL_OK) return st;
+        dl_value *v = &g->values[g->outputs[i]];
+        s->outputs[i] = (dl_tensor){BUF(s, r, 0), {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        dl_value *v = &g->values[g->inputs[i]];
+        s->inputs[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
+    }
+    fix_pointers(s);
+    s->workspace = calloc(DL_MAX_DOMAINS, sizeof *s->workspace);
+    s->workspace_size = calloc(DL_MAX_DOMAINS, sizeof *s->workspace_size);
+    if (!s->workspace || !s->workspace_size) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    return prepare_kernels(s, err);
+}
+
+dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt,
+                            dl_session **out, dl_error *err) {
+    *out = NULL;
+    dl_session *s = calloc(1, sizeof *s);
+    if (!s) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    dl_session_options_init(&s->opt);
+    if (opt) memcpy(&s->opt, opt, opt->struct_size < sizeof s->opt ? opt->struct_size : sizeof s->opt);
+    s->opt.struct_size = sizeof s->opt;
+    s->ctx = ctx;
+    s->model = m;
+    s->g = m->g;
+    dl_status st = DL_OK;
+    if (s->opt.backend && !dl_context_backend(ctx, s->opt.backend)) {
+        char names[256] = "";
+        for (int i = 0; i < ctx->n_plugins; i++) {
+            if (!ctx->plugins[i].be) continue;
+            size_t u = strlen(names);
+            snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "", ctx->plugins[i].be->name);
+        }
+        st = dl_fail(err, DL_E_INVALID, "unknown backend '%s' (loaded: %s)", s->opt.backend,
+                     names[0] ? names : "none");
+    } else if (s->opt.precision < DL_PRECISION_F32 || s->opt.precision > DL_PRECISION_BF16) {
+        st = dl_fail(err, DL_E_INVALID, "unknown precision %d", s->opt.precision);
+    } else if (s->opt.batch < 0) {
+        st = dl_fail(err, DL_E_INVALID, "batch must be at least 1, not %lld", (long long)s->opt.batch);
+    }
+    if (st == DL_OK) st = dl_graph_infer_shapes(s->g, s->opt.batch, err);
+    if (st == DL_OK) {
+        const char *wpath = s->opt.weights_path ? s->opt.weights_path : s->g->weights_path;
+        st = dl_weights_bind(s->g, wpath, s->opt.seed, &s->weights, err);
+    }
+    if (st == DL_OK) st = build(s, err);
+    if (st != DL_OK) {
+        dl_session_free(s);
+        return st;
+    }
+    *out = s;
+    return DL_OK;
+}
+
+void dl_session_free(dl_session *s) {
+    if (!s) return;
+    for (int k = 0; k < s->n_steps; k++) {
+        dl_step *st = &s->steps[k];
+        if (st->kernel) st->be->release(st->be->self, st->kernel);
+        free(st->in);
+        free(st->label);
+        free(st->staging);
+    }
+    free(s->steps);
+    if (s->buf && s->g) {
+        for (int v = 0; v < s->g->n_values; v++)
+            for (int d = 0; d < s->n_doms; d++)
+                if (s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d]) dom_free(s, d, BUF(s, v, d));
+    }
+    if (s->workspace)
+        for (int d = 0; d < s->n_doms; d++) dom_free(s, d, s->workspace[d]);
+    free(s->workspace);
+    free(s->workspace_size);
+    free(s->buf);
+    free(s->owned);
+    free(s->alias);
+    free(s->node_dom);
+    free(s->node_be);
+    free(s->node_attrs);
+    free(s->fused_into);
+    free(s->inputs);
+    free(s->outputs);
+    dl_weights_free(s->weights);
+    free(s);
+}
+
+static int same_shape(const dl_tensor *a, const dl_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+static dl_status sync_all(dl_session *s, dl_error *err) {
+    for (int d = 1; d < s->n_doms; d++) {
+        const dl_backend *be = s->doms[d].be;
+        dl_error e = {{0}};
+        if (DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
+            return dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
+    }
+    return DL_OK;
+}
+
+dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    dl_graph *g = s->g;
+    if (n_inputs != g->n_inputs)
+        return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
+    for (int i = 0; i < n_inputs; i++) {
+        const dl_tensor *t = &inputs[i];
+        if (!same_shape(t, &s->inputs[i]) || !dl_dtype_is_f32(t->dtype) || !t->data ||
+            t->device.device_type != DL_DEVICE_CPU || t->strides) {
+            char want[128], got[128];
+            dl_shape_str(s->inputs[i].shape, s->inputs[i].ndim, want, sizeof want);
+            dl_shape_str(t->shape, t->ndim, got, sizeof got);
+            return dl_fail(err, DL_E_INVALID, "input '%s' must be a dense host f32 tensor of shape %s, got %s",
+                           g->values[g->inputs[i]].name, want, got);
+        }
+        memcpy(BUF(s, g->inputs[i], 0), (const char *)t->data + t->byte_offset,
+               value_bytes(&g->values[g->inputs[i]]));
+    }
+    for (int k = 0; k < s->n_steps; k++) {
+        dl_step *st = &s->steps[k];
+        if (st->kind == DL_STEP_FUSED) continue;
+        double t0 = now_ms();
+        dl_status rc;
+        if (st->kind == DL_STEP_COPY) {
+            rc = dom_copy(s, st->dom, BUF(s, st->value, st->dom), st->src_dom,
+                          BUF(s, st->value, st->src_dom), st->bytes, st->staging, err);
+        } else {
+            dl_error e = {{0}};
+            rc = st->be->run(st->be->self, st->kernel, st->in, &st->out, s->workspace[st->dom], &e);
+            if (rc != DL_OK)
+                dl_fail(err, rc, "%s '%s' failed on %s: %s", dl_op_kind_name(s->g->nodes[st->node].kind),
+                        st->op.name, st->be->name, e.msg);
+        }
+        if (rc == DL_OK && s->profiling && st->dom != 0) rc = sync_all(s, err);
+        if (rc != DL_OK) return rc;
+        double ms = now_ms() - t0;
+        st->last_ms = ms;
+        st->total_ms += ms;
+        st->runs++;
+    }
+    return sync_all(s, err);
+}
+
+int dl_session_input_count(const dl_session *s) { return s->g->n_inputs; }
+const dl_tensor *dl_session_input(const dl_session *s, int i) {
+    return i >= 0 && i < s->g->n_inputs ? &s->inputs[i] : NULL;
+}
+int dl_session_output_count(const dl_session *s) { return s->g->n_outputs; }
+const dl_tensor *dl_session_output(const dl_session *s, int i) {
+    return i >= 0 && i < s->g->n_outputs ? &s->outputs[i] : NULL;
+}
+const char *dl_session_output_name(const dl_session *s, int i) {
+    return i >= 0 && i < s->g->n_outputs ? s->g->values[s->g->outputs[i]].name : NULL;
+}
+
+int dl_session_step_count(const dl_session *s) { return s->n_steps; }
+
+void dl_session_step(const dl_session *s, int i, dl_step_info *info) {
+    memset(info, 0, sizeof *info);
+    if (i < 0 || i >= s->n_steps) return;
+    const dl_step *st = &s->steps[i];
+    info->kind = st->kind;
+    info->flops = st->flops;
+    info->last_ms = st->last_ms;
+    info->total_ms = st->total_ms;
+    info->runs = st->runs;
+    if (st->kind == DL_STEP_COPY) {
+        const dl_value *v = &s->g->values[st->value];
+        info->layer = v->name;
+        info->op = "copy";
+        info->backend = st->label;
+        info->ndim = v->ndim;
+        info->shape = v->shape;
+        info->bytes = (double)st->bytes;
+        return;
+    }
+    const dl_node *n = &s->g->nodes[st->node];
+    const dl_value *o = &s->g->values[n->output];
+    info->layer = n->name;
+    info->op = dl_op_kind_name(n->kind);
+    info->backend = st->kind == DL_STEP_FUSED ? st->label : st->be->name;
+    info->ndim = o->ndim;
+    info->shape = o->shape;
+}
+
+void dl_session_reset_profile(dl_session *s) {
+    for (int k = 0; k < s->n_steps; k++) {
+        s->steps[k].total_ms = 0;
+        s->steps[k].runs = 0;
+    }
+}
+
+void dl_session_set_profiling(dl_session *s, int on) { s->profiling = on; }

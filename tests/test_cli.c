@@ -1,0 +1,184 @@
+/* test_cli.c — the dlrun command end to end: lenet and vgg run out of the box, options work,
+ * outputs are deterministic, bad input gives a one-line error and exit status 2. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "dlrun/dlrun.h"
+#include "test_util.h"
+
+#define MODEL(name) DLRUN_SOURCE_DIR "/models/" name
+
+static int dlrun(const char *args, char **out) {
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "env -u DLRUN_PLUGIN_PATH %s %s", DLRUN_CLI, args) > 0);
+    int rc = tu_run(cmd, out);
+    free(cmd);
+    return rc;
+}
+
+Test(cli, help_and_version) {
+    char *out;
+    cr_expect_eq(dlrun("--help", &out), 0);
+    cr_expect(strstr(out, "usage: dlrun MODEL.yaml"), "%s", out);
+    cr_expect(strstr(out, "--list-backends"));
+    free(out);
+    cr_expect_eq(dlrun("--version", &out), 0);
+    cr_expect(strstr(out, "dlrun 0."), "%s", out);
+    free(out);
+}
+
+Test(cli, usage_errors_exit_2) {
+    char *out;
+    cr_expect_eq(dlrun("", &out), 2);
+    cr_expect(strstr(out, "no model given"), "%s", out);
+    free(out);
+    cr_expect_eq(dlrun(MODEL("lenet.yaml") " --frobnicate", &out), 2);
+    cr_expect(strstr(out, "unknown option '--frobnicate'"), "%s", out);
+    free(out);
+    cr_expect_eq(dlrun(MODEL("lenet.yaml") " --batch zero", &out), 2);
+    cr_expect(strstr(out, "--batch wants a positive integer"), "%s", out);
+    free(out);
+    cr_expect_eq(dlrun(MODEL("lenet.yaml") " --backend nosuch", &out), 2);
+    cr_expect(strstr(out, "unknown backend 'nosuch' (loaded: cpu)"), "%s", out);
+    free(out);
+    cr_expect_eq(dlrun("/nonexistent/model.yaml", &out), 2);
+    cr_expect(strstr(out, "/nonexistent/model.yaml"), "%s", out);
+    free(out);
+}
+
+Test(cli, list_backends_shows_cpu) {
+    char *out;
+    cr_assert_eq(dlrun("--list-backends", &out), 0);
+    cr_expect(strstr(out, "cpu      loaded"), "%s", out);
+    free(out);
+}
+
+Test(cli, list_backends_shows_skipped_plugins) {
+    char *out, *cmd;
+    cr_assert(asprintf(&cmd, "DLRUN_PLUGIN_PATH=%s %s --list-backends", DLRUN_TEST_PLUGIN_DIR, DLRUN_CLI) > 0);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    cr_expect(strstr(out, "badabi   skipped  built for plugin ABI 99.3"), "%s", out);
+    cr_expect(strstr(out, "initfail skipped  no CUDA device"), "%s", out);
+    cr_expect(strstr(out, "example  loaded"), "%s", out);
+    cr_expect(strstr(out, "cpu      loaded"), "%s", out);
+    free(out);
+    free(cmd);
+}
+
+Test(cli, lenet_runs_and_prints_summary) {
+    char *out;
+    cr_assert_eq(dlrun(MODEL("lenet.yaml"), &out), 0, "%s", out);
+    cr_expect(strstr(out, "input [1, 1, 28, 28] -> output [1, 10]"), "%s", out);
+    cr_expect(strstr(out, "placement: cpu"), "%s", out);
+    cr_expect(strstr(out, "top-5:"), "%s", out);
+    cr_expect(strstr(out, "latency:"), "%s", out);
+    free(out);
+}
+
+Test(cli, profile_and_iterations) {
+    char *out;
+    cr_assert_eq(dlrun(MODEL("lenet.yaml") " --profile --iterations 3 --warmup 1", &out), 0, "%s", out);
+    cr_expect(strstr(out, "GFLOP/s"), "%s", out);
+    cr_expect(strstr(out, "fused into"), "%s", out);
+    cr_expect(strstr(out, "median"), "%s", out);
+    cr_expect(strstr(out, "images/s"), "%s", out);
+    free(out);
+}
+
+Test(cli, json_is_valid_and_complete) {
+    char *out;
+    cr_assert_eq(dlrun(MODEL("mlp.yaml") " --json --batch 3", &out), 0, "%s", out);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert(j, "not JSON: %s", out);
+    cJSON *shape = cJSON_GetObjectItem(j, "output_shape");
+    cr_assert(cJSON_IsArray(shape) && cJSON_GetArraySize(shape) == 2);
+    cr_expect_eq(cJSON_GetArrayItem(shape, 0)->valueint, 3);
+    cr_expect_eq(cJSON_GetArrayItem(shape, 1)->valueint, 10);
+    cJSON *ops = cJSON_GetObjectItem(j, "ops");
+    cr_assert(cJSON_IsArray(ops) && cJSON_GetArraySize(ops) >= 5);
+    cr_expect(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "backend"));
+    cr_expect(cJSON_IsArray(cJSON_GetObjectItem(j, "top5")));
+    cJSON_Delete(j);
+    free(out);
+}
+
+static float *read_npy(const char *path, int64_t *shape, int *ndim) {
+    float *data = NULL;
+    dl_error err;
+    cr_assert_eq(dl_npy_read(path, &data, shape, ndim, &err), DL_OK, "%s", err.msg);
+    return data;
+}
+
+Test(cli, output_is_deterministic_and_input_round_trips) {
+    char a[] = "/tmp/dlrun-cli-a-XXXXXX.npy", b[] = "/tmp/dlrun-cli-b-XXXXXX.npy", x[] = "/tmp/dlrun-cli-x-XXXXXX.npy";
+    close(mkstemps(a, 4));
+    close(mkstemps(b, 4));
+    close(mkstemps(x, 4));
+    /* the input dlrun draws with --seed 5, written out so --input can replay it */
+    float in[784];
+    tu_fill_uniform(in, 784, 5, -1, 1);
+    int64_t xs[4] = {1, 1, 28, 28};
+    dl_error err;
+    cr_assert_eq(dl_npy_write(x, in, xs, 4, &err), DL_OK);
+    char *out, *args;
+    cr_assert(asprintf(&args, "%s --seed 5 --input %s --output %s", MODEL("lenet.yaml"), x, a) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    free(out);
+    free(args);
+    cr_assert(asprintf(&args, "%s --seed 5 --input %s --output %s --no-fuse", MODEL("lenet.yaml"), x, b) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    free(out);
+    free(args);
+    int64_t sa[8], sb[8];
+    int na, nb;
+    float *ya = read_npy(a, sa, &na), *yb = read_npy(b, sb, &nb);
+    cr_assert_eq(na, 2);
+    cr_assert_eq(sa[1], 10);
+    cr_expect_leq(tu_nmse(ya, yb, 10), 1e-12, "fused and unfused runs differ");
+    double sum = 0;
+    for (int i = 0; i < 10; i++) sum += ya[i];
+    cr_expect_float_eq(sum, 1.0, 1e-4, "lenet ends in softmax");
+    free(ya);
+    free(yb);
+    /* wrong input shape */
+    int64_t bad[4] = {1, 1, 28, 27};
+    cr_assert_eq(dl_npy_write(x, in, bad, 4, &err), DL_OK);
+    cr_assert(asprintf(&args, "%s --input %s", MODEL("lenet.yaml"), x) > 0);
+    cr_expect_eq(dlrun(args, &out), 2);
+    cr_expect(strstr(out, "does not match the model's input [1, 1, 28, 28]"), "%s", out);
+    free(out);
+    free(args);
+    unlink(a);
+    unlink(b);
+    unlink(x);
+}
+
+Test(cli, bad_model_reports_file_line_col) {
+    const char text[] = "model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nlayers:\n  - {name: c, op: conv2d, kernel: 3}\n";
+    char *path = tu_write_temp(".yaml", text, strlen(text));
+    char *out, *args;
+    cr_assert(asprintf(&args, "%s", path) > 0);
+    cr_expect_eq(dlrun(args, &out), 2);
+    char want[256];
+    snprintf(want, sizeof want, "%s:5:5: conv2d 'c' needs 'filters'", path);
+    cr_expect(strstr(out, want), "got: %s want: %s", out, want);
+    cr_expect_eq(strchr(out, '\n') - out + 1, (long)strlen(out), "one line: %s", out);
+    free(out);
+    free(args);
+    unlink(path);
+    free(path);
+}
+
+Test(cli, vgg_runs_out_of_the_box, .timeout = 300) {
+    char *out;
+    cr_assert_eq(dlrun(MODEL("vgg.yaml") " --threads 2", &out), 0, "%s", out);
+    cr_expect(strstr(out, "input [1, 3, 224, 224] -> output [1, 1000]"), "%s", out);
+    cr_expect(strstr(out, "top-5:"), "%s", out);
+    free(out);
+}

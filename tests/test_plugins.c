@@ -1,0 +1,141 @@
+/* test_plugins.c — plugin loading: the CPU plugin and the example plugin load; plugins with no
+ * entry symbol, a wrong ABI, a failing init, a missing function or a non-ELF file are skipped with
+ * their reason; $DLRUN_PLUGIN_PATH is searched; a session can run on the example plugin. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlrun/dlrun.h"
+#include "test_util.h"
+
+static dl_context *open_dir(const char *dir) {
+    dl_context_options o = {sizeof o, 2, 0, dir, 1};
+    dl_context *ctx = NULL;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_context_create(&o, &ctx, &err), DL_OK, "%s", err.msg);
+    return ctx;
+}
+
+static const dl_plugin_info *find(const dl_context *ctx, const char *name) {
+    for (int i = 0; i < dl_context_plugin_count(ctx); i++) {
+        const dl_plugin_info *p = dl_context_plugin(ctx, i);
+        if (strcmp(p->name, name) == 0) return p;
+    }
+    return NULL;
+}
+
+static void expect_skipped(const dl_context *ctx, const char *name, const char *reason) {
+    const dl_plugin_info *p = find(ctx, name);
+    cr_assert(p, "plugin %s not listed", name);
+    cr_expect_not(p->loaded, "%s should be skipped", name);
+    cr_expect(p->reason && strstr(p->reason, reason), "%s: reason '%s' lacks '%s'", name,
+              p->reason ? p->reason : "(null)", reason);
+    cr_expect(p->reason && !strchr(p->reason, '\n'), "reason must be one line");
+}
+
+Test(plugins, cpu_plugin_loads_from_build_tree) {
+    unsetenv("DLRUN_PLUGIN_PATH");
+    dl_context *ctx = open_dir(DLRUN_PLUGIN_DIR);
+    const dl_plugin_info *p = find(ctx, "cpu");
+    cr_assert(p && p->loaded, "cpu plugin did not load: %s", p && p->reason ? p->reason : "not found");
+    cr_expect_eq(p->device.device_type, DL_DEVICE_CPU);
+    cr_expect(strlen(p->description) > 0);
+    dl_context_free(ctx);
+}
+
+Test(plugins, broken_plugins_are_skipped_with_reasons) {
+    unsetenv("DLRUN_PLUGIN_PATH");
+    dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
+    const dl_plugin_info *ex = find(ctx, "example");
+    cr_assert(ex && ex->loaded, "example plugin did not load: %s", ex && ex->reason ? ex->reason : "missing");
+    expect_skipped(ctx, "noentry", "no 'dl_plugin_init' symbol");
+    expect_skipped(ctx, "badabi", "built for plugin ABI 99.3");
+    expect_skipped(ctx, "initfail", "no CUDA device (test plugin)");
+    expect_skipped(ctx, "incomplete", "no 'alloc' function");
+    expect_skipped(ctx, "notelf", "");
+    dl_context_free(ctx);
+}
+
+Test(plugins, env_path_is_searched) {
+    setenv("DLRUN_PLUGIN_PATH", "/nonexistent/dir:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-example.so", 1);
+    dl_context_options o = {sizeof o, 1, 0, NULL, 1};
+    dl_context *ctx = NULL;
+    dl_error err;
+    cr_assert_eq(dl_context_create(&o, &ctx, &err), DL_OK);
+    const dl_plugin_info *ex = find(ctx, "example");
+    cr_expect(ex && ex->loaded);
+    cr_expect_eq(dl_context_plugin_count(ctx), 1);
+    dl_context_free(ctx);
+    unsetenv("DLRUN_PLUGIN_PATH");
+}
+
+static const char relu_model[] =
+    "model: tiny\n"
+    "inputs:\n"
+    "  - {name: x, shape: [2, 3, 5, 7]}\n"
+    "layers:\n"
+    "  - {name: r, op: relu}\n";
+
+static const char conv_model[] =
+    "model: tinyconv\n"
+    "inputs:\n"
+    "  - {name: x, shape: [1, 3, 5, 5]}\n"
+    "layers:\n"
+    "  - {name: c, op: conv2d, filters: 2, kernel: 3}\n";
+
+Test(plugins, session_runs_on_example_backend) {
+    unsetenv("DLRUN_PLUGIN_PATH");
+    dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
+    char *path = tu_write_temp(".yaml", relu_model, strlen(relu_model));
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_model_load(path, &m, &err), DL_OK, "%s", err.msg);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = "example";
+    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
+    float x[210], expect[210];
+    tu_fill_uniform(x, 210, 7, -1, 1);
+    for (int i = 0; i < 210; i++) expect[i] = x[i] > 0 ? x[i] : 0;
+    dl_tensor in = *dl_session_input(s, 0);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    const dl_tensor *y = dl_session_output(s, 0);
+    cr_assert_eq(memcmp(y->data, expect, sizeof expect), 0);
+    dl_step_info info;
+    dl_session_step(s, 0, &info);
+    cr_expect_str_eq(info.backend, "example");
+    dl_session_free(s);
+    dl_model_free(m);
+    unlink(path);
+    free(path);
+    dl_context_free(ctx);
+}
+
+Test(plugins, forced_backend_that_cannot_run_an_op_names_it) {
+    unsetenv("DLRUN_PLUGIN_PATH");
+    dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
+    char *path = tu_write_temp(".yaml", conv_model, strlen(conv_model));
+    dl_model *m;
+    dl_session *s = NULL;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_model_load(path, &m, &err), DL_OK, "%s", err.msg);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = "example";
+    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "backend 'example' cannot run conv2d 'c': only relu"), "%s", err.msg);
+    so.backend = "nosuch";
+    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_INVALID);
+    cr_expect(strstr(err.msg, "unknown backend 'nosuch' (loaded: example)"), "%s", err.msg);
+    so.backend = NULL; /* no backend can run conv here: the example only does relu */
+    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "no backend can run conv2d 'c': example: only relu"), "%s", err.msg);
+    dl_model_free(m);
+    unlink(path);
+    free(path);
+    dl_context_free(ctx);
+}
