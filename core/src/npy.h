@@ -1,6 +1,7 @@
 /* npy.h — NumPy .npy files: read (f32, f64, f16, i32, i64 converted to f32) and write f32. */
 #ifndef DLRUN_NPY_H
 #define DLRUN_NPY_H
+#include "dlrun/dlrun.h" /* dl_npy_read/write are public */
 #include "graph.h"
 
 /* On success *data is malloc'd f32 in C order, shape/ndim filled (ndim <= DL_MAX_DIMS). */

@@ -1,6 +1,7 @@
 /* example_plugin.c — the smallest complete dlrun backend: runs `relu` on f32 tensors in host
  * memory. docs/plugins.md walks through it; the tests build it and load it like any plugin.
  * Build: cc -shared -fPIC -fvisibility=hidden -I<dlrun>/include example_plugin.c -o libdlrun-example.so */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 

@@ -9,7 +9,7 @@
 DL_PLUGIN_EXPORT int dlrun_something_else(void) { return 42; }
 #else
 static void nop_destroy(void *self) { (void)self; }
-static dl_backend table = {
+static dl_backend table __attribute__((unused)) = {
     .abi_version = DL_ABI_VERSION,
     .struct_size = sizeof(dl_backend),
     .name = "bad",

@@ -1,0 +1,142 @@
+/* npy.c — NumPy .npy files (format versions 1-3): read f4/f8/f2/i4/i8/u1 little-endian C-order
+ * arrays into f32, write f32. Headers are parsed strictly; nothing in them is trusted. */
+#define _POSIX_C_SOURCE 200809L
+#include "npy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+
+/* Value text after 'key': in a header dict, or NULL. */
+static const char *dict_value(const char *hdr, const char *key) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "'%s'", key);
+    const char *p = strstr(hdr, pat);
+    if (!p) return NULL;
+    p += strlen(pat);
+    while (*p == ' ') p++;
+    if (*p != ':') return NULL;
+    p++;
+    while (*p == ' ') p++;
+    return p;
+}
+
+static dl_status parse_header(const char *path, const char *hdr, char descr[8], int *fortran, int64_t *shape,
+                              int *ndim, dl_error *err) {
+    const char *p = hdr;
+    while (*p == ' ') p++;
+    if (*p != '{') return dl_fail(err, DL_E_INVALID, "%s: .npy header is not a dict", path);
+    const char *d = dict_value(hdr, "descr"), *f = dict_value(hdr, "fortran_order"), *s = dict_value(hdr, "shape");
+    if (!d || !f || !s) return dl_fail(err, DL_E_INVALID, "%s: .npy header lacks descr, fortran_order or shape", path);
+    if (*d != '\'' || !strchr(d + 1, '\'') || strchr(d + 1, '\'') - d - 1 >= 8)
+        return dl_fail(err, DL_E_INVALID, "%s: .npy header has an unsupported descr", path);
+    size_t dl = (size_t)(strchr(d + 1, '\'') - d - 1);
+    memcpy(descr, d + 1, dl);
+    descr[dl] = 0;
+    if (!strncmp(f, "True", 4)) *fortran = 1;
+    else if (!strncmp(f, "False", 5)) *fortran = 0;
+    else return dl_fail(err, DL_E_INVALID, "%s: .npy fortran_order must be True or False", path);
+    if (*s != '(') return dl_fail(err, DL_E_INVALID, "%s: .npy shape is not a tuple", path);
+    s++;
+    *ndim = 0;
+    for (;;) {
+        while (*s == ' ') s++;
+        if (*s == ')') break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || errno || v < 0) return dl_fail(err, DL_E_INVALID, "%s: .npy shape has a bad dimension", path);
+        if (*ndim == DL_MAX_DIMS) return dl_fail(err, DL_E_INVALID, "%s: .npy array has more than %d dimensions", path, DL_MAX_DIMS);
+        shape[(*ndim)++] = v;
+        s = end;
+        while (*s == ' ') s++;
+        if (*s == ',') s++;
+        else if (*s != ')') return dl_fail(err, DL_E_INVALID, "%s: .npy shape is malformed", path);
+    }
+    return DL_OK;
+}
+
+dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim, dl_error *err) {
+    *data = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dl_fail(err, DL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    unsigned char pre[12];
+    dl_status rc = DL_OK;
+    char *hdr = NULL;
+    void *raw = NULL;
+    size_t got = fread(pre, 1, 10, f);
+    uint32_t hlen = 0;
+    if (got < 10 || memcmp(pre, "\x93NUMPY", 6) != 0) rc = dl_fail(err, DL_E_INVALID, "%s: not a .npy file (bad magic)", path);
+    else if (pre[6] < 1 || pre[6] > 3) rc = dl_fail(err, DL_E_INVALID, "%s: .npy format version %d is not supported", path, pre[6]);
+    else if (pre[6] == 1) hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
+    else if (fread(pre + 10, 1, 2, f) != 2) rc = dl_fail(err, DL_E_INVALID, "%s: truncated .npy header", path);
+    else hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8 | (uint32_t)pre[10] << 16 | (uint32_t)pre[11] << 24;
+    if (rc == DL_OK && hlen > (1u << 20)) rc = dl_fail(err, DL_E_INVALID, "%s: .npy header of %u bytes is implausible", path, hlen);
+    if (rc == DL_OK && !(hdr = calloc(hlen + 1, 1))) rc = dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (rc == DL_OK && fread(hdr, 1, hlen, f) != hlen) rc = dl_fail(err, DL_E_INVALID, "%s: truncated .npy header", path);
+    char descr[8];
+    int fortran = 0;
+    if (rc == DL_OK) rc = parse_header(path, hdr, descr, &fortran, shape, ndim, err);
+    if (rc == DL_OK && fortran) rc = dl_fail(err, DL_E_INVALID, "%s: Fortran-order arrays are not supported (save with numpy.ascontiguousarray)", path);
+    int esize = 0;
+    if (rc == DL_OK) {
+        if (!strcmp(descr, "<f4") || !strcmp(descr, "<i4")) esize = 4;
+        else if (!strcmp(descr, "<f8") || !strcmp(descr, "<i8")) esize = 8;
+        else if (!strcmp(descr, "<f2")) esize = 2;
+        else if (!strcmp(descr, "|u1")) esize = 1;
+        else rc = dl_fail(err, DL_E_INVALID, "%s: dtype '%s' is not supported (use float32)", path, descr);
+    }
+    uint64_t count = 1;
+    for (int i = 0; rc == DL_OK && i < *ndim; i++) {
+        if (shape[i] > 0 && count > (UINT64_MAX / 16) / (uint64_t)shape[i]) rc = dl_fail(err, DL_E_INVALID, "%s: .npy shape is too large", path);
+        count *= (uint64_t)shape[i];
+    }
+    if (rc == DL_OK && (!(raw = malloc(count * (size_t)esize + 1)) || !(*data = malloc(count * sizeof(float) + 1))))
+        rc = dl_fail(err, DL_E_NOMEM, "%s: out of memory for %llu elements", path, (unsigned long long)count);
+    if (rc == DL_OK && fread(raw, (size_t)esize, count, f) != count)
+        rc = dl_fail(err, DL_E_INVALID, "%s: data is shorter than its shape needs (truncated file?)", path);
+    if (rc == DL_OK) {
+        float *o = *data;
+        const unsigned char *b = raw;
+        for (uint64_t i = 0; i < count; i++) {
+            if (!strcmp(descr, "<f4")) memcpy(&o[i], b + 4 * i, 4);
+            else if (!strcmp(descr, "<f8")) { double v; memcpy(&v, b + 8 * i, 8); o[i] = (float)v; }
+            else if (!strcmp(descr, "<f2")) { uint16_t v; memcpy(&v, b + 2 * i, 2); o[i] = dl_f16_to_f32(v); }
+            else if (!strcmp(descr, "<i4")) { int32_t v; memcpy(&v, b + 4 * i, 4); o[i] = (float)v; }
+            else if (!strcmp(descr, "<i8")) { int64_t v; memcpy(&v, b + 8 * i, 8); o[i] = (float)v; }
+            else o[i] = (float)b[i];
+        }
+    }
+    fclose(f);
+    free(hdr);
+    free(raw);
+    if (rc != DL_OK) {
+        free(*data);
+        *data = NULL;
+    }
+    return rc;
+}
+
+dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape, int ndim, dl_error *err) {
+    char dict[512];
+    size_t u = (size_t)snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+    uint64_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        u += (size_t)snprintf(dict + u, sizeof dict - u, "%lld%s", (long long)shape[i], ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));
+        count *= (uint64_t)shape[i];
+    }
+    u += (size_t)snprintf(dict + u, sizeof dict - u, "), }");
+    size_t total = (10 + u + 1 + 63) / 64 * 64; /* magic+len+dict+newline, padded to 64 */
+    size_t hlen = total - 10;
+    FILE *f = fopen(path, "wb");
+    if (!f) return dl_fail(err, DL_E_IO, "%s: cannot create: %s", path, strerror(errno));
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
+    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, u, f) == u;
+    for (size_t i = u; ok && i < hlen - 1; i++) ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF && fwrite(data, 4, count, f) == count;
+    if (fclose(f) != 0 || !ok) return dl_fail(err, DL_E_IO, "%s: write failed", path);
+    return DL_OK;
+}

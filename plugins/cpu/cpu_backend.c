@@ -1,0 +1,134 @@
+/* cpu_backend.c — the CPU plugin's entry point and backend table: host memory, exact supports(),
+ * kernel preparation and dispatch to the ops in ops/. */
+#define _POSIX_C_SOURCE 200809L
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+/* OpenBLAS (pthread build) controls: see cpu_ops.h for why BLAS runs single-threaded. */
+extern void openblas_set_num_threads(int n);
+extern char *openblas_get_config(void);
+
+typedef struct cpu_state {
+    dl_backend table;
+    int threads;
+    char description[256];
+} cpu_state;
+
+static void cpu_destroy(void *self) { free(self); }
+
+static dl_status cpu_alloc(void *self, size_t bytes, void **ptr, dl_error *err) {
+    *ptr = NULL;
+    if (posix_memalign(ptr, 64, bytes ? bytes : 64) != 0) return dl_fail(err, DL_E_NOMEM, "cannot allocate %zu bytes", bytes);
+    return DL_OK;
+}
+
+static void cpu_free(void *self, void *ptr) { free(ptr); }
+
+static dl_status cpu_copy_mem(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
+    memcpy(dst, src, bytes);
+    return DL_OK;
+}
+
+static int cpu_supports(void *self, const dl_op *op, dl_error *why) { return cpu_check(op, why); }
+
+static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {
+    cpu_state *s = self;
+    if (!cpu_check(op, err)) return DL_E_UNSUPPORTED;
+    dl_kernel *k = calloc(1, sizeof *k);
+    if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    k->kind = (dl_op_kind)op->kind;
+    k->a = *op->attrs;
+    k->n_inputs = op->n_inputs;
+    k->xnd = op->inputs[0].ndim;
+    k->ynd = op->outputs[0].ndim;
+    memcpy(k->xs, op->inputs[0].shape, (size_t)k->xnd * sizeof(int64_t));
+    memcpy(k->ys, op->outputs[0].shape, (size_t)k->ynd * sizeof(int64_t));
+    k->numel = dl_tensor_numel(&op->outputs[0]);
+    k->has_bias = op->n_inputs == 3;
+    k->threads = s->threads;
+    dl_status st = DL_OK;
+    if (k->kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, op);
+    if (k->kind == DL_OP_CONCAT) {
+        k->cat_len = malloc((size_t)op->n_inputs * sizeof *k->cat_len);
+        if (!k->cat_len) st = DL_E_NOMEM;
+        for (int i = 0; k->cat_len && i < op->n_inputs; i++) k->cat_len[i] = op->inputs[i].shape[k->a.axis];
+    }
+    if (st != DL_OK) {
+        free(k->cat_len);
+        free(k);
+        return dl_fail(err, st, "out of memory preparing %s", op->name ? op->name : "op");
+    }
+    *workspace = k->workspace;
+    *out = k;
+    return DL_OK;
+}
+
+static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
+    omp_set_num_threads(k->threads);
+    float *y = out[0].data;
+    const float *x = in[0].data;
+    switch (k->kind) {
+    case DL_OP_CONV2D: cpu_conv2d(k, x, in[1].data, k->has_bias ? in[2].data : NULL, y, ws); break;
+    case DL_OP_LINEAR: cpu_linear(k, x, in[1].data, k->has_bias ? in[2].data : NULL, y); break;
+    case DL_OP_MAXPOOL2D: cpu_maxpool2d(k, x, y); break;
+    case DL_OP_AVGPOOL2D: cpu_avgpool2d(k, x, y); break;
+    case DL_OP_GLOBAL_AVGPOOL: cpu_global_avgpool(k, x, y); break;
+    case DL_OP_RELU: cpu_relu(k, x, y); break;
+    case DL_OP_FLATTEN:
+    case DL_OP_DROPOUT: cpu_copy(k, x, y); break;
+    case DL_OP_SOFTMAX: cpu_softmax(k, x, y); break;
+    case DL_OP_ADD: cpu_add(k, x, in[1].data, y); break;
+    case DL_OP_CONCAT: cpu_concat(k, in, y); break;
+    case DL_OP_BATCHNORM: cpu_batchnorm(k, x, in[1].data, in[2].data, in[3].data, in[4].data, y); break;
+    default: return dl_fail(err, DL_E_UNSUPPORTED, "op kind %d", k->kind);
+    }
+    return DL_OK;
+}
+
+static void cpu_release(void *self, dl_kernel *k) {
+    if (!k) return;
+    cpu_winograd_free(&k->wg);
+    free(k->cat_len);
+    free(k);
+}
+
+static dl_status cpu_synchronize(void *self, dl_error *err) { return DL_OK; }
+
+DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
+    if (!host || DL_ABI_MAJOR_OF(host->abi_version) != DL_ABI_MAJOR) {
+        dl_fail(err, DL_E_UNSUPPORTED, "host speaks plugin ABI %u, this plugin %u", host ? DL_ABI_MAJOR_OF(host->abi_version) : 0, DL_ABI_MAJOR);
+        return NULL;
+    }
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        dl_fail(err, DL_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    s->threads = host->n_threads > 0 ? host->n_threads : 1;
+    openblas_set_num_threads(1);
+    omp_set_num_threads(s->threads);
+    snprintf(s->description, sizeof s->description, "CPU reference: %d thread%s (OpenMP), %s", s->threads,
+             s->threads == 1 ? "" : "s", openblas_get_config());
+    s->table = (dl_backend){
+        .abi_version = DL_ABI_VERSION,
+        .struct_size = sizeof(dl_backend),
+        .name = "cpu",
+        .description = s->description,
+        .device = {DL_DEVICE_CPU, 0},
+        .self = s,
+        .destroy = cpu_destroy,
+        .alloc = cpu_alloc,
+        .free = cpu_free,
+        .copy = cpu_copy_mem,
+        .supports = cpu_supports,
+        .prepare = cpu_prepare,
+        .run = cpu_run,
+        .release = cpu_release,
+        .synchronize = cpu_synchronize,
+    };
+    return &s->table;
+}

@@ -1,0 +1,120 @@
+/* cpu_check.c — the CPU plugin's supports(): exact checks of kind, dtypes, input counts,
+ * attributes and every shape, so that nothing it accepts can fail later. */
+#include <stdio.h>
+
+#include "cpu_ops.h"
+
+int64_t cpu_window_out(int64_t in, int k, int s, int pb, int pe, int d, int ceil_mode) {
+    int64_t span = in + pb + pe - (int64_t)d * (k - 1) - 1;
+    if (span < 0 || s < 1) return 0;
+    int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (out - 1) * s >= in + pb) out--;
+    return out;
+}
+
+#define NO(...) return (dl_fail(why, DL_E_UNSUPPORTED, __VA_ARGS__), 0)
+
+static int same(const dl_tensor *a, const dl_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+static int vec_of(const dl_tensor *t, int64_t n) { return t->ndim == 1 && t->shape[0] == n; }
+
+static int check_window(const dl_op *op, int conv, dl_error *why) {
+    const dl_op_attrs *a = op->attrs;
+    const dl_tensor *x = &op->inputs[0], *y = &op->outputs[0];
+    if (x->ndim != 4 || y->ndim != 4) NO("needs 4-D input and output");
+    for (int i = 0; i < 2; i++) {
+        if (a->kernel[i] < 1 || a->stride[i] < 1 || a->pad_begin[i] < 0 || a->pad_end[i] < 0 || (conv && a->dilation[i] < 1))
+            NO("bad kernel, stride, padding or dilation");
+        int64_t o = cpu_window_out(x->shape[2 + i], a->kernel[i], a->stride[i], a->pad_begin[i], a->pad_end[i],
+                                   conv ? a->dilation[i] : 1, conv ? 0 : a->ceil_mode);
+        if (o < 1 || o != y->shape[2 + i]) NO("output size %lld does not follow from the attributes (expected %lld)", (long long)y->shape[2 + i], (long long)o);
+    }
+    if (y->shape[0] != x->shape[0]) NO("batch of output differs from input");
+    return 1;
+}
+
+int cpu_check(const dl_op *op, dl_error *why) {
+    if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1) NO("op kind %d is unknown to this plugin", op->kind);
+    if (!op->attrs) NO("no attributes");
+    if (op->n_outputs != 1 || op->n_inputs < 1) NO("expects one output and at least one input");
+    for (int i = 0; i < op->n_inputs; i++)
+        if (!dl_dtype_is_f32(op->inputs[i].dtype)) NO("only f32 tensors (input %d is not f32)", i);
+    if (!dl_dtype_is_f32(op->outputs[0].dtype)) NO("only f32 tensors");
+    for (int i = 0; i < op->n_inputs; i++)
+        if (op->inputs[i].strides || op->inputs[i].ndim > 8) NO("only dense tensors up to 8-D");
+    const dl_op_attrs *a = op->attrs;
+    int act_ok = op->kind == DL_OP_CONV2D || op->kind == DL_OP_LINEAR || op->kind == DL_OP_ADD || op->kind == DL_OP_BATCHNORM;
+    if (a->activation != DL_ACT_NONE && !(act_ok && a->activation == DL_ACT_RELU)) NO("fused activation %d is not supported here", a->activation);
+    const dl_tensor *x = &op->inputs[0], *y = &op->outputs[0];
+    int n = op->n_inputs;
+    switch ((dl_op_kind)op->kind) {
+    case DL_OP_CONV2D: {
+        if (n != 2 && n != 3) NO("conv2d takes x, weight and an optional bias");
+        const dl_tensor *w = &op->inputs[1];
+        if (x->ndim != 4 || w->ndim != 4) NO("conv2d needs 4-D input and weight");
+        if (a->groups < 1 || x->shape[1] % a->groups || w->shape[0] % a->groups) NO("channels not divisible by groups");
+        if (w->shape[1] * a->groups != x->shape[1]) NO("weight has %lld input channels per group, input has %lld channels in %d groups", (long long)w->shape[1], (long long)x->shape[1], a->groups);
+        if (w->shape[2] != a->kernel[0] || w->shape[3] != a->kernel[1]) NO("weight kernel differs from the kernel attribute");
+        if (n == 3 && !vec_of(&op->inputs[2], w->shape[0])) NO("bias must be [%lld]", (long long)w->shape[0]);
+        if (!check_window(op, 1, why)) return 0;
+        if (y->shape[1] != w->shape[0]) NO("output channels differ from the weight's");
+        return 1;
+    }
+    case DL_OP_MAXPOOL2D:
+    case DL_OP_AVGPOOL2D:
+        if (n != 1) NO("pooling takes one input");
+        if (!check_window(op, 0, why)) return 0;
+        if (y->shape[1] != x->shape[1]) NO("pooling keeps the channels");
+        return 1;
+    case DL_OP_GLOBAL_AVGPOOL:
+        if (n != 1 || x->ndim != 4 || y->ndim != 4 || y->shape[0] != x->shape[0] || y->shape[1] != x->shape[1] || y->shape[2] != 1 || y->shape[3] != 1)
+            NO("global_avgpool maps [N, C, H, W] to [N, C, 1, 1]");
+        return 1;
+    case DL_OP_LINEAR: {
+        if (n != 2 && n != 3) NO("linear takes x, weight and an optional bias");
+        const dl_tensor *w = &op->inputs[1];
+        if (x->ndim != 2 || w->ndim != 2 || y->ndim != 2) NO("linear needs 2-D input, weight and output");
+        if (w->shape[1] != x->shape[1]) NO("weight has %lld inputs, x has %lld features", (long long)w->shape[1], (long long)x->shape[1]);
+        if (y->shape[0] != x->shape[0] || y->shape[1] != w->shape[0]) NO("output shape does not match");
+        if (n == 3 && !vec_of(&op->inputs[2], w->shape[0])) NO("bias must be [%lld]", (long long)w->shape[0]);
+        return 1;
+    }
+    case DL_OP_RELU:
+    case DL_OP_FLATTEN:
+    case DL_OP_DROPOUT:
+        if (n != 1 || dl_tensor_numel(x) != dl_tensor_numel(y)) NO("output must have as many elements as the input");
+        return 1;
+    case DL_OP_SOFTMAX:
+        if (n != 1 || !same(x, y)) NO("softmax keeps the shape");
+        if (a->axis < 0 || a->axis >= x->ndim) NO("axis %d out of range", a->axis);
+        return 1;
+    case DL_OP_ADD:
+        if (n != 2 || !same(x, &op->inputs[1]) || !same(x, y)) NO("add needs two inputs and an output of one shape");
+        return 1;
+    case DL_OP_CONCAT: {
+        if (a->axis < 0 || a->axis >= x->ndim || y->ndim != x->ndim) NO("axis %d out of range", a->axis);
+        int64_t total = 0;
+        for (int i = 0; i < n; i++) {
+            const dl_tensor *t = &op->inputs[i];
+            if (t->ndim != x->ndim) NO("inputs differ in rank");
+            for (int d = 0; d < x->ndim; d++)
+                if (d != a->axis && (t->shape[d] != x->shape[d] || y->shape[d] != x->shape[d])) NO("inputs differ outside the axis");
+            total += t->shape[a->axis];
+        }
+        if (total != y->shape[a->axis]) NO("output extent along the axis is not the sum");
+        return 1;
+    }
+    case DL_OP_BATCHNORM:
+        if (n != 5 || x->ndim < 2 || !same(x, y)) NO("batchnorm takes x, gamma, beta, mean, var");
+        for (int i = 1; i < 5; i++)
+            if (!vec_of(&op->inputs[i], x->shape[1])) NO("batchnorm parameters must be [%lld]", (long long)x->shape[1]);
+        if (!(a->epsilon > 0)) NO("epsilon must be positive");
+        return 1;
+    default: NO("op kind %d is unknown to this plugin", op->kind);
+    }
+}

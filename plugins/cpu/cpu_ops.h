@@ -1,0 +1,45 @@
+/* cpu_ops.h — the CPU plugin's prepared kernel and the op entry points (one family per file in
+ * ops/). Every op reads f32 NCHW dense tensors and parallelises with OpenMP; OpenBLAS runs
+ * single-threaded inside those threads so only one thread pool is ever busy. */
+#ifndef DLRUN_CPU_OPS_H
+#define DLRUN_CPU_OPS_H
+#include "dlrun/plugin.h"
+#include "winograd.h"
+
+enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2 };
+
+struct dl_kernel {
+    dl_op_kind kind;
+    dl_op_attrs a;
+    int n_inputs;
+    int xnd, ynd;
+    int64_t xs[8], ys[8];  /* first input's and output's shapes */
+    int64_t numel;         /* output elements */
+    int64_t *cat_len;      /* concat: each input's extent along the axis */
+    int has_bias;
+    int conv_mode;         /* CONV_* */
+    cpu_winograd wg;
+    size_t workspace;      /* bytes */
+    int threads;
+};
+
+/* Output size of a conv/pool window along one axis (PyTorch's rule); < 1 if it does not fit. */
+int64_t cpu_window_out(int64_t in, int k, int s, int pb, int pe, int d, int ceil_mode);
+
+/* Checks an op exactly; 1 if supported, else 0 with the reason in why. */
+int cpu_check(const dl_op *op, dl_error *why);
+
+dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
+void cpu_conv2d(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, float *ws);
+void cpu_linear(const dl_kernel *k, const float *x, const float *w, const float *b, float *y);
+void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y);
+void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y);
+void cpu_global_avgpool(const dl_kernel *k, const float *x, float *y);
+void cpu_relu(const dl_kernel *k, const float *x, float *y);
+void cpu_copy(const dl_kernel *k, const float *x, float *y);
+void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y);
+void cpu_batchnorm(const dl_kernel *k, const float *x, const float *gamma, const float *beta,
+                   const float *mean, const float *var, float *y);
+void cpu_softmax(const dl_kernel *k, const float *x, float *y);
+void cpu_concat(const dl_kernel *k, const dl_tensor *inputs, float *y);
+#endif

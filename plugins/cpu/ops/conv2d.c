@@ -1,0 +1,116 @@
+/* conv2d.c — 2-D convolution on the CPU: Winograd F(4x4,3x3) for 3x3 stride-1 convs with enough
+ * channels, a plain GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM for everything else
+ * (strides, dilation, groups, padding). Bias and a fused relu are applied in one pass after. */
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
+    const dl_op_attrs *a = &k->a;
+    const dl_tensor *w = &op->inputs[1];
+    int64_t c = k->xs[1], h = k->xs[2], wd = k->xs[3], oc = k->ys[1], oh = k->ys[2], ow = k->ys[3];
+    if (w->data && cpu_winograd_suits(a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->dilation[0],
+                                      a->dilation[1], a->groups, (int)c, (int)oc, (int)oh, (int)ow)) {
+        if (!cpu_winograd_init(&k->wg, (int)k->xs[0], (int)c, (int)h, (int)wd, (int)oc, a->pad_begin[0],
+                               a->pad_begin[1], (int)oh, (int)ow, w->data))
+            return DL_E_NOMEM;
+        k->conv_mode = CONV_WINOGRAD;
+        k->workspace = cpu_winograd_workspace(&k->wg);
+        return DL_OK;
+    }
+    if (a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && a->pad_begin[0] == 0 &&
+        a->pad_begin[1] == 0 && a->pad_end[0] == 0 && a->pad_end[1] == 0) {
+        k->conv_mode = CONV_GEMM_1X1;
+        k->workspace = 0;
+        return DL_OK;
+    }
+    k->conv_mode = CONV_IM2COL;
+    int64_t rows = (c / a->groups) * a->kernel[0] * a->kernel[1];
+    k->workspace = (size_t)(rows * oh * ow) * sizeof(float);
+    return DL_OK;
+}
+
+/* col[(ci*kh + i)*kw + j][oy*ow + ox] = x[ci][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside). */
+static void im2col(const dl_kernel *k, const float *x, int cg, float *col) {
+    const dl_op_attrs *a = &k->a;
+    const int h = (int)k->xs[2], w = (int)k->xs[3], oh = (int)k->ys[2], ow = (int)k->ys[3];
+    const int kh = a->kernel[0], kw = a->kernel[1];
+    const int rows = cg * kh * kw;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        int ci = r / (kh * kw), i = (r / kw) % kh, j = r % kw;
+        const float *plane = x + (size_t)ci * h * w;
+        float *dst = col + (size_t)r * oh * ow;
+        for (int oy = 0; oy < oh; oy++) {
+            int iy = oy * a->stride[0] - a->pad_begin[0] + i * a->dilation[0];
+            float *drow = dst + (size_t)oy * ow;
+            if (iy < 0 || iy >= h) {
+                memset(drow, 0, (size_t)ow * sizeof *drow);
+                continue;
+            }
+            const float *srow = plane + (size_t)iy * w;
+            int ix = -a->pad_begin[1] + j * a->dilation[1];
+            if (a->stride[1] == 1) {
+                for (int ox = 0; ox < ow; ox++, ix++) drow[ox] = (ix >= 0 && ix < w) ? srow[ix] : 0.0f;
+            } else {
+                for (int ox = 0; ox < ow; ox++, ix += a->stride[1]) drow[ox] = (ix >= 0 && ix < w) ? srow[ix] : 0.0f;
+            }
+        }
+    }
+}
+
+/* y[m x n] = w[m x kdim] * b[kdim x n], the n columns split across threads. */
+static void gemm_split(int m, int64_t n, int kdim, const float *w, const float *b, float *y) {
+#pragma omp parallel
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t chunk = (n + nt - 1) / nt;
+        chunk = (chunk + 15) / 16 * 16;
+        int64_t c0 = (int64_t)t * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
+        if (c1 > c0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, kdim,
+                        b + c0, (int)n, 0.0f, y + c0, (int)n);
+    }
+}
+
+static void bias_relu(float *y, int64_t planes, int64_t oc, int64_t plane, const float *bias, int relu) {
+    if (!bias && !relu) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        float b = bias ? bias[p % oc] : 0.0f;
+        float *row = y + p * plane;
+        if (relu)
+            for (int64_t i = 0; i < plane; i++) row[i] = row[i] + b > 0 ? row[i] + b : 0.0f;
+        else
+            for (int64_t i = 0; i < plane; i++) row[i] += b;
+    }
+}
+
+void cpu_conv2d(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, float *ws) {
+    const int relu = k->a.activation == DL_ACT_RELU;
+    if (k->conv_mode == CONV_WINOGRAD) {
+        cpu_winograd_run(&k->wg, x, b, relu, y, ws);
+        return;
+    }
+    const int64_t n = k->xs[0], c = k->xs[1], h = k->xs[2], wd = k->xs[3];
+    const int64_t oc = k->ys[1], plane = k->ys[2] * k->ys[3];
+    const int g = k->a.groups;
+    const int cg = (int)(c / g), ocg = (int)(oc / g);
+    const int kdim = cg * k->a.kernel[0] * k->a.kernel[1];
+    for (int64_t i = 0; i < n; i++) {
+        for (int gi = 0; gi < g; gi++) {
+            const float *xg = x + ((size_t)i * c + (size_t)gi * cg) * (size_t)(h * wd);
+            const float *wg = w + (size_t)gi * ocg * kdim;
+            float *yg = y + ((size_t)i * oc + (size_t)gi * ocg) * (size_t)plane;
+            if (k->conv_mode == CONV_GEMM_1X1) {
+                gemm_split(ocg, plane, kdim, wg, xg, yg);
+            } else {
+                im2col(k, xg, cg, ws);
+                gemm_split(ocg, plane, kdim, wg, ws, yg);
+            }
+        }
+    }
+    bias_relu(y, n * oc, oc, plane, b, relu);
+}

@@ -1,0 +1,45 @@
+/* elementwise.c — relu, add, batchnorm (inference) and the copies that flatten and dropout are at
+ * inference, on the CPU. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+void cpu_relu(const dl_kernel *k, const float *x, float *y) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < k->numel; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+}
+
+void cpu_copy(const dl_kernel *k, const float *x, float *y) {
+    memcpy(y, x, (size_t)k->numel * sizeof *y);
+}
+
+void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y) {
+    const int relu = k->a.activation == DL_ACT_RELU;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < k->numel; i++) {
+        float v = a[i] + b[i];
+        y[i] = relu && v < 0 ? 0.0f : v;
+    }
+}
+
+void cpu_batchnorm(const dl_kernel *k, const float *x, const float *gamma, const float *beta, const float *mean,
+                   const float *var, float *y) {
+    const int64_t n = k->xs[0], c = k->xs[1];
+    int64_t inner = 1;
+    for (int d = 2; d < k->xnd; d++) inner *= k->xs[d];
+    const int relu = k->a.activation == DL_ACT_RELU;
+    const double eps = k->a.epsilon;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < n * c; p++) {
+        int64_t ch = p % c;
+        double scale = gamma[ch] / sqrt((double)var[ch] + eps);
+        float s = (float)scale, t = (float)(beta[ch] - mean[ch] * scale);
+        const float *src = x + p * inner;
+        float *dst = y + p * inner;
+        for (int64_t i = 0; i < inner; i++) {
+            float v = src[i] * s + t;
+            dst[i] = relu && v < 0 ? 0.0f : v;
+        }
+    }
+}

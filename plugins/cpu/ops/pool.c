@@ -1,0 +1,71 @@
+/* pool.c — max, average and global average pooling on the CPU, with PyTorch's semantics for
+ * padding (never the max; counted in the average only with count_include_pad) and ceil_mode. */
+#include <float.h>
+
+#include "cpu_ops.h"
+
+void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
+    const dl_op_attrs *a = &k->a;
+    const int64_t planes = k->xs[0] * k->xs[1];
+    const int h = (int)k->xs[2], w = (int)k->xs[3], oh = (int)k->ys[2], ow = (int)k->ys[3];
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        const float *src = x + p * h * w;
+        float *dst = y + p * oh * ow;
+        for (int oy = 0; oy < oh; oy++) {
+            int y0 = oy * a->stride[0] - a->pad_begin[0], y1 = y0 + a->kernel[0];
+            if (y0 < 0) y0 = 0;
+            if (y1 > h) y1 = h;
+            for (int ox = 0; ox < ow; ox++) {
+                int x0 = ox * a->stride[1] - a->pad_begin[1], x1 = x0 + a->kernel[1];
+                if (x0 < 0) x0 = 0;
+                if (x1 > w) x1 = w;
+                float m = -FLT_MAX;
+                for (int iy = y0; iy < y1; iy++)
+                    for (int ix = x0; ix < x1; ix++)
+                        if (src[iy * w + ix] > m || src[iy * w + ix] != src[iy * w + ix]) m = src[iy * w + ix];
+                dst[oy * ow + ox] = m;
+            }
+        }
+    }
+}
+
+void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y) {
+    const dl_op_attrs *a = &k->a;
+    const int64_t planes = k->xs[0] * k->xs[1];
+    const int h = (int)k->xs[2], w = (int)k->xs[3], oh = (int)k->ys[2], ow = (int)k->ys[3];
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        const float *src = x + p * h * w;
+        float *dst = y + p * oh * ow;
+        for (int oy = 0; oy < oh; oy++) {
+            int y0 = oy * a->stride[0] - a->pad_begin[0];
+            int y1 = y0 + a->kernel[0] < h + a->pad_end[0] ? y0 + a->kernel[0] : h + a->pad_end[0];
+            int ylen = y1 - y0;
+            if (y0 < 0) y0 = 0;
+            if (y1 > h) y1 = h;
+            for (int ox = 0; ox < ow; ox++) {
+                int x0 = ox * a->stride[1] - a->pad_begin[1];
+                int x1 = x0 + a->kernel[1] < w + a->pad_end[1] ? x0 + a->kernel[1] : w + a->pad_end[1];
+                int xlen = x1 - x0;
+                if (x0 < 0) x0 = 0;
+                if (x1 > w) x1 = w;
+                double s = 0;
+                for (int iy = y0; iy < y1; iy++)
+                    for (int ix = x0; ix < x1; ix++) s += src[iy * w + ix];
+                int count = a->count_include_pad ? ylen * xlen : (y1 - y0) * (x1 - x0);
+                dst[oy * ow + ox] = count > 0 ? (float)(s / count) : 0.0f;
+            }
+        }
+    }
+}
+
+void cpu_global_avgpool(const dl_kernel *k, const float *x, float *y) {
+    const int64_t planes = k->xs[0] * k->xs[1], plane = k->xs[2] * k->xs[3];
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        double s = 0;
+        for (int64_t i = 0; i < plane; i++) s += x[p * plane + i];
+        y[p] = (float)(s / (double)plane);
+    }
+}

@@ -1,0 +1,38 @@
+/* softmax_concat.c — softmax along any axis (max-subtracted, accumulated in double) and concat
+ * along any axis, on the CPU. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+void cpu_softmax(const dl_kernel *k, const float *x, float *y) {
+    int64_t outer = 1, inner = 1, len = k->xs[k->a.axis];
+    for (int d = 0; d < k->a.axis; d++) outer *= k->xs[d];
+    for (int d = k->a.axis + 1; d < k->xnd; d++) inner *= k->xs[d];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < outer * inner; r++) {
+        const float *src = x + (r / inner) * len * inner + r % inner;
+        float *dst = y + (r / inner) * len * inner + r % inner;
+        float m = -INFINITY;
+        for (int64_t i = 0; i < len; i++) m = src[i * inner] > m ? src[i * inner] : m;
+        double s = 0;
+        for (int64_t i = 0; i < len; i++) s += exp((double)src[i * inner] - m);
+        for (int64_t i = 0; i < len; i++) dst[i * inner] = (float)(exp((double)src[i * inner] - m) / s);
+    }
+}
+
+void cpu_concat(const dl_kernel *k, const dl_tensor *inputs, float *y) {
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < k->a.axis; d++) outer *= k->ys[d];
+    for (int d = k->a.axis + 1; d < k->ynd; d++) inner *= k->ys[d];
+    const int64_t row = k->ys[k->a.axis] * inner;
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t off = 0;
+        for (int i = 0; i < k->n_inputs; i++) {
+            int64_t chunk = k->cat_len[i] * inner;
+            memcpy(y + o * row + off, (const float *)inputs[i].data + o * chunk, (size_t)chunk * sizeof *y);
+            off += chunk;
+        }
+    }
+}
