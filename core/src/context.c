@@ -182,8 +182,9 @@ static void scan_list(dl_context *ctx, const char *list) {
     if (!copy) return;
     for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
         if (!*tok) continue;
+        struct stat st;
         if (is_dir(tok)) scan_dir(ctx, tok);
-        else load_one(ctx, tok);
+        else if (stat(tok, &st) == 0) load_one(ctx, tok); /* missing entries are ignored, as in PATH */
     }
     free(copy);
 }

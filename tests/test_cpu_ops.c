@@ -1,0 +1,436 @@
+/* test_cpu_ops.c — every CPU op against an independent naive loop (in double) on random inputs
+ * with odd sizes, driven through the plugin ABI exactly as the host drives it (dlopen,
+ * supports, prepare, run with the workspace it asked for). Also: supports() says no, with a
+ * reason, to what the plugin cannot run. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrun/plugin.h"
+#include "test_util.h"
+
+static const dl_backend *be;
+
+static void log_cb(void *ctx, int level, const char *msg) { (void)ctx, (void)level, (void)msg; }
+
+static void load(void) {
+    if (be) return;
+    void *h = dlopen(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", RTLD_NOW | RTLD_LOCAL);
+    cr_assert(h, "dlopen: %s", dlerror());
+    void *sym = dlsym(h, DL_PLUGIN_ENTRY);
+    cr_assert(sym);
+    dl_plugin_init_fn init;
+    memcpy(&init, &sym, sizeof init);
+    static dl_host host;
+    host = (dl_host){DL_ABI_VERSION, sizeof host, NULL, 2, 0, log_cb};
+    dl_error err;
+    be = init(&host, &err);
+    cr_assert(be, "init: %s", err.msg);
+}
+
+/* A test tensor: shape + f32 data. */
+typedef struct tt {
+    int nd;
+    int64_t shape[8];
+    float *data;
+    int64_t n;
+} tt;
+
+static uint64_t seed_counter = 1000;
+
+static tt make(int nd, const int64_t *shape, float lo, float hi) {
+    tt t = {nd, {0}, NULL, 1};
+    for (int i = 0; i < nd; i++) t.n *= (t.shape[i] = shape[i]);
+    t.data = malloc((size_t)t.n * sizeof(float) + 4);
+    tu_fill_uniform(t.data, (size_t)t.n, seed_counter++, lo, hi);
+    return t;
+}
+#define MAKE(lo, hi, ...) make(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__}, lo, hi)
+
+static dl_tensor view(tt *t, int with_data) {
+    return (dl_tensor){with_data ? t->data : NULL, {DL_DEVICE_CPU, 0}, t->nd, DL_F32, t->shape, NULL, 0};
+}
+
+static int n_weights(dl_op_kind kind, int n) {
+    if (kind == DL_OP_CONV2D || kind == DL_OP_LINEAR) return n - 1;
+    if (kind == DL_OP_BATCHNORM) return 4;
+    return 0;
+}
+
+/* Runs op on the plugin; y's data is filled (poisoned with NaN before the run). */
+static void run_op(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_in, tt *y) {
+    load();
+    dl_tensor tin[16], tout = view(y, 0);
+    int nw = n_weights(kind, n_in);
+    for (int i = 0; i < n_in; i++) tin[i] = view(&in[i], i >= n_in - nw); /* weights have data at prepare */
+    dl_op op = {sizeof op, kind, "t", a, n_in, tin, 1, &tout, DL_PRECISION_F32};
+    dl_error err = {{0}};
+    cr_assert(be->supports(be->self, &op, &err), "supports() refused: %s", err.msg);
+    dl_kernel *k = NULL;
+    size_t ws = 0;
+    cr_assert_eq(be->prepare(be->self, &op, &k, &ws, &err), DL_OK, "%s", err.msg);
+    void *w = ws ? malloc(ws) : NULL;
+    for (int64_t i = 0; i < y->n; i++) y->data[i] = NAN;
+    for (int i = 0; i < n_in; i++) tin[i].data = in[i].data;
+    tout.data = y->data;
+    cr_assert_eq(be->run(be->self, k, tin, &tout, w, &err), DL_OK, "%s", err.msg);
+    be->release(be->self, k);
+    free(w);
+}
+
+static void expect_close(const tt *y, const double *ref, double tol, const char *what) {
+    double num = 0, den = 0;
+    int64_t first_bad = -1;
+    for (int64_t i = 0; i < y->n; i++) {
+        double d = y->data[i] - ref[i];
+        if (isnan(y->data[i]) && first_bad < 0) first_bad = i;
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    double nmse = den > 0 ? num / den : num;
+    cr_expect(first_bad < 0 && nmse <= tol, "%s: NMSE %.3g > %.1g (first NaN at %lld; seed counter %llu)", what, nmse,
+              tol, (long long)first_bad, (unsigned long long)seed_counter);
+    cr_expect(den > 0 || y->n == 0, "%s: reference is all zeros, test is vacuous", what);
+}
+
+static void attrs(dl_op_attrs *a) {
+    memset(a, 0, sizeof *a);
+    a->struct_size = sizeof *a;
+    a->stride[0] = a->stride[1] = a->dilation[0] = a->dilation[1] = a->groups = 1;
+    a->count_include_pad = 1;
+    a->epsilon = 1e-5f;
+}
+
+/* ---- conv2d ---- */
+
+typedef struct conv_case {
+    int n, c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups, bias, relu;
+} conv_case;
+
+static void check_conv(conv_case cc) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.kernel[0] = cc.kh, a.kernel[1] = cc.kw, a.stride[0] = cc.sh, a.stride[1] = cc.sw;
+    a.pad_begin[0] = cc.pt, a.pad_begin[1] = cc.pl, a.pad_end[0] = cc.pb, a.pad_end[1] = cc.pr;
+    a.dilation[0] = cc.dh, a.dilation[1] = cc.dw, a.groups = cc.groups, a.activation = cc.relu ? DL_ACT_RELU : DL_ACT_NONE;
+    int oh = (cc.h + cc.pt + cc.pb - cc.dh * (cc.kh - 1) - 1) / cc.sh + 1;
+    int ow = (cc.w + cc.pl + cc.pr - cc.dw * (cc.kw - 1) - 1) / cc.sw + 1;
+    int cg = cc.c / cc.groups, ocg = cc.oc / cc.groups;
+    tt in[3] = {MAKE(-1, 1, cc.n, cc.c, cc.h, cc.w), MAKE(-0.5f, 0.5f, cc.oc, cg, cc.kh, cc.kw), MAKE(-1, 1, cc.oc)};
+    tt y = MAKE(0, 1, cc.n, cc.oc, oh, ow);
+    run_op(DL_OP_CONV2D, &a, in, cc.bias ? 3 : 2, &y);
+    double *ref = calloc((size_t)y.n, sizeof *ref);
+    for (int i = 0; i < cc.n; i++)
+        for (int o = 0; o < cc.oc; o++)
+            for (int oy = 0; oy < oh; oy++)
+                for (int ox = 0; ox < ow; ox++) {
+                    double s = cc.bias ? in[2].data[o] : 0;
+                    int g = o / ocg;
+                    for (int ci = 0; ci < cg; ci++)
+                        for (int ky = 0; ky < cc.kh; ky++)
+                            for (int kx = 0; kx < cc.kw; kx++) {
+                                int iy = oy * cc.sh - cc.pt + ky * cc.dh, ix = ox * cc.sw - cc.pl + kx * cc.dw;
+                                if (iy < 0 || iy >= cc.h || ix < 0 || ix >= cc.w) continue;
+                                s += (double)in[0].data[(((size_t)i * cc.c + g * cg + ci) * cc.h + iy) * cc.w + ix] *
+                                     in[1].data[(((size_t)o * cg + ci) * cc.kh + ky) * cc.kw + kx];
+                            }
+                    if (cc.relu && s < 0) s = 0;
+                    ref[(((size_t)i * cc.oc + o) * oh + oy) * ow + ox] = s;
+                }
+    char what[160];
+    snprintf(what, sizeof what, "conv n%d c%d %dx%d oc%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d b%d r%d", cc.n, cc.c, cc.h,
+             cc.w, cc.oc, cc.kh, cc.kw, cc.sh, cc.sw, cc.pt, cc.pl, cc.pb, cc.pr, cc.dh, cc.dw, cc.groups, cc.bias, cc.relu);
+    expect_close(&y, ref, 1e-8, what);
+    free(ref);
+    for (int i = 0; i < 3; i++) free(in[i].data);
+    free(y.data);
+}
+
+Test(cpu_ops, conv2d_im2col_cases) {
+    check_conv((conv_case){1, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
+    check_conv((conv_case){2, 4, 9, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1});   /* stride 2, batch 2 */
+    check_conv((conv_case){1, 5, 13, 11, 7, 3, 5, 1, 2, 2, 0, 1, 3, 1, 1, 1, 0, 0}); /* asymmetric pads */
+    check_conv((conv_case){1, 3, 15, 15, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, 0}); /* dilation 2 */
+    check_conv((conv_case){3, 6, 8, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1});   /* groups 3 */
+    check_conv((conv_case){2, 8, 7, 7, 8, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 8, 1, 0});   /* depthwise */
+    check_conv((conv_case){1, 3, 17, 19, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 0, 1}); /* resnet stem */
+    check_conv((conv_case){2, 9, 5, 6, 11, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});  /* 1x1 gemm */
+    check_conv((conv_case){1, 9, 9, 7, 4, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 0});   /* 1x1 stride 2 */
+}
+
+Test(cpu_ops, conv2d_winograd_cases) {
+    /* 3x3 stride 1 with >= 16 channels goes through Winograd F(4x4,3x3); odd sizes leave partial
+     * tiles, batch > 1 mixes images within a tile block. */
+    check_conv((conv_case){1, 16, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((conv_case){3, 19, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
+    check_conv((conv_case){2, 32, 10, 10, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}); /* no padding */
+    check_conv((conv_case){1, 16, 12, 9, 16, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1, 1, 1});  /* asymmetric */
+    check_conv((conv_case){1, 64, 57, 61, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}); /* several blocks */
+}
+
+/* ---- linear ---- */
+
+static void check_linear(int n, int in_f, int out_f, int bias, int relu) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.activation = relu ? DL_ACT_RELU : DL_ACT_NONE;
+    tt in[3] = {MAKE(-1, 1, n, in_f), MAKE(-0.3f, 0.3f, out_f, in_f), MAKE(-1, 1, out_f)};
+    tt y = MAKE(0, 1, n, out_f);
+    run_op(DL_OP_LINEAR, &a, in, bias ? 3 : 2, &y);
+    double *ref = calloc((size_t)y.n, sizeof *ref);
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < out_f; o++) {
+            double s = bias ? in[2].data[o] : 0;
+            for (int j = 0; j < in_f; j++) s += (double)in[0].data[i * in_f + j] * in[1].data[o * in_f + j];
+            ref[i * out_f + o] = relu && s < 0 ? 0 : s;
+        }
+    expect_close(&y, ref, 1e-8, "linear");
+    free(ref);
+    for (int i = 0; i < 3; i++) free(in[i].data);
+    free(y.data);
+}
+
+Test(cpu_ops, linear) {
+    check_linear(1, 37, 23, 1, 0);
+    check_linear(5, 129, 67, 1, 1);
+    check_linear(3, 7, 1, 0, 0);
+    check_linear(1, 513, 1001, 0, 1);
+}
+
+/* ---- pooling ---- */
+
+static void check_pool(int maxp, int n, int c, int h, int w, int k, int s, int p, int ceil_mode, int cip) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.kernel[0] = a.kernel[1] = k, a.stride[0] = a.stride[1] = s;
+    a.pad_begin[0] = a.pad_begin[1] = a.pad_end[0] = a.pad_end[1] = p;
+    a.ceil_mode = ceil_mode, a.count_include_pad = cip;
+    int o[2], sz[2] = {h, w};
+    for (int d = 0; d < 2; d++) { /* PyTorch's formula, written out independently */
+        int span = sz[d] + 2 * p - k;
+        o[d] = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+        if (ceil_mode && (o[d] - 1) * s >= sz[d] + p) o[d]--;
+    }
+    tt x = MAKE(-1, 1, n, c, h, w), y = MAKE(0, 1, n, c, o[0], o[1]);
+    run_op(maxp ? DL_OP_MAXPOOL2D : DL_OP_AVGPOOL2D, &a, &x, 1, &y);
+    double *ref = calloc((size_t)y.n, sizeof *ref);
+    for (int pl = 0; pl < n * c; pl++)
+        for (int oy = 0; oy < o[0]; oy++)
+            for (int ox = 0; ox < o[1]; ox++) {
+                double m = -DBL_MAX, sum = 0;
+                int cnt = 0, cnt_pad = 0;
+                for (int ky = 0; ky < k; ky++)
+                    for (int kx = 0; kx < k; kx++) {
+                        int iy = oy * s - p + ky, ix = ox * s - p + kx;
+                        if (iy < h + p && ix < w + p) cnt_pad++; /* inside the padded border */
+                        if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                        double v = x.data[((size_t)pl * h + iy) * w + ix];
+                        m = v > m ? v : m;
+                        sum += v;
+                        cnt++;
+                    }
+                ref[((size_t)pl * o[0] + oy) * o[1] + ox] = maxp ? m : sum / (cip ? cnt_pad : cnt);
+            }
+    char what[96];
+    snprintf(what, sizeof what, "%s k%d s%d p%d ceil%d cip%d", maxp ? "maxpool" : "avgpool", k, s, p, ceil_mode, cip);
+    expect_close(&y, ref, 1e-10, what);
+    free(ref);
+    free(x.data);
+    free(y.data);
+}
+
+Test(cpu_ops, pooling) {
+    for (int maxp = 0; maxp < 2; maxp++) {
+        check_pool(maxp, 2, 3, 11, 13, 2, 2, 0, 0, 1);
+        check_pool(maxp, 1, 5, 9, 9, 3, 2, 1, 0, 1);
+        check_pool(maxp, 1, 4, 10, 7, 3, 2, 1, 1, 1);
+        check_pool(maxp, 2, 2, 8, 11, 3, 2, 1, 1, 0);
+        check_pool(maxp, 1, 3, 7, 7, 3, 3, 0, 1, 1);
+        check_pool(maxp, 1, 3, 6, 9, 2, 1, 1, 0, 0);
+    }
+}
+
+Test(cpu_ops, global_avgpool) {
+    dl_op_attrs a;
+    attrs(&a);
+    tt x = MAKE(-1, 1, 3, 5, 7, 9), y = MAKE(0, 1, 3, 5, 1, 1);
+    run_op(DL_OP_GLOBAL_AVGPOOL, &a, &x, 1, &y);
+    double ref[15];
+    for (int p = 0; p < 15; p++) {
+        double s = 0;
+        for (int i = 0; i < 63; i++) s += x.data[p * 63 + i];
+        ref[p] = s / 63;
+    }
+    expect_close(&y, ref, 1e-10, "global_avgpool");
+    free(x.data);
+    free(y.data);
+}
+
+/* ---- elementwise, data movement ---- */
+
+Test(cpu_ops, relu_flatten_dropout) {
+    dl_op_attrs a;
+    attrs(&a);
+    tt x = MAKE(-1, 1, 2, 3, 5, 7);
+    double *ref = malloc((size_t)x.n * sizeof *ref);
+    const dl_op_kind kinds[3] = {DL_OP_RELU, DL_OP_FLATTEN, DL_OP_DROPOUT};
+    for (int t = 0; t < 3; t++) {
+        tt y = kinds[t] == DL_OP_FLATTEN ? MAKE(0, 1, 2, 105) : MAKE(0, 1, 2, 3, 5, 7);
+        run_op(kinds[t], &a, &x, 1, &y);
+        for (int64_t i = 0; i < x.n; i++) ref[i] = kinds[t] == DL_OP_RELU && x.data[i] < 0 ? 0 : x.data[i];
+        expect_close(&y, ref, 1e-12, kinds[t] == DL_OP_RELU ? "relu" : "copy");
+        free(y.data);
+    }
+    free(ref);
+    free(x.data);
+}
+
+Test(cpu_ops, add_with_and_without_relu) {
+    for (int relu = 0; relu < 2; relu++) {
+        dl_op_attrs a;
+        attrs(&a);
+        a.activation = relu ? DL_ACT_RELU : DL_ACT_NONE;
+        tt in[2] = {MAKE(-1, 1, 3, 7, 5, 3), MAKE(-1, 1, 3, 7, 5, 3)};
+        tt y = MAKE(0, 1, 3, 7, 5, 3);
+        run_op(DL_OP_ADD, &a, in, 2, &y);
+        double *ref = malloc((size_t)y.n * sizeof *ref);
+        for (int64_t i = 0; i < y.n; i++) {
+            double v = (double)in[0].data[i] + in[1].data[i];
+            ref[i] = relu && v < 0 ? 0 : v;
+        }
+        expect_close(&y, ref, 1e-12, "add");
+        free(ref);
+        free(in[0].data);
+        free(in[1].data);
+        free(y.data);
+    }
+}
+
+Test(cpu_ops, batchnorm) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.epsilon = 1e-3f;
+    tt in[5] = {MAKE(-2, 2, 2, 5, 3, 7), MAKE(0.5f, 1.5f, 5), MAKE(-1, 1, 5), MAKE(-1, 1, 5), MAKE(0.1f, 2, 5)};
+    tt y = MAKE(0, 1, 2, 5, 3, 7);
+    run_op(DL_OP_BATCHNORM, &a, in, 5, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t i = 0; i < y.n; i++) {
+        int c = (int)((i / 21) % 5);
+        ref[i] = (in[0].data[i] - (double)in[3].data[c]) / sqrt((double)in[4].data[c] + 1e-3) * in[1].data[c] + in[2].data[c];
+    }
+    expect_close(&y, ref, 1e-10, "batchnorm");
+    free(ref);
+    for (int i = 0; i < 5; i++) free(in[i].data);
+    free(y.data);
+}
+
+static void check_softmax(int axis, float scale) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.axis = axis;
+    tt x = MAKE(-scale, scale, 3, 5, 4, 7), y = MAKE(0, 1, 3, 5, 4, 7);
+    run_op(DL_OP_SOFTMAX, &a, &x, 1, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t inner = 1;
+    for (int d = axis + 1; d < 4; d++) inner *= x.shape[d];
+    int64_t len = x.shape[axis];
+    for (int64_t i = 0; i < y.n; i++) {
+        int64_t base = i - ((i / inner) % len) * inner; /* same row, position 0 along axis */
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < len; j++) m = fmax(m, x.data[base + j * inner]);
+        for (int64_t j = 0; j < len; j++) s += exp(x.data[base + j * inner] - m);
+        ref[i] = exp(x.data[i] - m) / s;
+    }
+    expect_close(&y, ref, 1e-10, "softmax");
+    free(ref);
+    free(x.data);
+    free(y.data);
+}
+
+Test(cpu_ops, softmax_axes_and_stability) {
+    check_softmax(1, 3);
+    check_softmax(3, 3);
+    check_softmax(3, 1000); /* exp(1000) overflows without subtracting the max */
+    check_softmax(0, 50);
+}
+
+Test(cpu_ops, concat_all_axes) {
+    for (int axis = 0; axis < 4; axis++) {
+        dl_op_attrs a;
+        attrs(&a);
+        a.axis = axis;
+        int64_t base[4] = {2, 3, 4, 5}, ext[3] = {1, 3, 2};
+        tt in[3];
+        int64_t outs[4] = {2, 3, 4, 5};
+        outs[axis] = 6;
+        for (int i = 0; i < 3; i++) {
+            int64_t s[4] = {base[0], base[1], base[2], base[3]};
+            s[axis] = ext[i];
+            in[i] = make(4, s, -1, 1);
+        }
+        tt y = make(4, outs, 0, 1);
+        run_op(DL_OP_CONCAT, &a, in, 3, &y);
+        double *ref = malloc((size_t)y.n * sizeof *ref);
+        int64_t idx[4];
+        for (int64_t i = 0; i < y.n; i++) {
+            int64_t r = i;
+            for (int d = 3; d >= 0; d--) idx[d] = r % outs[d], r /= outs[d];
+            int src = 0;
+            int64_t pos = idx[axis];
+            while (pos >= ext[src]) pos -= ext[src++];
+            int64_t s[4] = {base[0], base[1], base[2], base[3]};
+            s[axis] = ext[src];
+            idx[axis] = pos;
+            ref[i] = in[src].data[((idx[0] * s[1] + idx[1]) * s[2] + idx[2]) * s[3] + idx[3]];
+        }
+        expect_close(&y, ref, 1e-12, "concat");
+        free(ref);
+        for (int i = 0; i < 3; i++) free(in[i].data);
+        free(y.data);
+    }
+}
+
+/* ---- supports() says no, with a reason ---- */
+
+static void expect_refused(dl_op *op, const char *reason) {
+    load();
+    dl_error why = {{0}};
+    cr_expect_not(be->supports(be->self, op, &why), "should refuse (%s)", reason);
+    cr_expect(strstr(why.msg, reason), "reason '%s' lacks '%s'", why.msg, reason);
+}
+
+Test(cpu_ops, supports_refuses_with_reasons) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.kernel[0] = a.kernel[1] = 3;
+    int64_t xs[4] = {1, 4, 8, 8}, ws[4] = {6, 3, 3, 3}, ys[4] = {1, 6, 6, 6};
+    dl_tensor in[2] = {{NULL, {1, 0}, 4, DL_F32, xs, NULL, 0}, {NULL, {1, 0}, 4, DL_F32, ws, NULL, 0}};
+    dl_tensor out = {NULL, {1, 0}, 4, DL_F32, ys, NULL, 0};
+    dl_op op = {sizeof op, DL_OP_CONV2D, "c", &a, 2, in, 1, &out, 0};
+    expect_refused(&op, "input channels"); /* weight says 3 channels, x has 4 */
+    ws[1] = 4;
+    dl_error why;
+    cr_expect(be->supports(be->self, &op, &why), "a correct conv is refused: %s", why.msg);
+    in[0].dtype = DL_F16;
+    expect_refused(&op, "only f32");
+    in[0].dtype = DL_F32;
+    ys[2] = 7;
+    expect_refused(&op, "output size");
+    ys[2] = 6;
+    op.kind = 99;
+    expect_refused(&op, "unknown");
+    op.kind = DL_OP_RELU;
+    a.activation = DL_ACT_RELU;
+    op.n_inputs = 1;
+    expect_refused(&op, "fused activation");
+    a.activation = DL_ACT_NONE;
+    int64_t lx[2] = {2, 10}, lw[2] = {5, 11}, ly[2] = {2, 5};
+    dl_tensor lin[2] = {{NULL, {1, 0}, 2, DL_F32, lx, NULL, 0}, {NULL, {1, 0}, 2, DL_F32, lw, NULL, 0}};
+    dl_tensor lout = {NULL, {1, 0}, 2, DL_F32, ly, NULL, 0};
+    dl_op lop = {sizeof lop, DL_OP_LINEAR, "l", &a, 2, lin, 1, &lout, 0};
+    expect_refused(&lop, "weight has 11 inputs");
+}
