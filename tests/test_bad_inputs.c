@@ -1,0 +1,268 @@
+/* test_bad_inputs.c — a table of malformed models, safetensors files and .npy files: each must
+ * give its own clear one-line message (asserted, with file:line:col for models) and never crash.
+ * Plus a mutation loop that corrupts a valid safetensors file byte by byte. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model_yaml.h"
+#include "npy.h"
+#include "safetensors.h"
+#include "test_util.h"
+#include "weights.h"
+
+#define HEAD "model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nlayers:\n"
+
+typedef struct bad_model {
+    const char *text;
+    const char *want; /* substring after the file name */
+} bad_model;
+
+static const bad_model models[] = {
+    {"model: m\ninputs: [\n", ":3:1: malformed YAML"},
+    {"model: m\nfoo: 1\ninputs:\n  - {name: x, shape: [1, 3]}\nlayers:\n  - {op: relu}\n", ":2:1: unknown key 'foo'"},
+    {HEAD "  - {op: relu, colour: red}\n", ":5:16: relu 'relu_1': unknown key 'colour'"},
+    {HEAD "  - {op: convolution}\n", ":5:10: unknown op 'convolution'"},
+    {HEAD "  - {name: c, op: conv2d, kernel: 3}\n", ":5:5: conv2d 'c' needs 'filters'"},
+    {HEAD "  - {op: conv2d, filters: 4, kernel: big}\n", ":5:38: kernel must be an integer, not 'big'"},
+    {HEAD "  - {op: conv2d, filters: 4, kernel: 0}\n", ":5:38: kernel must be at least 1, not 0"},
+    {HEAD "  - {name: a, op: relu}\n  - {name: a, op: relu}\n", ":6:12: duplicate layer name 'a'"},
+    {HEAD "  - {op: relu, inputs: [nothere]}\n", ":5:25: relu 'relu_1' uses 'nothere', which is not defined before it"},
+    {HEAD "  - {name: a, op: relu, inputs: [b]}\n  - {name: b, op: relu, inputs: [a]}\n",
+     ":5:34: relu 'a' uses 'b', which is not defined before it (layers must be listed in execution order; cycles are not allowed)"},
+    {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 1}\n  - {name: s, op: add, inputs: [c, x]}\n",
+     ":6:5: add 's': inputs 'c' [1, 4, 8, 8] and 'x' [1, 3, 8, 8] have different shapes"},
+    {HEAD "  - {name: p, op: maxpool2d, kernel: 2}\n  - {name: j, op: concat, inputs: [x, p]}\n",
+     ":6:5: concat 'j': input 'p' [1, 3, 4, 4] does not match 'x' [1, 3, 8, 8] outside axis 1"},
+    {HEAD "  - {name: fc, op: linear, units: 10}\n", ":5:5: linear 'fc': needs a 2-D input [N, features], got [1, 3, 8, 8] (add a flatten layer before it)"},
+    {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 3, groups: 2}\n", ":5:5: conv2d 'c': input channels 3 are not divisible by groups 2"},
+    {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 11}\n", ":5:5: conv2d 'c': kernel 11x11 (dilation 1) does not fit the padded input [1, 3, 8, 8]"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 3]}\n", ":1:1: model needs 'layers'"},
+    {"model: m\ninputs: []\nlayers:\n  - {op: relu}\n", ":2:9: inputs must be a non-empty list"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 3], dtype: f16}\nlayers:\n  - {op: relu}\n", ":3:37: unsupported dtype 'f16'"},
+    {HEAD "  - {op: relu, op: relu}\n", ":5:16: duplicate key 'op'"},
+    {HEAD "  - {op: conv2d, filters: 4, kernel: 3, bias: maybe}\n", ":5:47: bias must be true or false, not 'maybe'"},
+    {HEAD "  - {op: dropout, rate: 1.5}\n", ":5:25: dropout rate must be in [0, 1), not 1.5"},
+    {HEAD "  - {name: s, op: softmax, axis: 5}\n", ":5:5: softmax 's': axis 5 is out of range for input [1, 3, 8, 8]"},
+    {"- just\n- a list\n", ":1:1: a model must be a mapping"},
+    {"", ": empty model file"},
+    {HEAD "  - {name: l, op: linear}\n", ":5:5: linear 'l' needs 'units'"},
+    {HEAD "  - {name: p, op: maxpool2d, kernel: 2, padding: 2}\n", ":5:5: maxpool2d 'p': padding 2 is more than half the kernel 2"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 0, 4]}\nlayers:\n  - {op: relu}\n", ":3:26: a dimension must be at least 1, not 0"},
+    {HEAD "  - {op: conv2d, filters: 4, kernel: [3, 3, 3]}\n", ":5:38: kernel must have 1 or 2 values, not 3"},
+};
+
+Test(bad_inputs, models_give_file_line_col_messages) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char *path = tu_write_temp(".yaml", models[i].text, strlen(models[i].text));
+        dl_graph *g = (dl_graph *)0x1;
+        dl_error err = {{0}};
+        dl_status st = dl_model_read_yaml(path, &g, &err);
+        cr_expect_eq(st, DL_E_INVALID, "case %zu: status %d", i, st);
+        cr_expect_null(g, "case %zu: graph returned on error", i);
+        char want[600];
+        snprintf(want, sizeof want, "%s%s", path, models[i].want);
+        cr_expect(strstr(err.msg, want), "case %zu:\n  got:  %s\n  want: %s", i, err.msg, want);
+        cr_expect_null(strchr(err.msg, '\n'), "case %zu: message is not one line", i);
+        unlink(path);
+        free(path);
+    }
+}
+
+Test(bad_inputs, unreadable_model_file) {
+    dl_graph *g;
+    dl_error err;
+    cr_expect_eq(dl_model_read_yaml("/nonexistent/m.yaml", &g, &err), DL_E_IO);
+    cr_expect(strstr(err.msg, "/nonexistent/m.yaml: cannot open: No such file"), "%s", err.msg);
+}
+
+/* ---- safetensors ---- */
+
+static const char tiny_model[] =
+    "model: tiny\ninputs:\n  - {name: x, shape: [1, 4]}\nlayers:\n  - {name: fc, op: linear, units: 2}\n";
+
+/* A file from a JSON header and raw data bytes. */
+static char *st_file(const char *json, const void *data, size_t n) {
+    size_t hl = strlen(json);
+    size_t total = 8 + hl + n;
+    unsigned char *buf = malloc(total);
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(buf + 8, json, hl);
+    if (n) memcpy(buf + 8 + hl, data, n);
+    char *path = tu_write_temp(".safetensors", buf, total);
+    free(buf);
+    return path;
+}
+
+typedef struct bad_st {
+    const char *json; /* NULL: raw bytes below */
+    size_t data_bytes;
+    const char *want;
+} bad_st;
+
+#define W_OK_HDR "\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]}"
+#define B_OK_HDR "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[32,40]}"
+
+static const bad_st sts[] = {
+    {"{" W_OK_HDR "," B_OK_HDR "", 40, "header is not valid JSON"},
+    {"[1, 2]", 0, "header is not a JSON object"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]}," B_OK_HDR "}", 36,
+     "tensor 'fc.bias': data_offsets [32, 40] run past the end of the data (36 bytes; truncated file?)"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,8]}," B_OK_HDR "}", 40,
+     "tensor 'fc.weight': data_offsets [0, 8] hold 8 bytes but shape [2, 4] of F32 needs 32"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]},\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[28,36]}}",
+     40, "tensors 'fc.weight' and 'fc.bias' overlap"},
+    {"{\"fc.weight\":{\"dtype\":\"F99\",\"shape\":[2,4],\"data_offsets\":[0,32]}}", 32, "tensor 'fc.weight': unknown dtype 'F99'"},
+    {"{" B_OK_HDR "}", 40, "model needs tensor 'fc.weight' [2, 4], not in the file"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[4,2],\"data_offsets\":[0,32]}," B_OK_HDR "}", 40,
+     "tensor 'fc.weight' has shape [4, 2], the model needs [2, 4]"},
+    {"{\"fc.weight\":{\"dtype\":\"I64\",\"shape\":[2,4],\"data_offsets\":[0,64]},\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[64,72]}}",
+     72, "tensor 'fc.weight' is I64; weights must be F32, F16 or BF16"},
+    {"{" W_OK_HDR "," B_OK_HDR ",\"conv9.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[40,44]}}", 44,
+     "tensor 'conv9.weight' is not a weight of model 'tiny'"},
+    {"{" W_OK_HDR "," W_OK_HDR "}", 40, "tensor 'fc.weight' appears twice"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,-4],\"data_offsets\":[0,32]}}", 32, "shape entries must be non-negative integers"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[32,0]}}", 32, "end before they begin"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4]}}", 32, "'data_offsets' must be [begin, end]"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32.5]}}", 32, "data_offsets must be non-negative integers"},
+};
+
+static dl_graph *tiny(void) {
+    dl_graph *g;
+    dl_error err;
+    cr_assert_eq(dl_model_parse_yaml(tiny_model, strlen(tiny_model), "tiny.yaml", &g, &err), DL_OK, "%s", err.msg);
+    return g;
+}
+
+Test(bad_inputs, safetensors_files_are_never_trusted) {
+    static float zeros[32];
+    for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) {
+        char *path = st_file(sts[i].json, zeros, sts[i].data_bytes);
+        dl_graph *g = tiny();
+        dl_weights *w = (dl_weights *)0x1;
+        dl_error err = {{0}};
+        dl_status st = dl_weights_bind(g, path, 1, &w, &err);
+        cr_expect_eq(st, DL_E_INVALID, "case %zu: status %d (%s)", i, st, err.msg);
+        cr_expect_null(w);
+        cr_expect(strstr(err.msg, sts[i].want), "case %zu:\n  got:  %s\n  want: %s", i, err.msg, sts[i].want);
+        cr_expect(strstr(err.msg, path) == err.msg, "case %zu: message does not start with the file: %s", i, err.msg);
+        dl_graph_free(g);
+        unlink(path);
+        free(path);
+    }
+}
+
+Test(bad_inputs, safetensors_length_field_lies) {
+    unsigned char shortf[5] = {1, 2, 3, 4, 5};
+    char *p = tu_write_temp(".safetensors", shortf, sizeof shortf);
+    dl_safetensors *st;
+    dl_error err;
+    cr_expect_eq(dl_safetensors_open(p, &st, &err), DL_E_INVALID);
+    cr_expect(strstr(err.msg, "too short for a safetensors file"), "%s", err.msg);
+    unlink(p);
+    free(p);
+    unsigned char big[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{', '}'};
+    p = tu_write_temp(".safetensors", big, sizeof big);
+    cr_expect_eq(dl_safetensors_open(p, &st, &err), DL_E_INVALID);
+    cr_expect(strstr(err.msg, "exceeds the file"), "%s", err.msg);
+    unlink(p);
+    free(p);
+    cr_expect_eq(dl_safetensors_open("/nonexistent.safetensors", &st, &err), DL_E_IO);
+}
+
+Test(bad_inputs, corrupting_any_byte_never_crashes, .timeout = 120) {
+    /* Flip each byte of a valid file's header in turn: open must succeed or fail cleanly. */
+    const char *json = "{" W_OK_HDR "," B_OK_HDR "}";
+    float data[10];
+    tu_fill_uniform(data, 10, 3, -1, 1);
+    size_t hl = strlen(json), total = 8 + hl + sizeof data;
+    unsigned char *buf = malloc(total);
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(buf + 8, json, hl);
+    memcpy(buf + 8 + hl, data, sizeof data);
+    int ok = 0, failed = 0;
+    for (size_t pos = 0; pos < 8 + hl; pos++) {
+        unsigned char save = buf[pos];
+        for (int v = 0; v < 3; v++) {
+            buf[pos] = (unsigned char)(v == 0 ? save ^ 0x01 : v == 1 ? '9' : 0xff);
+            char *p = tu_write_temp(".safetensors", buf, total);
+            dl_safetensors *st = NULL;
+            dl_error err = {{0}};
+            if (dl_safetensors_open(p, &st, &err) == DL_OK) {
+                ok++;
+                for (int t = 0; t < st->n_tensors; t++) /* touch every byte it claims */
+                    for (size_t b = 0; b < st->tensors[t].nbytes; b++) cr_assert_geq(((const unsigned char *)st->tensors[t].data)[b], 0);
+                dl_safetensors_close(st);
+            } else {
+                failed++;
+                cr_assert(err.msg[0]);
+            }
+            unlink(p);
+            free(p);
+        }
+        buf[pos] = save;
+    }
+    free(buf);
+    cr_expect_gt(failed, 0);
+    cr_expect_gt(ok + failed, 100);
+}
+
+/* ---- .npy ---- */
+
+static char *npy_file(const char *header, const void *data, size_t n, int version) {
+    size_t hl = strlen(header), pre = version == 1 ? 10 : 12;
+    unsigned char *buf = malloc(pre + hl + n + 1);
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (unsigned char)version, buf[7] = 0;
+    buf[8] = (unsigned char)(hl & 0xff), buf[9] = (unsigned char)(hl >> 8);
+    if (pre == 12) buf[10] = buf[11] = 0;
+    memcpy(buf + pre, header, hl);
+    if (n) memcpy(buf + pre + hl, data, n);
+    char *path = tu_write_temp(".npy", buf, pre + hl + n);
+    free(buf);
+    return path;
+}
+
+Test(bad_inputs, npy_files) {
+    static const float zeros[64];
+    struct {
+        const char *hdr;
+        size_t n;
+        int version;
+        const char *want;
+    } cases[] = {
+        {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }\n", 24, 1, "Fortran-order arrays are not supported"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n", 20, 1, "data is shorter than its shape needs"},
+        {"{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }\n", 16, 1, "dtype '<c8' is not supported"},
+        {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", 8, 1, "dtype '>f4' is not supported"},
+        {"['descr', '<f4']\n", 8, 1, ".npy header is not a dict"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }\n", 4, 1, "more than 8 dimensions"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }\n", 8, 1, "bad dimension"},
+        {"{'descr': '<f4', 'shape': (2,), }\n", 8, 1, "lacks descr, fortran_order or shape"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", 8, 9, "format version 9 is not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *p = npy_file(cases[i].hdr, zeros, cases[i].n, cases[i].version);
+        float *d = (float *)0x1;
+        int64_t shape[8];
+        int nd;
+        dl_error err = {{0}};
+        cr_expect_eq(dl_npy_read(p, &d, shape, &nd, &err), DL_E_INVALID, "case %zu", i);
+        cr_expect_null(d, "case %zu", i);
+        cr_expect(strstr(err.msg, cases[i].want), "case %zu:\n  got:  %s\n  want: %s", i, err.msg, cases[i].want);
+        unlink(p);
+        free(p);
+    }
+    char *p = tu_write_temp(".npy", "PK\x03\x04 not numpy", 16);
+    float *d;
+    int64_t shape[8];
+    int nd;
+    dl_error err;
+    cr_expect_eq(dl_npy_read(p, &d, shape, &nd, &err), DL_E_INVALID);
+    cr_expect(strstr(err.msg, "not a .npy file (bad magic)"), "%s", err.msg);
+    unlink(p);
+    free(p);
+}

@@ -1,0 +1,281 @@
+/* test_formats.c — the good paths of the file formats and model reading: every shipped model
+ * parses with torchvision's tensor names and shapes, shape inference per op and per batch,
+ * safetensors (f32 in place, f16/bf16 converted), .npy round trips, seeded weights. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "half.h"
+#include "model_yaml.h"
+#include "npy.h"
+#include "safetensors.h"
+#include "test_util.h"
+#include "weights.h"
+
+static dl_graph *load(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s", DLRUN_SOURCE_DIR, name);
+    dl_graph *g;
+    dl_error err;
+    cr_assert_eq(dl_model_read_yaml(path, &g, &err), DL_OK, "%s", err.msg);
+    return g;
+}
+
+static dl_graph *parse(const char *text) {
+    dl_graph *g;
+    dl_error err;
+    cr_assert_eq(dl_model_parse_yaml(text, strlen(text), "t.yaml", &g, &err), DL_OK, "%s", err.msg);
+    return g;
+}
+
+static void expect_shape(const dl_graph *g, const char *value, const char *want) {
+    int v = dl_graph_find_value(g, value);
+    cr_assert_geq(v, 0, "no value %s", value);
+    char s[128];
+    dl_shape_str(g->values[v].shape, g->values[v].ndim, s, sizeof s);
+    cr_expect_str_eq(s, want, "%s", value);
+}
+
+Test(models, shipped_models_parse_with_torchvision_names) {
+    dl_graph *g = load("vgg.yaml");
+    cr_expect_eq(g->n_nodes, 39);
+    expect_shape(g, "classifier.6", "[1, 1000]");
+    expect_shape(g, "features.0.weight", "[64, 3, 3, 3]");
+    expect_shape(g, "features.28.bias", "[512]");
+    expect_shape(g, "classifier.0.weight", "[4096, 25088]");
+    expect_shape(g, "classifier.6.bias", "[1000]");
+    dl_graph_free(g);
+    g = load("resnet18.yaml");
+    expect_shape(g, "fc", "[1, 1000]");
+    expect_shape(g, "conv1.weight", "[64, 3, 7, 7]");
+    expect_shape(g, "bn1.running_var", "[64]");
+    expect_shape(g, "layer2.0.downsample.0.weight", "[128, 64, 1, 1]");
+    expect_shape(g, "layer4.1.bn2.running_mean", "[512]");
+    expect_shape(g, "layer4.1.relu2", "[1, 512, 7, 7]");
+    cr_expect_lt(dl_graph_find_value(g, "conv1.bias"), 0, "resnet convs have no bias");
+    int params = 0;
+    for (int i = 0; i < g->n_values; i++) params += g->values[i].kind == DL_VALUE_WEIGHT;
+    cr_expect_eq(params, 102, "torchvision resnet18 has 102 tensors besides num_batches_tracked");
+    dl_graph_free(g);
+    g = load("lenet.yaml");
+    expect_shape(g, "prob", "[1, 10]");
+    expect_shape(g, "fc1.weight", "[120, 400]");
+    dl_graph_free(g);
+    g = load("mlp.yaml");
+    expect_shape(g, "prob", "[1, 10]");
+    dl_graph_free(g);
+}
+
+Test(models, batch_changes_every_shape) {
+    dl_graph *g = load("vgg.yaml");
+    dl_error err;
+    cr_assert_eq(dl_graph_infer_shapes(g, 8, &err), DL_OK, "%s", err.msg);
+    expect_shape(g, "classifier.6", "[8, 1000]");
+    expect_shape(g, "features.30", "[8, 512, 7, 7]");
+    expect_shape(g, "features.0.weight", "[64, 3, 3, 3]");
+    cr_assert_eq(dl_graph_infer_shapes(g, 1, &err), DL_OK);
+    expect_shape(g, "flatten", "[1, 25088]");
+    dl_graph_free(g);
+}
+
+Test(models, dag_defaults_and_attributes) {
+    dl_graph *g = parse("model: dag\n"
+                        "inputs:\n  - {name: x, shape: [2, 4, 11, 13]}\n"
+                        "weights: w.safetensors\n"
+                        "layers:\n"
+                        "  - {name: a, op: conv2d, filters: 6, kernel: [3, 5], stride: 2, padding: [1, 2], dilation: 1}\n"
+                        "  - {name: b, op: conv2d, filters: 6, kernel: 3, stride: 2, padding: [0, 1, 2, 1], groups: 2, inputs: [x]}\n"
+                        "  - {name: j, op: concat, inputs: [a, b]}\n"
+                        "  - {name: d, op: conv2d, filters: 4, kernel: 3, dilation: 2, padding: 2, bias: false}\n"
+                        "  - {name: m, op: maxpool2d, kernel: 3, stride: 2, padding: 1, ceil_mode: true}\n"
+                        "  - {name: p, op: avgpool2d, kernel: 2, count_include_pad: false}\n"
+                        "  - {op: global_avgpool}\n"
+                        "  - {name: s, op: softmax, axis: 1}\n"
+                        "  - {name: bn, op: batchnorm, eps: 0.001, inputs: [a]}\n"
+                        "outputs: [s, bn]\n");
+    expect_shape(g, "a", "[2, 6, 6, 7]");
+    expect_shape(g, "b", "[2, 6, 6, 7]");
+    expect_shape(g, "b.weight", "[6, 2, 3, 3]");
+    expect_shape(g, "j", "[2, 12, 6, 7]");
+    expect_shape(g, "d", "[2, 4, 6, 7]");
+    expect_shape(g, "m", "[2, 4, 4, 4]");
+    expect_shape(g, "p", "[2, 4, 2, 2]");
+    expect_shape(g, "global_avgpool_7", "[2, 4, 1, 1]");
+    expect_shape(g, "s", "[2, 4, 1, 1]");
+    expect_shape(g, "bn.running_mean", "[6]");
+    cr_expect_eq(g->n_outputs, 2);
+    cr_expect_str_eq(g->weights_path, "w.safetensors");
+    const dl_node *a = &g->nodes[0];
+    cr_expect_eq(a->attrs.pad_begin[1], 2);
+    cr_expect_eq(a->attrs.kernel[1], 5);
+    cr_expect_eq(g->nodes[1].attrs.pad_end[0], 2);
+    cr_expect_eq(g->nodes[5].attrs.count_include_pad, 0);
+    cr_expect_float_eq(g->nodes[8].attrs.epsilon, 0.001f, 1e-9);
+    /* conv a: 2*N*OC*OH*OW*(C/g)*KH*KW */
+    cr_expect_float_eq(dl_node_flops(g, a), 2.0 * 2 * 6 * 6 * 7 * 4 * 3 * 5, 1e-6);
+    dl_graph_free(g);
+}
+
+Test(models, weights_path_is_relative_to_the_model_file) {
+    const char *t = "model: m\ninputs:\n  - {name: x, shape: [1, 2]}\nweights: w.safetensors\nlayers:\n  - {op: relu}\n";
+    dl_graph *g;
+    dl_error err;
+    cr_assert_eq(dl_model_parse_yaml(t, strlen(t), "some/dir/m.yaml", &g, &err), DL_OK, "%s", err.msg);
+    cr_expect_str_eq(g->weights_path, "some/dir/w.safetensors");
+    dl_graph_free(g);
+}
+
+/* ---- safetensors and weights ---- */
+
+static const char fc_model[] = "model: fc\ninputs:\n  - {name: x, shape: [1, 3]}\nlayers:\n  - {name: fc, op: linear, units: 2}\n";
+
+Test(weights, f32_file_round_trip_in_place) {
+    float w[6], b[2];
+    tu_fill_uniform(w, 6, 1, -1, 1);
+    tu_fill_uniform(b, 2, 2, -1, 1);
+    const char *names[3] = {"fc.weight", "fc.bias", "fc.num_batches_tracked"};
+    const float *data[3] = {w, b, b};
+    int nd[3] = {2, 1, 1};
+    int64_t ws[2] = {2, 3}, bs[1] = {2}, ns[1] = {1};
+    const int64_t *shapes[3] = {ws, bs, ns};
+    char path[] = "/tmp/dlrun-st-XXXXXX";
+    close(mkstemp(path));
+    dl_error err;
+    cr_assert_eq(dl_safetensors_write_f32(path, 3, names, data, nd, shapes, &err), DL_OK, "%s", err.msg);
+    dl_graph *g = parse(fc_model);
+    dl_weights *wt;
+    cr_assert_eq(dl_weights_bind(g, path, 0, &wt, &err), DL_OK, "%s", err.msg);
+    int wi = dl_graph_find_value(g, "fc.weight"), bi = dl_graph_find_value(g, "fc.bias");
+    cr_expect_eq(memcmp(g->values[wi].data, w, sizeof w), 0);
+    cr_expect_eq(memcmp(g->values[bi].data, b, sizeof b), 0);
+    dl_weights_free(wt);
+    cr_expect_null(g->values[wi].data);
+    dl_graph_free(g);
+    unlink(path);
+}
+
+static void put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)(v & 0xff), p[1] = (unsigned char)(v >> 8); }
+
+Test(weights, f16_and_bf16_are_converted_exactly) {
+    /* f16: 1.0, -2.5, 65504 (max), 2^-24 (smallest subnormal), 0.5, -0 ; bf16: 1.0, -3.0 */
+    const uint16_t h[6] = {0x3c00, 0xc100, 0x7bff, 0x0001, 0x3800, 0x8000};
+    const float hf[6] = {1.0f, -2.5f, 65504.0f, 5.9604644775390625e-08f, 0.5f, -0.0f};
+    unsigned char data[16];
+    for (int i = 0; i < 6; i++) put16(data + 2 * i, h[i]);
+    put16(data + 12, 0x3f80);
+    put16(data + 14, 0xc040);
+    const char *json = "{\"fc.weight\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[0,12]},"
+                       "\"fc.bias\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[12,16]}}";
+    size_t hl = strlen(json);
+    unsigned char file[512];
+    for (int i = 0; i < 8; i++) file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(file + 8, json, hl);
+    memcpy(file + 8 + hl, data, 16);
+    char *path = tu_write_temp(".safetensors", file, 8 + hl + 16);
+    dl_graph *g = parse(fc_model);
+    dl_weights *wt;
+    dl_error err;
+    cr_assert_eq(dl_weights_bind(g, path, 0, &wt, &err), DL_OK, "%s", err.msg);
+    const float *w = g->values[dl_graph_find_value(g, "fc.weight")].data;
+    const float *b = g->values[dl_graph_find_value(g, "fc.bias")].data;
+    for (int i = 0; i < 6; i++) cr_expect_eq(w[i], hf[i], "f16 %d: %g != %g", i, w[i], hf[i]);
+    cr_expect(signbit(w[5]));
+    cr_expect_eq(b[0], 1.0f);
+    cr_expect_eq(b[1], -3.0f);
+    cr_expect(isinf(dl_f16_to_f32(0x7c00)) && isnan(dl_f16_to_f32(0x7e00)));
+    dl_weights_free(wt);
+    dl_graph_free(g);
+    unlink(path);
+    free(path);
+}
+
+Test(weights, seeded_init_is_deterministic_and_pytorch_like) {
+    dl_graph *g = load("resnet18.yaml");
+    dl_weights *a, *b;
+    dl_error err;
+    cr_assert_eq(dl_weights_bind(g, NULL, 7, &a, &err), DL_OK, "%s", err.msg);
+    int ci = dl_graph_find_value(g, "layer1.0.conv1.weight");
+    const dl_value *cv = &g->values[ci];
+    size_t n = (size_t)dl_value_numel(cv);
+    float *first = malloc(n * sizeof *first);
+    memcpy(first, cv->data, n * sizeof *first);
+    double bound = 1.0 / sqrt(64.0 * 9.0), mx = 0;
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(first[i]));
+    cr_expect_leq(mx, bound, "kaiming-uniform bound exceeded");
+    cr_expect_gt(mx, 0.98 * bound, "the range is not used");
+    const float *gamma = g->values[dl_graph_find_value(g, "bn1.weight")].data;
+    const float *mean = g->values[dl_graph_find_value(g, "bn1.running_mean")].data;
+    const float *var = g->values[dl_graph_find_value(g, "bn1.running_var")].data;
+    cr_expect(gamma[0] == 1 && mean[0] == 0 && var[63] == 1);
+    dl_weights_free(a);
+    cr_assert_eq(dl_weights_bind(g, NULL, 7, &b, &err), DL_OK);
+    cr_expect_eq(memcmp(first, cv->data, n * sizeof *first), 0, "same seed, different weights");
+    dl_weights_free(b);
+    cr_assert_eq(dl_weights_bind(g, NULL, 8, &b, &err), DL_OK);
+    cr_expect_neq(memcmp(first, cv->data, n * sizeof *first), 0, "different seed, same weights");
+    dl_weights_free(b);
+    free(first);
+    dl_graph_free(g);
+}
+
+/* ---- .npy ---- */
+
+Test(npy, round_trip_odd_shapes) {
+    const int64_t shapes[4][5] = {{7}, {3, 5}, {2, 3, 1, 5, 7}, {0}};
+    const int nds[4] = {1, 2, 5, 0};
+    for (int c = 0; c < 4; c++) {
+        int64_t n = 1;
+        for (int i = 0; i < nds[c]; i++) n *= shapes[c][i];
+        float *x = malloc((size_t)n * sizeof *x);
+        tu_fill_uniform(x, (size_t)n, (uint64_t)c, -5, 5);
+        char path[] = "/tmp/dlrun-npy-XXXXXX";
+        close(mkstemp(path));
+        dl_error err;
+        cr_assert_eq(dl_npy_write(path, x, shapes[c], nds[c], &err), DL_OK, "%s", err.msg);
+        float *y;
+        int64_t s[8];
+        int nd;
+        cr_assert_eq(dl_npy_read(path, &y, s, &nd, &err), DL_OK, "case %d: %s", c, err.msg);
+        cr_expect_eq(nd, nds[c]);
+        for (int i = 0; i < nd; i++) cr_expect_eq(s[i], shapes[c][i]);
+        cr_expect_eq(memcmp(x, y, (size_t)n * sizeof *x), 0);
+        free(x);
+        free(y);
+        unlink(path);
+    }
+}
+
+Test(npy, other_dtypes_are_converted) {
+    /* '<f8' [1.5, -2], '<i8' [3, -4], '<f2' [0.5], '|u1' [255] */
+    struct {
+        const char *descr;
+        unsigned char bytes[16];
+        size_t n, count;
+        float want[2];
+    } cases[] = {
+        {"<f8", {0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0xc0}, 16, 2, {1.5f, -2.0f}},
+        {"<i8", {3, 0, 0, 0, 0, 0, 0, 0, 0xfc, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 16, 2, {3.0f, -4.0f}},
+        {"<f2", {0x00, 0x38}, 2, 1, {0.5f}},
+        {"|u1", {255}, 1, 1, {255.0f}},
+    };
+    for (size_t c = 0; c < 4; c++) {
+        char hdr[128];
+        int hl = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%zu,), }\n", cases[c].descr, cases[c].count);
+        unsigned char file[256] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)hl, 0};
+        memcpy(file + 10, hdr, (size_t)hl);
+        memcpy(file + 10 + hl, cases[c].bytes, cases[c].n);
+        char *path = tu_write_temp(".npy", file, 10 + (size_t)hl + cases[c].n);
+        float *y;
+        int64_t s[8];
+        int nd;
+        dl_error err;
+        cr_assert_eq(dl_npy_read(path, &y, s, &nd, &err), DL_OK, "%s: %s", cases[c].descr, err.msg);
+        for (size_t i = 0; i < cases[c].count; i++) cr_expect_eq(y[i], cases[c].want[i], "%s[%zu]", cases[c].descr, i);
+        free(y);
+        unlink(path);
+        free(path);
+    }
+}
