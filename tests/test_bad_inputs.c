@@ -256,7 +256,8 @@ Test(bad_inputs, npy_files) {
         unlink(p);
         free(p);
     }
-    char *p = tu_write_temp(".npy", "PK\x03\x04 not numpy", 16);
+    static const char zip[] = "PK\x03\x04 not numpy";
+    char *p = tu_write_temp(".npy", zip, sizeof zip - 1);
     float *d;
     int64_t shape[8];
     int nd;
