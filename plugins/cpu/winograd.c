@@ -10,10 +10,11 @@
 
 int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int c, int k,
                        int oh, int ow) {
-    /* Few channels (the RGB input layer) make the GEMMs too thin to gain; tiny maps waste most of
-     * each 4x4 tile. */
+    /* Few channels (the RGB input layer) make the GEMMs too thin to gain. Small maps (ResNet's
+     * 7x7) give too few tiles to pay for reading the transformed filters, which are 4x larger
+     * than the filters: measured slower than im2col there (docs/performance.md). */
     return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && groups == 1 &&
-           c >= 16 && k >= 16 && oh >= 6 && ow >= 6;
+           c >= 16 && k >= 16 && oh >= 10 && ow >= 10;
 }
 
 /* U = G g G^T for one 3x3 filter, in double for accuracy. */

@@ -61,17 +61,26 @@ static void im2col(const dl_kernel *k, const float *x, int cg, float *col) {
     }
 }
 
-/* y[m x n] = w[m x kdim] * b[kdim x n], the n columns split across threads. */
+/* y[m x n] = w[m x kdim] * b[kdim x n] with single-threaded sgemm calls in parallel: the output
+ * is split along its longer side, so that small spatial maps (late layers) split the filters and
+ * each thread reads only its share of them. */
 static void gemm_split(int m, int64_t n, int kdim, const float *w, const float *b, float *y) {
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t chunk = (n + nt - 1) / nt;
-        chunk = (chunk + 15) / 16 * 16;
-        int64_t c0 = (int64_t)t * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
-        if (c1 > c0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, kdim,
-                        b + c0, (int)n, 0.0f, y + c0, (int)n);
+        if (n >= m) {
+            int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
+            int64_t c0 = (int64_t)t * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
+            if (c1 > c0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, kdim,
+                            b + c0, (int)n, 0.0f, y + c0, (int)n);
+        } else {
+            int chunk = ((m + nt - 1) / nt + 7) / 8 * 8;
+            int r0 = t * chunk, r1 = r0 + chunk < m ? r0 + chunk : m;
+            if (r1 > r0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, (int)n, kdim, 1.0f,
+                            w + (size_t)r0 * kdim, kdim, b, (int)n, 0.0f, y + (size_t)r0 * n, (int)n);
+        }
     }
 }
 
