@@ -182,3 +182,34 @@ Test(cli, vgg_runs_out_of_the_box, .timeout = 300) {
     cr_expect(strstr(out, "top-5:"), "%s", out);
     free(out);
 }
+
+Test(cli, resnet18_runs_and_reports_its_memory_plan, .timeout = 300) {
+    char *out;
+    cr_assert_eq(dlrun(MODEL("resnet18.yaml") " --threads 2 --json --batch 2", &out), 0, "%s", out);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert(j, "not JSON: %s", out);
+    cJSON *mem = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "memory"), 0);
+    cr_assert(mem);
+    cr_expect_str_eq(cJSON_GetObjectItem(mem, "domain")->valuestring, "host");
+    double peak = cJSON_GetObjectItem(mem, "peak_bytes")->valuedouble;
+    double lb = cJSON_GetObjectItem(mem, "lower_bound_bytes")->valuedouble;
+    double naive = cJSON_GetObjectItem(mem, "naive_bytes")->valuedouble;
+    cr_expect(lb > 0 && peak >= lb && peak <= 1.1 * lb && naive > peak, "peak %g lower bound %g naive %g", peak, lb, naive);
+    cJSON_Delete(j);
+    free(out);
+    cr_assert_eq(dlrun(MODEL("resnet18.yaml") " --profile", &out), 0, "%s", out);
+    cr_expect(strstr(out, "memory plan (per domain)"), "%s", out);
+    free(out);
+}
+
+Test(cli, batch_too_big_for_max_memory_is_refused_before_running) {
+    char *out;
+    cr_expect_eq(dlrun(MODEL("vgg.yaml") " --batch 64 --max-memory 512M", &out), 1);
+    cr_expect(strstr(out, "model 'vgg16' at batch 64 needs 1.5 GiB of host memory"), "%s", out);
+    cr_expect(strstr(out, "but --max-memory allows 512.0 MiB; use a smaller --batch"), "%s", out);
+    cr_expect_null(strstr(out, "latency"), "it ran anyway: %s", out);
+    free(out);
+    cr_expect_eq(dlrun(MODEL("lenet.yaml") " --max-memory lots", &out), 2);
+    cr_expect(strstr(out, "--max-memory wants a byte count"), "%s", out);
+    free(out);
+}

@@ -20,6 +20,7 @@ typedef struct cli_options {
     int json;
     int no_fuse;
     int list_backends;
+    long long max_memory;
 } cli_options;
 
 typedef struct cli_timing {

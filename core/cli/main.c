@@ -32,6 +32,8 @@ static const char usage[] =
     "  --device N            GPU ordinal for GPU backends (default 0)\n"
     "  --precision P         f32 (default, exact) | tf32 | f16 | bf16\n"
     "  --no-fuse             do not fuse relu into the op before it\n"
+    "  --max-memory BYTES    cap each memory domain (suffixes K, M, G); a plan that does not\n"
+    "                        fit is refused before anything runs\n"
     "  --profile             per-op table: layer, op, backend, shape, time, GFLOP/s, share\n"
     "  --json                print the report as JSON\n"
     "  --list-backends       list plugins found, loaded or skipped with the reason\n"
@@ -68,7 +70,7 @@ static int fail(dl_status st, const dl_error *err) {
 
 static int parse_args(int argc, char **argv, cli_options *o) {
     enum { O_BACKEND = 256, O_BATCH, O_INPUT, O_OUTPUT, O_WEIGHTS, O_SEED, O_ITER, O_WARMUP,
-           O_THREADS, O_DEVICE, O_PRECISION, O_PROFILE, O_JSON, O_LIST, O_VERSION, O_NOFUSE };
+           O_THREADS, O_DEVICE, O_PRECISION, O_PROFILE, O_JSON, O_LIST, O_VERSION, O_NOFUSE, O_MAXMEM };
     static const struct option longopts[] = {
         {"backend", required_argument, 0, O_BACKEND},   {"batch", required_argument, 0, O_BATCH},
         {"input", required_argument, 0, O_INPUT},       {"output", required_argument, 0, O_OUTPUT},
@@ -78,6 +80,7 @@ static int parse_args(int argc, char **argv, cli_options *o) {
         {"precision", required_argument, 0, O_PRECISION}, {"profile", no_argument, 0, O_PROFILE},
         {"json", no_argument, 0, O_JSON},               {"list-backends", no_argument, 0, O_LIST},
         {"version", no_argument, 0, O_VERSION},         {"no-fuse", no_argument, 0, O_NOFUSE},
+        {"max-memory", required_argument, 0, O_MAXMEM},
         {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->seed = 1;
@@ -122,6 +125,17 @@ static int parse_args(int argc, char **argv, cli_options *o) {
             else if (!strcmp(optarg, "bf16")) o->precision = DL_PRECISION_BF16;
             else return usage_error("--precision wants f32, tf32, f16 or bf16, not '%s'", optarg);
             break;
+        case O_MAXMEM: {
+            char *end;
+            errno = 0;
+            double b = strtod(optarg, &end);
+            double mult = *end == 'K' || *end == 'k' ? 1024.0 : *end == 'M' || *end == 'm' ? 1048576.0 : *end == 'G' || *end == 'g' ? 1073741824.0 : 1.0;
+            if (mult > 1) end++;
+            if (errno || end == optarg || *end || !(b * mult >= 1) || b * mult > 9e18)
+                return usage_error("--max-memory wants a byte count such as 4000000, 512M or 2G, not '%s'", optarg);
+            o->max_memory = (long long)(b * mult);
+            break;
+        }
         case O_PROFILE: o->profile = 1; break;
         case O_JSON: o->json = 1; break;
         case O_NOFUSE: o->no_fuse = 1; break;
@@ -212,6 +226,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     so.backend = o->backend;
     so.precision = o->precision;
     so.no_fuse = o->no_fuse;
+    so.max_memory = o->max_memory;
     st = dl_session_create(ctx, m, &so, &s, &err);
     if (st != DL_OK) {
         rc = fail(st, &err);

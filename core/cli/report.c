@@ -16,6 +16,8 @@ static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
     if (u < len) snprintf(buf + u, len - u, "]");
 }
 
+static void mib(uint64_t bytes, char out[32]) { snprintf(out, 32, "%.1f MiB", (double)bytes / 1048576.0); }
+
 static double mean_ms(const dl_step_info *i) { return i->runs ? i->total_ms / (double)i->runs : i->last_ms; }
 
 /* Top-k of row 0 of a [N, C] output, as probabilities (softmax applied unless already one). */
@@ -127,6 +129,17 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
         }
         printf("%-28s %-15s %-18s %-20s %10.3f %9.1f\n\n", "total", "", "", "", total, total > 0 ? sum.flops / total * 1e-6 : 0.0);
     }
+    if (o->profile) {
+        printf("memory plan (per domain): %-6s %12s %12s %12s %12s\n", "", "planned", "lower bound", "no reuse", "weights");
+        for (int i = 0; i < dl_session_memory_count(s); i++) {
+            dl_memory_info mi;
+            dl_session_memory(s, i, &mi);
+            char a[32], b[32], c[32], d[32];
+            mib(mi.peak_bytes, a), mib(mi.lower_bound_bytes, b), mib(mi.naive_bytes, c), mib(mi.weight_bytes, d);
+            printf("  %-30s %12s %12s %12s %12s\n", mi.domain, a, b, c, d);
+        }
+        printf("\n");
+    }
     int idx[5];
     double prob[5];
     int k = top_k(y, 5, idx, prob);
@@ -184,6 +197,18 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
             }
         }
         cJSON_AddItemToArray(steps, e);
+    }
+    cJSON *mem = cJSON_AddArrayToObject(root, "memory");
+    for (int i = 0; i < dl_session_memory_count(s); i++) {
+        dl_memory_info mi;
+        dl_session_memory(s, i, &mi);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "domain", mi.domain);
+        cJSON_AddNumberToObject(e, "peak_bytes", (double)mi.peak_bytes);
+        cJSON_AddNumberToObject(e, "lower_bound_bytes", (double)mi.lower_bound_bytes);
+        cJSON_AddNumberToObject(e, "naive_bytes", (double)mi.naive_bytes);
+        cJSON_AddNumberToObject(e, "weight_bytes", (double)mi.weight_bytes);
+        cJSON_AddItemToArray(mem, e);
     }
     int idx[5];
     double prob[5];

@@ -25,10 +25,11 @@ void dl_session_options_init(dl_session_options *o) {
     o->seed = 1;
 }
 
-static int root(const dl_session *s, int v) {
+int dl_session_root(const dl_session *s, int v) {
     while (s->alias[v] != v) v = s->alias[v];
     return v;
 }
+#define root dl_session_root
 
 static int domain_of(dl_session *s, const dl_backend *be) {
     if (be->device.device_type == DL_DEVICE_CPU) return 0;
@@ -45,7 +46,7 @@ static const char *domain_name(const dl_session *s, int d) {
     return d == 0 ? "host" : s->doms[d].be->name;
 }
 
-static dl_status dom_alloc(dl_session *s, int d, size_t bytes, void **p, dl_error *err) {
+dl_status dl_session_alloc(dl_session *s, int d, size_t bytes, void **p, dl_error *err) {
     if (bytes == 0) bytes = 64;
     if (d == 0) {
         *p = NULL;
@@ -109,17 +110,23 @@ static int home_of(const dl_session *s, int v) {
     return s->node_dom[s->fused_into[p] >= 0 ? s->fused_into[p] : p];
 }
 
-/* Make value v (a root) available in domain d: weights are copied now, once; activations get a
- * copy step placed here in the run order. */
+/* Make value v (a root) available in domain d: weights are copied now, once, outside the plan;
+ * activations get a copy step placed here in the run order and a planned slot. */
 static dl_status ensure_in(dl_session *s, int v, int d, dl_error *err) {
-    if (BUF(s, v, d)) return DL_OK;
+    if (BUF(s, v, d) || dl_slot_find(s, v, d) >= 0) return DL_OK;
     const dl_value *val = &s->g->values[v];
     size_t n = value_bytes(val);
-    dl_status st = dom_alloc(s, d, n, &BUF(s, v, d), err);
-    if (st != DL_OK) return st;
-    s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d] = 1;
     int from = home_of(s, v);
-    if (val->kind == DL_VALUE_WEIGHT) return dom_copy(s, d, BUF(s, v, d), 0, val->data, n, NULL, err);
+    if (val->kind == DL_VALUE_WEIGHT) {
+        dl_status st = dl_session_alloc(s, d, n, &BUF(s, v, d), err);
+        if (st != DL_OK) return st;
+        s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d] = 1;
+        s->mem[d].weights += n;
+        return dom_copy(s, d, BUF(s, v, d), 0, val->data, n, NULL, err);
+    }
+    int k = s->n_steps;
+    dl_slot_use(s, dl_slot_find(s, v, from), k);
+    if (dl_slot_add(s, v, d, n, k) < 0) return dl_fail(err, DL_E_NOMEM, "out of memory");
     dl_step *cp = add_step(s, DL_STEP_COPY, err);
     if (!cp) return dl_fail(err, DL_E_NOMEM, "out of memory");
     cp->value = v;
@@ -127,7 +134,7 @@ static dl_status ensure_in(dl_session *s, int v, int d, dl_error *err) {
     cp->dom = d;
     cp->bytes = n;
     if (asprintf(&cp->label, "%s->%s", domain_name(s, from), domain_name(s, d)) < 0) cp->label = NULL;
-    if (from != 0 && d != 0) return dom_alloc(s, 0, n, &cp->staging, err);
+    if (from != 0 && d != 0) return dl_session_alloc(s, 0, n, &cp->staging, err);
     return DL_OK;
 }
 
@@ -138,9 +145,12 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
         dl_status st = ensure_in(s, root(s, n->inputs[j]), d, err);
         if (st != DL_OK) return st;
     }
+    int k = s->n_steps;
+    for (int j = 0; j < n->n_inputs; j++) dl_slot_use(s, dl_slot_find(s, root(s, n->inputs[j]), d), k);
     dl_step *st = add_step(s, DL_STEP_OP, err);
     if (!st) return dl_fail(err, DL_E_NOMEM, "out of memory");
     st->node = i;
+    st->ws_slot = -1;
     st->be = s->node_be[i];
     st->dom = d;
     st->attrs = s->node_attrs[i];
@@ -158,11 +168,8 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     }
     st->out.device = st->be->device;
     int o = root(s, n->output);
-    if (!BUF(s, o, d)) {
-        dl_status a = dom_alloc(s, d, value_bytes(&s->g->values[o]), &BUF(s, o, d), err);
-        if (a != DL_OK) return a;
-        s->owned[(size_t)o * DL_MAX_DOMAINS + (size_t)d] = 1;
-    }
+    if (dl_slot_find(s, o, d) < 0 && dl_slot_add(s, o, d, value_bytes(&s->g->values[o]), k) < 0)
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
     return DL_OK;
 }
 
@@ -176,6 +183,7 @@ static void fix_pointers(dl_session *s) {
     }
 }
 
+/* Prepares every kernel; each workspace becomes a slot that lives for its step only. */
 static dl_status prepare_kernels(dl_session *s, dl_error *err) {
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
@@ -184,18 +192,22 @@ static dl_status prepare_kernels(dl_session *s, dl_error *err) {
         if (st->be->prepare(st->be->self, &st->op, &st->kernel, &st->workspace, &e) != DL_OK)
             return dl_fail(err, DL_E_RUNTIME, "%s: cannot prepare %s '%s': %s", st->be->name,
                            dl_op_kind_name(s->g->nodes[st->node].kind), st->op.name, e.msg);
-        if (st->workspace > s->workspace_size[st->dom]) s->workspace_size[st->dom] = st->workspace;
-        /* From here on the step's tensors carry every data pointer the run needs. */
+        if (st->workspace && (st->ws_slot = dl_slot_add(s, -1, st->dom, st->workspace, k)) < 0)
+            return dl_fail(err, DL_E_NOMEM, "out of memory");
+    }
+    return DL_OK;
+}
+
+/* After the plan: every step's tensors carry the data pointers the run needs. */
+static void point_steps(dl_session *s) {
+    for (int k = 0; k < s->n_steps; k++) {
+        dl_step *st = &s->steps[k];
+        if (st->kind != DL_STEP_OP) continue;
         const dl_node *n = &s->g->nodes[st->node];
         for (int j = 0; j < n->n_inputs; j++) st->in[j].data = BUF(s, root(s, n->inputs[j]), st->dom);
         st->out.data = BUF(s, root(s, n->output), st->dom);
     }
-    for (int d = 0; d < s->n_doms; d++) {
-        if (!s->workspace_size[d]) continue;
-        dl_status a = dom_alloc(s, d, s->workspace_size[d], &s->workspace[d], err);
-        if (a != DL_OK) return a;
-    }
-    return DL_OK;
+    for (int i = 0; i < s->g->n_outputs; i++) s->outputs[i].data = BUF(s, root(s, s->g->outputs[i]), 0);
 }
 
 static dl_status build(dl_session *s, dl_error *err) {
@@ -208,7 +220,8 @@ static dl_status build(dl_session *s, dl_error *err) {
     s->node_be = calloc((size_t)nn + 1, sizeof *s->node_be);
     s->node_attrs = calloc((size_t)nn + 1, sizeof *s->node_attrs);
     s->fused_into = malloc(((size_t)nn + 1) * sizeof *s->fused_into);
-    if (!s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_be || !s->node_attrs ||
+    s->slot_of = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->slot_of);
+    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_be || !s->node_attrs ||
         !s->fused_into)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int v = 0; v < nv; v++) s->alias[v] = v;
@@ -233,11 +246,8 @@ static dl_status build(dl_session *s, dl_error *err) {
     /* Weights live in host memory already (mapped or converted); inputs get a host buffer. */
     for (int v = 0; v < nv; v++) {
         if (g->values[v].kind == DL_VALUE_WEIGHT) BUF(s, v, 0) = g->values[v].data;
-        if (g->values[v].kind == DL_VALUE_INPUT) {
-            st = dom_alloc(s, 0, value_bytes(&g->values[v]), &BUF(s, v, 0), err);
-            if (st != DL_OK) return st;
-            s->owned[(size_t)v * DL_MAX_DOMAINS] = 1;
-        }
+        if (g->values[v].kind == DL_VALUE_INPUT && dl_slot_add(s, v, 0, value_bytes(&g->values[v]), -1) < 0)
+            return dl_fail(err, DL_E_NOMEM, "out of memory"); /* written before step 0 */
     }
     for (int i = 0; i < nn; i++) {
         if (s->fused_into[i] >= 0) {
@@ -259,17 +269,19 @@ static dl_status build(dl_session *s, dl_error *err) {
         st = ensure_in(s, r, 0, err);
         if (st != DL_OK) return st;
         dl_value *v = &g->values[g->outputs[i]];
-        s->outputs[i] = (dl_tensor){BUF(s, r, 0), {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
+        s->outputs[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
     }
     for (int i = 0; i < g->n_inputs; i++) {
         dl_value *v = &g->values[g->inputs[i]];
         s->inputs[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
     }
+    /* Outputs must outlive the run: their host slots live past the last step. */
+    for (int i = 0; i < g->n_outputs; i++) dl_slot_use(s, dl_slot_find(s, root(s, g->outputs[i]), 0), s->n_steps);
     fix_pointers(s);
-    s->workspace = calloc(DL_MAX_DOMAINS, sizeof *s->workspace);
-    s->workspace_size = calloc(DL_MAX_DOMAINS, sizeof *s->workspace_size);
-    if (!s->workspace || !s->workspace_size) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    return prepare_kernels(s, err);
+    st = prepare_kernels(s, err);
+    if (st == DL_OK) st = dl_session_plan_memory(s, err);
+    if (st == DL_OK) point_steps(s);
+    return st;
 }
 
 dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt,
@@ -327,10 +339,9 @@ void dl_session_free(dl_session *s) {
             for (int d = 0; d < s->n_doms; d++)
                 if (s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d]) dom_free(s, d, BUF(s, v, d));
     }
-    if (s->workspace)
-        for (int d = 0; d < s->n_doms; d++) dom_free(s, d, s->workspace[d]);
-    free(s->workspace);
-    free(s->workspace_size);
+    for (int d = 0; d < s->n_doms; d++) dom_free(s, d, s->mem[d].arena);
+    free(s->slots);
+    free(s->slot_of);
     free(s->buf);
     free(s->owned);
     free(s->alias);
@@ -388,7 +399,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
                           BUF(s, st->value, st->src_dom), st->bytes, st->staging, err);
         } else {
             dl_error e = {{0}};
-            rc = st->be->run(st->be->self, st->kernel, st->in, &st->out, s->workspace[st->dom], &e);
+            rc = st->be->run(st->be->self, st->kernel, st->in, &st->out, st->ws, &e);
             if (rc != DL_OK)
                 dl_fail(err, rc, "%s '%s' failed on %s: %s", dl_op_kind_name(s->g->nodes[st->node].kind),
                         st->op.name, st->be->name, e.msg);
@@ -453,3 +464,15 @@ void dl_session_reset_profile(dl_session *s) {
 }
 
 void dl_session_set_profiling(dl_session *s, int on) { s->profiling = on; }
+
+int dl_session_memory_count(const dl_session *s) { return s->n_doms; }
+
+void dl_session_memory(const dl_session *s, int i, dl_memory_info *info) {
+    memset(info, 0, sizeof *info);
+    if (i < 0 || i >= s->n_doms) return;
+    info->domain = domain_name(s, i);
+    info->peak_bytes = s->mem[i].peak;
+    info->naive_bytes = s->mem[i].naive;
+    info->lower_bound_bytes = s->mem[i].lower_bound;
+    info->weight_bytes = s->mem[i].weights;
+}

@@ -26,6 +26,8 @@ typedef struct dl_step {
     int src_dom;          /* COPY: source domain */
     void *staging;        /* COPY between two devices: host staging buffer */
     size_t bytes;         /* COPY: bytes moved */
+    int ws_slot;          /* OP: memory-plan slot of its workspace, or -1 */
+    void *ws;             /* OP: its workspace inside the domain's arena */
     dl_kernel *kernel;
     dl_op op;
     dl_op_attrs attrs;    /* the node's attributes plus fusion */
@@ -37,6 +39,23 @@ typedef struct dl_step {
     double last_ms, total_ms;
     int64_t runs;
 } dl_step;
+
+/* A buffer the memory plan places: value `value`'s storage in domain `dom`, or an op's workspace
+ * (value -1). Steps are indices into the session's steps; -1 is "before the run", n_steps "after". */
+typedef struct dl_slot {
+    int value, dom;
+    size_t size;
+    int first, last;
+    int share; /* slot whose storage this one takes over in place, or -1 */
+    size_t offset;
+} dl_slot;
+
+/* What the plan gives one domain. */
+typedef struct dl_domain_memory {
+    void *arena;
+    size_t peak, naive, lower_bound;
+    size_t weights; /* bytes of weights copied into this domain (0 for host: mapped) */
+} dl_domain_memory;
 
 struct dl_session {
     dl_context *ctx;
@@ -55,12 +74,26 @@ struct dl_session {
     const dl_backend **node_be;
     dl_step *steps;
     int n_steps, cap_steps;
-    void **workspace;     /* per domain: scratch for the ops placed there */
-    size_t *workspace_size;
+    dl_slot *slots;       /* planned buffers */
+    int n_slots, cap_slots;
+    int *slot_of;         /* value * DL_MAX_DOMAINS + dom -> slot index + 1 (0: none) */
+    dl_domain_memory mem[DL_MAX_DOMAINS];
     dl_tensor *inputs;    /* descriptors of model inputs (host) */
     dl_tensor *outputs;   /* model outputs (host), data in buf[...][0] */
     int profiling;
 };
+
+/* Memory-plan slots (session_plan.c): add one for value (or -1: a workspace) in dom, first
+ * written at step `first`; find a value's slot (-1 if none); extend a slot's life to `step`. */
+int dl_slot_add(dl_session *s, int value, int dom, size_t size, int first);
+int dl_slot_find(const dl_session *s, int value, int dom);
+void dl_slot_use(dl_session *s, int slot, int step);
+/* Plans every domain's arena, refuses what does not fit, allocates and points buffers into it. */
+dl_status dl_session_plan_memory(dl_session *s, dl_error *err);
+/* session.c helpers the planner uses. */
+dl_status dl_session_alloc(dl_session *s, int dom, size_t bytes, void **p, dl_error *err);
+int dl_session_root(const dl_session *s, int value);
+void dl_format_bytes(double bytes, char *buf, size_t len);
 
 /* Chooses a backend for every node (placement.c). Fills s->node_be and sets fused relus. */
 dl_status dl_place(dl_session *s, dl_error *err);

@@ -96,6 +96,18 @@ static void cpu_release(void *self, dl_kernel *k) {
     free(k);
 }
 
+/* Elementwise kernels read element i before writing element i, so they may overwrite input 0. */
+static int cpu_in_place(void *self, const dl_op *op) {
+    switch (op->kind) {
+    case DL_OP_RELU:
+    case DL_OP_ADD:
+    case DL_OP_BATCHNORM:
+    case DL_OP_DROPOUT:
+    case DL_OP_FLATTEN: return 1;
+    default: return 0;
+    }
+}
+
 static dl_status cpu_synchronize(void *self, dl_error *err) { return DL_OK; }
 
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
@@ -129,6 +141,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         .run = cpu_run,
         .release = cpu_release,
         .synchronize = cpu_synchronize,
+        .supports_in_place = cpu_in_place,
+        .memory_info = NULL, /* host memory: the core checks it */
     };
     return &s->table;
 }

@@ -85,6 +85,7 @@ typedef struct dl_session_options {
     const char *backend;      /* run every op on this backend (error if it cannot), or NULL */
     int32_t precision;        /* dl_precision */
     int32_t no_fuse;          /* 1: do not fuse relu into the op before it */
+    int64_t max_memory;       /* > 0: bytes any one memory domain may use (else what it has) */
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
@@ -122,6 +123,19 @@ typedef struct dl_step_info {
     double total_ms;       /* sum over runs since the last reset */
     int64_t runs;
 } dl_step_info;
+
+/* ---- memory plan: one arena per memory domain ------------------------------------------------ */
+
+typedef struct dl_memory_info {
+    const char *domain;        /* "host", or the device backend's name */
+    uint64_t peak_bytes;       /* the planned arena: activations and scratch */
+    uint64_t naive_bytes;      /* every buffer on its own, no reuse */
+    uint64_t lower_bound_bytes;/* the largest total of bytes live at any one step */
+    uint64_t weight_bytes;     /* weights copied into this domain (host weights are mapped: 0) */
+} dl_memory_info;
+
+DL_API int dl_session_memory_count(const dl_session *s);
+DL_API void dl_session_memory(const dl_session *s, int i, dl_memory_info *info);
 
 DL_API int dl_session_step_count(const dl_session *s);
 DL_API void dl_session_step(const dl_session *s, int i, dl_step_info *info);

@@ -26,7 +26,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 0
+#define DL_ABI_MINOR 1
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -245,6 +245,15 @@ typedef struct dl_backend {
 
     /* Optional: wait until all work queued on the backend has finished (asynchronous backends). */
     dl_status (*synchronize)(void *self, dl_error *err);
+
+    /* ---- ABI 1.1 ---- */
+    /* Optional: 1 if run() is correct with outputs[0].data == inputs[0].data for this op (an
+     * elementwise op overwriting its input), which lets the host's memory plan reuse the input's
+     * storage when that input dies here. NULL or 0: never in place. */
+    int (*supports_in_place)(void *self, const dl_op *op);
+    /* Optional: free and total bytes of the backend's memory domain, so the host can refuse a
+     * batch that cannot fit before running anything. */
+    dl_status (*memory_info)(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
 } dl_backend;
 
 /* ---- small helpers (header-only, for plugins and host alike) ------------------------------- */

@@ -1,0 +1,139 @@
+/* session_plan.c — the session's memory plan: every activation buffer and op workspace is a slot
+ * with a lifetime (first writer to last reader, in step order); slots of one memory domain are
+ * placed in one arena by memplan.c, an elementwise op reuses its dying input's slot in place
+ * when its backend allows, and a plan that cannot fit a domain is refused before anything runs.
+ * The run loop then only follows pointers into the arenas: it allocates nothing. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memplan.h"
+#include "session.h"
+
+#define PLAN_ALIGN 64
+
+int dl_slot_add(dl_session *s, int value, int dom, size_t size, int first) {
+    if (s->n_slots == s->cap_slots) {
+        int cap = s->cap_slots ? 2 * s->cap_slots : 128;
+        dl_slot *p = realloc(s->slots, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        s->slots = p;
+        s->cap_slots = cap;
+    }
+    s->slots[s->n_slots] = (dl_slot){value, dom, size ? size : 1, first, first, -1, 0};
+    if (value >= 0) s->slot_of[(size_t)value * DL_MAX_DOMAINS + (size_t)dom] = s->n_slots + 1;
+    return s->n_slots++;
+}
+
+int dl_slot_find(const dl_session *s, int value, int dom) {
+    return s->slot_of[(size_t)value * DL_MAX_DOMAINS + (size_t)dom] - 1;
+}
+
+void dl_slot_use(dl_session *s, int slot, int step) {
+    if (slot >= 0 && step > s->slots[slot].last) s->slots[slot].last = step;
+}
+
+static int is_elementwise(dl_op_kind k) {
+    return k == DL_OP_RELU || k == DL_OP_ADD || k == DL_OP_BATCHNORM || k == DL_OP_DROPOUT || k == DL_OP_FLATTEN;
+}
+
+/* Let an elementwise op write over an input that dies at that op. */
+static void plan_in_place(dl_session *s) {
+    unsigned char *taken = calloc((size_t)s->n_slots + 1, 1);
+    if (!taken) return; /* planning without in-place is still correct */
+    for (int k = 0; k < s->n_steps; k++) {
+        dl_step *st = &s->steps[k];
+        if (st->kind != DL_STEP_OP || !is_elementwise((dl_op_kind)st->op.kind)) continue;
+        if (!DL_BACKEND_HAS(st->be, supports_in_place) || !st->be->supports_in_place(st->be->self, &st->op)) continue;
+        const dl_node *n = &s->g->nodes[st->node];
+        int out = dl_slot_find(s, dl_session_root(s, n->output), st->dom);
+        int in = dl_slot_find(s, dl_session_root(s, n->inputs[0]), st->dom); /* in place means on input 0 */
+        if (out < 0 || in < 0 || taken[in] || s->slots[in].last != k || s->slots[in].size != s->slots[out].size) continue;
+        s->slots[out].share = in;
+        taken[in] = 1;
+    }
+    free(taken);
+}
+
+static size_t host_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+void dl_format_bytes(double b, char *buf, size_t len) {
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (b >= 1024 && u < 5) b /= 1024, u++;
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+static dl_status check_fits(dl_session *s, int d, dl_error *err) {
+    size_t need = s->mem[d].peak + s->mem[d].weights, avail = 0, total = 0;
+    const char *what = "free memory";
+    if (d == 0) avail = host_available();
+    else if (DL_BACKEND_HAS(s->doms[d].be, memory_info)) {
+        dl_error e;
+        if (s->doms[d].be->memory_info(s->doms[d].be->self, &avail, &total, &e) != DL_OK) avail = 0;
+    }
+    if (s->opt.max_memory > 0 && (avail == 0 || (size_t)s->opt.max_memory < avail)) {
+        avail = (size_t)s->opt.max_memory;
+        what = "--max-memory";
+    }
+    if (avail == 0 || need <= avail) return DL_OK;
+    char nb[32], ab[32];
+    dl_format_bytes((double)need, nb, sizeof nb);
+    dl_format_bytes((double)avail, ab, sizeof ab);
+    return dl_fail(err, DL_E_NOMEM, "model '%s' at batch %lld needs %s of %s memory (activations, scratch%s), but %s allows %s; use a smaller --batch",
+                   s->g->name, (long long)s->inputs[0].shape[0], nb, d == 0 ? "host" : s->doms[d].be->name,
+                   s->mem[d].weights ? ", weights" : "", what, ab);
+}
+
+dl_status dl_session_plan_memory(dl_session *s, dl_error *err) {
+    plan_in_place(s);
+    dl_mem_request *req = malloc(((size_t)s->n_slots + 1) * sizeof *req);
+    size_t *off = malloc(((size_t)s->n_slots + 1) * sizeof *off);
+    int *local = malloc(((size_t)s->n_slots + 1) * sizeof *local);
+    int *global = malloc(((size_t)s->n_slots + 1) * sizeof *global);
+    dl_status st = req && off && local && global ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    for (int d = 0; st == DL_OK && d < s->n_doms; d++) {
+        int n = 0;
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].dom == d) local[i] = n, global[n++] = i;
+        for (int k = 0; k < n; k++) {
+            const dl_slot *sl = &s->slots[global[k]];
+            req[k] = (dl_mem_request){sl->size, sl->first, sl->last, sl->share >= 0 ? local[sl->share] : -1};
+        }
+        dl_mem_plan_stats stats;
+        if (!dl_mem_plan(req, n, PLAN_ALIGN, off, &stats)) {
+            st = dl_fail(err, DL_E_NOMEM, "out of memory planning memory");
+            break;
+        }
+        s->mem[d].peak = stats.peak, s->mem[d].naive = stats.naive, s->mem[d].lower_bound = stats.lower_bound;
+        for (int k = 0; k < n; k++) s->slots[global[k]].offset = off[k];
+    }
+    free(req), free(off), free(local), free(global);
+    for (int d = 0; st == DL_OK && d < s->n_doms; d++) st = check_fits(s, d, err);
+    for (int d = 0; st == DL_OK && d < s->n_doms; d++) {
+        if (!s->mem[d].peak) continue;
+        st = dl_session_alloc(s, d, s->mem[d].peak, &s->mem[d].arena, err);
+    }
+    if (st != DL_OK) return st;
+    for (int i = 0; i < s->n_slots; i++) {
+        const dl_slot *sl = &s->slots[i];
+        void *p = (char *)s->mem[sl->dom].arena + sl->offset;
+        if (sl->value >= 0) s->buf[(size_t)sl->value * DL_MAX_DOMAINS + (size_t)sl->dom] = p;
+    }
+    for (int k = 0; k < s->n_steps; k++)
+        if (s->steps[k].kind == DL_STEP_OP && s->steps[k].ws_slot >= 0) {
+            const dl_slot *sl = &s->slots[s->steps[k].ws_slot];
+            s->steps[k].ws = (char *)s->mem[sl->dom].arena + sl->offset;
+        }
+    return DL_OK;
+}

@@ -1,0 +1,78 @@
+/* test_noalloc.c — after the first run, running a session again allocates nothing: malloc and
+ * friends are interposed for the whole process (libdlrun, the CPU plugin, OpenMP, OpenBLAS) and
+ * counted around the second and third runs. Not built with sanitizers, which own malloc. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrun/dlrun.h"
+#include "test_util.h"
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+
+static volatile int counting;
+static long allocations;
+
+static void note(void) {
+    if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
+}
+void *malloc(size_t n) { note(); return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { note(); return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { note(); return __libc_realloc(p, n); }
+void *memalign(size_t a, size_t n) { note(); return __libc_memalign(a, n); }
+void *aligned_alloc(size_t a, size_t n) { note(); return __libc_memalign(a, n); }
+int posix_memalign(void **p, size_t a, size_t n) {
+    note();
+    *p = __libc_memalign(a, n);
+    return *p ? 0 : ENOMEM;
+}
+
+static void runs_allocate_nothing(const char *model, int64_t batch) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s", DLRUN_SOURCE_DIR, model);
+    dl_context_options co = {sizeof co, 2, 0, DLRUN_PLUGIN_DIR, 1};
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err;
+    cr_assert_eq(dl_context_create(&co, &ctx, &err), DL_OK);
+    cr_assert_eq(dl_model_load(path, &m, &err), DL_OK, "%s", err.msg);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.batch = batch;
+    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
+    dl_tensor in = *dl_session_input(s, 0);
+    int64_t n = dl_tensor_numel(&in);
+    float *x = __libc_malloc((size_t)n * sizeof *x);
+    tu_fill_uniform(x, (size_t)n, 1, -1, 1);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg); /* first run: may warm up */
+    allocations = 0;
+    counting = 1;
+    dl_status a = dl_session_run(s, &in, 1, &err), b = dl_session_run(s, &in, 1, &err);
+    counting = 0;
+    cr_assert_eq(a, DL_OK);
+    cr_assert_eq(b, DL_OK);
+    cr_expect_eq(allocations, 0, "%s: %ld allocations in two runs", model, allocations);
+    /* the counter does count: the library allocates when it builds a session */
+    counting = 1;
+    dl_session_free(s);
+    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK);
+    counting = 0;
+    cr_expect_gt(allocations, 0, "interposition is not working");
+    dl_session_free(s);
+    dl_model_free(m);
+    dl_context_free(ctx);
+    free(x);
+}
+
+Test(noalloc, run_loop_allocates_nothing, .timeout = 300) {
+    runs_allocate_nothing("lenet.yaml", 3);
+    runs_allocate_nothing("resnet18.yaml", 2);
+    runs_allocate_nothing("vgg.yaml", 1);
+}
