@@ -50,6 +50,8 @@ Test(plugins, broken_plugins_are_skipped_with_reasons) {
     dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
     const dl_plugin_info *ex = find(ctx, "example");
     cr_assert(ex && ex->loaded, "example plugin did not load: %s", ex && ex->reason ? ex->reason : "missing");
+    const dl_plugin_info *old = find(ctx, "example10");
+    cr_expect(old && old->loaded, "an ABI 1.0 plugin (shorter table) must still load: %s", old && old->reason ? old->reason : "missing");
     expect_skipped(ctx, "noentry", "no 'dl_plugin_init' symbol");
     expect_skipped(ctx, "badabi", "built for plugin ABI 99.3");
     expect_skipped(ctx, "initfail", "no CUDA device (test plugin)");
@@ -85,7 +87,13 @@ static const char conv_model[] =
     "layers:\n"
     "  - {name: c, op: conv2d, filters: 2, kernel: 3}\n";
 
+static void run_relu_on(const char *backend);
 Test(plugins, session_runs_on_example_backend) {
+    run_relu_on("example");
+    run_relu_on("example10"); /* a plugin of ABI 1.0: no in-place member, still runs */
+}
+
+static void run_relu_on(const char *backend) {
     unsetenv("DLRUN_PLUGIN_PATH");
     dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
     char *path = tu_write_temp(".yaml", relu_model, strlen(relu_model));
@@ -95,7 +103,7 @@ Test(plugins, session_runs_on_example_backend) {
     cr_assert_eq(dl_model_load(path, &m, &err), DL_OK, "%s", err.msg);
     dl_session_options so;
     dl_session_options_init(&so);
-    so.backend = "example";
+    so.backend = backend;
     cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
     float x[210], expect[210];
     tu_fill_uniform(x, 210, 7, -1, 1);
@@ -107,7 +115,7 @@ Test(plugins, session_runs_on_example_backend) {
     cr_assert_eq(memcmp(y->data, expect, sizeof expect), 0);
     dl_step_info info;
     dl_session_step(s, 0, &info);
-    cr_expect_str_eq(info.backend, "example");
+    cr_expect_str_eq(info.backend, backend);
     dl_session_free(s);
     dl_model_free(m);
     unlink(path);
@@ -130,10 +138,10 @@ Test(plugins, forced_backend_that_cannot_run_an_op_names_it) {
     cr_expect(strstr(err.msg, "backend 'example' cannot run conv2d 'c': only relu"), "%s", err.msg);
     so.backend = "nosuch";
     cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_INVALID);
-    cr_expect(strstr(err.msg, "unknown backend 'nosuch' (loaded: example)"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "unknown backend 'nosuch' (loaded: example, example10)"), "%s", err.msg);
     so.backend = NULL; /* no backend can run conv here: the example only does relu */
     cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_UNSUPPORTED);
-    cr_expect(strstr(err.msg, "no backend can run conv2d 'c': example: only relu"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "no backend can run conv2d 'c': example: only relu; example10: only relu"), "%s", err.msg);
     dl_model_free(m);
     unlink(path);
     free(path);

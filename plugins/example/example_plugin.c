@@ -85,9 +85,15 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         return NULL;
     }
     s->table = (dl_backend){
+#ifdef EXAMPLE_AS_ABI_1_0 /* the tests build this variant to check that a 1.0 plugin still loads */
+        .abi_version = (uint32_t)DL_ABI_MAJOR << 16,
+        .struct_size = offsetof(dl_backend, supports_in_place),
+        .name = "example10",
+#else
         .abi_version = DL_ABI_VERSION,
         .struct_size = sizeof(dl_backend),
         .name = "example",
+#endif
         .description = "example plugin: relu on the CPU, one loop",
         .device = {DL_DEVICE_CPU, 0},
         .self = s,
