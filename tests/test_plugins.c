@@ -125,7 +125,7 @@ static void run_relu_on(const char *backend) {
 
 Test(plugins, forced_backend_that_cannot_run_an_op_names_it) {
     unsetenv("DLRUN_PLUGIN_PATH");
-    dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
+    dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR "/libdlrun-example.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-example10.so");
     char *path = tu_write_temp(".yaml", conv_model, strlen(conv_model));
     dl_model *m;
     dl_session *s = NULL;

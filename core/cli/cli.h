@@ -36,4 +36,6 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
 void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s,
                     const cli_timing *t);
 void cli_print_backends(const dl_context *ctx, int json);
+/* `dlrun check` (test_ops 0) and `dlrun test-ops` (1); argv[0] is the subcommand. */
+int cli_check_main(int argc, char **argv, int test_ops);
 #endif

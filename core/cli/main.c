@@ -14,6 +14,8 @@ enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 static const char usage[] =
     "usage: dlrun MODEL.yaml [options]\n"
+    "       dlrun check MODEL.yaml [--backend NAME]...   (each op against the CPU reference)\n"
+    "       dlrun test-ops [--backend NAME] [--op NAME] [--mode test|perf]\n"
     "       dlrun --list-backends | --version | --help\n"
     "\n"
     "Runs a model declared in YAML, each op on a backend plugin (cpu, cuda, cudnn).\n"
@@ -282,6 +284,8 @@ done:
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "check")) return cli_check_main(argc - 1, argv + 1, 0);
+    if (argc > 1 && !strcmp(argv[1], "test-ops")) return cli_check_main(argc - 1, argv + 1, 1);
     cli_options o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;

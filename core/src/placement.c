@@ -65,6 +65,13 @@ static dl_status place_node(dl_session *s, int i, dl_error *err) {
         s->node_be[i] = be;
         return DL_OK;
     }
+    if (s->opt.prefer_backend) {
+        const dl_backend *be = dl_context_backend(s->ctx, s->opt.prefer_backend);
+        if (be && try_backend(s, be, i, &s->node_attrs[i], &why)) {
+            s->node_be[i] = be;
+            return DL_OK;
+        }
+    }
     char reasons[DL_ERROR_LEN] = "";
     for (int pass = 0; pass < 2; pass++) { /* devices first, then host backends */
         for (int p = 0; p < s->ctx->n_plugins; p++) {

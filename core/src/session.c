@@ -275,6 +275,9 @@ static dl_status build(dl_session *s, dl_error *err) {
         dl_value *v = &g->values[g->inputs[i]];
         s->inputs[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
     }
+    /* keep_activations: every slot lives to the end, so nothing is reused or overwritten. */
+    if (s->opt.keep_activations)
+        for (int i = 0; i < s->n_slots; i++) dl_slot_use(s, i, s->n_steps);
     /* Outputs must outlive the run: their host slots live past the last step. */
     for (int i = 0; i < g->n_outputs; i++) dl_slot_use(s, dl_slot_find(s, root(s, g->outputs[i]), 0), s->n_steps);
     fix_pointers(s);

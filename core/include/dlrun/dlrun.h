@@ -86,6 +86,8 @@ typedef struct dl_session_options {
     int32_t precision;        /* dl_precision */
     int32_t no_fuse;          /* 1: do not fuse relu into the op before it */
     int64_t max_memory;       /* > 0: bytes any one memory domain may use (else what it has) */
+    const char *prefer_backend; /* place ops on this backend where it supports them (dlrun check) */
+    int32_t keep_activations; /* 1: no buffer reuse, every activation readable after a run */
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
@@ -142,6 +144,54 @@ DL_API void dl_session_step(const dl_session *s, int i, dl_step_info *info);
 DL_API void dl_session_reset_profile(dl_session *s);
 /* 1 to time each step (synchronizing asynchronous backends after each); 0 to time only runs. */
 DL_API void dl_session_set_profiling(dl_session *s, int on);
+
+/* ---- cross-checking against the CPU reference (dlrun check, dlrun test-ops) ---------------- */
+
+typedef enum dl_check_result { DL_CHECK_PASS = 0, DL_CHECK_FAIL = 1, DL_CHECK_UNSUPPORTED = 2 } dl_check_result;
+
+/* One op case on one backend, compared with the CPU reference. Strings live until the callback
+ * returns. */
+typedef struct dl_check_row {
+    const char *layer;    /* layer name (check) or case name (test-ops); "(end to end)" for the model */
+    const char *op;       /* op kind, "model" for the end-to-end row */
+    const char *backend;
+    const char *shape;    /* output shape, "[1, 64, 224, 224]" */
+    int32_t result;       /* dl_check_result */
+    double max_abs, max_rel, nmse, threshold; /* errors against the reference; threshold on nmse */
+    const char *detail;   /* FAIL: the first mismatch or broken guard; UNSUPPORTED: the reason */
+    double ms, gflops, gbps; /* perf mode: median time, rates (0 if not applicable) */
+} dl_check_row;
+
+typedef void (*dl_check_fn)(void *user, const dl_check_row *row);
+
+typedef struct dl_check_options {
+    uint32_t struct_size;
+    const char *const *backends; /* backends to check; NULL: every loaded backend but cpu
+                                    (cpu itself if it is the only one) */
+    int32_t n_backends;
+    int32_t precision;           /* dl_precision asked of the backends checked */
+    uint64_t seed;               /* inputs are drawn from it; print it so a run can be replayed */
+    const char *op;              /* test-ops: only this op kind ("conv2d"), or NULL */
+    int32_t perf;                /* test-ops: also time each case */
+    int32_t iterations;          /* perf: timed runs per case (default 10) */
+} dl_check_options;
+
+typedef struct dl_check_summary {
+    int32_t passed, failed, unsupported;
+} dl_check_summary;
+
+/* Runs the model on the CPU reference keeping every activation, then runs each op on each checked
+ * backend with exactly the inputs the reference op saw, and the whole model placed on that
+ * backend wherever it can run; calls fn once per row. Returns DL_OK when it could check (a
+ * failing comparison is a row, not an error). */
+DL_API dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *opt, dl_check_fn fn,
+                                void *user, dl_check_summary *sum, dl_error *err);
+/* The built-in table of op cases (odd sizes, strides, padding, dilation, groups, batch > 1), each
+ * on each checked backend against the CPU reference, with fresh random inputs from the seed. */
+DL_API dl_status dl_test_ops(dl_context *ctx, const dl_check_options *opt, dl_check_fn fn, void *user,
+                             dl_check_summary *sum, dl_error *err);
+/* The NMSE threshold used for an op kind at a precision (docs/check.md). */
+DL_API double dl_check_threshold(int op_kind, int precision);
 
 /* ---- NumPy .npy files ----------------------------------------------------------------------- */
 

@@ -1,0 +1,97 @@
+/* test_check.c — `dlrun check` and `dlrun test-ops`: the CPU reference passes against itself;
+ * deliberately broken plugins (relu a little off, half unwritten, a write past the end, a NaN)
+ * are each caught by both commands; unsupported ops are listed, not counted as passes; a seed
+ * replays a run exactly. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "test_util.h"
+
+static int dlrun(const char *args, char **out) {
+    char *cmd;
+    cr_assert(asprintf(&cmd, "DLRUN_PLUGIN_PATH=%s %s %s", DLRUN_TEST_PLUGIN_DIR, DLRUN_CLI, args) > 0);
+    int rc = tu_run(cmd, out);
+    free(cmd);
+    return rc;
+}
+
+#define LENET DLRUN_SOURCE_DIR "/models/lenet.yaml"
+
+Test(check, cpu_reference_passes_against_itself, .timeout = 120) {
+    char *out;
+    cr_expect_eq(dlrun("check " LENET " --backend cpu --seed 4", &out), 0, "%s", out);
+    cr_expect(strstr(out, "14 passed, 0 failed, 0 not supported"), "%s", out);
+    cr_expect(strstr(out, "seed 4 (replay with --seed 4)"), "%s", out);
+    free(out);
+    cr_expect_eq(dlrun("test-ops --backend cpu", &out), 0, "%s", out);
+    cr_expect(strstr(out, " passed, 0 failed, 0 not supported"), "%s", out);
+    cr_expect(strstr(out, "conv dilation 2"), "%s", out);
+    free(out);
+}
+
+static const struct {
+    const char *backend, *want;
+} broken[] = {
+    {"relu_off", "(differs)"},
+    {"relu_unwritten", "never written (still the poison value)"},
+    {"relu_overrun", "wrote past the end of its output (guard bytes changed)"},
+    {"relu_nan", "not finite where the reference is"},
+};
+
+Test(check, broken_plugins_are_caught_by_both_commands, .timeout = 120) {
+    for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+        char args[512], *out;
+        snprintf(args, sizeof args, "test-ops --backend %s --op relu", broken[i].backend);
+        cr_expect_eq(dlrun(args, &out), 1, "test-ops %s: %s", broken[i].backend, out);
+        cr_expect(strstr(out, broken[i].want), "test-ops %s lacks '%s': %s", broken[i].backend, broken[i].want, out);
+        cr_expect(strstr(out, "0 passed, 2 failed, 0 not supported"), "%s", out);
+        free(out);
+        snprintf(args, sizeof args, "check %s --backend %s", LENET, broken[i].backend);
+        cr_expect_eq(dlrun(args, &out), 1, "check %s: %s", broken[i].backend, out);
+        cr_expect(strstr(out, broken[i].want), "check %s lacks '%s': %s", broken[i].backend, broken[i].want, out);
+        cr_expect(strstr(out, "not supported: only relu"), "%s", out);
+        cr_expect(strstr(out, ", 9 not supported"), "unsupported ops must not count as passes: %s", out);
+        free(out);
+    }
+}
+
+Test(check, unsupported_ops_are_listed_and_the_example_passes, .timeout = 120) {
+    char *out;
+    cr_expect_eq(dlrun("check " LENET " --backend example --seed 9", &out), 0, "%s", out);
+    cr_expect(strstr(out, "conv2d         example        [1, 6, 28, 28]       not supported: only relu"), "%s", out);
+    cr_expect(strstr(out, "5 passed, 0 failed, 9 not supported"), "%s", out);
+    free(out);
+}
+
+Test(check, json_and_seed_replay, .timeout = 120) {
+    char *a, *b;
+    cr_assert_eq(dlrun("test-ops --backend relu_off --op relu --json --seed 77", &a), 1, "%s", a);
+    cr_assert_eq(dlrun("test-ops --backend relu_off --op relu --json --seed 77", &b), 1, "%s", b);
+    cr_expect_str_eq(a, b, "the same seed must replay the same run");
+    cJSON *j = cJSON_Parse(a);
+    cr_assert(j, "not JSON: %s", a);
+    cr_expect_eq(cJSON_GetObjectItem(j, "seed")->valuedouble, 77);
+    cr_expect_eq(cJSON_GetObjectItem(j, "failed")->valueint, 2);
+    cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "rows"), 0);
+    cr_expect_str_eq(cJSON_GetObjectItem(row, "result")->valuestring, "fail");
+    cr_expect(strstr(cJSON_GetObjectItem(row, "detail")->valuestring, "first mismatch at index"));
+    cJSON_Delete(j);
+    free(a);
+    free(b);
+}
+
+Test(check, perf_mode_reports_rates, .timeout = 120) {
+    char *out;
+    cr_expect_eq(dlrun("test-ops --backend cpu --op linear --mode perf --iterations 3", &out), 0, "%s", out);
+    cr_expect(strstr(out, "GFLOP/s"), "%s", out);
+    cr_expect(strstr(out, "3 passed, 0 failed, 0 not supported"), "%s", out);
+    free(out);
+    cr_expect_eq(dlrun("test-ops --op frobnicate", &out), 2, "%s", out);
+    cr_expect(strstr(out, "unknown op 'frobnicate'"), "%s", out);
+    free(out);
+}
