@@ -21,6 +21,9 @@ typedef struct cli_options {
     int no_fuse;
     int list_backends;
     long long max_memory;
+    int placement;
+    int retune;
+    int no_fallback;
 } cli_options;
 
 typedef struct cli_timing {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -34,6 +35,10 @@ static const char usage[] =
     "  --device N            GPU ordinal for GPU backends (default 0)\n"
     "  --precision P         f32 (default, exact) | tf32 | f16 | bf16\n"
     "  --no-fuse             do not fuse relu into the op before it\n"
+    "  --placement           per op: each candidate backend's measured time, the choice, copies\n"
+    "  --retune              ignore the timing cache and measure again\n"
+    "  --no-fallback         an op the requested or pinned backend cannot run is an error,\n"
+    "                        not a fallback to another backend (or the CPU)\n"
     "  --max-memory BYTES    cap each memory domain (suffixes K, M, G); a plan that does not\n"
     "                        fit is refused before anything runs\n"
     "  --profile             per-op table: layer, op, backend, shape, time, GFLOP/s, share\n"
@@ -72,7 +77,7 @@ static int fail(dl_status st, const dl_error *err) {
 
 static int parse_args(int argc, char **argv, cli_options *o) {
     enum { O_BACKEND = 256, O_BATCH, O_INPUT, O_OUTPUT, O_WEIGHTS, O_SEED, O_ITER, O_WARMUP,
-           O_THREADS, O_DEVICE, O_PRECISION, O_PROFILE, O_JSON, O_LIST, O_VERSION, O_NOFUSE, O_MAXMEM };
+           O_THREADS, O_DEVICE, O_PRECISION, O_PROFILE, O_JSON, O_LIST, O_VERSION, O_NOFUSE, O_MAXMEM, O_PLACEMENT, O_RETUNE, O_NOFALLBACK };
     static const struct option longopts[] = {
         {"backend", required_argument, 0, O_BACKEND},   {"batch", required_argument, 0, O_BATCH},
         {"input", required_argument, 0, O_INPUT},       {"output", required_argument, 0, O_OUTPUT},
@@ -83,6 +88,8 @@ static int parse_args(int argc, char **argv, cli_options *o) {
         {"json", no_argument, 0, O_JSON},               {"list-backends", no_argument, 0, O_LIST},
         {"version", no_argument, 0, O_VERSION},         {"no-fuse", no_argument, 0, O_NOFUSE},
         {"max-memory", required_argument, 0, O_MAXMEM},
+        {"placement", no_argument, 0, O_PLACEMENT},     {"retune", no_argument, 0, O_RETUNE},
+        {"no-fallback", no_argument, 0, O_NOFALLBACK},
         {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->seed = 1;
@@ -139,6 +146,9 @@ static int parse_args(int argc, char **argv, cli_options *o) {
             break;
         }
         case O_PROFILE: o->profile = 1; break;
+        case O_PLACEMENT: o->placement = 1; break;
+        case O_RETUNE: o->retune = 1; break;
+        case O_NOFALLBACK: o->no_fallback = 1; break;
         case O_JSON: o->json = 1; break;
         case O_NOFUSE: o->no_fuse = 1; break;
         case O_LIST: o->list_backends = 1; break;
@@ -206,6 +216,14 @@ static int load_input(const cli_options *o, const dl_tensor *want, float **buf) 
     return 0;
 }
 
+/* A progress line on a terminal while placement times ops (never when stderr is a file). */
+static void progress_line(void *user, int i, int n, const char *layer, const char *backend) {
+    (void)user;
+    fprintf(stderr, "\rplacement: timing op %d of %d (%.40s on %s)\033[K", i, n, layer, backend);
+    if (i == n) fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
+
 static int run_model(const cli_options *o, dl_context *ctx) {
     dl_error err = {{0}};
     dl_model *m = NULL;
@@ -229,6 +247,9 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     so.precision = o->precision;
     so.no_fuse = o->no_fuse;
     so.max_memory = o->max_memory;
+    so.retune = o->retune;
+    so.no_fallback = o->no_fallback;
+    if (isatty(STDERR_FILENO)) so.progress = progress_line;
     st = dl_session_create(ctx, m, &so, &s, &err);
     if (st != DL_OK) {
         rc = fail(st, &err);

@@ -84,6 +84,32 @@ static void summarize(const dl_session *s, summary *sum) {
     }
 }
 
+static void print_placement(const dl_session *s) {
+    printf("\n%-28s %-15s %-10s %s\n", "layer", "op", "chosen", "candidates (measured ms; * cached)");
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        printf("%-28s %-15s %-10s", pi.layer, pi.op, pi.chosen);
+        for (int c = 0; c < pi.n_candidates; c++) {
+            const dl_placement_candidate *pc = &pi.candidates[c];
+            if (pi.n_candidates == 1) printf(" %s (only candidate)", pc->backend);
+            else if (pc->ms < 0) printf(" %s (failed)", pc->backend);
+            else printf(" %s %.3f%s", pc->backend, pc->ms, pc->cached ? "*" : "");
+        }
+        printf("\n");
+    }
+    int copies = 0;
+    for (int i = 0; i < dl_session_step_count(s); i++) {
+        dl_step_info st;
+        dl_session_step(s, i, &st);
+        if (st.kind != DL_STEP_COPY) continue;
+        if (!copies++) printf("copies inserted:\n");
+        printf("  %-26s %s (%.0f bytes)\n", st.layer, st.backend, st.bytes);
+    }
+    if (!copies) printf("copies inserted: none\n");
+    printf("\n");
+}
+
 void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s, const cli_timing *t) {
     summary sum;
     summarize(s, &sum);
@@ -103,6 +129,11 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     if (fused) printf(" (+%d relu fused)", fused);
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");
     printf("\n");
+    int timed, cached;
+    const char *cache;
+    dl_session_placement_stats(s, &timed, &cached, &cache);
+    if (timed || cached) printf("placement: %d timed, %d cached%s%s\n", timed, cached, cache ? " in " : "", cache ? cache : "");
+    if (o->placement) print_placement(s);
     if (o->profile) {
         printf("\n%-28s %-15s %-18s %-20s %10s %9s %6s\n", "layer", "op", "backend", "output shape", "time ms", "GFLOP/s", "share");
         double total = 0;
@@ -197,6 +228,30 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
             }
         }
         cJSON_AddItemToArray(steps, e);
+    }
+    cJSON *pl = cJSON_AddObjectToObject(root, "placement");
+    int timed, cached;
+    const char *cache;
+    dl_session_placement_stats(s, &timed, &cached, &cache);
+    cJSON_AddNumberToObject(pl, "timed", timed);
+    cJSON_AddNumberToObject(pl, "cached", cached);
+    if (cache) cJSON_AddStringToObject(pl, "cache", cache);
+    cJSON *nodes = cJSON_AddArrayToObject(pl, "ops");
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "layer", pi.layer);
+        cJSON_AddStringToObject(e, "chosen", pi.chosen);
+        cJSON *cands = cJSON_AddArrayToObject(e, "candidates");
+        for (int c = 0; c < pi.n_candidates; c++) {
+            cJSON *ce = cJSON_CreateObject();
+            cJSON_AddStringToObject(ce, "backend", pi.candidates[c].backend);
+            if (pi.n_candidates > 1) cJSON_AddNumberToObject(ce, "ms", pi.candidates[c].ms);
+            cJSON_AddBoolToObject(ce, "cached", pi.candidates[c].cached);
+            cJSON_AddItemToArray(cands, ce);
+        }
+        cJSON_AddItemToArray(nodes, e);
     }
     cJSON *mem = cJSON_AddArrayToObject(root, "memory");
     for (int i = 0; i < dl_session_memory_count(s); i++) {

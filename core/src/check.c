@@ -14,11 +14,10 @@
 #include <time.h>
 
 #include "model_yaml.h"
+#include "oprun.h"
 #include "rng.h"
 #include "session.h"
 
-#define GUARD 256u                 /* bytes on each side of an output; keeps 64-byte alignment */
-#define POISON 0x7fa5a5a5u         /* a quiet NaN no kernel computes by accident */
 
 double dl_check_threshold(int kind, int precision) {
     int half = precision == DL_PRECISION_F16, bf = precision == DL_PRECISION_BF16;
@@ -41,135 +40,13 @@ static double end_to_end_threshold(int precision) {
     return precision == DL_PRECISION_F32 ? 1e-8 : precision == DL_PRECISION_TF32 ? 1e-6 : 1e-4;
 }
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* ---- running one op on one backend, in its own domain, with poison and guards ---- */
-
-typedef struct op_result {
-    int supported;
-    int guards_ok;      /* 0: a guard changed */
-    char why[DL_ERROR_LEN];
-    double ms;          /* perf: median */
-} op_result;
-
-static dl_status be_copy(const dl_backend *be, void *dst, const void *src, size_t n, dl_copy_kind k, dl_error *err) {
-    dl_error e = {{0}};
-    if (be->copy(be->self, dst, src, n, k, &e) != DL_OK) return dl_fail(err, DL_E_RUNTIME, "%s: copy failed: %s", be->name, e.msg);
-    return DL_OK;
-}
-
-static dl_status be_sync(const dl_backend *be, dl_error *err) {
-    dl_error e = {{0}};
-    if (DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
-        return dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
-    return DL_OK;
-}
-
-/* Runs `op` (shapes; inputs[i].data: host data; is_weight[i]: data given at prepare) on be and
- * writes the output to host `out`. iterations > 0 also times it. */
-static dl_status run_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out,
-                        int iterations, op_result *r, dl_error *err) {
-    memset(r, 0, sizeof *r);
-    r->guards_ok = 1;
-    int n = op->n_inputs;
-    dl_tensor *in = calloc((size_t)n, sizeof *in);
-    void **dev = calloc((size_t)n, sizeof *dev);
-    dl_tensor o = op->outputs[0];
-    size_t obytes = (size_t)dl_tensor_numel(&o) * sizeof(float), total = obytes + 2 * GUARD;
-    uint32_t *host = malloc(total);
-    void *odev = NULL, *ws = NULL;
-    dl_kernel *k = NULL;
-    dl_status st = in && dev && host ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
-    dl_op view = *op;
-    for (int i = 0; st == DL_OK && i < n; i++) {
-        in[i] = op->inputs[i];
-        in[i].device = be->device;
-        in[i].data = NULL;
-    }
-    o.device = be->device;
-    o.data = NULL;
-    view.inputs = in;
-    view.outputs = &o;
-    if (st == DL_OK) {
-        dl_error why = {{0}};
-        r->supported = be->supports(be->self, &view, &why);
-        if (!r->supported) snprintf(r->why, sizeof r->why, "%s", why.msg[0] ? why.msg : "no reason given");
-    }
-    if (st != DL_OK || !r->supported) goto done;
-    dl_error e = {{0}};
-    for (int i = 0; st == DL_OK && i < n; i++) {
-        size_t b = (size_t)dl_tensor_numel(&op->inputs[i]) * sizeof(float);
-        if (be->alloc(be->self, b ? b : 64, &dev[i], &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
-        else st = be_copy(be, dev[i], op->inputs[i].data, b, DL_COPY_HOST_TO_DEVICE, err);
-        if (is_weight[i]) in[i].data = dev[i];
-    }
-    if (st == DL_OK && be->alloc(be->self, total, &odev, &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
-    for (size_t i = 0; i < total / 4; i++) host[i] = POISON;
-    if (st == DL_OK) st = be_copy(be, odev, host, total, DL_COPY_HOST_TO_DEVICE, err);
-    size_t wsb = 0;
-    if (st == DL_OK && be->prepare(be->self, &view, &k, &wsb, &e) != DL_OK) {
-        st = DL_OK; /* a backend that accepts an op must prepare it: report as a failure row */
-        snprintf(r->why, sizeof r->why, "prepare failed after supports() accepted: %.400s", e.msg);
-        r->guards_ok = -1;
-        goto done;
-    }
-    if (st == DL_OK && wsb && be->alloc(be->self, wsb, &ws, &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
-    for (int i = 0; i < n; i++) in[i].data = dev[i];
-    o.data = (char *)odev + GUARD;
-    if (st == DL_OK && be->run(be->self, k, in, &o, ws, &e) != DL_OK) {
-        snprintf(r->why, sizeof r->why, "run failed: %.400s", e.msg);
-        r->guards_ok = -1;
-        goto done;
-    }
-    if (st == DL_OK) st = be_sync(be, err);
-    if (st == DL_OK) st = be_copy(be, host, odev, total, DL_COPY_DEVICE_TO_HOST, err);
-    if (st == DL_OK) st = be_sync(be, err);
-    if (st == DL_OK) {
-        for (size_t i = 0; i < GUARD / 4; i++)
-            if (host[i] != POISON || host[(GUARD + obytes) / 4 + i] != POISON) r->guards_ok = 0;
-        memcpy(out, (char *)host + GUARD, obytes);
-    }
-    if (st == DL_OK && iterations > 0) {
-        double *t = malloc((size_t)iterations * sizeof *t);
-        for (int it = -2; t && it < iterations && st == DL_OK; it++) { /* two warm-up runs */
-            double t0 = now_ms();
-            if (be->run(be->self, k, in, &o, ws, &e) != DL_OK) st = dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
-            if (st == DL_OK) st = be_sync(be, err);
-            if (it >= 0 && t) t[it] = now_ms() - t0;
-        }
-        if (t && st == DL_OK) {
-            qsort(t, (size_t)iterations, sizeof *t, cmp_double);
-            r->ms = t[iterations / 2];
-        }
-        free(t);
-    }
-done:
-    if (k) be->release(be->self, k);
-    if (ws) be->free(be->self, ws);
-    if (odev) be->free(be->self, odev);
-    for (int i = 0; dev && i < n; i++)
-        if (dev[i]) be->free(be->self, dev[i]);
-    free(in);
-    free(dev);
-    free(host);
-    return st;
-}
 
 /* ---- comparing ---- */
 
 static int is_poison(float v) {
     uint32_t u;
     memcpy(&u, &v, sizeof u);
-    return u == POISON;
+    return u == DL_POISON;
 }
 
 /* Fills the error fields of row and returns 1 if it passes. */
@@ -220,13 +97,13 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     int64_t n = dl_tensor_numel(&op->outputs[0]);
     float *got = malloc((size_t)(n ? n : 1) * sizeof *got), *ref = NULL;
     if (!got) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    op_result rr, r;
+    dl_op_result rr, r;
     dl_status st = DL_OK;
     if (!ref_or_null) { /* test-ops: the reference is the CPU backend on the same inputs */
         ref = malloc((size_t)(n ? n : 1) * sizeof *ref);
         dl_op refop = *op;
         refop.precision = DL_PRECISION_F32;
-        st = ref ? run_op(cpu, &refop, is_weight, ref, 0, &rr, err) : dl_fail(err, DL_E_NOMEM, "out of memory");
+        st = ref ? dl_run_op(cpu, &refop, is_weight, ref, 0, &rr, err) : dl_fail(err, DL_E_NOMEM, "out of memory");
         if (st == DL_OK && (!rr.supported || rr.guards_ok != 1))
             st = dl_fail(err, DL_E_RUNTIME, "the CPU reference cannot run %s '%s': %s", dl_op_kind_name((dl_op_kind)op->kind),
                          layer, rr.why[0] ? rr.why : "guard bytes changed");
@@ -234,7 +111,7 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     }
     dl_op bop = *op;
     bop.precision = precision;
-    if (st == DL_OK) st = run_op(be, &bop, is_weight, got, perf_iters, &r, err);
+    if (st == DL_OK) st = dl_run_op(be, &bop, is_weight, got, perf_iters, &r, err);
     if (st == DL_OK) {
         char shape[96], detail[DL_ERROR_LEN + 64] = "";
         dl_shape_str(op->outputs[0].shape, op->outputs[0].ndim, shape, sizeof shape);

@@ -1,16 +1,35 @@
-/* placement.c — chooses the backend each op runs on and folds relu into the op before it.
+/* placement.c — chooses the backend each op runs on, by measurement, counting the cost of moving
+ * tensors between memory domains, then folds relu into the op before it.
  *
- * Rule in this version (static; measured placement replaces it): a backend named by --backend
- * runs everything; a layer's `backend:` pin is obeyed; otherwise the first backend outside host
- * memory whose supports() accepts the op, else the first host backend. A relu whose input is used
- * by nothing else is fused into the conv2d/linear/add/batchnorm that produced it when that
- * backend supports the fused form. */
+ * 1. Candidates: `--backend` forces one; a layer's `backend:` pin is obeyed (or, if that backend
+ *    cannot run it, falls back with a warning — an error with --no-fallback); otherwise every
+ *    backend whose supports() accepts the op.
+ * 2. Times: an op with more than one candidate is run on each (warm-up, then the median of five)
+ *    on its real shapes, unless the timing cache has it. Transfers between host memory and each
+ *    device domain are measured the same way (latency and bandwidth) and cached.
+ * 3. Choice: the assignment minimising total op time plus transfers (each tensor copied at most
+ *    once per destination domain, the input from and the output back to host memory). On a chain
+ *    this is solved exactly by dynamic programming over (op, backend). On a DAG (residual blocks,
+ *    concat) dlrun runs coordinate descent on the same cost from several starts (each backend
+ *    wherever it can run, and the fastest per op) and keeps the best: not guaranteed optimal, but
+ *    it never moves a lone op off a device when the copies cost more than the op saves, since
+ *    every move is judged on the whole model's cost. docs/placement.md has the details. */
+#define _GNU_SOURCE
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "oprun.h"
+#include "rng.h"
 #include "session.h"
+#include "timing_cache.h"
 
-void dl_session_op_view(dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op,
-                        dl_tensor *in, dl_tensor *out) {
+#define MAX_CAND 16
+#define TIMING_RUNS 5
+
+void dl_session_op_view(dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op, dl_tensor *in, dl_tensor *out) {
     const dl_node *n = &s->g->nodes[node];
     for (int i = 0; i < n->n_inputs; i++) {
         dl_value *v = &s->g->values[n->inputs[i]];
@@ -18,12 +37,10 @@ void dl_session_op_view(dl_session *s, int node, const dl_op_attrs *attrs, dl_op
     }
     dl_value *o = &s->g->values[n->output];
     *out = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, o->ndim, o->dtype, o->shape, NULL, 0};
-    *op = (dl_op){sizeof *op, (int32_t)n->kind, n->name, attrs, n->n_inputs, in, 1, out,
-                  s->opt.precision};
+    *op = (dl_op){sizeof *op, (int32_t)n->kind, n->name, attrs, n->n_inputs, in, 1, out, s->opt.precision};
 }
 
-static int try_backend(dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs,
-                       dl_error *why) {
+static int try_backend(dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {
     const dl_node *n = &s->g->nodes[node];
     dl_tensor in[n->n_inputs > 0 ? n->n_inputs : 1], out;
     dl_op op;
@@ -47,50 +64,348 @@ static int consumers(const dl_graph *g, int v) {
     return c;
 }
 
-static dl_status place_node(dl_session *s, int i, dl_error *err) {
+static int on_host(const dl_backend *be) { return be->device.device_type == DL_DEVICE_CPU; }
+static int same_domain(const dl_backend *a, const dl_backend *b) {
+    if (on_host(a) || on_host(b)) return on_host(a) && on_host(b);
+    return a->device.device_type == b->device.device_type && a->device.device_id == b->device.device_id;
+}
+
+/* ---- candidates ---- */
+
+static void host_warn(dl_session *s, const char *msg) { s->ctx->host.log(s->ctx->host.ctx, DL_LOG_WARN, msg); }
+
+static dl_status candidates(dl_session *s, int i, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
+    dl_node_choice *c = &s->choice[i];
     const char *op = dl_op_kind_name(n->kind);
-    char where[256];
-    dl_graph_where(s->g, n->loc, where, sizeof where);
     dl_error why;
-    const char *forced = s->opt.backend ? s->opt.backend : n->backend;
-    if (forced) {
-        const dl_backend *be = dl_context_backend(s->ctx, forced);
-        if (!be)
-            return dl_fail(err, DL_E_INVALID, "%s%s '%s' is pinned to backend '%s', which is not loaded",
-                           where, op, n->name, forced);
+    c->n = 0;
+    if (s->opt.backend) {
+        const dl_backend *be = dl_context_backend(s->ctx, s->opt.backend);
         if (!try_backend(s, be, i, &s->node_attrs[i], &why))
-            return dl_fail(err, DL_E_UNSUPPORTED, "backend '%s' cannot run %s '%s': %s", forced, op,
-                           n->name, why.msg);
-        s->node_be[i] = be;
+            return dl_fail(err, DL_E_UNSUPPORTED, "backend '%s' cannot run %s '%s': %s", s->opt.backend, op, n->name, why.msg);
+        c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
         return DL_OK;
     }
-    if (s->opt.prefer_backend) {
+    if (n->backend) {
+        char where[256];
+        dl_graph_where(s->g, n->loc, where, sizeof where);
+        const dl_backend *be = dl_context_backend(s->ctx, n->backend);
+        const char *reason = !be ? "it is not loaded" : NULL;
+        if (be && !try_backend(s, be, i, &s->node_attrs[i], &why)) reason = why.msg;
+        if (!reason) {
+            c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
+            return DL_OK;
+        }
+        if (s->opt.no_fallback)
+            return dl_fail(err, DL_E_UNSUPPORTED, "%s%s '%s' is pinned to backend '%s', but %.300s (--no-fallback)", where, op, n->name,
+                           n->backend, reason);
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s%s '%s' is pinned to backend '%s', but %.300s; placing it elsewhere", where, op, n->name, n->backend, reason);
+        host_warn(s, msg);
+    }
+    if (s->opt.prefer_backend) { /* dlrun check: the checked backend wherever it can run */
         const dl_backend *be = dl_context_backend(s->ctx, s->opt.prefer_backend);
         if (be && try_backend(s, be, i, &s->node_attrs[i], &why)) {
-            s->node_be[i] = be;
+            c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
             return DL_OK;
         }
     }
     char reasons[DL_ERROR_LEN] = "";
-    for (int pass = 0; pass < 2; pass++) { /* devices first, then host backends */
-        for (int p = 0; p < s->ctx->n_plugins; p++) {
-            const dl_backend *be = s->ctx->plugins[p].be;
-            if (!be || (be->device.device_type == DL_DEVICE_CPU) != (pass == 1)) continue;
-            if (try_backend(s, be, i, &s->node_attrs[i], &why)) {
-                s->node_be[i] = be;
-                return DL_OK;
-            }
+    int device_loaded = 0, device_ok = 0;
+    for (int p = 0; p < s->ctx->n_plugins && c->n < MAX_CAND; p++) {
+        const dl_backend *be = s->ctx->plugins[p].be;
+        if (!be) continue;
+        device_loaded |= !on_host(be);
+        if (try_backend(s, be, i, &s->node_attrs[i], &why)) {
+            c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
+            device_ok |= !on_host(be);
+        } else {
             size_t used = strlen(reasons);
-            snprintf(reasons + used, sizeof reasons - used, "%s%s: %s", used ? "; " : "", be->name,
-                     why.msg);
+            snprintf(reasons + used, sizeof reasons - used, "%s%s: %s", used ? "; " : "", be->name, why.msg);
         }
     }
-    return dl_fail(err, DL_E_UNSUPPORTED, "no backend can run %s '%s'%s%s", op, n->name,
-                   reasons[0] ? ": " : " (no backend is loaded)", reasons);
+    if (c->n == 0)
+        return dl_fail(err, DL_E_UNSUPPORTED, "no backend can run %s '%s'%s%s", op, n->name,
+                       reasons[0] ? ": " : " (no backend is loaded)", reasons);
+    if (s->opt.no_fallback && device_loaded && !device_ok)
+        return dl_fail(err, DL_E_UNSUPPORTED, "no device backend can run %s '%s' and --no-fallback forbids the CPU: %s", op, n->name, reasons);
+    return DL_OK;
 }
 
-/* Fold relu node i into the producer of its input when that is possible and supported. */
+/* ---- measuring ---- */
+
+static void key_of(dl_session *s, int i, const dl_backend *be, char *key, size_t len) {
+    const dl_node *n = &s->g->nodes[i];
+    const dl_op_attrs *a = &s->node_attrs[i];
+    size_t u = (size_t)snprintf(key, len, "op=%s;k=%dx%d;s=%dx%d;p=%d,%d,%d,%d;d=%dx%d;g=%d;ceil=%d;cip=%d;axis=%d;eps=%g;act=%d;in=",
+                                dl_op_kind_name(n->kind), a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0],
+                                a->pad_begin[1], a->pad_end[0], a->pad_end[1], a->dilation[0], a->dilation[1], a->groups,
+                                a->ceil_mode, a->count_include_pad, a->axis, (double)a->epsilon, a->activation);
+    for (int j = 0; j <= n->n_inputs && u < len; j++) {
+        const dl_value *v = &s->g->values[j < n->n_inputs ? n->inputs[j] : n->output];
+        char sh[128];
+        dl_shape_str(v->shape, v->ndim, sh, sizeof sh);
+        u += (size_t)snprintf(key + u, len - u, "%s%s%s", j == n->n_inputs ? ";out=" : (j ? "," : ""), sh,
+                              v->dtype.bits == 32 ? "f32" : "?");
+    }
+    if (u < len)
+        snprintf(key + u, len - u, ";prec=%d;backend=%s;device=%s;abi=%u;dlrun=%s", s->opt.precision, be->name,
+                 be->description ? be->description : "", DL_ABI_VERSION, DLRUN_VERSION_STRING);
+}
+
+/* Times node i on backend be with random activations and the real weights. */
+static double time_op(dl_session *s, int i, const dl_backend *be, dl_error *err) {
+    const dl_node *n = &s->g->nodes[i];
+    dl_tensor in[64], out;
+    unsigned char isw[64];
+    float *data[64] = {0};
+    dl_op op;
+    dl_session_op_view(s, i, &s->node_attrs[i], &op, in, &out);
+    double ms = -1;
+    int ok = 1;
+    for (int j = 0; j < n->n_inputs && j < 64; j++) {
+        dl_value *v = &s->g->values[n->inputs[j]];
+        isw[j] = v->kind == DL_VALUE_WEIGHT;
+        if (isw[j]) {
+            in[j].data = v->data;
+            continue;
+        }
+        int64_t cnt = dl_value_numel(v);
+        data[j] = malloc((size_t)(cnt ? cnt : 1) * sizeof(float));
+        if (!data[j]) {
+            ok = 0;
+            break;
+        }
+        dl_rng r;
+        dl_rng_seed(&r, dl_rng_derive(7, v->name));
+        for (int64_t e = 0; e < cnt; e++) data[j][e] = dl_rng_uniform(&r, -1, 1);
+        in[j].data = data[j];
+    }
+    float *y = ok ? malloc((size_t)dl_value_numel(&s->g->values[n->output]) * sizeof(float) + 4) : NULL;
+    dl_op_result r;
+    if (y && dl_run_op(be, &op, isw, y, TIMING_RUNS, &r, err) == DL_OK && r.supported && r.guards_ok == 1) ms = r.ms;
+    for (int j = 0; j < 64; j++) free(data[j]);
+    free(y);
+    return ms;
+}
+
+/* Transfer cost between host memory and a device backend's domain: latency + bytes / bandwidth. */
+typedef struct xfer {
+    const dl_backend *be;
+    double lat_ms, ms_per_byte;
+} xfer;
+
+static double time_copy(const dl_backend *be, void *dev, void *host, size_t bytes) {
+    double t[TIMING_RUNS];
+    dl_error e;
+    for (int k = -1; k < TIMING_RUNS; k++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        be->copy(be->self, dev, host, bytes, DL_COPY_HOST_TO_DEVICE, &e);
+        be->copy(be->self, host, dev, bytes, DL_COPY_DEVICE_TO_HOST, &e);
+        if (DL_BACKEND_HAS(be, synchronize)) be->synchronize(be->self, &e);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (k >= 0) t[k] = ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6) / 2;
+    }
+    for (int a = 1; a < TIMING_RUNS; a++) /* median */
+        for (int b = a; b > 0 && t[b] < t[b - 1]; b--) {
+            double x = t[b];
+            t[b] = t[b - 1];
+            t[b - 1] = x;
+        }
+    return t[TIMING_RUNS / 2];
+}
+
+static void measure_transfer(dl_session *s, xfer *x, dl_tcache *cache) {
+    const dl_backend *be = x->be;
+    char klat[512], kbw[512];
+    snprintf(klat, sizeof klat, "transfer-latency;backend=%s;device=%s;dlrun=%s", be->name, be->description ? be->description : "", DLRUN_VERSION_STRING);
+    snprintf(kbw, sizeof kbw, "transfer-ms-per-MiB;backend=%s;device=%s;dlrun=%s", be->name, be->description ? be->description : "", DLRUN_VERSION_STRING);
+    double lat, per_mib;
+    if (dl_tcache_get(cache, klat, &lat) && dl_tcache_get(cache, kbw, &per_mib)) {
+        x->lat_ms = lat, x->ms_per_byte = per_mib / 1048576.0;
+        return;
+    }
+    const size_t small = 4096, big = 8u << 20;
+    void *dev = NULL, *host = calloc(1, big);
+    dl_error e;
+    if (host && be->alloc(be->self, big, &dev, &e) == DL_OK) {
+        double ts = time_copy(be, dev, host, small), tb = time_copy(be, dev, host, big);
+        x->lat_ms = ts;
+        x->ms_per_byte = tb > ts ? (tb - ts) / (double)(big - small) : 1e-9;
+        be->free(be->self, dev);
+    } else {
+        x->lat_ms = 0.01, x->ms_per_byte = 1e-7; /* cannot measure: assume ~10 GB/s */
+    }
+    free(host);
+    dl_tcache_put(cache, klat, x->lat_ms);
+    dl_tcache_put(cache, kbw, x->ms_per_byte * 1048576.0);
+}
+
+/* ---- choosing ---- */
+
+typedef struct planner {
+    dl_session *s;
+    int n;                       /* nodes */
+    const dl_backend *be[MAX_CAND * 4];
+    int nbe;
+    double *t;                   /* t[node * nbe + b]: op time, < 0 if not a candidate */
+    xfer x[MAX_CAND * 4];        /* per backend (device ones) */
+} planner;
+
+static int be_index(planner *p, const dl_backend *be) {
+    for (int b = 0; b < p->nbe; b++)
+        if (p->be[b] == be) return b;
+    p->be[p->nbe] = be;
+    p->x[p->nbe] = (xfer){be, 0, 0};
+    return p->nbe++;
+}
+
+/* Cost of moving `bytes` from backend a's domain to backend b's (through host memory). */
+static double move(const planner *p, int a, int b, size_t bytes) {
+    if (same_domain(p->be[a], p->be[b])) return 0;
+    double c = 0;
+    if (!on_host(p->be[a])) c += p->x[a].lat_ms + p->x[a].ms_per_byte * (double)bytes;
+    if (!on_host(p->be[b])) c += p->x[b].lat_ms + p->x[b].ms_per_byte * (double)bytes;
+    return c;
+}
+
+static size_t vbytes(const dl_value *v) { return (size_t)dl_value_numel(v) * 4; }
+
+/* Cost of bringing `bytes` from host memory into backend d's domain, or back. */
+static double to_host(const planner *p, int d, size_t bytes) {
+    return on_host(p->be[d]) ? 0 : p->x[d].lat_ms + p->x[d].ms_per_byte * (double)bytes;
+}
+
+/* Total cost of an assignment (backend index per node): op times, plus each activation copied
+ * once into each other domain that reads it, plus model outputs brought back to host memory. */
+static double total_cost(const planner *p, const int *as) {
+    const dl_graph *g = p->s->g;
+    double c = 0;
+    for (int i = 0; i < p->n; i++) c += p->t[i * p->nbe + as[i]];
+    for (int v = 0; v < g->n_values; v++) {
+        const dl_value *val = &g->values[v];
+        if (val->kind == DL_VALUE_WEIGHT) continue; /* copied once at session creation */
+        int src = val->producer >= 0 ? as[val->producer] : -1; /* -1: host (a model input) */
+        size_t bytes = vbytes(val);
+        int paid[MAX_CAND * 4] = {0}, host_has = src < 0 || on_host(p->be[src]);
+        for (int i = 0; i < p->n; i++)
+            for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+                if (g->nodes[i].inputs[j] != v) continue;
+                int d = as[i], dup = 0;
+                for (int k = 0; k < p->nbe; k++) dup |= paid[k] && same_domain(p->be[k], p->be[d]);
+                if (dup || (src >= 0 ? same_domain(p->be[src], p->be[d]) : on_host(p->be[d]))) continue;
+                paid[d] = 1;
+                c += src < 0 ? to_host(p, d, bytes) : move(p, src, d, bytes);
+                if (on_host(p->be[d])) host_has = 1;
+            }
+        if (is_output(g, v) && !host_has) c += to_host(p, src, bytes);
+    }
+    return c;
+}
+
+static int is_chain(const dl_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        int acts = 0;
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+            const dl_value *v = &g->values[g->nodes[i].inputs[j]];
+            if (v->kind == DL_VALUE_WEIGHT) continue;
+            acts++;
+            int want = i == 0 ? -1 : i - 1;
+            if (v->producer != want) return 0;
+        }
+        if (acts != 1 || consumers(g, g->nodes[i].output) > 1) return 0;
+    }
+    return g->n_outputs == 1 && g->outputs[0] == g->nodes[g->n_nodes - 1].output && g->n_inputs == 1;
+}
+
+/* Exact DP on a chain: best[i][b] = t[i][b] + min over b' of best[i-1][b'] + move(b', b). */
+static void choose_chain(planner *p, int *as) {
+    const dl_graph *g = p->s->g;
+    int n = p->n, nb = p->nbe;
+    double *best = malloc((size_t)n * nb * sizeof *best);
+    int *from = malloc((size_t)n * nb * sizeof *from);
+    if (!best || !from) {
+        free(best), free(from);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t in_bytes = vbytes(&g->values[g->nodes[i].inputs[0]]);
+        for (int b = 0; b < nb; b++) {
+            best[i * nb + b] = DBL_MAX;
+            from[i * nb + b] = -1;
+            double t = p->t[i * nb + b];
+            if (t < 0) continue;
+            if (i == 0) {
+                best[b] = t + (on_host(p->be[b]) ? 0 : p->x[b].lat_ms + p->x[b].ms_per_byte * (double)in_bytes);
+                continue;
+            }
+            for (int a = 0; a < nb; a++) {
+                if (best[(i - 1) * nb + a] == DBL_MAX) continue;
+                double c = best[(i - 1) * nb + a] + move(p, a, b, in_bytes) + t;
+                if (c < best[i * nb + b]) best[i * nb + b] = c, from[i * nb + b] = a;
+            }
+        }
+    }
+    size_t out_bytes = vbytes(&g->values[g->nodes[n - 1].output]);
+    int bb = -1;
+    double bc = DBL_MAX;
+    for (int b = 0; b < nb; b++) {
+        if (best[(n - 1) * nb + b] == DBL_MAX) continue;
+        double c = best[(n - 1) * nb + b] + (on_host(p->be[b]) ? 0 : p->x[b].lat_ms + p->x[b].ms_per_byte * (double)out_bytes);
+        if (c < bc) bc = c, bb = b;
+    }
+    for (int i = n - 1; i >= 0 && bb >= 0; i--) {
+        as[i] = bb;
+        bb = from[i * nb + bb];
+    }
+    free(best), free(from);
+}
+
+/* Coordinate descent on total_cost from one start; returns the cost reached. */
+static double descend(const planner *p, int *as) {
+    double cur = total_cost(p, as);
+    for (int improved = 1, rounds = 0; improved && rounds < 50; rounds++) {
+        improved = 0;
+        for (int i = 0; i < p->n; i++) {
+            int keep = as[i];
+            for (int b = 0; b < p->nbe; b++) {
+                if (b == keep || p->t[i * p->nbe + b] < 0) continue;
+                as[i] = b;
+                double c = total_cost(p, as);
+                if (c < cur - 1e-12) cur = c, keep = b, improved = 1;
+            }
+            as[i] = keep;
+        }
+    }
+    return cur;
+}
+
+static void choose_dag(planner *p, int *as) {
+    int *tryas = malloc((size_t)p->n * sizeof *tryas);
+    double best = DBL_MAX;
+    for (int start = -1; tryas && start < p->nbe; start++) {
+        for (int i = 0; i < p->n; i++) { /* start -1: fastest per op; else backend `start` wherever it can */
+            int pick = -1;
+            for (int b = 0; b < p->nbe; b++) {
+                double t = p->t[i * p->nbe + b];
+                if (t < 0) continue;
+                if (pick < 0 || (start < 0 ? t < p->t[i * p->nbe + pick] : b == start)) pick = b;
+            }
+            tryas[i] = pick;
+        }
+        double c = descend(p, tryas);
+        if (c < best) {
+            best = c;
+            memcpy(as, tryas, (size_t)p->n * sizeof *as);
+        }
+    }
+    free(tryas);
+}
+
+/* ---- fusion ---- */
+
 static void try_fuse(dl_session *s, int i) {
     const dl_graph *g = s->g;
     const dl_node *r = &g->nodes[i];
@@ -100,22 +415,116 @@ static void try_fuse(dl_session *s, int i) {
     if (p < 0 || is_output(g, v) || consumers(g, v) != 1 || s->fused_into[p] >= 0) return;
     dl_op_kind k = g->nodes[p].kind;
     if (k != DL_OP_CONV2D && k != DL_OP_LINEAR && k != DL_OP_ADD && k != DL_OP_BATCHNORM) return;
-    if (s->node_attrs[p].activation != DL_ACT_NONE) return;
+    if (s->node_attrs[p].activation != DL_ACT_NONE || s->node_be[p] != s->node_be[i]) return;
     dl_op_attrs fused = s->node_attrs[p];
     fused.activation = DL_ACT_RELU;
     dl_error why;
     if (!try_backend(s, s->node_be[p], p, &fused, &why)) return;
     s->node_attrs[p] = fused;
     s->fused_into[i] = p;
-    s->node_be[i] = s->node_be[p];
 }
 
+/* ---- the whole step ---- */
+
 dl_status dl_place(dl_session *s, dl_error *err) {
-    for (int i = 0; i < s->g->n_nodes; i++) {
-        try_fuse(s, i);
-        if (s->fused_into[i] >= 0) continue;
-        dl_status st = place_node(s, i, err);
+    const dl_graph *g = s->g;
+    int n = g->n_nodes;
+    s->choice = calloc((size_t)n + 1, sizeof *s->choice);
+    if (!s->choice) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    int need_timing = 0;
+    for (int i = 0; i < n; i++) {
+        dl_status st = candidates(s, i, err);
         if (st != DL_OK) return st;
+        need_timing |= s->choice[i].n > 1;
     }
-    return DL_OK;
+    planner p = {s, n, {0}, 0, calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double)), {{0}}};
+    int *as = calloc((size_t)n + 1, sizeof *as);
+    if (!p.t || !as) {
+        free(p.t), free(as);
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
+    }
+    dl_tcache *cache = NULL;
+    if (need_timing) {
+        char warn[600];
+        cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
+        if (warn[0]) host_warn(s, warn);
+        if (cache && dl_tcache_path(cache)) s->cache_path = strdup(dl_tcache_path(cache));
+    }
+    for (int i = 0; i < n; i++) /* register backends in a fixed order, then mark non-candidates */
+        for (int c = 0; c < s->choice[i].n; c++) be_index(&p, dl_context_backend(s->ctx, s->choice[i].cand[c].backend));
+    for (int i = 0; i < n * p.nbe; i++) p.t[i] = -1;
+    for (int b = 0; b < p.nbe && need_timing; b++)
+        if (!on_host(p.be[b])) measure_transfer(s, &p.x[b], cache);
+    int timing_index = 0, to_time = 0;
+    for (int i = 0; i < n; i++) to_time += s->choice[i].n > 1 ? s->choice[i].n : 0;
+    dl_status st = DL_OK;
+    for (int i = 0; i < n && st == DL_OK; i++) {
+        dl_node_choice *c = &s->choice[i];
+        for (int k = 0; k < c->n; k++) {
+            const dl_backend *be = dl_context_backend(s->ctx, c->cand[k].backend);
+            int b = be_index(&p, be);
+            double ms = 0;
+            if (c->n > 1) {
+                char key[2048];
+                key_of(s, i, be, key, sizeof key);
+                if (dl_tcache_get(cache, key, &ms)) {
+                    c->cand[k].cached = 1;
+                    s->cached++;
+                } else {
+                    if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, g->nodes[i].name, be->name);
+                    ms = time_op(s, i, be, err);
+                    if (ms < 0) { /* it accepted the op but could not run it: never choose it */
+                        char msg[600];
+                        snprintf(msg, sizeof msg, "backend '%s' accepted %s '%s' but failed to run it; not using it there", be->name,
+                                 dl_op_kind_name(g->nodes[i].kind), g->nodes[i].name);
+                        host_warn(s, msg);
+                        c->cand[k].ms = -1;
+                        continue;
+                    }
+                    dl_tcache_put(cache, key, ms);
+                    s->timed++;
+                }
+            }
+            c->cand[k].ms = ms;
+            p.t[i * p.nbe + b] = ms;
+        }
+        int any = 0;
+        for (int b = 0; b < p.nbe; b++) any |= p.t[i * p.nbe + b] >= 0;
+        if (!any) st = dl_fail(err, DL_E_RUNTIME, "no backend could run %s '%s'", dl_op_kind_name(g->nodes[i].kind), g->nodes[i].name);
+    }
+    if (cache) {
+        char warn[600];
+        if (!dl_tcache_save(cache, warn, sizeof warn)) host_warn(s, warn);
+        dl_tcache_free(cache);
+    }
+    if (st == DL_OK) {
+        if (is_chain(g)) choose_chain(&p, as);
+        else choose_dag(&p, as);
+        for (int i = 0; i < n; i++) s->node_be[i] = p.be[as[i]];
+        for (int i = 0; i < n; i++) try_fuse(s, i);
+    }
+    free(p.t);
+    free(as);
+    return st;
+}
+
+/* ---- reporting ---- */
+
+int dl_session_placement_count(const dl_session *s) { return s->g->n_nodes; }
+
+void dl_session_placement(const dl_session *s, int i, dl_placement_info *info) {
+    memset(info, 0, sizeof *info);
+    if (i < 0 || i >= s->g->n_nodes) return;
+    const dl_node *n = &s->g->nodes[i];
+    info->layer = n->name;
+    info->op = dl_op_kind_name(n->kind);
+    info->chosen = s->node_be[i] ? s->node_be[i]->name : "";
+    info->n_candidates = s->choice ? s->choice[i].n : 0;
+    info->candidates = s->choice ? s->choice[i].cand : NULL;
+}
+
+void dl_session_placement_stats(const dl_session *s, int *timed, int *cached, const char **path) {
+    if (timed) *timed = s->timed;
+    if (cached) *cached = s->cached;
+    if (path) *path = s->cache_path;
 }

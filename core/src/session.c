@@ -352,6 +352,8 @@ void dl_session_free(dl_session *s) {
     free(s->node_be);
     free(s->node_attrs);
     free(s->fused_into);
+    free(s->choice);
+    free(s->cache_path);
     free(s->inputs);
     free(s->outputs);
     dl_weights_free(s->weights);

@@ -57,6 +57,12 @@ typedef struct dl_domain_memory {
     size_t weights; /* bytes of weights copied into this domain (0 for host: mapped) */
 } dl_domain_memory;
 
+/* Placement's record of one node's candidates (placement.c). */
+typedef struct dl_node_choice {
+    int n;
+    dl_placement_candidate cand[16];
+} dl_node_choice;
+
 struct dl_session {
     dl_context *ctx;
     dl_model *model;
@@ -81,6 +87,9 @@ struct dl_session {
     dl_tensor *inputs;    /* descriptors of model inputs (host) */
     dl_tensor *outputs;   /* model outputs (host), data in buf[...][0] */
     int profiling;
+    dl_node_choice *choice; /* per node */
+    int timed, cached;      /* op timings measured now / taken from the cache */
+    char *cache_path;
 };
 
 /* Memory-plan slots (session_plan.c): add one for value (or -1: a workspace) in dom, first

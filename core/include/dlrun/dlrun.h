@@ -88,6 +88,12 @@ typedef struct dl_session_options {
     int64_t max_memory;       /* > 0: bytes any one memory domain may use (else what it has) */
     const char *prefer_backend; /* place ops on this backend where it supports them (dlrun check) */
     int32_t keep_activations; /* 1: no buffer reuse, every activation readable after a run */
+    int32_t retune;           /* 1: ignore the timing cache, measure again (and store) */
+    int32_t no_fallback;      /* 1: a pinned layer its backend cannot run, or an op no device
+                                 backend can run while one is loaded, is an error */
+    /* Called before each op is timed for placement (a progress line), or NULL. */
+    void (*progress)(void *user, int op_index, int n_ops, const char *layer, const char *backend);
+    void *progress_user;
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
@@ -125,6 +131,27 @@ typedef struct dl_step_info {
     double total_ms;       /* sum over runs since the last reset */
     int64_t runs;
 } dl_step_info;
+
+/* ---- placement: where each op runs and why ------------------------------------------------- */
+
+typedef struct dl_placement_candidate {
+    const char *backend;
+    double ms;      /* measured (or cached) time of the op there; < 0: not supported */
+    int32_t cached; /* 1: the time came from the timing cache */
+    const char *why;/* not supported: the backend's reason */
+} dl_placement_candidate;
+
+typedef struct dl_placement_info {
+    const char *layer, *op;
+    const char *chosen;    /* backend it runs on ("fused" relus: their producer's) */
+    int32_t n_candidates;
+    const dl_placement_candidate *candidates;
+} dl_placement_info;
+
+DL_API int dl_session_placement_count(const dl_session *s);
+DL_API void dl_session_placement(const dl_session *s, int i, dl_placement_info *info);
+/* How many op timings placement measured now, took from the cache, and the cache file. */
+DL_API void dl_session_placement_stats(const dl_session *s, int *timed, int *cached, const char **cache_path);
 
 /* ---- memory plan: one arena per memory domain ------------------------------------------------ */
 

@@ -1,0 +1,128 @@
+/* oprun.c — runs one op on one backend in that backend's own memory domain, from host inputs to a
+ * host output, with a poisoned and guarded output buffer, optionally timed. Used by the
+ * cross-checks (check.c) and by measured placement (placement.c). */
+#define _GNU_SOURCE
+#include "oprun.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "context.h"
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+
+static dl_status be_copy(const dl_backend *be, void *dst, const void *src, size_t n, dl_copy_kind k, dl_error *err) {
+    dl_error e = {{0}};
+    if (be->copy(be->self, dst, src, n, k, &e) != DL_OK) return dl_fail(err, DL_E_RUNTIME, "%s: copy failed: %s", be->name, e.msg);
+    return DL_OK;
+}
+
+static dl_status be_sync(const dl_backend *be, dl_error *err) {
+    dl_error e = {{0}};
+    if (DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
+        return dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
+    return DL_OK;
+}
+
+/* Runs `op` (shapes; inputs[i].data: host data; is_weight[i]: data given at prepare) on be and
+ * writes the output to host `out`. iterations > 0 also times it. */
+dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out,
+                        int iterations, dl_op_result *r, dl_error *err) {
+    memset(r, 0, sizeof *r);
+    r->guards_ok = 1;
+    int n = op->n_inputs;
+    dl_tensor *in = calloc((size_t)n, sizeof *in);
+    void **dev = calloc((size_t)n, sizeof *dev);
+    dl_tensor o = op->outputs[0];
+    size_t obytes = (size_t)dl_tensor_numel(&o) * sizeof(float), total = obytes + 2 * DL_GUARD;
+    uint32_t *host = malloc(total);
+    void *odev = NULL, *ws = NULL;
+    dl_kernel *k = NULL;
+    dl_status st = in && dev && host ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    dl_op view = *op;
+    for (int i = 0; st == DL_OK && i < n; i++) {
+        in[i] = op->inputs[i];
+        in[i].device = be->device;
+        in[i].data = NULL;
+    }
+    o.device = be->device;
+    o.data = NULL;
+    view.inputs = in;
+    view.outputs = &o;
+    if (st == DL_OK) {
+        dl_error why = {{0}};
+        r->supported = be->supports(be->self, &view, &why);
+        if (!r->supported) snprintf(r->why, sizeof r->why, "%s", why.msg[0] ? why.msg : "no reason given");
+    }
+    if (st != DL_OK || !r->supported) goto done;
+    dl_error e = {{0}};
+    for (int i = 0; st == DL_OK && i < n; i++) {
+        size_t b = (size_t)dl_tensor_numel(&op->inputs[i]) * sizeof(float);
+        if (be->alloc(be->self, b ? b : 64, &dev[i], &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
+        else st = be_copy(be, dev[i], op->inputs[i].data, b, DL_COPY_HOST_TO_DEVICE, err);
+        if (is_weight[i]) in[i].data = dev[i];
+    }
+    if (st == DL_OK && be->alloc(be->self, total, &odev, &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
+    for (size_t i = 0; i < total / 4; i++) host[i] = DL_POISON;
+    if (st == DL_OK) st = be_copy(be, odev, host, total, DL_COPY_HOST_TO_DEVICE, err);
+    size_t wsb = 0;
+    if (st == DL_OK && be->prepare(be->self, &view, &k, &wsb, &e) != DL_OK) {
+        st = DL_OK; /* a backend that accepts an op must prepare it: report as a failure row */
+        snprintf(r->why, sizeof r->why, "prepare failed after supports() accepted: %.400s", e.msg);
+        r->guards_ok = -1;
+        goto done;
+    }
+    if (st == DL_OK && wsb && be->alloc(be->self, wsb, &ws, &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
+    for (int i = 0; i < n; i++) in[i].data = dev[i];
+    o.data = (char *)odev + DL_GUARD;
+    if (st == DL_OK && be->run(be->self, k, in, &o, ws, &e) != DL_OK) {
+        snprintf(r->why, sizeof r->why, "run failed: %.400s", e.msg);
+        r->guards_ok = -1;
+        goto done;
+    }
+    if (st == DL_OK) st = be_sync(be, err);
+    if (st == DL_OK) st = be_copy(be, host, odev, total, DL_COPY_DEVICE_TO_HOST, err);
+    if (st == DL_OK) st = be_sync(be, err);
+    if (st == DL_OK) {
+        for (size_t i = 0; i < DL_GUARD / 4; i++)
+            if (host[i] != DL_POISON || host[(DL_GUARD + obytes) / 4 + i] != DL_POISON) r->guards_ok = 0;
+        memcpy(out, (char *)host + DL_GUARD, obytes);
+    }
+    if (st == DL_OK && iterations > 0) {
+        double *t = malloc((size_t)iterations * sizeof *t);
+        for (int it = -2; t && it < iterations && st == DL_OK; it++) { /* two warm-up runs */
+            double t0 = now_ms();
+            if (be->run(be->self, k, in, &o, ws, &e) != DL_OK) st = dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
+            if (st == DL_OK) st = be_sync(be, err);
+            if (it >= 0 && t) t[it] = now_ms() - t0;
+        }
+        if (t && st == DL_OK) {
+            qsort(t, (size_t)iterations, sizeof *t, cmp_double);
+            r->ms = t[iterations / 2];
+        }
+        free(t);
+    }
+done:
+    if (k) be->release(be->self, k);
+    if (ws) be->free(be->self, ws);
+    if (odev) be->free(be->self, odev);
+    for (int i = 0; dev && i < n; i++)
+        if (dev[i]) be->free(be->self, dev[i]);
+    free(in);
+    free(dev);
+    free(host);
+    return st;
+}
+

@@ -1,0 +1,21 @@
+/* oprun.h — run one op on one backend, in its memory domain, from host data (see oprun.c). */
+#ifndef DLRUN_OPRUN_H
+#define DLRUN_OPRUN_H
+#include "dlrun/plugin.h"
+
+#define DL_GUARD 256u           /* bytes poisoned on each side of an output; keeps alignment */
+#define DL_POISON 0x7fa5a5a5u   /* a quiet NaN bit pattern no kernel computes by accident */
+
+typedef struct dl_op_result {
+    int supported;          /* supports() said yes */
+    int guards_ok;          /* 1 fine; 0 a guard changed; -1 prepare or run failed (see why) */
+    char why[DL_ERROR_LEN]; /* not supported, or the failure */
+    double ms;              /* iterations > 0: median time of one run, after two warm-ups */
+} dl_op_result;
+
+/* op has shapes; inputs[i].data is host data; is_weight[i] marks inputs passed at prepare. The
+ * output (host, numel floats) is written to out. iterations > 0 also times the op. A failing
+ * backend is reported in r, not as an error; errors are copies or memory that fail. */
+dl_status dl_run_op(const struct dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out,
+                    int iterations, dl_op_result *r, dl_error *err);
+#endif

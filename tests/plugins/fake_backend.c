@@ -1,0 +1,113 @@
+/* fake_backend.c — a backend whose speed, supported ops and memory domain the placement tests
+ * control. Built as "fakedev" (its own device domain, memory that is really host memory) and
+ * "fakecpu" (host memory). It computes relu, dropout, flatten and add correctly, then waits:
+ *   DLFAKE_<NAME>_US          time per op in microseconds (default 100)
+ *   DLFAKE_<NAME>_<OP>_US     time for one op kind (OP in capitals: RELU, ADD, ...)
+ *   DLFAKE_<NAME>_COPY_US     time per copy to or from host memory (default 0)
+ *   DLFAKE_<NAME>_OPS         comma-separated op kinds it supports (default all four) */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlrun/plugin.h"
+
+typedef struct fake {
+    dl_backend table;
+    double op_us[DL_OP_COUNT_V1];
+    int ok[DL_OP_COUNT_V1];
+    double copy_us;
+} fake;
+
+struct dl_kernel {
+    int kind;
+    int64_t n;
+};
+
+static const char *const names[DL_OP_COUNT_V1] = {"CONV2D", "RELU", "MAXPOOL2D", "AVGPOOL2D", "GLOBAL_AVGPOOL", "LINEAR",
+                                                 "FLATTEN", "DROPOUT", "SOFTMAX", "ADD", "CONCAT", "BATCHNORM"};
+
+static void wait_us(double us) { /* busy-wait: sleeps overshoot by more than the times we model */
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) * 1e-3 < us);
+}
+
+static double env_num(const char *name, double def) {
+    const char *v = getenv(name);
+    return v && *v ? atof(v) : def;
+}
+
+static void fk_destroy(void *self) { free(self); }
+static dl_status fk_alloc(void *self, size_t bytes, void **p, dl_error *err) {
+    *p = NULL;
+    if (posix_memalign(p, 64, bytes ? bytes : 64)) return dl_fail(err, DL_E_NOMEM, "no memory");
+    return DL_OK;
+}
+static void fk_free(void *self, void *p) { free(p); }
+static dl_status fk_copy(void *self, void *dst, const void *src, size_t n, dl_copy_kind kind, dl_error *err) {
+    fake *f = self;
+    memcpy(dst, src, n);
+    if (kind != DL_COPY_DEVICE_TO_DEVICE) wait_us(f->copy_us);
+    return DL_OK;
+}
+static int fk_supports(void *self, const dl_op *op, dl_error *why) {
+    fake *f = self;
+    if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1 || !f->ok[op->kind]) return dl_fail(why, DL_E_UNSUPPORTED, "not in DLFAKE ops"), 0;
+    if (op->attrs->activation) return dl_fail(why, DL_E_UNSUPPORTED, "no fused activation"), 0;
+    for (int i = 0; i < op->n_inputs; i++)
+        if (!dl_dtype_is_f32(op->inputs[i].dtype) || dl_tensor_numel(&op->inputs[i]) != dl_tensor_numel(&op->outputs[0]))
+            return dl_fail(why, DL_E_UNSUPPORTED, "elementwise f32 only"), 0;
+    return (op->kind == DL_OP_ADD) == (op->n_inputs == 2) ? 1 : (dl_fail(why, DL_E_UNSUPPORTED, "input count"), 0);
+}
+static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *ws, dl_error *err) {
+    *k = malloc(sizeof **k);
+    if (!*k) return dl_fail(err, DL_E_NOMEM, "no memory");
+    (*k)->kind = op->kind;
+    (*k)->n = dl_tensor_numel(&op->outputs[0]);
+    *ws = 0;
+    return DL_OK;
+}
+static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
+    fake *f = self;
+    const float *x = in[0].data;
+    float *y = out[0].data;
+    for (int64_t i = 0; i < k->n; i++) {
+        float v = k->kind == DL_OP_ADD ? x[i] + ((const float *)in[1].data)[i] : x[i];
+        y[i] = k->kind == DL_OP_RELU && v < 0 ? 0 : v;
+    }
+    wait_us(f->op_us[k->kind]);
+    return DL_OK;
+}
+static void fk_release(void *self, dl_kernel *k) { free(k); }
+
+DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
+    fake *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    char key[96], up[32];
+    snprintf(up, sizeof up, "%s", FAKE_NAME);
+    for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
+    snprintf(key, sizeof key, "DLFAKE_%s_US", up);
+    double def = env_num(key, 100);
+    snprintf(key, sizeof key, "DLFAKE_%s_COPY_US", up);
+    f->copy_us = env_num(key, 0);
+    snprintf(key, sizeof key, "DLFAKE_%s_OPS", up);
+    const char *ops = getenv(key);
+    for (int i = 0; i < DL_OP_COUNT_V1; i++) {
+        snprintf(key, sizeof key, "DLFAKE_%s_%s_US", up, names[i]);
+        f->op_us[i] = env_num(key, def);
+        int elementwise = i == DL_OP_RELU || i == DL_OP_DROPOUT || i == DL_OP_FLATTEN || i == DL_OP_ADD;
+        f->ok[i] = ops ? strstr(ops, names[i]) != NULL : elementwise;
+        if (!elementwise) f->ok[i] = 0;
+    }
+    f->table = (dl_backend){
+        .abi_version = DL_ABI_VERSION, .struct_size = sizeof(dl_backend), .name = FAKE_NAME,
+        .description = "fake backend for placement tests", .device = {FAKE_DEVICE_TYPE, 0}, .self = f,
+        .destroy = fk_destroy, .alloc = fk_alloc, .free = fk_free, .copy = fk_copy, .supports = fk_supports,
+        .prepare = fk_prepare, .run = fk_run, .release = fk_release};
+    (void)host, (void)err;
+    return &f->table;
+}

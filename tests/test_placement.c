@@ -1,0 +1,248 @@
+/* test_placement.c — measured placement with fake backends whose op times, copy costs, supported
+ * ops and memory domains the test sets (tests/plugins/fake_backend.c): the choice follows the
+ * measured times, transfer costs tip it, a small op between two device ops stays on the device,
+ * pins and --backend are obeyed, --no-fallback errors, and the timing cache hits, misses,
+ * survives corruption and --retune. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlrun/dlrun.h"
+#include "test_util.h"
+
+/* The CLI also loads the cpu plugin from its default folder: three candidates per op there. */
+#define FAKES DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so"
+
+static char cache_dir[64];
+
+static void fresh_cache(void) {
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/dlrun-cache-XXXXXX");
+    cr_assert(mkdtemp(cache_dir));
+    setenv("XDG_CACHE_HOME", cache_dir, 1);
+}
+
+static void fresh_env(void) {
+    static const char *vars[] = {"DLFAKE_FAKEDEV_US", "DLFAKE_FAKECPU_US", "DLFAKE_FAKEDEV_COPY_US", "DLFAKE_FAKEDEV_OPS",
+                                 "DLFAKE_FAKECPU_OPS", "DLFAKE_FAKEDEV_DROPOUT_US", "DLFAKE_FAKECPU_DROPOUT_US", "DLRUN_PLUGIN_PATH"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+    fresh_cache();
+}
+
+static dl_session *session(const char *yaml, dl_session_options *so, dl_context **ctx, dl_model **m, dl_error *err, dl_status *st) {
+    dl_context_options co = {sizeof co, 1, 0, FAKES, 1};
+    cr_assert_eq(dl_context_create(&co, ctx, err), DL_OK);
+    char *path = tu_write_temp(".yaml", yaml, strlen(yaml));
+    cr_assert_eq(dl_model_load(path, m, err), DL_OK, "%s", err->msg);
+    unlink(path);
+    free(path);
+    dl_session_options def;
+    dl_session_options_init(&def);
+    dl_session *s = NULL;
+    *st = dl_session_create(*ctx, *m, so ? so : &def, &s, err);
+    return s;
+}
+
+static void close_all(dl_session *s, dl_model *m, dl_context *ctx) {
+    dl_session_free(s);
+    dl_model_free(m);
+    dl_context_free(ctx);
+}
+
+/* "fakedev fakedev fakecpu": the backend each layer runs on */
+static void expect_placement(const char *yaml, const char *want, dl_session_options *so) {
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(yaml, so, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    char got[256] = "";
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", pi.chosen);
+    }
+    cr_expect_str_eq(got, want);
+    /* and it runs: relu/dropout/add computed by the fakes match a plain loop */
+    dl_tensor in = *dl_session_input(s, 0);
+    float x[512];
+    tu_fill_uniform(x, 512, 3, -1, 1);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    close_all(s, m, ctx);
+}
+
+static const char chain3[] = "model: chain\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
+                             "  - {name: a, op: relu}\n  - {name: b, op: dropout}\n  - {name: c, op: relu}\n";
+
+Test(placement, follows_measured_times) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_US", "100", 1);
+    setenv("DLFAKE_FAKECPU_US", "1000", 1);
+    expect_placement(chain3, "fakedev fakedev fakedev", NULL);
+    setenv("DLFAKE_FAKEDEV_US", "1000", 1);
+    setenv("DLFAKE_FAKECPU_US", "100", 1);
+    fresh_cache(); /* the fakes' times changed: a cache would (rightly) remember the old ones */
+    expect_placement(chain3, "fakecpu fakecpu fakecpu", NULL);
+}
+
+Test(placement, transfer_costs_tip_the_choice) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_US", "100", 1);
+    setenv("DLFAKE_FAKECPU_US", "400", 1);
+    setenv("DLFAKE_FAKEDEV_COPY_US", "2000", 1); /* 3 x 300 us saved < 2 copies */
+    expect_placement(chain3, "fakecpu fakecpu fakecpu", NULL);
+}
+
+Test(placement, small_op_between_device_ops_stays_on_the_device) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_US", "100", 1);
+    setenv("DLFAKE_FAKECPU_US", "3000", 1);
+    setenv("DLFAKE_FAKEDEV_DROPOUT_US", "500", 1);
+    setenv("DLFAKE_FAKECPU_DROPOUT_US", "300", 1); /* faster on the host by 200 us ... */
+    setenv("DLFAKE_FAKEDEV_COPY_US", "1000", 1);   /* ... but two copies cost 2000 */
+    expect_placement(chain3, "fakedev fakedev fakedev", NULL);
+    setenv("DLFAKE_FAKEDEV_COPY_US", "0", 1); /* free copies: the dropout moves */
+    fresh_cache();
+    expect_placement(chain3, "fakedev fakecpu fakedev", NULL);
+}
+
+static const char residual[] = "model: res\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
+                               "  - {name: a, op: relu}\n  - {name: b, op: dropout}\n  - {name: c, op: relu}\n"
+                               "  - {name: s, op: add, inputs: [c, a]}\n  - {name: r, op: relu}\n";
+
+Test(placement, dag_with_a_residual_connection) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_US", "100", 1);
+    setenv("DLFAKE_FAKECPU_US", "1000", 1);
+    setenv("DLFAKE_FAKEDEV_COPY_US", "50", 1);
+    expect_placement(residual, "fakedev fakedev fakedev fakedev fakedev", NULL);
+    setenv("DLFAKE_FAKEDEV_COPY_US", "5000", 1);
+    fresh_cache();
+    expect_placement(residual, "fakecpu fakecpu fakecpu fakecpu fakecpu", NULL);
+}
+
+Test(placement, pins_and_forced_backend_are_obeyed) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_US", "100", 1);
+    setenv("DLFAKE_FAKECPU_US", "1000", 1);
+    const char pinned[] = "model: chain\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
+                          "  - {name: a, op: relu}\n  - {name: b, op: dropout, backend: fakecpu}\n  - {name: c, op: relu}\n";
+    expect_placement(pinned, "fakedev fakecpu fakedev", NULL);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = "fakecpu";
+    expect_placement(chain3, "fakecpu fakecpu fakecpu", &so);
+}
+
+Test(placement, no_fallback_turns_fallbacks_into_errors) {
+    fresh_env();
+    setenv("DLFAKE_FAKECPU_OPS", "ADD", 1); /* fakecpu cannot run relu */
+    const char pinned[] = "model: chain\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
+                          "  - {name: a, op: relu, backend: fakecpu}\n";
+    expect_placement(pinned, "fakedev", NULL); /* falls back, with a warning */
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.no_fallback = 1;
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(pinned, &so, &ctx, &m, &err, &st);
+    cr_expect_eq(st, DL_E_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "relu 'a' is pinned to backend 'fakecpu', but not in DLFAKE ops (--no-fallback)"), "%s", err.msg);
+    close_all(s, m, ctx);
+    /* a device backend is loaded but cannot run dropout: only the host one can */
+    setenv("DLFAKE_FAKECPU_OPS", "RELU,DROPOUT", 1);
+    setenv("DLFAKE_FAKEDEV_OPS", "RELU", 1);
+    s = session(chain3, &so, &ctx, &m, &err, &st);
+    cr_expect_eq(st, DL_E_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "no device backend can run dropout 'b' and --no-fallback forbids the CPU"), "%s", err.msg);
+    close_all(s, m, ctx);
+}
+
+static void stats_of(const char *yaml, int retune, int *timed, int *cached) {
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.retune = retune;
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(yaml, &so, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    dl_session_placement_stats(s, timed, cached, NULL);
+    close_all(s, m, ctx);
+}
+
+Test(placement, timing_cache_hit_miss_retune) {
+    fresh_env();
+    int t, c;
+    stats_of(chain3, 0, &t, &c);
+    cr_expect_eq(t, 4, "first run: relu and dropout on two backends");
+    cr_expect_eq(c, 2, "the second relu has the first one's signature");
+    stats_of(chain3, 0, &t, &c);
+    cr_expect_eq(t, 0, "second run times nothing");
+    cr_expect_eq(c, 6);
+    const char wider[] = "model: chain\ninputs:\n  - {name: x, shape: [1, 1024]}\nlayers:\n  - {name: a, op: relu}\n";
+    stats_of(wider, 0, &t, &c);
+    cr_expect_eq(t, 2, "new shapes miss");
+    stats_of(chain3, 1, &t, &c);
+    cr_expect_eq(t, 4, "--retune measures again");
+    cr_expect_eq(c, 2);
+}
+
+static int dlrun(const char *args, char **out) {
+    char *cmd;
+    cr_assert(asprintf(&cmd, "DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s", FAKES, cache_dir, DLRUN_CLI, args) > 0);
+    int rc = tu_run(cmd, out);
+    free(cmd);
+    return rc;
+}
+
+Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_safe) {
+    fresh_env();
+    char *model = tu_write_temp(".yaml", chain3, strlen(chain3)), *out, args[512], path[256];
+    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", cache_dir);
+    snprintf(args, sizeof args, "%s --placement", model);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_expect(strstr(out, "placement: 6 timed, 3 cached in"), "%s", out);
+    cr_expect(strstr(out, "fakedev 0."), "--placement lists measured times: %s", out);
+    cr_expect(strstr(out, "copies inserted:"), "%s", out);
+    cr_expect_null(strstr(out, "timing op"), "no progress line when stderr is not a terminal: %s", out);
+    free(out);
+    const char *bad[] = {"garbage{", "{\"format\": \"dlrun-timing-cache\", \"version\": 99, \"entries\": {}}",
+                         "{\"format\": \"dlrun-timing-cache\", \"version\": 1, \"entries\": {\"k\": \"fast\"}}"};
+    const char *why[] = {"(it is not JSON); rebuilding it", "(it was written by another version of dlrun); rebuilding it",
+                         "(an entry is not a time); rebuilding it"};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(path, "w");
+        fputs(bad[i], f);
+        fclose(f);
+        cr_assert_eq(dlrun(model, &out), 0, "%s", out);
+        cr_expect(strstr(out, why[i]), "case %d: %s", i, out);
+        cr_expect(strstr(out, "placement: 6 timed"), "a bad cache is never trusted: %s", out);
+        free(out);
+        cr_assert_eq(dlrun(model, &out), 0);
+        cr_expect(strstr(out, "placement: 0 timed, 9 cached"), "rebuilt: %s", out);
+        free(out);
+    }
+    /* four processes re-timing at once: the file stays whole */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "for i in 1 2 3 4; do DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s --retune >/dev/null 2>&1 & done; wait",
+             FAKES, cache_dir, DLRUN_CLI, model);
+    cr_assert_eq(tu_run(cmd, NULL), 0);
+    cr_assert_eq(dlrun(model, &out), 0);
+    cr_expect(strstr(out, "placement: 0 timed, 9 cached"), "after concurrent writers: %s", out);
+    cr_expect_null(strstr(out, "unusable"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "script -qec 'DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s --retune' /dev/null", FAKES, cache_dir, DLRUN_CLI, model);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    cr_expect(strstr(out, "placement: timing op 1 of 9"), "progress line on a terminal: %s", out);
+    free(out);
+    unlink(model);
+    free(model);
+}
