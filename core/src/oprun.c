@@ -9,18 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "context.h"
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 
 static dl_status be_copy(const dl_backend *be, void *dst, const void *src, size_t n, dl_copy_kind k, dl_error *err) {
@@ -103,13 +93,13 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     if (st == DL_OK && iterations > 0) {
         double *t = malloc((size_t)iterations * sizeof *t);
         for (int it = -2; t && it < iterations && st == DL_OK; it++) { /* two warm-up runs */
-            double t0 = now_ms();
+            double t0 = dl_now_ms();
             if (be->run(be->self, k, in, &o, ws, &e) != DL_OK) st = dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
             if (st == DL_OK) st = be_sync(be, err);
-            if (it >= 0 && t) t[it] = now_ms() - t0;
+            if (it >= 0 && t) t[it] = dl_now_ms() - t0;
         }
         if (t && st == DL_OK) {
-            qsort(t, (size_t)iterations, sizeof *t, cmp_double);
+            qsort(t, (size_t)iterations, sizeof *t, dl_cmp_double);
             r->ms = t[iterations / 2];
         }
         free(t);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "oprun.h"
 #include "rng.h"
 #include "session.h"
@@ -199,21 +200,14 @@ typedef struct xfer {
 static double time_copy(const dl_backend *be, void *dev, void *host, size_t bytes) {
     double t[TIMING_RUNS];
     dl_error e;
-    for (int k = -1; k < TIMING_RUNS; k++) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int k = -1; k < TIMING_RUNS; k++) { /* one warm-up, then the median of a round trip / 2 */
+        double t0 = dl_now_ms();
         be->copy(be->self, dev, host, bytes, DL_COPY_HOST_TO_DEVICE, &e);
         be->copy(be->self, host, dev, bytes, DL_COPY_DEVICE_TO_HOST, &e);
         if (DL_BACKEND_HAS(be, synchronize)) be->synchronize(be->self, &e);
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        if (k >= 0) t[k] = ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6) / 2;
+        if (k >= 0) t[k] = (dl_now_ms() - t0) / 2;
     }
-    for (int a = 1; a < TIMING_RUNS; a++) /* median */
-        for (int b = a; b > 0 && t[b] < t[b - 1]; b--) {
-            double x = t[b];
-            t[b] = t[b - 1];
-            t[b - 1] = x;
-        }
+    qsort(t, TIMING_RUNS, sizeof *t, dl_cmp_double);
     return t[TIMING_RUNS / 2];
 }
 

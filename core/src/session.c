@@ -5,15 +5,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "session.h"
 
 #define BUF(s, v, d) ((s)->buf[(size_t)(v)*DL_MAX_DOMAINS + (size_t)(d)])
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 static size_t value_bytes(const dl_value *v) {
     return (size_t)dl_value_numel(v) * dl_dtype_size(v->dtype);
@@ -397,7 +392,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
         if (st->kind == DL_STEP_FUSED) continue;
-        double t0 = now_ms();
+        double t0 = dl_now_ms();
         dl_status rc;
         if (st->kind == DL_STEP_COPY) {
             rc = dom_copy(s, st->dom, BUF(s, st->value, st->dom), st->src_dom,
@@ -411,7 +406,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         }
         if (rc == DL_OK && s->profiling && st->dom != 0) rc = sync_all(s, err);
         if (rc != DL_OK) return rc;
-        double ms = now_ms() - t0;
+        double ms = dl_now_ms() - t0;
         st->last_ms = ms;
         st->total_ms += ms;
         st->runs++;
