@@ -33,11 +33,11 @@ static dl_status cpu_copy_mem(void *self, void *dst, const void *src, size_t byt
     return DL_OK;
 }
 
-static int cpu_supports(void *self, const dl_op *op, dl_error *why) { return cpu_check(op, why); }
+static int cpu_supports(void *self, const dl_op *op, dl_error *why) { return dl_op_check(op, why); }
 
 static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {
     cpu_state *s = self;
-    if (!cpu_check(op, err)) return DL_E_UNSUPPORTED;
+    if (!dl_op_check(op, err)) return DL_E_UNSUPPORTED;
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     k->kind = (dl_op_kind)op->kind;

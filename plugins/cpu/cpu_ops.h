@@ -4,6 +4,7 @@
 #ifndef DLRUN_CPU_OPS_H
 #define DLRUN_CPU_OPS_H
 #include "dlrun/plugin.h"
+#include "op_check.h"
 #include "winograd.h"
 
 enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2 };
@@ -23,11 +24,6 @@ struct dl_kernel {
     int threads;
 };
 
-/* Output size of a conv/pool window along one axis (PyTorch's rule); < 1 if it does not fit. */
-int64_t cpu_window_out(int64_t in, int k, int s, int pb, int pe, int d, int ceil_mode);
-
-/* Checks an op exactly; 1 if supported, else 0 with the reason in why. */
-int cpu_check(const dl_op *op, dl_error *why);
 
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
 void cpu_conv2d(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, float *ws);

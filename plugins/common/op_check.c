@@ -1,10 +1,12 @@
-/* cpu_check.c — the CPU plugin's supports(): exact checks of kind, dtypes, input counts,
- * attributes and every shape, so that nothing it accepts can fail later. */
+/* op_check.c — exact checks of an op's kind, dtypes, input counts, attributes and every shape,
+ * shared by the cpu and cuda plugins' supports(): what passes here, both can run (f32, NCHW,
+ * dense), so nothing they accept fails later. Compiled into each plugin (plugins link nothing of
+ * dlrun's core). */
 #include <stdio.h>
 
-#include "cpu_ops.h"
+#include "op_check.h"
 
-int64_t cpu_window_out(int64_t in, int k, int s, int pb, int pe, int d, int ceil_mode) {
+int64_t dl_window_out(int64_t in, int k, int s, int pb, int pe, int d, int ceil_mode) {
     int64_t span = in + pb + pe - (int64_t)d * (k - 1) - 1;
     if (span < 0 || s < 1) return 0;
     int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
@@ -30,7 +32,7 @@ static int check_window(const dl_op *op, int conv, dl_error *why) {
     for (int i = 0; i < 2; i++) {
         if (a->kernel[i] < 1 || a->stride[i] < 1 || a->pad_begin[i] < 0 || a->pad_end[i] < 0 || (conv && a->dilation[i] < 1))
             NO("bad kernel, stride, padding or dilation");
-        int64_t o = cpu_window_out(x->shape[2 + i], a->kernel[i], a->stride[i], a->pad_begin[i], a->pad_end[i],
+        int64_t o = dl_window_out(x->shape[2 + i], a->kernel[i], a->stride[i], a->pad_begin[i], a->pad_end[i],
                                    conv ? a->dilation[i] : 1, conv ? 0 : a->ceil_mode);
         if (o < 1 || o != y->shape[2 + i]) NO("output size %lld does not follow from the attributes (expected %lld)", (long long)y->shape[2 + i], (long long)o);
     }
@@ -38,7 +40,7 @@ static int check_window(const dl_op *op, int conv, dl_error *why) {
     return 1;
 }
 
-int cpu_check(const dl_op *op, dl_error *why) {
+int dl_op_check(const dl_op *op, dl_error *why) {
     if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1) NO("op kind %d is unknown to this plugin", op->kind);
     if (!op->attrs) NO("no attributes");
     if (op->n_outputs != 1 || op->n_inputs < 1) NO("expects one output and at least one input");
