@@ -147,3 +147,21 @@ Test(plugins, forced_backend_that_cannot_run_an_op_names_it) {
     free(path);
     dl_context_free(ctx);
 }
+
+Test(plugins, cuda_plugin_builds_and_loads_or_says_why) {
+#if DLRUN_HAVE_CUDA
+    unsetenv("DLRUN_PLUGIN_PATH");
+    dl_context *ctx = open_dir(DLRUN_PLUGIN_DIR "/libdlrun-cuda.so");
+    const dl_plugin_info *p = find(ctx, "cuda");
+    cr_assert(p, "nvcc was found, so libdlrun-cuda.so must be built and listed");
+    if (p->loaded) {
+        cr_expect_eq(p->device.device_type, DL_DEVICE_CUDA); /* a machine with a GPU */
+        cr_expect(strstr(p->description, "sm_"), "%s", p->description);
+    } else {
+        cr_expect(strncmp(p->reason, "no CUDA device", 14) == 0, "without a GPU it must say so: '%s'", p->reason);
+    }
+    dl_context_free(ctx);
+#else
+    cr_skip_test("built without nvcc: no CUDA plugin to load");
+#endif
+}

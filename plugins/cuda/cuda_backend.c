@@ -1,0 +1,224 @@
+/* cuda_backend.c — the cuda plugin: dlrun's own CUDA kernels (kernels.cu) behind the backend
+ * table. Memory, copies, the stream and errors come from plugins/cuda_common (shared with the
+ * cudnn plugin). Every kernel runs on the plugin's stream; the host orders work with
+ * synchronize, never a device-wide sync per op. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "kernels.h"
+#include "op_check.h"
+
+typedef struct cuda_state {
+    dl_backend table;
+    dl_gpu gpu;
+} cuda_state;
+
+struct dl_kernel {
+    dl_op_kind kind;
+    dl_op_attrs a;
+    int n_inputs, xnd, ynd;
+    int64_t xs[8], ys[8];
+    int64_t numel;
+    int64_t *cat_len;
+    int has_bias;
+    int variant; /* GEMM tile shape chosen by timing at prepare */
+    dlk_conv conv;
+};
+
+static void cu_destroy(void *self) {
+    cuda_state *s = self;
+    dl_gpu_close(&s->gpu);
+    free(s);
+}
+
+static dl_status cu_alloc(void *self, size_t bytes, void **p, dl_error *err) { return dl_gpu_alloc(&((cuda_state *)self)->gpu, bytes, p, err); }
+static void cu_free(void *self, void *p) { dl_gpu_free(&((cuda_state *)self)->gpu, p); }
+static dl_status cu_copy(void *self, void *dst, const void *src, size_t n, dl_copy_kind k, dl_error *err) {
+    return dl_gpu_copy(&((cuda_state *)self)->gpu, dst, src, n, k, err);
+}
+static dl_status cu_sync(void *self, dl_error *err) { return dl_gpu_synchronize(&((cuda_state *)self)->gpu, err); }
+static dl_status cu_meminfo(void *self, size_t *f, size_t *t, dl_error *err) { return dl_gpu_memory_info(&((cuda_state *)self)->gpu, f, t, err); }
+
+/* Every precision is accepted and computed in f32, which is at least as accurate as asked. */
+static int cu_supports(void *self, const dl_op *op, dl_error *why) { return dl_op_check(op, why); }
+
+static int cu_in_place(void *self, const dl_op *op) {
+    return op->kind == DL_OP_RELU || op->kind == DL_OP_ADD || op->kind == DL_OP_BATCHNORM || op->kind == DL_OP_DROPOUT ||
+           op->kind == DL_OP_FLATTEN;
+}
+
+typedef struct gemm_trial {
+    dl_kernel *k;
+    const float *x, *w, *b;
+    float *y;
+    cudaStream_t s;
+} gemm_trial;
+
+static int launch_gemm(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, cudaStream_t s) {
+    int relu = k->a.activation == DL_ACT_RELU;
+    if (k->kind == DL_OP_CONV2D) return dlk_conv2d(&k->conv, x, w, b, y, relu, k->variant, s);
+    return dlk_linear((int)k->xs[0], (int)k->xs[1], (int)k->ys[1], x, w, b, y, relu, k->variant, s);
+}
+
+static int trial_run(void *arg) {
+    gemm_trial *t = arg;
+    return launch_gemm(t->k, t->x, t->w, t->b, t->y, t->s);
+}
+
+/* Times each GEMM tile shape once on the op's real shapes and weights; keeps the fastest. */
+static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *err) {
+    size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * 4, yb = (size_t)k->numel * 4;
+    void *x = NULL, *y = NULL;
+    dl_status st = dl_gpu_alloc(&s->gpu, xb, &x, err);
+    if (st == DL_OK) st = dl_gpu_alloc(&s->gpu, yb, &y, err);
+    if (st == DL_OK && cudaMemsetAsync(x, 0x3c, xb, s->gpu.stream) != cudaSuccess) st = dl_fail(err, DL_E_RUNTIME, "cudaMemsetAsync failed");
+    double best = -1;
+    int best_v = 0;
+    for (int v = 0; st == DL_OK && v < DLK_VARIANTS; v++) {
+        k->variant = v;
+        gemm_trial t = {k, x, op->inputs[1].data, op->n_inputs > 2 ? op->inputs[2].data : NULL, y, s->gpu.stream};
+        double ms = dl_gpu_time(&s->gpu, 3, trial_run, &t);
+        if (ms < 0) st = dl_gpu_status(cudaGetLastError(), "gemm tile launch", err);
+        else if (best < 0 || ms < best) best = ms, best_v = v;
+    }
+    k->variant = best_v;
+    dl_gpu_free(&s->gpu, x);
+    dl_gpu_free(&s->gpu, y);
+    return st;
+}
+
+static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *ws, dl_error *err) {
+    cuda_state *s = self;
+    if (!dl_op_check(op, err)) return DL_E_UNSUPPORTED;
+    dl_kernel *k = calloc(1, sizeof *k);
+    if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    k->kind = (dl_op_kind)op->kind;
+    k->a = *op->attrs;
+    k->n_inputs = op->n_inputs;
+    k->xnd = op->inputs[0].ndim, k->ynd = op->outputs[0].ndim;
+    memcpy(k->xs, op->inputs[0].shape, (size_t)k->xnd * sizeof(int64_t));
+    memcpy(k->ys, op->outputs[0].shape, (size_t)k->ynd * sizeof(int64_t));
+    k->numel = dl_tensor_numel(&op->outputs[0]);
+    k->has_bias = op->n_inputs == 3;
+    *ws = 0;
+    dl_status st = DL_OK;
+    if (k->kind == DL_OP_CONV2D) {
+        const dl_op_attrs *a = &k->a;
+        k->conv = (dlk_conv){(int)k->xs[0], (int)k->xs[1], (int)k->xs[2], (int)k->xs[3], (int)k->ys[1], (int)k->ys[2], (int)k->ys[3],
+                             a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1],
+                             a->dilation[0], a->dilation[1], a->groups};
+    }
+    if ((k->kind == DL_OP_CONV2D || k->kind == DL_OP_LINEAR) && op->inputs[1].data) st = tune(s, k, op, err);
+    if (st == DL_OK && k->kind == DL_OP_CONCAT) {
+        k->cat_len = malloc((size_t)op->n_inputs * sizeof *k->cat_len);
+        if (!k->cat_len) st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        for (int i = 0; k->cat_len && i < op->n_inputs; i++) k->cat_len[i] = op->inputs[i].shape[k->a.axis];
+    }
+    if (st != DL_OK) {
+        free(k->cat_len);
+        free(k);
+        return st;
+    }
+    *out = k;
+    return DL_OK;
+}
+
+static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
+    cuda_state *s = self;
+    cudaStream_t st = s->gpu.stream;
+    const float *x = in[0].data;
+    float *y = out[0].data;
+    const dl_op_attrs *a = &k->a;
+    int relu = a->activation == DL_ACT_RELU, rc = 0;
+    int64_t inner = 1, outer = 1;
+    switch (k->kind) {
+    case DL_OP_CONV2D:
+    case DL_OP_LINEAR: rc = launch_gemm(k, x, in[1].data, k->has_bias ? in[2].data : NULL, y, st); break;
+    case DL_OP_RELU: rc = dlk_relu(x, y, k->numel, st); break;
+    case DL_OP_ADD: rc = dlk_add(x, in[1].data, y, k->numel, relu, st); break;
+    case DL_OP_FLATTEN:
+    case DL_OP_DROPOUT:
+        if (x != y) rc = (int)cudaMemcpyAsync(y, x, (size_t)k->numel * 4, cudaMemcpyDeviceToDevice, st);
+        break;
+    case DL_OP_BATCHNORM:
+        for (int d = 2; d < k->xnd; d++) inner *= k->xs[d];
+        rc = dlk_batchnorm(x, in[1].data, in[2].data, in[3].data, in[4].data, a->epsilon, y, k->xs[0] * k->xs[1], (int)k->xs[1],
+                           inner, relu, st);
+        break;
+    case DL_OP_MAXPOOL2D:
+        rc = dlk_maxpool(x, y, k->xs[0] * k->xs[1], (int)k->xs[2], (int)k->xs[3], (int)k->ys[2], (int)k->ys[3], a->kernel[0],
+                         a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1], st);
+        break;
+    case DL_OP_AVGPOOL2D:
+        rc = dlk_avgpool(x, y, k->xs[0] * k->xs[1], (int)k->xs[2], (int)k->xs[3], (int)k->ys[2], (int)k->ys[3], a->kernel[0],
+                         a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1], a->pad_end[0],
+                         a->pad_end[1], a->count_include_pad, st);
+        break;
+    case DL_OP_GLOBAL_AVGPOOL: rc = dlk_global_avgpool(x, y, k->xs[0] * k->xs[1], k->xs[2] * k->xs[3], st); break;
+    case DL_OP_SOFTMAX:
+        for (int d = 0; d < a->axis; d++) outer *= k->xs[d];
+        for (int d = a->axis + 1; d < k->xnd; d++) inner *= k->xs[d];
+        rc = dlk_softmax(x, y, outer, k->xs[a->axis], inner, st);
+        break;
+    case DL_OP_CONCAT: {
+        for (int d = 0; d < a->axis; d++) outer *= k->ys[d];
+        for (int d = a->axis + 1; d < k->ynd; d++) inner *= k->ys[d];
+        int64_t off = 0, row = k->ys[a->axis] * inner;
+        for (int i = 0; i < k->n_inputs && rc == 0; i++) {
+            rc = dlk_concat_part(in[i].data, y, outer, k->cat_len[i] * inner, row, off, st);
+            off += k->cat_len[i] * inner;
+        }
+        break;
+    }
+    default: return dl_fail(err, DL_E_UNSUPPORTED, "op kind %d", k->kind);
+    }
+    (void)ws;
+    if (rc) return dl_gpu_status((cudaError_t)rc, "kernel launch", err);
+    return DL_OK;
+}
+
+static void cu_release(void *self, dl_kernel *k) {
+    if (!k) return;
+    free(k->cat_len);
+    free(k);
+}
+
+DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
+    if (!host || DL_ABI_MAJOR_OF(host->abi_version) != DL_ABI_MAJOR) {
+        dl_fail(err, DL_E_UNSUPPORTED, "host speaks another plugin ABI");
+        return NULL;
+    }
+    cuda_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        dl_fail(err, DL_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (dl_gpu_open(&s->gpu, host->device_index, err) != DL_OK) {
+        dl_gpu_close(&s->gpu);
+        free(s);
+        return NULL;
+    }
+    s->table = (dl_backend){
+        .abi_version = DL_ABI_VERSION,
+        .struct_size = sizeof(dl_backend),
+        .name = "cuda",
+        .description = s->gpu.description,
+        .device = {DL_DEVICE_CUDA, s->gpu.device},
+        .self = s,
+        .destroy = cu_destroy,
+        .alloc = cu_alloc,
+        .free = cu_free,
+        .copy = cu_copy,
+        .supports = cu_supports,
+        .prepare = cu_prepare,
+        .run = cu_run,
+        .release = cu_release,
+        .synchronize = cu_sync,
+        .supports_in_place = cu_in_place,
+        .memory_info = cu_meminfo,
+    };
+    return &s->table;
+}
