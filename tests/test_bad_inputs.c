@@ -53,6 +53,7 @@ static const bad_model models[] = {
     {HEAD "  - {name: p, op: maxpool2d, kernel: 2, padding: 2}\n", ":5:5: maxpool2d 'p': padding 2 is more than half the kernel 2"},
     {"model: m\ninputs:\n  - {name: x, shape: [1, 0, 4]}\nlayers:\n  - {op: relu}\n", ":3:26: a dimension must be at least 1, not 0"},
     {HEAD "  - {op: conv2d, filters: 4, kernel: [3, 3, 3]}\n", ":5:38: kernel must have 1 or 2 values, not 3"},
+    {HEAD "  - {op: relu, \"\": 1}\n", ":5:16: relu 'relu_1': unknown key ''"}, /* once a hang, found by the mutation test */
 };
 
 Test(bad_inputs, models_give_file_line_col_messages) {
@@ -266,4 +267,83 @@ Test(bad_inputs, npy_files) {
     cr_expect(strstr(err.msg, "not a .npy file (bad magic)"), "%s", err.msg);
     unlink(p);
     free(p);
+}
+
+/* Every shipped model with bytes flipped, dropped and truncated: parsing must fail cleanly or
+ * succeed, never crash (this suite runs under ASan and UBSan in CI). */
+Test(bad_inputs, mutated_models_never_crash, .timeout = 300) {
+    const char *names[] = {"lenet.yaml", "mlp.yaml", "resnet18.yaml"};
+    int failed = 0, parsed = 0;
+    for (size_t m = 0; m < sizeof names / sizeof names[0]; m++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/%s", DLRUN_SOURCE_DIR, names[m]);
+        FILE *f = fopen(path, "rb");
+        cr_assert(f);
+        static char text[1 << 16];
+        size_t len = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        static const char subst[] = "-:[]{},#&*!|>'\"%@` \n\t0x";
+        uint64_t seed = 99 + m;
+        for (int trial = 0; trial < 400; trial++) {
+            static char mut[1 << 16];
+            memcpy(mut, text, len);
+            size_t n = len;
+            float u[3];
+            tu_fill_uniform(u, 3, seed++, 0, 1);
+            size_t pos = (size_t)(u[0] * (float)(len - 1));
+            switch (trial % 4) {
+            case 0: mut[pos] = subst[(size_t)(u[1] * (sizeof subst - 1))]; break; /* replace */
+            case 1: memmove(mut + pos, mut + pos + 1, n - pos - 1), n--; break;    /* delete */
+            case 2: n = pos; break;                                                 /* truncate */
+            default: mut[pos] = (char)(u[1] * 255); mut[(size_t)(u[2] * (float)(len - 1))] = '\0'; break;
+            }
+            dl_graph *g = NULL;
+            dl_error err = {{0}};
+            if (dl_model_parse_yaml(mut, n, "mutant.yaml", &g, &err) == DL_OK) {
+                parsed++;
+                dl_graph_free(g);
+            } else {
+                failed++;
+                cr_assert(err.msg[0] && !strchr(err.msg, '\n'), "a failure must say why in one line");
+            }
+        }
+    }
+    cr_expect_gt(failed, 100, "mutations should mostly break the model");
+    cr_expect_gt(parsed + failed, 1000);
+}
+
+Test(bad_inputs, mutated_npy_files_never_crash, .timeout = 120) {
+    float x[60];
+    tu_fill_uniform(x, 60, 5, -1, 1);
+    int64_t shape[3] = {3, 4, 5};
+    char path[] = "/tmp/dlrun-npy-XXXXXX";
+    close(mkstemp(path));
+    dl_error err;
+    cr_assert_eq(dl_npy_write(path, x, shape, 3, &err), DL_OK);
+    FILE *f = fopen(path, "rb");
+    unsigned char buf[512];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    unlink(path);
+    int failed = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        unsigned char mut[512];
+        memcpy(mut, buf, len);
+        float u[2];
+        tu_fill_uniform(u, 2, (uint64_t)trial, 0, 1);
+        size_t pos = (size_t)(u[0] * 128); /* the magic, version, length and header dict */
+        mut[pos] = (unsigned char)(u[1] * 256);
+        char *p = tu_write_temp(".npy", mut, trial % 5 ? len : pos);
+        float *d = NULL;
+        int64_t s[8];
+        int nd;
+        if (dl_npy_read(p, &d, s, &nd, &err) == DL_OK) free(d);
+        else {
+            failed++;
+            cr_assert(err.msg[0]);
+        }
+        unlink(p);
+        free(p);
+    }
+    cr_expect_gt(failed, 50);
 }

@@ -221,6 +221,7 @@ static const char *const op_keys[DL_OP_COUNT_V1] = {
 
 static int has_word(const char *list, const char *w) {
     size_t n = strlen(w);
+    if (n == 0) return 0; /* an empty key is never a known one (and strstr would not advance) */
     for (const char *p = list; (p = strstr(p, w)) != NULL; p += n)
         if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return 1;
     return 0;
