@@ -3,6 +3,8 @@
  * dense), so nothing they accept fails later. Compiled into each plugin (plugins link nothing of
  * dlrun's core). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "op_check.h"
 
@@ -119,4 +121,33 @@ int dl_op_check(const dl_op *op, dl_error *why) {
         return 1;
     default: NO("op kind %d is unknown to this plugin", op->kind);
     }
+}
+
+int dl_op_is_elementwise(int kind) {
+    return kind == DL_OP_RELU || kind == DL_OP_ADD || kind == DL_OP_BATCHNORM || kind == DL_OP_DROPOUT ||
+           kind == DL_OP_FLATTEN;
+}
+
+int dl_op_geom_init(dl_op_geom *g, const dl_op *op) {
+    memset(g, 0, sizeof *g);
+    g->kind = (dl_op_kind)op->kind;
+    g->a = *op->attrs;
+    g->n_inputs = op->n_inputs;
+    g->xnd = op->inputs[0].ndim;
+    g->ynd = op->outputs[0].ndim;
+    memcpy(g->xs, op->inputs[0].shape, (size_t)g->xnd * sizeof(int64_t));
+    memcpy(g->ys, op->outputs[0].shape, (size_t)g->ynd * sizeof(int64_t));
+    g->numel = dl_tensor_numel(&op->outputs[0]);
+    g->has_bias = (g->kind == DL_OP_CONV2D || g->kind == DL_OP_LINEAR) && op->n_inputs == 3;
+    if (g->kind == DL_OP_CONCAT) {
+        g->cat_len = malloc((size_t)op->n_inputs * sizeof *g->cat_len);
+        if (!g->cat_len) return 0;
+        for (int i = 0; i < op->n_inputs; i++) g->cat_len[i] = op->inputs[i].shape[g->a.axis];
+    }
+    return 1;
+}
+
+void dl_op_geom_free(dl_op_geom *g) {
+    free(g->cat_len);
+    g->cat_len = NULL;
 }

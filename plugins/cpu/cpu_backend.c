@@ -40,25 +40,11 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     if (!dl_op_check(op, err)) return DL_E_UNSUPPORTED;
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    k->kind = (dl_op_kind)op->kind;
-    k->a = *op->attrs;
-    k->n_inputs = op->n_inputs;
-    k->xnd = op->inputs[0].ndim;
-    k->ynd = op->outputs[0].ndim;
-    memcpy(k->xs, op->inputs[0].shape, (size_t)k->xnd * sizeof(int64_t));
-    memcpy(k->ys, op->outputs[0].shape, (size_t)k->ynd * sizeof(int64_t));
-    k->numel = dl_tensor_numel(&op->outputs[0]);
-    k->has_bias = op->n_inputs == 3;
     k->threads = s->threads;
-    dl_status st = DL_OK;
-    if (k->kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, op);
-    if (k->kind == DL_OP_CONCAT) {
-        k->cat_len = malloc((size_t)op->n_inputs * sizeof *k->cat_len);
-        if (!k->cat_len) st = DL_E_NOMEM;
-        for (int i = 0; k->cat_len && i < op->n_inputs; i++) k->cat_len[i] = op->inputs[i].shape[k->a.axis];
-    }
+    dl_status st = dl_op_geom_init(&k->g, op) ? DL_OK : DL_E_NOMEM;
+    if (st == DL_OK && k->g.kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, op);
     if (st != DL_OK) {
-        free(k->cat_len);
+        dl_op_geom_free(&k->g);
         free(k);
         return dl_fail(err, st, "out of memory preparing %s", op->name ? op->name : "op");
     }
@@ -71,9 +57,9 @@ static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl
     omp_set_num_threads(k->threads);
     float *y = out[0].data;
     const float *x = in[0].data;
-    switch (k->kind) {
-    case DL_OP_CONV2D: cpu_conv2d(k, x, in[1].data, k->has_bias ? in[2].data : NULL, y, ws); break;
-    case DL_OP_LINEAR: cpu_linear(k, x, in[1].data, k->has_bias ? in[2].data : NULL, y); break;
+    switch (k->g.kind) {
+    case DL_OP_CONV2D: cpu_conv2d(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y, ws); break;
+    case DL_OP_LINEAR: cpu_linear(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y); break;
     case DL_OP_MAXPOOL2D: cpu_maxpool2d(k, x, y); break;
     case DL_OP_AVGPOOL2D: cpu_avgpool2d(k, x, y); break;
     case DL_OP_GLOBAL_AVGPOOL: cpu_global_avgpool(k, x, y); break;
@@ -84,7 +70,7 @@ static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl
     case DL_OP_ADD: cpu_add(k, x, in[1].data, y); break;
     case DL_OP_CONCAT: cpu_concat(k, in, y); break;
     case DL_OP_BATCHNORM: cpu_batchnorm(k, x, in[1].data, in[2].data, in[3].data, in[4].data, y); break;
-    default: return dl_fail(err, DL_E_UNSUPPORTED, "op kind %d", k->kind);
+    default: return dl_fail(err, DL_E_UNSUPPORTED, "op kind %d", k->g.kind);
     }
     return DL_OK;
 }
@@ -92,21 +78,12 @@ static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl
 static void cpu_release(void *self, dl_kernel *k) {
     if (!k) return;
     cpu_winograd_free(&k->wg);
-    free(k->cat_len);
+    dl_op_geom_free(&k->g);
     free(k);
 }
 
 /* Elementwise kernels read element i before writing element i, so they may overwrite input 0. */
-static int cpu_in_place(void *self, const dl_op *op) {
-    switch (op->kind) {
-    case DL_OP_RELU:
-    case DL_OP_ADD:
-    case DL_OP_BATCHNORM:
-    case DL_OP_DROPOUT:
-    case DL_OP_FLATTEN: return 1;
-    default: return 0;
-    }
-}
+static int cpu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwise(op->kind); }
 
 static dl_status cpu_synchronize(void *self, dl_error *err) { return DL_OK; }
 

@@ -10,14 +10,7 @@
 enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2 };
 
 struct dl_kernel {
-    dl_op_kind kind;
-    dl_op_attrs a;
-    int n_inputs;
-    int xnd, ynd;
-    int64_t xs[8], ys[8];  /* first input's and output's shapes */
-    int64_t numel;         /* output elements */
-    int64_t *cat_len;      /* concat: each input's extent along the axis */
-    int has_bias;
+    dl_op_geom g;          /* the op's kind, attributes and shapes */
     int conv_mode;         /* CONV_* */
     cpu_winograd wg;
     size_t workspace;      /* bytes */

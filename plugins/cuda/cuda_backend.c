@@ -17,13 +17,7 @@ typedef struct cuda_state {
 } cuda_state;
 
 struct dl_kernel {
-    dl_op_kind kind;
-    dl_op_attrs a;
-    int n_inputs, xnd, ynd;
-    int64_t xs[8], ys[8];
-    int64_t numel;
-    int64_t *cat_len;
-    int has_bias;
+    dl_op_geom g; /* the op's kind, attributes and shapes */
     int variant; /* GEMM tile shape chosen by timing at prepare */
     dlk_conv conv;
 };
@@ -45,10 +39,7 @@ static dl_status cu_meminfo(void *self, size_t *f, size_t *t, dl_error *err) { r
 /* Every precision is accepted and computed in f32, which is at least as accurate as asked. */
 static int cu_supports(void *self, const dl_op *op, dl_error *why) { return dl_op_check(op, why); }
 
-static int cu_in_place(void *self, const dl_op *op) {
-    return op->kind == DL_OP_RELU || op->kind == DL_OP_ADD || op->kind == DL_OP_BATCHNORM || op->kind == DL_OP_DROPOUT ||
-           op->kind == DL_OP_FLATTEN;
-}
+static int cu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwise(op->kind); }
 
 typedef struct gemm_trial {
     dl_kernel *k;
@@ -58,9 +49,9 @@ typedef struct gemm_trial {
 } gemm_trial;
 
 static int launch_gemm(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, cudaStream_t s) {
-    int relu = k->a.activation == DL_ACT_RELU;
-    if (k->kind == DL_OP_CONV2D) return dlk_conv2d(&k->conv, x, w, b, y, relu, k->variant, s);
-    return dlk_linear((int)k->xs[0], (int)k->xs[1], (int)k->ys[1], x, w, b, y, relu, k->variant, s);
+    int relu = k->g.a.activation == DL_ACT_RELU;
+    if (k->g.kind == DL_OP_CONV2D) return dlk_conv2d(&k->conv, x, w, b, y, relu, k->variant, s);
+    return dlk_linear((int)k->g.xs[0], (int)k->g.xs[1], (int)k->g.ys[1], x, w, b, y, relu, k->variant, s);
 }
 
 static int trial_run(void *arg) {
@@ -70,7 +61,7 @@ static int trial_run(void *arg) {
 
 /* Times each GEMM tile shape once on the op's real shapes and weights; keeps the fastest. */
 static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *err) {
-    size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * 4, yb = (size_t)k->numel * 4;
+    size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * 4, yb = (size_t)k->g.numel * 4;
     void *x = NULL, *y = NULL;
     dl_status st = dl_gpu_alloc(&s->gpu, xb, &x, err);
     if (st == DL_OK) st = dl_gpu_alloc(&s->gpu, yb, &y, err);
@@ -95,30 +86,17 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     if (!dl_op_check(op, err)) return DL_E_UNSUPPORTED;
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    k->kind = (dl_op_kind)op->kind;
-    k->a = *op->attrs;
-    k->n_inputs = op->n_inputs;
-    k->xnd = op->inputs[0].ndim, k->ynd = op->outputs[0].ndim;
-    memcpy(k->xs, op->inputs[0].shape, (size_t)k->xnd * sizeof(int64_t));
-    memcpy(k->ys, op->outputs[0].shape, (size_t)k->ynd * sizeof(int64_t));
-    k->numel = dl_tensor_numel(&op->outputs[0]);
-    k->has_bias = op->n_inputs == 3;
     *ws = 0;
-    dl_status st = DL_OK;
-    if (k->kind == DL_OP_CONV2D) {
-        const dl_op_attrs *a = &k->a;
-        k->conv = (dlk_conv){(int)k->xs[0], (int)k->xs[1], (int)k->xs[2], (int)k->xs[3], (int)k->ys[1], (int)k->ys[2], (int)k->ys[3],
+    dl_status st = dl_op_geom_init(&k->g, op) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (k->g.kind == DL_OP_CONV2D) {
+        const dl_op_attrs *a = &k->g.a;
+        k->conv = (dlk_conv){(int)k->g.xs[0], (int)k->g.xs[1], (int)k->g.xs[2], (int)k->g.xs[3], (int)k->g.ys[1], (int)k->g.ys[2], (int)k->g.ys[3],
                              a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1],
                              a->dilation[0], a->dilation[1], a->groups};
     }
-    if ((k->kind == DL_OP_CONV2D || k->kind == DL_OP_LINEAR) && op->inputs[1].data) st = tune(s, k, op, err);
-    if (st == DL_OK && k->kind == DL_OP_CONCAT) {
-        k->cat_len = malloc((size_t)op->n_inputs * sizeof *k->cat_len);
-        if (!k->cat_len) st = dl_fail(err, DL_E_NOMEM, "out of memory");
-        for (int i = 0; k->cat_len && i < op->n_inputs; i++) k->cat_len[i] = op->inputs[i].shape[k->a.axis];
-    }
+    if (st == DL_OK && (k->g.kind == DL_OP_CONV2D || k->g.kind == DL_OP_LINEAR) && op->inputs[1].data) st = tune(s, k, op, err);
     if (st != DL_OK) {
-        free(k->cat_len);
+        dl_op_geom_free(&k->g);
         free(k);
         return st;
     }
@@ -131,49 +109,49 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     cudaStream_t st = s->gpu.stream;
     const float *x = in[0].data;
     float *y = out[0].data;
-    const dl_op_attrs *a = &k->a;
+    const dl_op_attrs *a = &k->g.a;
     int relu = a->activation == DL_ACT_RELU, rc = 0;
     int64_t inner = 1, outer = 1;
-    switch (k->kind) {
+    switch (k->g.kind) {
     case DL_OP_CONV2D:
-    case DL_OP_LINEAR: rc = launch_gemm(k, x, in[1].data, k->has_bias ? in[2].data : NULL, y, st); break;
-    case DL_OP_RELU: rc = dlk_relu(x, y, k->numel, st); break;
-    case DL_OP_ADD: rc = dlk_add(x, in[1].data, y, k->numel, relu, st); break;
+    case DL_OP_LINEAR: rc = launch_gemm(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y, st); break;
+    case DL_OP_RELU: rc = dlk_relu(x, y, k->g.numel, st); break;
+    case DL_OP_ADD: rc = dlk_add(x, in[1].data, y, k->g.numel, relu, st); break;
     case DL_OP_FLATTEN:
     case DL_OP_DROPOUT:
-        if (x != y) rc = (int)cudaMemcpyAsync(y, x, (size_t)k->numel * 4, cudaMemcpyDeviceToDevice, st);
+        if (x != y) rc = (int)cudaMemcpyAsync(y, x, (size_t)k->g.numel * 4, cudaMemcpyDeviceToDevice, st);
         break;
     case DL_OP_BATCHNORM:
-        for (int d = 2; d < k->xnd; d++) inner *= k->xs[d];
-        rc = dlk_batchnorm(x, in[1].data, in[2].data, in[3].data, in[4].data, a->epsilon, y, k->xs[0] * k->xs[1], (int)k->xs[1],
+        for (int d = 2; d < k->g.xnd; d++) inner *= k->g.xs[d];
+        rc = dlk_batchnorm(x, in[1].data, in[2].data, in[3].data, in[4].data, a->epsilon, y, k->g.xs[0] * k->g.xs[1], (int)k->g.xs[1],
                            inner, relu, st);
         break;
     case DL_OP_MAXPOOL2D:
-        rc = dlk_maxpool(x, y, k->xs[0] * k->xs[1], (int)k->xs[2], (int)k->xs[3], (int)k->ys[2], (int)k->ys[3], a->kernel[0],
+        rc = dlk_maxpool(x, y, k->g.xs[0] * k->g.xs[1], (int)k->g.xs[2], (int)k->g.xs[3], (int)k->g.ys[2], (int)k->g.ys[3], a->kernel[0],
                          a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1], st);
         break;
     case DL_OP_AVGPOOL2D:
-        rc = dlk_avgpool(x, y, k->xs[0] * k->xs[1], (int)k->xs[2], (int)k->xs[3], (int)k->ys[2], (int)k->ys[3], a->kernel[0],
+        rc = dlk_avgpool(x, y, k->g.xs[0] * k->g.xs[1], (int)k->g.xs[2], (int)k->g.xs[3], (int)k->g.ys[2], (int)k->g.ys[3], a->kernel[0],
                          a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1], a->pad_end[0],
                          a->pad_end[1], a->count_include_pad, st);
         break;
-    case DL_OP_GLOBAL_AVGPOOL: rc = dlk_global_avgpool(x, y, k->xs[0] * k->xs[1], k->xs[2] * k->xs[3], st); break;
+    case DL_OP_GLOBAL_AVGPOOL: rc = dlk_global_avgpool(x, y, k->g.xs[0] * k->g.xs[1], k->g.xs[2] * k->g.xs[3], st); break;
     case DL_OP_SOFTMAX:
-        for (int d = 0; d < a->axis; d++) outer *= k->xs[d];
-        for (int d = a->axis + 1; d < k->xnd; d++) inner *= k->xs[d];
-        rc = dlk_softmax(x, y, outer, k->xs[a->axis], inner, st);
+        for (int d = 0; d < a->axis; d++) outer *= k->g.xs[d];
+        for (int d = a->axis + 1; d < k->g.xnd; d++) inner *= k->g.xs[d];
+        rc = dlk_softmax(x, y, outer, k->g.xs[a->axis], inner, st);
         break;
     case DL_OP_CONCAT: {
-        for (int d = 0; d < a->axis; d++) outer *= k->ys[d];
-        for (int d = a->axis + 1; d < k->ynd; d++) inner *= k->ys[d];
-        int64_t off = 0, row = k->ys[a->axis] * inner;
-        for (int i = 0; i < k->n_inputs && rc == 0; i++) {
-            rc = dlk_concat_part(in[i].data, y, outer, k->cat_len[i] * inner, row, off, st);
-            off += k->cat_len[i] * inner;
+        for (int d = 0; d < a->axis; d++) outer *= k->g.ys[d];
+        for (int d = a->axis + 1; d < k->g.ynd; d++) inner *= k->g.ys[d];
+        int64_t off = 0, row = k->g.ys[a->axis] * inner;
+        for (int i = 0; i < k->g.n_inputs && rc == 0; i++) {
+            rc = dlk_concat_part(in[i].data, y, outer, k->g.cat_len[i] * inner, row, off, st);
+            off += k->g.cat_len[i] * inner;
         }
         break;
     }
-    default: return dl_fail(err, DL_E_UNSUPPORTED, "op kind %d", k->kind);
+    default: return dl_fail(err, DL_E_UNSUPPORTED, "op kind %d", k->g.kind);
     }
     (void)ws;
     if (rc) return dl_gpu_status((cudaError_t)rc, "kernel launch", err);
@@ -182,7 +160,7 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
 
 static void cu_release(void *self, dl_kernel *k) {
     if (!k) return;
-    free(k->cat_len);
+    dl_op_geom_free(&k->g);
     free(k);
 }
 

@@ -8,12 +8,12 @@
 #include "cpu_ops.h"
 
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
-    const dl_op_attrs *a = &k->a;
+    const dl_op_attrs *a = &k->g.a;
     const dl_tensor *w = &op->inputs[1];
-    int64_t c = k->xs[1], h = k->xs[2], wd = k->xs[3], oc = k->ys[1], oh = k->ys[2], ow = k->ys[3];
+    int64_t c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3], oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3];
     if (w->data && cpu_winograd_suits(a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->dilation[0],
                                       a->dilation[1], a->groups, (int)c, (int)oc, (int)oh, (int)ow)) {
-        if (!cpu_winograd_init(&k->wg, (int)k->xs[0], (int)c, (int)h, (int)wd, (int)oc, a->pad_begin[0],
+        if (!cpu_winograd_init(&k->wg, (int)k->g.xs[0], (int)c, (int)h, (int)wd, (int)oc, a->pad_begin[0],
                                a->pad_begin[1], (int)oh, (int)ow, w->data))
             return DL_E_NOMEM;
         k->conv_mode = CONV_WINOGRAD;
@@ -34,8 +34,8 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
 
 /* col[(ci*kh + i)*kw + j][oy*ow + ox] = x[ci][oy*sh - pt + i*dh][ox*sw - pl + j*dw] (0 outside). */
 static void im2col(const dl_kernel *k, const float *x, int cg, float *col) {
-    const dl_op_attrs *a = &k->a;
-    const int h = (int)k->xs[2], w = (int)k->xs[3], oh = (int)k->ys[2], ow = (int)k->ys[3];
+    const dl_op_attrs *a = &k->g.a;
+    const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
     const int kh = a->kernel[0], kw = a->kernel[1];
     const int rows = cg * kh * kw;
 #pragma omp parallel for schedule(static)
@@ -98,16 +98,16 @@ static void bias_relu(float *y, int64_t planes, int64_t oc, int64_t plane, const
 }
 
 void cpu_conv2d(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, float *ws) {
-    const int relu = k->a.activation == DL_ACT_RELU;
+    const int relu = k->g.a.activation == DL_ACT_RELU;
     if (k->conv_mode == CONV_WINOGRAD) {
         cpu_winograd_run(&k->wg, x, b, relu, y, ws);
         return;
     }
-    const int64_t n = k->xs[0], c = k->xs[1], h = k->xs[2], wd = k->xs[3];
-    const int64_t oc = k->ys[1], plane = k->ys[2] * k->ys[3];
-    const int g = k->a.groups;
+    const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
+    const int64_t oc = k->g.ys[1], plane = k->g.ys[2] * k->g.ys[3];
+    const int g = k->g.a.groups;
     const int cg = (int)(c / g), ocg = (int)(oc / g);
-    const int kdim = cg * k->a.kernel[0] * k->a.kernel[1];
+    const int kdim = cg * k->g.a.kernel[0] * k->g.a.kernel[1];
     for (int64_t i = 0; i < n; i++) {
         for (int gi = 0; gi < g; gi++) {
             const float *xg = x + ((size_t)i * c + (size_t)gi * cg) * (size_t)(h * wd);

@@ -7,17 +7,17 @@
 
 void cpu_relu(const dl_kernel *k, const float *x, float *y) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < k->numel; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+    for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
 }
 
 void cpu_copy(const dl_kernel *k, const float *x, float *y) {
-    if (y != x) memcpy(y, x, (size_t)k->numel * sizeof *y); /* in place: nothing to do */
+    if (y != x) memcpy(y, x, (size_t)k->g.numel * sizeof *y); /* in place: nothing to do */
 }
 
 void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y) {
-    const int relu = k->a.activation == DL_ACT_RELU;
+    const int relu = k->g.a.activation == DL_ACT_RELU;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < k->numel; i++) {
+    for (int64_t i = 0; i < k->g.numel; i++) {
         float v = a[i] + b[i];
         y[i] = relu && v < 0 ? 0.0f : v;
     }
@@ -25,11 +25,11 @@ void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y) {
 
 void cpu_batchnorm(const dl_kernel *k, const float *x, const float *gamma, const float *beta, const float *mean,
                    const float *var, float *y) {
-    const int64_t n = k->xs[0], c = k->xs[1];
+    const int64_t n = k->g.xs[0], c = k->g.xs[1];
     int64_t inner = 1;
-    for (int d = 2; d < k->xnd; d++) inner *= k->xs[d];
-    const int relu = k->a.activation == DL_ACT_RELU;
-    const double eps = k->a.epsilon;
+    for (int d = 2; d < k->g.xnd; d++) inner *= k->g.xs[d];
+    const int relu = k->g.a.activation == DL_ACT_RELU;
+    const double eps = k->g.a.epsilon;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < n * c; p++) {
         int64_t ch = p % c;

@@ -6,8 +6,8 @@
 #include "cpu_ops.h"
 
 void cpu_linear(const dl_kernel *k, const float *x, const float *w, const float *b, float *y) {
-    const int n = (int)k->xs[0], in = (int)k->xs[1], out = (int)k->ys[1];
-    const int relu = k->a.activation == DL_ACT_RELU;
+    const int n = (int)k->g.xs[0], in = (int)k->g.xs[1], out = (int)k->g.ys[1];
+    const int relu = k->g.a.activation == DL_ACT_RELU;
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();

@@ -8,9 +8,9 @@
 static inline float nanmax(float m, float v) { return (v > m || v != v) ? v : m; }
 
 void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
-    const dl_op_attrs *a = &k->a;
-    const int64_t planes = k->xs[0] * k->xs[1];
-    const int h = (int)k->xs[2], w = (int)k->xs[3], oh = (int)k->ys[2], ow = (int)k->ys[3];
+    const dl_op_attrs *a = &k->g.a;
+    const int64_t planes = k->g.xs[0] * k->g.xs[1];
+    const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
     if (a->kernel[0] == 2 && a->kernel[1] == 2 && a->stride[0] == 2 && a->stride[1] == 2 && !a->pad_begin[0] &&
         !a->pad_begin[1] && 2 * oh <= h && 2 * ow <= w) { /* VGG's pools: every window inside */
 #pragma omp parallel for schedule(static)
@@ -46,9 +46,9 @@ void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
 }
 
 void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y) {
-    const dl_op_attrs *a = &k->a;
-    const int64_t planes = k->xs[0] * k->xs[1];
-    const int h = (int)k->xs[2], w = (int)k->xs[3], oh = (int)k->ys[2], ow = (int)k->ys[3];
+    const dl_op_attrs *a = &k->g.a;
+    const int64_t planes = k->g.xs[0] * k->g.xs[1];
+    const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *src = x + p * h * w;
@@ -76,7 +76,7 @@ void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y) {
 }
 
 void cpu_global_avgpool(const dl_kernel *k, const float *x, float *y) {
-    const int64_t planes = k->xs[0] * k->xs[1], plane = k->xs[2] * k->xs[3];
+    const int64_t planes = k->g.xs[0] * k->g.xs[1], plane = k->g.xs[2] * k->g.xs[3];
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         double s = 0;

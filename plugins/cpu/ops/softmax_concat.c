@@ -6,9 +6,9 @@
 #include "cpu_ops.h"
 
 void cpu_softmax(const dl_kernel *k, const float *x, float *y) {
-    int64_t outer = 1, inner = 1, len = k->xs[k->a.axis];
-    for (int d = 0; d < k->a.axis; d++) outer *= k->xs[d];
-    for (int d = k->a.axis + 1; d < k->xnd; d++) inner *= k->xs[d];
+    int64_t outer = 1, inner = 1, len = k->g.xs[k->g.a.axis];
+    for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.xs[d];
+    for (int d = k->g.a.axis + 1; d < k->g.xnd; d++) inner *= k->g.xs[d];
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < outer * inner; r++) {
         const float *src = x + (r / inner) * len * inner + r % inner;
@@ -23,14 +23,14 @@ void cpu_softmax(const dl_kernel *k, const float *x, float *y) {
 
 void cpu_concat(const dl_kernel *k, const dl_tensor *inputs, float *y) {
     int64_t outer = 1, inner = 1;
-    for (int d = 0; d < k->a.axis; d++) outer *= k->ys[d];
-    for (int d = k->a.axis + 1; d < k->ynd; d++) inner *= k->ys[d];
-    const int64_t row = k->ys[k->a.axis] * inner;
+    for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.ys[d];
+    for (int d = k->g.a.axis + 1; d < k->g.ynd; d++) inner *= k->g.ys[d];
+    const int64_t row = k->g.ys[k->g.a.axis] * inner;
 #pragma omp parallel for schedule(static)
     for (int64_t o = 0; o < outer; o++) {
         int64_t off = 0;
-        for (int i = 0; i < k->n_inputs; i++) {
-            int64_t chunk = k->cat_len[i] * inner;
+        for (int i = 0; i < k->g.n_inputs; i++) {
+            int64_t chunk = k->g.cat_len[i] * inner;
             memcpy(y + o * row + off, (const float *)inputs[i].data + o * chunk, (size_t)chunk * sizeof *y);
             off += chunk;
         }
