@@ -53,6 +53,7 @@ static const bad_model models[] = {
     {HEAD "  - {name: p, op: maxpool2d, kernel: 2, padding: 2}\n", ":5:5: maxpool2d 'p': padding 2 is more than half the kernel 2"},
     {"model: m\ninputs:\n  - {name: x, shape: [1, 0, 4]}\nlayers:\n  - {op: relu}\n", ":3:26: a dimension must be at least 1, not 0"},
     {HEAD "  - {op: conv2d, filters: 4, kernel: [3, 3, 3]}\n", ":5:38: kernel must have 1 or 2 values, not 3"},
+    {HEAD "  - {op: clip, min: 1, max: 0}\n", ":5:29: clip min 1 is above max 0"},
     {HEAD "  - {op: relu, \"\": 1}\n", ":5:16: relu 'relu_1': unknown key ''"}, /* once a hang, found by the mutation test */
 };
 

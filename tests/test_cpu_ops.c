@@ -434,3 +434,36 @@ Test(cpu_ops, supports_refuses_with_reasons) {
     dl_op lop = {sizeof lop, DL_OP_LINEAR, "l", &a, 2, lin, 1, &lout, 0};
     expect_refused(&lop, "weight has 11 inputs");
 }
+
+/* ---- ABI 1.1 activations ---- */
+
+static void check_unary(dl_op_kind kind, float scale, float p0, float p1, const char *what) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.alpha = p0;
+    a.clip_min = p0;
+    a.clip_max = p1;
+    tt x = MAKE(-scale, scale, 3, 5, 7, 11), y = MAKE(0, 1, 3, 5, 7, 11);
+    run_op(kind, &a, &x, 1, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t i = 0; i < y.n; i++) {
+        double v = x.data[i];
+        ref[i] = kind == DL_OP_LEAKY_RELU ? (v >= 0 ? v : p0 * v)
+               : kind == DL_OP_SIGMOID    ? 1.0 / (1.0 + exp(-v))
+                                          : fmin(fmax(v, p0), p1);
+    }
+    expect_close(&y, ref, kind == DL_OP_SIGMOID ? 1e-12 : 1e-14, what);
+    for (int64_t i = 0; i < y.n; i++) cr_assert(isfinite(y.data[i]), "%s: non-finite output", what);
+    free(ref);
+    free(x.data);
+    free(y.data);
+}
+
+Test(cpu_ops, leaky_relu_sigmoid_clip) {
+    check_unary(DL_OP_LEAKY_RELU, 1, 0.2f, 0, "leaky_relu");
+    check_unary(DL_OP_LEAKY_RELU, 3, -1.5f, 0, "leaky_relu negative slope");
+    check_unary(DL_OP_SIGMOID, 3, 0, 0, "sigmoid");
+    check_unary(DL_OP_SIGMOID, 100, 0, 0, "sigmoid far from zero"); /* exp(100) would overflow a naive form */
+    check_unary(DL_OP_CLIP, 1, -0.5f, 0.25f, "clip");
+    check_unary(DL_OP_CLIP, 1, -INFINITY, 0.1f, "clip max only");
+}

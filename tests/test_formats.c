@@ -95,6 +95,9 @@ Test(models, dag_defaults_and_attributes) {
                         "  - {op: global_avgpool}\n"
                         "  - {name: s, op: softmax, axis: 1}\n"
                         "  - {name: bn, op: batchnorm, eps: 0.001, inputs: [a]}\n"
+                        "  - {name: lr, op: leaky_relu}\n"
+                        "  - {name: sg, op: sigmoid}\n"
+                        "  - {name: cl, op: clip, max: 6}\n"
                         "outputs: [s, bn]\n");
     expect_shape(g, "a", "[2, 6, 6, 7]");
     expect_shape(g, "b", "[2, 6, 6, 7]");
@@ -114,6 +117,10 @@ Test(models, dag_defaults_and_attributes) {
     cr_expect_eq(g->nodes[1].attrs.pad_end[0], 2);
     cr_expect_eq(g->nodes[5].attrs.count_include_pad, 0);
     cr_expect_float_eq(g->nodes[8].attrs.epsilon, 0.001f, 1e-9);
+    cr_expect_float_eq(g->nodes[9].attrs.alpha, 0.01f, 1e-9, "PyTorch's default slope");
+    expect_shape(g, "cl", "[2, 6, 6, 7]");
+    cr_expect(isinf(g->nodes[11].attrs.clip_min) && g->nodes[11].attrs.clip_min < 0);
+    cr_expect_float_eq(g->nodes[11].attrs.clip_max, 6.0f, 1e-9);
     /* conv a: 2*N*OC*OH*OW*(C/g)*KH*KW */
     cr_expect_float_eq(dl_node_flops(g, a), 2.0 * 2 * 6 * 6 * 7 * 4 * 3 * 5, 1e-6);
     dl_graph_free(g);

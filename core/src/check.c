@@ -26,6 +26,8 @@ double dl_check_threshold(int kind, int precision) {
     case DL_OP_LINEAR:
         return bf ? 1e-3 : half ? 1e-4 : precision == DL_PRECISION_TF32 ? 1e-5 : 1e-8;
     case DL_OP_RELU:
+    case DL_OP_LEAKY_RELU:
+    case DL_OP_CLIP:
     case DL_OP_MAXPOOL2D:
     case DL_OP_FLATTEN:
     case DL_OP_DROPOUT:
@@ -302,6 +304,10 @@ static const op_case cases[] = {
     {"batchnorm 2-D", "[[4, 9]]", "op: batchnorm", 2},
     {"flatten", "[[2, 3, 5, 7]]", "op: flatten", 1},
     {"dropout", "[[2, 3, 5, 7]]", "op: dropout, rate: 0.5", 1},
+    {"leaky_relu", "[[2, 3, 5, 7]]", "op: leaky_relu, alpha: 0.2", 1},
+    {"sigmoid wide range", "[[3, 101]]", "op: sigmoid", 30},
+    {"clip", "[[2, 3, 5, 7]]", "op: clip, min: -0.5, max: 0.25", 1},
+    {"clip min only", "[[1, 77]]", "op: clip, min: 0", 1},
 };
 
 /* Builds the one-op graph of a case through the model reader, so shapes come from shape.c. */

@@ -3,23 +3,25 @@
 #define _POSIX_C_SOURCE 200809L
 #include "graph.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[DL_OP_COUNT_V1] = {
+static const char *const op_names[DL_OP_COUNT] = {
     [DL_OP_CONV2D] = "conv2d",       [DL_OP_RELU] = "relu",     [DL_OP_MAXPOOL2D] = "maxpool2d",
     [DL_OP_AVGPOOL2D] = "avgpool2d", [DL_OP_GLOBAL_AVGPOOL] = "global_avgpool",
     [DL_OP_LINEAR] = "linear",       [DL_OP_FLATTEN] = "flatten", [DL_OP_DROPOUT] = "dropout",
     [DL_OP_SOFTMAX] = "softmax",     [DL_OP_ADD] = "add",       [DL_OP_CONCAT] = "concat",
-    [DL_OP_BATCHNORM] = "batchnorm"};
+    [DL_OP_BATCHNORM] = "batchnorm", [DL_OP_LEAKY_RELU] = "leaky_relu", [DL_OP_SIGMOID] = "sigmoid",
+    [DL_OP_CLIP] = "clip"};
 
 const char *dl_op_kind_name(dl_op_kind kind) {
-    return (unsigned)kind < DL_OP_COUNT_V1 ? op_names[kind] : "unknown";
+    return (unsigned)kind < DL_OP_COUNT ? op_names[kind] : "unknown";
 }
 
 int dl_op_kind_from_name(const char *name) {
-    for (int i = 0; i < DL_OP_COUNT_V1; i++)
+    for (int i = 0; i < DL_OP_COUNT; i++)
         if (strcmp(op_names[i], name) == 0) return i;
     return -1;
 }
@@ -96,6 +98,9 @@ void dl_attrs_default(dl_op_attrs *a, dl_op_kind kind) {
     a->groups = 1;
     a->count_include_pad = 1;
     a->epsilon = 1e-5f;
+    a->alpha = 0.01f; /* PyTorch's and ONNX's LeakyReLU default */
+    a->clip_min = -INFINITY;
+    a->clip_max = INFINITY;
     a->axis = kind == DL_OP_SOFTMAX ? -1 : 1;
 }
 
@@ -138,7 +143,10 @@ double dl_node_flops(const dl_graph *g, const dl_node *n) {
     case DL_OP_SOFTMAX: return 3.0 * numel;
     case DL_OP_BATCHNORM: return 2.0 * numel;
     case DL_OP_RELU:
+    case DL_OP_LEAKY_RELU:
+    case DL_OP_CLIP:
     case DL_OP_ADD: return numel;
+    case DL_OP_SIGMOID: return 4.0 * numel;
     default: return 0;
     }
 }

@@ -205,7 +205,7 @@ static dl_status read_input(reader *r, yaml_node_t *m) {
 /* ---- layers ---- */
 
 /* Attribute keys each op accepts, besides name, op, inputs, backend. */
-static const char *const op_keys[DL_OP_COUNT_V1] = {
+static const char *const op_keys[DL_OP_COUNT] = {
     [DL_OP_CONV2D] = "filters kernel stride padding dilation groups bias",
     [DL_OP_RELU] = "",
     [DL_OP_MAXPOOL2D] = "kernel stride padding ceil_mode",
@@ -217,7 +217,10 @@ static const char *const op_keys[DL_OP_COUNT_V1] = {
     [DL_OP_SOFTMAX] = "axis",
     [DL_OP_ADD] = "",
     [DL_OP_CONCAT] = "axis",
-    [DL_OP_BATCHNORM] = "eps"};
+    [DL_OP_BATCHNORM] = "eps",
+    [DL_OP_LEAKY_RELU] = "alpha",
+    [DL_OP_SIGMOID] = "",
+    [DL_OP_CLIP] = "min max"};
 
 static int has_word(const char *list, const char *w) {
     size_t n = strlen(w);
@@ -271,6 +274,17 @@ static dl_status layer_pair(reader *r, const char *key, yaml_node_t *k, yaml_nod
         a->epsilon = (float)f;
         return st;
     }
+    if (!strcmp(key, "alpha")) {
+        st = get_float(r, v, "alpha", &f);
+        a->alpha = (float)f;
+        return st;
+    }
+    if (!strcmp(key, "min") || !strcmp(key, "max")) {
+        st = get_float(r, v, key, &f);
+        *(key[1] == 'i' ? &a->clip_min : &a->clip_max) = (float)f;
+        if (st == DL_OK && a->clip_min > a->clip_max) return failat(r, v, "clip min %g is above max %g", (double)a->clip_min, (double)a->clip_max);
+        return st;
+    }
     if (!strcmp(key, "rate")) {
         st = get_float(r, v, "rate", &f);
         if (st == DL_OK && !(f >= 0 && f < 1)) return failat(r, v, "dropout rate must be in [0, 1), not %g", f);
@@ -301,7 +315,7 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     if (st != DL_OK) return st;
     int kind = dl_op_kind_from_name(ops);
     if (kind < 0)
-        return failat(r, opn, "unknown op '%s' (known: conv2d, relu, maxpool2d, avgpool2d, global_avgpool, linear, flatten, dropout, softmax, add, concat, batchnorm)", ops);
+        return failat(r, opn, "unknown op '%s' (known: conv2d, relu, maxpool2d, avgpool2d, global_avgpool, linear, flatten, dropout, softmax, add, concat, batchnorm, leaky_relu, sigmoid, clip)", ops);
     char defname[64];
     const char *name = defname;
     snprintf(defname, sizeof defname, "%s_%d", ops, index + 1);

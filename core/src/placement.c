@@ -151,6 +151,8 @@ static void key_of(dl_session *s, int i, const dl_backend *be, char *key, size_t
                               v->dtype.bits == 32 ? "f32" : "?");
     }
     if (u < len)
+        u += (size_t)snprintf(key + u, len - u, ";alpha=%g;clip=%g,%g", (double)a->alpha, (double)a->clip_min, (double)a->clip_max);
+    if (u < len)
         snprintf(key + u, len - u, ";prec=%d;backend=%s;device=%s;abi=%u;dlrun=%s", s->opt.precision, be->name,
                  be->description ? be->description : "", DL_ABI_VERSION, DLRUN_VERSION_STRING);
 }

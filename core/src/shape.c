@@ -130,6 +130,9 @@ static dl_status infer_node(dl_graph *g, dl_node *n, dl_error *err) {
         return DL_OK;
     }
     case DL_OP_RELU:
+    case DL_OP_LEAKY_RELU:
+    case DL_OP_SIGMOID:
+    case DL_OP_CLIP:
     case DL_OP_DROPOUT:
         set_shape(y, x->ndim, x->shape);
         return DL_OK;

@@ -43,7 +43,9 @@ static int check_window(const dl_op *op, int conv, dl_error *why) {
 }
 
 int dl_op_check(const dl_op *op, dl_error *why) {
-    if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1) NO("op kind %d is unknown to this plugin", op->kind);
+    if (op->kind < 0 || op->kind >= DL_OP_COUNT) NO("op kind %d is unknown to this plugin", op->kind);
+    if (op->kind >= DL_OP_COUNT_V1 && (!op->attrs || op->attrs->struct_size < sizeof(dl_op_attrs)))
+        NO("op kind %d needs the ABI 1.1 attributes", op->kind);
     if (!op->attrs) NO("no attributes");
     if (op->n_outputs != 1 || op->n_inputs < 1) NO("expects one output and at least one input");
     for (int i = 0; i < op->n_inputs; i++)
@@ -89,6 +91,9 @@ int dl_op_check(const dl_op *op, dl_error *why) {
         return 1;
     }
     case DL_OP_RELU:
+    case DL_OP_LEAKY_RELU:
+    case DL_OP_SIGMOID:
+    case DL_OP_CLIP:
     case DL_OP_FLATTEN:
     case DL_OP_DROPOUT:
         if (n != 1 || dl_tensor_numel(x) != dl_tensor_numel(y)) NO("output must have as many elements as the input");
@@ -125,7 +130,7 @@ int dl_op_check(const dl_op *op, dl_error *why) {
 
 int dl_op_is_elementwise(int kind) {
     return kind == DL_OP_RELU || kind == DL_OP_ADD || kind == DL_OP_BATCHNORM || kind == DL_OP_DROPOUT ||
-           kind == DL_OP_FLATTEN;
+           kind == DL_OP_FLATTEN || kind == DL_OP_LEAKY_RELU || kind == DL_OP_SIGMOID || kind == DL_OP_CLIP;
 }
 
 int dl_op_geom_init(dl_op_geom *g, const dl_op *op) {

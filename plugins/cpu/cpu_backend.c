@@ -64,6 +64,9 @@ static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl
     case DL_OP_AVGPOOL2D: cpu_avgpool2d(k, x, y); break;
     case DL_OP_GLOBAL_AVGPOOL: cpu_global_avgpool(k, x, y); break;
     case DL_OP_RELU: cpu_relu(k, x, y); break;
+    case DL_OP_LEAKY_RELU: cpu_leaky_relu(k, x, y); break;
+    case DL_OP_SIGMOID: cpu_sigmoid(k, x, y); break;
+    case DL_OP_CLIP: cpu_clip(k, x, y); break;
     case DL_OP_FLATTEN:
     case DL_OP_DROPOUT: cpu_copy(k, x, y); break;
     case DL_OP_SOFTMAX: cpu_softmax(k, x, y); break;

@@ -25,6 +25,9 @@ void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y);
 void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y);
 void cpu_global_avgpool(const dl_kernel *k, const float *x, float *y);
 void cpu_relu(const dl_kernel *k, const float *x, float *y);
+void cpu_leaky_relu(const dl_kernel *k, const float *x, float *y);
+void cpu_sigmoid(const dl_kernel *k, const float *x, float *y);
+void cpu_clip(const dl_kernel *k, const float *x, float *y);
 void cpu_copy(const dl_kernel *k, const float *x, float *y);
 void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y);
 void cpu_batchnorm(const dl_kernel *k, const float *x, const float *gamma, const float *beta,

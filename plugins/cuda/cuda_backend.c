@@ -116,6 +116,9 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     case DL_OP_CONV2D:
     case DL_OP_LINEAR: rc = launch_gemm(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y, st); break;
     case DL_OP_RELU: rc = dlk_relu(x, y, k->g.numel, st); break;
+    case DL_OP_LEAKY_RELU: rc = dlk_unary(0, x, y, k->g.numel, a->alpha, 0, st); break;
+    case DL_OP_SIGMOID: rc = dlk_unary(1, x, y, k->g.numel, 0, 0, st); break;
+    case DL_OP_CLIP: rc = dlk_unary(2, x, y, k->g.numel, a->clip_min, a->clip_max, st); break;
     case DL_OP_ADD: rc = dlk_add(x, in[1].data, y, k->g.numel, relu, st); break;
     case DL_OP_FLATTEN:
     case DL_OP_DROPOUT:

@@ -116,6 +116,17 @@ __global__ void relu_k(const float *x, float *y, int64_t n) {
         y[i] = x[i] > 0.f ? x[i] : 0.f;
 }
 
+__global__ void unary_k(int kind, const float *x, float *y, int64_t n, float p0, float p1) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        if (kind == 0) y[i] = v >= 0.f ? v : p0 * v;
+        else if (kind == 1) {
+            float e = expf(-fabsf(v));
+            y[i] = v >= 0.f ? 1.f / (1.f + e) : e / (1.f + e);
+        } else y[i] = fminf(fmaxf(v, p0), p1);
+    }
+}
+
 __global__ void add_k(const float *a, const float *b, float *y, int64_t n, int relu) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float v = a[i] + b[i];
@@ -221,6 +232,11 @@ extern "C" int dlk_linear(int n, int in, int out, const float *x, const float *w
 
 extern "C" int dlk_relu(const float *x, float *y, int64_t n, cudaStream_t s) {
     relu_k<<<grid_for(n), 256, 0, s>>>(x, y, n);
+    return launched();
+}
+
+extern "C" int dlk_unary(int kind, const float *x, float *y, int64_t n, float p0, float p1, cudaStream_t s) {
+    unary_k<<<grid_for(n), 256, 0, s>>>(kind, x, y, n, p0, p1);
     return launched();
 }
 

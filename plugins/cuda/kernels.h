@@ -22,6 +22,8 @@ int dlk_conv2d(const dlk_conv *p, const float *x, const float *w, const float *b
 int dlk_linear(int n, int in, int out, const float *x, const float *w, const float *b, float *y, int relu, int variant,
                cudaStream_t s);
 int dlk_relu(const float *x, float *y, int64_t n, cudaStream_t s);
+/* kind 0: leaky relu (p0 = alpha), 1: sigmoid, 2: clip (p0 = min, p1 = max) */
+int dlk_unary(int kind, const float *x, float *y, int64_t n, float p0, float p1, cudaStream_t s);
 int dlk_add(const float *a, const float *b, float *y, int64_t n, int relu, cudaStream_t s);
 int dlk_batchnorm(const float *x, const float *gamma, const float *beta, const float *mean, const float *var, float eps,
                   float *y, int64_t planes, int c, int64_t inner, int relu, cudaStream_t s);

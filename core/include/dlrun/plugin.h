@@ -142,7 +142,12 @@ typedef enum dl_op_kind {
     DL_OP_ADD = 9,
     DL_OP_CONCAT = 10,
     DL_OP_BATCHNORM = 11,
-    DL_OP_COUNT_V1 = 12 /* number of kinds in ABI 1.0 */
+    DL_OP_COUNT_V1 = 12, /* number of kinds in ABI 1.0 */
+    /* ABI 1.1 */
+    DL_OP_LEAKY_RELU = 12, /* x                y = x >= 0 ? x : alpha * x           -> same shape */
+    DL_OP_SIGMOID = 13,    /* x                y = 1 / (1 + exp(-x))                 -> same shape */
+    DL_OP_CLIP = 14,       /* x                y = min(max(x, clip_min), clip_max)   -> same shape */
+    DL_OP_COUNT = 15       /* number of kinds in this version of the header */
 } dl_op_kind;
 
 /* Activation applied to an op's output after the op itself (a fused epilogue). */
@@ -170,6 +175,10 @@ typedef struct dl_op_attrs {
     int32_t axis;         /* flatten, softmax, concat: a non-negative axis */
     float epsilon;        /* batchnorm */
     int32_t activation;   /* dl_activation fused after the op (conv2d, linear, add, batchnorm) */
+    /* ABI 1.1 (present when struct_size covers them) */
+    float alpha;          /* leaky_relu: slope for x < 0 */
+    float clip_min;       /* clip: lower bound (-INFINITY: none) */
+    float clip_max;       /* clip: upper bound (+INFINITY: none) */
 } dl_op_attrs;
 
 /* One operator instance as the host shows it to a backend. */

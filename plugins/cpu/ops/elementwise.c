@@ -1,5 +1,5 @@
-/* elementwise.c — relu, add, batchnorm (inference) and the copies that flatten and dropout are at
- * inference, on the CPU. */
+/* elementwise.c — relu, leaky_relu, sigmoid, clip, add, batchnorm (inference) and the copies
+ * that flatten and dropout are at inference, on the CPU. */
 #include <math.h>
 #include <string.h>
 
@@ -8,6 +8,26 @@
 void cpu_relu(const dl_kernel *k, const float *x, float *y) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+}
+
+void cpu_leaky_relu(const dl_kernel *k, const float *x, float *y) {
+    const float alpha = k->g.a.alpha;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] >= 0 ? x[i] : alpha * x[i];
+}
+
+void cpu_sigmoid(const dl_kernel *k, const float *x, float *y) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < k->g.numel; i++) { /* never exp of a large positive number */
+        float e = expf(-fabsf(x[i]));
+        y[i] = x[i] >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    }
+}
+
+void cpu_clip(const dl_kernel *k, const float *x, float *y) {
+    const float lo = k->g.a.clip_min, hi = k->g.a.clip_max;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
 }
 
 void cpu_copy(const dl_kernel *k, const float *x, float *y) {
