@@ -151,7 +151,7 @@ Test(cli, output_is_deterministic_and_input_round_trips) {
     cr_assert_eq(dl_npy_write(x, in, bad, 4, &err), DL_OK);
     cr_assert(asprintf(&args, "%s --input %s", MODEL("lenet.yaml"), x) > 0);
     cr_expect_eq(dlrun(args, &out), 2);
-    cr_expect(strstr(out, "does not match the model's input [1, 1, 28, 28]"), "%s", out);
+    cr_expect(strstr(out, "does not match the model's input 'image' [1, 1, 28, 28]"), "%s", out);
     free(out);
     free(args);
     unlink(a);
@@ -212,4 +212,38 @@ Test(cli, batch_too_big_for_max_memory_is_refused_before_running) {
     cr_expect_eq(dlrun(MODEL("lenet.yaml") " --max-memory lots", &out), 2);
     cr_expect(strstr(out, "--max-memory wants a byte count"), "%s", out);
     free(out);
+}
+
+Test(cli, named_inputs_and_outputs) {
+    const char model[] = "model: two\ninputs:\n  - {name: a, shape: [2, 3]}\n  - {name: b, shape: [2, 3]}\n"
+                         "layers:\n  - {name: s, op: add, inputs: [a, b]}\n  - {name: r, op: relu}\noutputs: [s, r]\n";
+    char *path = tu_write_temp(".yaml", model, strlen(model));
+    float a[6] = {1, -2, 3, -4, 5, -6}, b[6] = {0.5f, 0.5f, -5, 1, 1, 1};
+    int64_t shape[2] = {2, 3};
+    char fa[] = "/tmp/dlrun-a-XXXXXX.npy", fb[] = "/tmp/dlrun-b-XXXXXX.npy", fs[] = "/tmp/dlrun-s-XXXXXX.npy", fr[] = "/tmp/dlrun-r-XXXXXX.npy";
+    close(mkstemps(fa, 4)), close(mkstemps(fb, 4)), close(mkstemps(fs, 4)), close(mkstemps(fr, 4));
+    dl_error err;
+    cr_assert_eq(dl_npy_write(fa, a, shape, 2, &err), DL_OK);
+    cr_assert_eq(dl_npy_write(fb, b, shape, 2, &err), DL_OK);
+    char *args, *out;
+    cr_assert(asprintf(&args, "%s --input b=%s --input a=%s --output %s --output r=%s", path, fb, fa, fs, fr) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    free(out);
+    free(args);
+    int64_t s1[8], s2[8];
+    int n1, n2;
+    float *ys = read_npy(fs, s1, &n1), *yr = read_npy(fr, s2, &n2);
+    for (int i = 0; i < 6; i++) {
+        cr_expect_eq(ys[i], a[i] + b[i], "first output (s) at %d", i);
+        cr_expect_eq(yr[i], a[i] + b[i] > 0 ? a[i] + b[i] : 0, "named output r at %d", i);
+    }
+    free(ys);
+    free(yr);
+    cr_assert(asprintf(&args, "%s --input %s", path, fa) > 0);
+    cr_expect_eq(dlrun(args, &out), 2);
+    cr_expect(strstr(out, "the model has 2 inputs (a, b); use --input NAME=FILE"), "%s", out);
+    free(out);
+    free(args);
+    unlink(fa), unlink(fb), unlink(fs), unlink(fr), unlink(path);
+    free(path);
 }

@@ -6,8 +6,10 @@
 typedef struct cli_options {
     const char *model;
     const char *backend;
-    const char *input;
-    const char *output;
+    const char *inputs[16];  /* --input FILE or NAME=FILE, as given */
+    int n_inputs;
+    const char *outputs[16]; /* --output FILE or NAME=FILE */
+    int n_outputs;
     const char *weights;
     long long batch;
     unsigned long long seed;

@@ -24,8 +24,9 @@ static const char usage[] =
     "options:\n"
     "  --backend NAME        run every op on backend NAME (an op it cannot run is an error)\n"
     "  --batch N             batch size (default: the model file's)\n"
-    "  --input FILE.npy      input tensor (default: seeded uniform random in [-1, 1))\n"
-    "  --output FILE.npy     write the model's output\n"
+    "  --input [NAME=]FILE.npy  an input tensor; NAME= picks the model input (needed when it\n"
+    "                        has several); inputs not given are seeded uniform in [-1, 1)\n"
+    "  --output [NAME=]FILE.npy  write the first output, or the one named (repeatable)\n"
     "  --weights FILE        weights as .safetensors (default: the model's `weights:`, else\n"
     "                        seeded PyTorch-style initialisation)\n"
     "  --seed N              seed for random weights and input (default 1)\n"
@@ -100,8 +101,14 @@ static int parse_args(int argc, char **argv, cli_options *o) {
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case O_BACKEND: o->backend = optarg; break;
-        case O_INPUT: o->input = optarg; break;
-        case O_OUTPUT: o->output = optarg; break;
+        case O_INPUT:
+            if (o->n_inputs == 16) return usage_error("%s", "at most 16 --input options");
+            o->inputs[o->n_inputs++] = optarg;
+            break;
+        case O_OUTPUT:
+            if (o->n_outputs == 16) return usage_error("%s", "at most 16 --output options");
+            o->outputs[o->n_outputs++] = optarg;
+            break;
         case O_WEIGHTS: o->weights = optarg; break;
         case O_BATCH:
             if (!parse_int(optarg, 1, 1 << 20, &v)) return usage_error("--batch wants a positive integer, not '%s'", optarg);
@@ -187,31 +194,96 @@ static void fill_random(float *x, size_t n, unsigned long long seed) {
     }
 }
 
-/* Reads --input into buf (shape must match the session's input). */
-static int load_input(const cli_options *o, const dl_tensor *want, float **buf) {
+/* "NAME=FILE" where NAME is one of names[0..n): returns the index and sets *file; else -1 with
+ * *file = arg (a plain path, which may itself contain '='). */
+static int split_named(const char *arg, const char *const *names, int n, const char **file) {
+    *file = arg;
+    const char *eq = strchr(arg, '=');
+    if (!eq) return -1;
+    for (int i = 0; i < n; i++)
+        if (strlen(names[i]) == (size_t)(eq - arg) && !strncmp(arg, names[i], (size_t)(eq - arg))) {
+            *file = eq + 1;
+            return i;
+        }
+    return -1;
+}
+
+static void shape_text(const int64_t *shape, int ndim, char *buf, size_t len) {
+    size_t u = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && u < len; i++) u += (size_t)snprintf(buf + u, len - u, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (u < len) snprintf(buf + u, len - u, "]");
+}
+
+/* Fills input i of the session from its --input file, or from the seed. */
+static int load_input(const char *file, const char *name, const dl_tensor *want, unsigned long long seed, float **buf) {
     int64_t numel = dl_tensor_numel(want);
-    if (!o->input) {
+    if (!file) {
         *buf = malloc((size_t)numel * sizeof **buf);
         if (!*buf) return EXIT_RUNTIME;
-        fill_random(*buf, (size_t)numel, o->seed);
+        fill_random(*buf, (size_t)numel, seed);
         return 0;
     }
     int64_t shape[8];
     int ndim = 0;
     dl_error err;
-    dl_status st = dl_npy_read(o->input, buf, shape, &ndim, &err);
+    dl_status st = dl_npy_read(file, buf, shape, &ndim, &err);
     if (st != DL_OK) return fail(st, &err);
     int ok = ndim == want->ndim;
     for (int i = 0; ok && i < ndim; i++) ok = shape[i] == want->shape[i];
     if (!ok) {
-        char a[128] = "[", b[128] = "[";
-        for (int i = 0; i < ndim; i++) snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", i ? ", " : "", (long long)shape[i]);
-        for (int i = 0; i < want->ndim; i++) snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? ", " : "", (long long)want->shape[i]);
-        fprintf(stderr, "dlrun: %s: shape %s] does not match the model's input %s]%s\n", o->input, a, b,
+        char a[128], b[128];
+        shape_text(shape, ndim, a, sizeof a);
+        shape_text(want->shape, want->ndim, b, sizeof b);
+        fprintf(stderr, "dlrun: %s: shape %s does not match the model's input '%s' %s%s\n", file, a, name, b,
                 ndim == want->ndim && shape[0] != want->shape[0] ? " (use --batch to change the batch)" : "");
         free(*buf);
         *buf = NULL;
         return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Matches --input arguments to the model's inputs: NAME=FILE, or a plain FILE for a model with
+ * one input. files[i] is NULL for inputs left to the seed. */
+static int match_inputs(const cli_options *o, const dl_session *s, const char **files) {
+    int n = dl_session_input_count(s);
+    const char *names[64];
+    for (int i = 0; i < n && i < 64; i++) {
+        names[i] = dl_session_input_name(s, i);
+        files[i] = NULL;
+    }
+    for (int a = 0; a < o->n_inputs; a++) {
+        const char *file;
+        int i = split_named(o->inputs[a], names, n, &file);
+        if (i < 0 && n == 1) i = 0;
+        if (i < 0) {
+            char list[512] = "";
+            for (int k = 0; k < n; k++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", names[k]);
+            fprintf(stderr, "dlrun: --input %s: the model has %d inputs (%s); use --input NAME=FILE\n", o->inputs[a], n, list);
+            return EXIT_USAGE;
+        }
+        if (files[i]) {
+            fprintf(stderr, "dlrun: input '%s' is given twice\n", names[i]);
+            return EXIT_USAGE;
+        }
+        files[i] = file;
+    }
+    return 0;
+}
+
+/* Writes each --output: a plain FILE takes the first output, NAME=FILE the one named. */
+static int write_outputs(const cli_options *o, const dl_session *s) {
+    int n = dl_session_output_count(s);
+    const char *names[64];
+    for (int i = 0; i < n && i < 64; i++) names[i] = dl_session_output_name(s, i);
+    for (int a = 0; a < o->n_outputs; a++) {
+        const char *file;
+        int i = split_named(o->outputs[a], names, n, &file);
+        if (i < 0) i = 0;
+        const dl_tensor *y = dl_session_output(s, i);
+        dl_error err;
+        dl_status st = dl_npy_write(file, y->data, y->shape, y->ndim, &err);
+        if (st != DL_OK) return fail(st, &err);
     }
     return 0;
 }
@@ -228,13 +300,14 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     dl_error err = {{0}};
     dl_model *m = NULL;
     dl_session *s = NULL;
-    float *input = NULL;
+    float *bufs[64] = {0};
+    dl_tensor ins[64];
     double *times = NULL;
     int rc = 0;
     dl_status st = dl_model_load(o->model, &m, &err);
     if (st != DL_OK) return fail(st, &err);
-    if (dl_model_input_count(m) != 1) {
-        fprintf(stderr, "dlrun: %s: models with %d inputs need the embedding API for now\n", o->model, dl_model_input_count(m));
+    if (dl_model_input_count(m) > 64) {
+        fprintf(stderr, "dlrun: %s: more than 64 inputs\n", o->model);
         dl_model_free(m);
         return EXIT_USAGE;
     }
@@ -256,12 +329,17 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         goto done;
     }
     dl_session_set_profiling(s, o->profile);
-    rc = load_input(o, dl_session_input(s, 0), &input);
+    const char *files[64];
+    int nin = dl_session_input_count(s);
+    rc = match_inputs(o, s, files);
+    for (int i = 0; !rc && i < nin; i++) {
+        rc = load_input(files[i], dl_session_input_name(s, i), dl_session_input(s, i), o->seed + (unsigned long long)i, &bufs[i]);
+        ins[i] = *dl_session_input(s, i);
+        ins[i].data = bufs[i];
+    }
     if (rc) goto done;
-    dl_tensor in = *dl_session_input(s, 0);
-    in.data = input;
     for (int i = 0; i < o->warmup; i++) {
-        st = dl_session_run(s, &in, 1, &err);
+        st = dl_session_run(s, ins, nin, &err);
         if (st != DL_OK) {
             rc = fail(st, &err);
             goto done;
@@ -275,7 +353,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     }
     for (int i = 0; i < o->iterations; i++) {
         double t0 = now_ms();
-        st = dl_session_run(s, &in, 1, &err);
+        st = dl_session_run(s, ins, nin, &err);
         times[i] = now_ms() - t0;
         if (st != DL_OK) {
             rc = fail(st, &err);
@@ -285,20 +363,14 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     qsort(times, (size_t)o->iterations, sizeof *times, cmp_double);
     cli_timing t = {o->iterations % 2 ? times[o->iterations / 2]
                                       : 0.5 * (times[o->iterations / 2 - 1] + times[o->iterations / 2]),
-                    times[0], times[o->iterations - 1], o->iterations, in.shape[0]};
-    if (o->output) {
-        const dl_tensor *y = dl_session_output(s, 0);
-        st = dl_npy_write(o->output, y->data, y->shape, y->ndim, &err);
-        if (st != DL_OK) {
-            rc = fail(st, &err);
-            goto done;
-        }
-    }
+                    times[0], times[o->iterations - 1], o->iterations, ins[0].shape[0]};
+    rc = write_outputs(o, s);
+    if (rc) goto done;
     if (o->json) cli_print_json(o, m, s, &t);
     else cli_print_text(o, m, s, &t);
 done:
     free(times);
-    free(input);
+    for (int i = 0; i < 64; i++) free(bufs[i]);
     dl_session_free(s);
     dl_model_free(m);
     return rc;

@@ -418,6 +418,9 @@ int dl_session_input_count(const dl_session *s) { return s->g->n_inputs; }
 const dl_tensor *dl_session_input(const dl_session *s, int i) {
     return i >= 0 && i < s->g->n_inputs ? &s->inputs[i] : NULL;
 }
+const char *dl_session_input_name(const dl_session *s, int i) {
+    return i >= 0 && i < s->g->n_inputs ? s->g->values[s->g->inputs[i]].name : NULL;
+}
 int dl_session_output_count(const dl_session *s) { return s->g->n_outputs; }
 const dl_tensor *dl_session_output(const dl_session *s, int i) {
     return i >= 0 && i < s->g->n_outputs ? &s->outputs[i] : NULL;

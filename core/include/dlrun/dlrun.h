@@ -106,6 +106,7 @@ DL_API void dl_session_free(dl_session *s);
 /* Input i as the session expects it (host, f32, batch applied); data is NULL. */
 DL_API const dl_tensor *dl_session_input(const dl_session *s, int i);
 DL_API int dl_session_input_count(const dl_session *s);
+DL_API const char *dl_session_input_name(const dl_session *s, int i);
 /* Runs the model. inputs[i] must be host f32 tensors with dl_session_input(s, i)'s shape. */
 DL_API dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs,
                                 dl_error *err);
