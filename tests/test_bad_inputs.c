@@ -34,7 +34,7 @@ static const bad_model models[] = {
     {HEAD "  - {name: a, op: relu, inputs: [b]}\n  - {name: b, op: relu, inputs: [a]}\n",
      ":5:34: relu 'a' uses 'b', which is not defined before it (layers must be listed in execution order; cycles are not allowed)"},
     {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 1}\n  - {name: s, op: add, inputs: [c, x]}\n",
-     ":6:5: add 's': inputs 'c' [1, 4, 8, 8] and 'x' [1, 3, 8, 8] have different shapes"},
+     ":6:5: add 's': inputs 'c' [1, 4, 8, 8] and 'x' [1, 3, 8, 8] do not broadcast to one shape"},
     {HEAD "  - {name: p, op: maxpool2d, kernel: 2}\n  - {name: j, op: concat, inputs: [x, p]}\n",
      ":6:5: concat 'j': input 'p' [1, 3, 4, 4] does not match 'x' [1, 3, 8, 8] outside axis 1"},
     {HEAD "  - {name: fc, op: linear, units: 10}\n", ":5:5: linear 'fc': needs a 2-D input [N, features], got [1, 3, 8, 8] (add a flatten layer before it)"},
@@ -50,10 +50,19 @@ static const bad_model models[] = {
     {"- just\n- a list\n", ":1:1: a model must be a mapping"},
     {"", ": empty model file"},
     {HEAD "  - {name: l, op: linear}\n", ":5:5: linear 'l' needs 'units'"},
-    {HEAD "  - {name: p, op: maxpool2d, kernel: 2, padding: 2}\n", ":5:5: maxpool2d 'p': padding 2 is more than half the kernel 2"},
+    {HEAD "  - {name: p, op: maxpool2d, kernel: 2, padding: 2}\n", ":5:5: maxpool2d 'p': padding 2 is not less than the window extent 2"},
     {"model: m\ninputs:\n  - {name: x, shape: [1, 0, 4]}\nlayers:\n  - {op: relu}\n", ":3:26: a dimension must be at least 1, not 0"},
     {HEAD "  - {op: conv2d, filters: 4, kernel: [3, 3, 3]}\n", ":5:38: kernel must have 1 or 2 values, not 3"},
     {HEAD "  - {op: clip, min: 1, max: 0}\n", ":5:29: clip min 1 is above max 0"},
+    {HEAD "  - {op: reshape, shape: [-1, -1]}\n", ":5:31: only one dimension may be -1"},
+    {HEAD "  - {op: reshape, shape: [5, 7]}\n", ":5:5: reshape 'reshape_1': cannot reshape [1, 3, 8, 8] (192 elements) to [5, 7]"},
+    {HEAD "  - {op: reshape}\n", ":5:5: reshape 'reshape_1' needs 'shape'"},
+    {HEAD "  - {op: matmul, inputs: [x]}\n", ":5:26: matmul 'matmul_1' takes at least 2 inputs, not 1"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nconstants:\n  - {name: w, shape: [5, 4]}\nlayers:\n"
+     "  - {op: matmul, inputs: [x, w]}\n", ":7:5: matmul 'matmul_1': inner dimensions differ: 'x' [1, 3, 8, 8] has 8, 'w' [5, 4] has 5"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nconstants:\n  - {name: x, shape: [3, 1, 1]}\nlayers:\n"
+     "  - {op: relu}\n", ":5:12: duplicate name 'x'"},
+    {HEAD "  - {op: avgpool2d, kernel: 2, dilation: 2}\n", ":5:32: avgpool2d 'avgpool2d_1': unknown key 'dilation'"},
     {HEAD "  - {op: relu, \"\": 1}\n", ":5:16: relu 'relu_1': unknown key ''"}, /* once a hang, found by the mutation test */
 };
 

@@ -203,15 +203,15 @@ Test(cpu_ops, linear) {
 
 /* ---- pooling ---- */
 
-static void check_pool(int maxp, int n, int c, int h, int w, int k, int s, int p, int ceil_mode, int cip) {
+static void check_pool(int maxp, int n, int c, int h, int w, int k, int s, int p, int ceil_mode, int cip, int dil) {
     dl_op_attrs a;
     attrs(&a);
-    a.kernel[0] = a.kernel[1] = k, a.stride[0] = a.stride[1] = s;
+    a.kernel[0] = a.kernel[1] = k, a.stride[0] = a.stride[1] = s, a.dilation[0] = a.dilation[1] = dil;
     a.pad_begin[0] = a.pad_begin[1] = a.pad_end[0] = a.pad_end[1] = p;
     a.ceil_mode = ceil_mode, a.count_include_pad = cip;
     int o[2], sz[2] = {h, w};
     for (int d = 0; d < 2; d++) { /* PyTorch's formula, written out independently */
-        int span = sz[d] + 2 * p - k;
+        int span = sz[d] + 2 * p - (dil * (k - 1) + 1);
         o[d] = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
         if (ceil_mode && (o[d] - 1) * s >= sz[d] + p) o[d]--;
     }
@@ -225,7 +225,7 @@ static void check_pool(int maxp, int n, int c, int h, int w, int k, int s, int p
                 int cnt = 0, cnt_pad = 0;
                 for (int ky = 0; ky < k; ky++)
                     for (int kx = 0; kx < k; kx++) {
-                        int iy = oy * s - p + ky, ix = ox * s - p + kx;
+                        int iy = oy * s - p + ky * dil, ix = ox * s - p + kx * dil;
                         if (iy < h + p && ix < w + p) cnt_pad++; /* inside the padded border */
                         if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
                         double v = x.data[((size_t)pl * h + iy) * w + ix];
@@ -236,7 +236,7 @@ static void check_pool(int maxp, int n, int c, int h, int w, int k, int s, int p
                 ref[((size_t)pl * o[0] + oy) * o[1] + ox] = maxp ? m : sum / (cip ? cnt_pad : cnt);
             }
     char what[96];
-    snprintf(what, sizeof what, "%s k%d s%d p%d ceil%d cip%d", maxp ? "maxpool" : "avgpool", k, s, p, ceil_mode, cip);
+    snprintf(what, sizeof what, "%s k%d s%d p%d ceil%d cip%d d%d", maxp ? "maxpool" : "avgpool", k, s, p, ceil_mode, cip, dil);
     expect_close(&y, ref, 1e-10, what);
     free(ref);
     free(x.data);
@@ -245,13 +245,18 @@ static void check_pool(int maxp, int n, int c, int h, int w, int k, int s, int p
 
 Test(cpu_ops, pooling) {
     for (int maxp = 0; maxp < 2; maxp++) {
-        check_pool(maxp, 2, 3, 11, 13, 2, 2, 0, 0, 1);
-        check_pool(maxp, 1, 5, 9, 9, 3, 2, 1, 0, 1);
-        check_pool(maxp, 1, 4, 10, 7, 3, 2, 1, 1, 1);
-        check_pool(maxp, 2, 2, 8, 11, 3, 2, 1, 1, 0);
-        check_pool(maxp, 1, 3, 7, 7, 3, 3, 0, 1, 1);
-        check_pool(maxp, 1, 3, 6, 9, 2, 1, 1, 0, 0);
+        check_pool(maxp, 2, 3, 11, 13, 2, 2, 0, 0, 1, 1);
+        check_pool(maxp, 1, 5, 9, 9, 3, 2, 1, 0, 1, 1);
+        check_pool(maxp, 1, 4, 10, 7, 3, 2, 1, 1, 1, 1);
+        check_pool(maxp, 2, 2, 8, 11, 3, 2, 1, 1, 0, 1);
+        check_pool(maxp, 1, 3, 7, 7, 3, 3, 0, 1, 1, 1);
+        check_pool(maxp, 1, 3, 6, 9, 2, 1, 1, 0, 0, 1);
+        check_pool(maxp, 1, 2, 9, 8, 3, 2, 2, 1, 1, 1); /* padding beyond half the kernel (ONNX allows it) */
     }
+    /* dilated max pooling (ONNX MaxPool dilations) */
+    check_pool(1, 1, 3, 13, 11, 3, 1, 0, 0, 1, 2);
+    check_pool(1, 2, 2, 12, 9, 2, 2, 1, 1, 1, 3);
+    check_pool(1, 1, 2, 10, 10, 3, 3, 3, 1, 1, 2);
 }
 
 Test(cpu_ops, global_avgpool) {
@@ -272,14 +277,14 @@ Test(cpu_ops, global_avgpool) {
 
 /* ---- elementwise, data movement ---- */
 
-Test(cpu_ops, relu_flatten_dropout) {
+Test(cpu_ops, relu_flatten_dropout_reshape) {
     dl_op_attrs a;
     attrs(&a);
     tt x = MAKE(-1, 1, 2, 3, 5, 7);
     double *ref = malloc((size_t)x.n * sizeof *ref);
-    const dl_op_kind kinds[3] = {DL_OP_RELU, DL_OP_FLATTEN, DL_OP_DROPOUT};
-    for (int t = 0; t < 3; t++) {
-        tt y = kinds[t] == DL_OP_FLATTEN ? MAKE(0, 1, 2, 105) : MAKE(0, 1, 2, 3, 5, 7);
+    const dl_op_kind kinds[4] = {DL_OP_RELU, DL_OP_FLATTEN, DL_OP_DROPOUT, DL_OP_RESHAPE};
+    for (int t = 0; t < 4; t++) {
+        tt y = kinds[t] == DL_OP_FLATTEN ? MAKE(0, 1, 2, 105) : kinds[t] == DL_OP_RESHAPE ? MAKE(0, 1, 7, 30) : MAKE(0, 1, 2, 3, 5, 7);
         run_op(kinds[t], &a, &x, 1, &y);
         for (int64_t i = 0; i < x.n; i++) ref[i] = kinds[t] == DL_OP_RELU && x.data[i] < 0 ? 0 : x.data[i];
         expect_close(&y, ref, 1e-12, kinds[t] == DL_OP_RELU ? "relu" : "copy");
@@ -308,6 +313,98 @@ Test(cpu_ops, add_with_and_without_relu) {
         free(in[1].data);
         free(y.data);
     }
+}
+
+/* offset in t (rank tnd) of the element that numpy broadcasting pairs with y's coordinates */
+static int64_t bcast_index(const tt *t, int ynd, const int64_t *coord) {
+    int64_t off = 0;
+    for (int d = 0; d < t->nd; d++) {
+        int64_t c = t->shape[d] == 1 ? 0 : coord[d + ynd - t->nd];
+        off = off * t->shape[d] + c;
+    }
+    return off;
+}
+
+/* row-major coordinates of index i in y */
+static void coords(const tt *y, int64_t i, int64_t *coord) {
+    for (int d = y->nd - 1; d >= 0; d--) coord[d] = i % y->shape[d], i /= y->shape[d];
+}
+
+static void check_add_broadcast(tt a, tt b, tt y, int relu) {
+    dl_op_attrs at;
+    attrs(&at);
+    at.activation = relu ? DL_ACT_RELU : DL_ACT_NONE;
+    tt in[2] = {a, b};
+    run_op(DL_OP_ADD, &at, in, 2, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t c[8];
+    for (int64_t i = 0; i < y.n; i++) {
+        coords(&y, i, c);
+        double v = (double)a.data[bcast_index(&a, y.nd, c)] + b.data[bcast_index(&b, y.nd, c)];
+        ref[i] = relu && v < 0 ? 0 : v;
+    }
+    expect_close(&y, ref, 1e-12, "broadcast add");
+    free(ref);
+    free(a.data);
+    free(b.data);
+    free(y.data);
+}
+
+Test(cpu_ops, add_broadcasting) {
+    check_add_broadcast(MAKE(-1, 1, 3, 7, 5, 3), MAKE(-1, 1, 7, 1, 3), MAKE(0, 1, 3, 7, 5, 3), 0);
+    check_add_broadcast(MAKE(-1, 1, 2, 1, 5), MAKE(-1, 1, 3, 1), MAKE(0, 1, 2, 3, 5), 1);
+    check_add_broadcast(MAKE(-1, 1, 1), MAKE(-1, 1, 4, 3), MAKE(0, 1, 4, 3), 0);
+    check_add_broadcast(MAKE(-1, 1, 5, 1, 1), MAKE(-1, 1, 2, 5, 3, 4), MAKE(0, 1, 2, 5, 3, 4), 0);
+}
+
+/* ---- matmul ---- */
+
+static void check_matmul(tt a, tt b, tt *c, tt y, int ta, int tb, float alpha, float beta) {
+    dl_op_attrs at;
+    attrs(&at);
+    at.trans_a = ta, at.trans_b = tb, at.alpha = alpha, at.beta = beta;
+    tt in[3] = {a, b, c ? *c : a};
+    run_op(DL_OP_MATMUL, &at, in, c ? 3 : 2, &y);
+    const int64_t m = y.shape[y.nd - 2], n = y.shape[y.nd - 1], k = a.shape[a.nd - (ta ? 2 : 1)];
+    const int64_t ar = a.shape[a.nd - 2], ac = a.shape[a.nd - 1], br = b.shape[b.nd - 2], bc = b.shape[b.nd - 1];
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t co[8];
+    for (int64_t i = 0; i < y.n; i++) {
+        coords(&y, i, co);
+        int64_t row = co[y.nd - 2], col = co[y.nd - 1];
+        /* the first element of each operand's matrix: coordinates with the last two set to 0 */
+        co[y.nd - 2] = co[y.nd - 1] = 0;
+        tt a2 = a, b2 = b; /* batch dims only: index the matrices by hand below */
+        a2.nd -= 2, b2.nd -= 2;
+        int64_t abase = bcast_index(&a2, y.nd - 2, co) * ar * ac, bbase = bcast_index(&b2, y.nd - 2, co) * br * bc;
+        double s = 0;
+        for (int64_t kk = 0; kk < k; kk++) {
+            double av = a.data[abase + (ta ? kk * ac + row : row * ac + kk)];
+            double bv = b.data[bbase + (tb ? col * bc + kk : kk * bc + col)];
+            s += av * bv;
+        }
+        co[y.nd - 2] = row, co[y.nd - 1] = col;
+        ref[i] = alpha * s + (c ? beta * (double)c->data[bcast_index(c, y.nd, co)] : 0);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "matmul %lldx%lldx%lld ta%d tb%d", (long long)m, (long long)k, (long long)n, ta, tb);
+    expect_close(&y, ref, 1e-10, what);
+    free(ref);
+    free(a.data);
+    free(b.data);
+    if (c) free(c->data);
+    free(y.data);
+}
+
+Test(cpu_ops, matmul) {
+    check_matmul(MAKE(-1, 1, 3, 5), MAKE(-1, 1, 5, 7), NULL, MAKE(0, 1, 3, 7), 0, 0, 1, 1);
+    tt c1 = MAKE(-1, 1, 5);
+    check_matmul(MAKE(-1, 1, 2, 1, 4, 6), MAKE(-1, 1, 3, 6, 5), &c1, MAKE(0, 1, 2, 3, 4, 5), 0, 0, 1, 1);
+    tt c2 = MAKE(-1, 1, 4, 1);
+    check_matmul(MAKE(-1, 1, 6, 4), MAKE(-1, 1, 9, 6), &c2, MAKE(0, 1, 4, 9), 1, 1, 0.25f, -0.5f);
+    tt c3 = MAKE(-1, 1, 37, 301);
+    check_matmul(MAKE(-1, 1, 37, 129), MAKE(-1, 1, 301, 129), &c3, MAKE(0, 1, 37, 301), 0, 1, 1.5f, 2);
+    check_matmul(MAKE(-1, 1, 3, 11, 2), MAKE(-1, 1, 3, 11, 13), NULL, MAKE(0, 1, 3, 2, 13), 1, 0, 1, 1);
 }
 
 Test(cpu_ops, batchnorm) {
@@ -433,6 +530,10 @@ Test(cpu_ops, supports_refuses_with_reasons) {
     dl_tensor lout = {NULL, {1, 0}, 2, DL_F32, ly, NULL, 0};
     dl_op lop = {sizeof lop, DL_OP_LINEAR, "l", &a, 2, lin, 1, &lout, 0};
     expect_refused(&lop, "weight has 11 inputs");
+    lop.kind = DL_OP_MATMUL; /* [2,10] x [5,11]: inner dimensions differ */
+    expect_refused(&lop, "matmul shapes do not agree");
+    lop.kind = DL_OP_ADD; /* [2,10] + [5,11] does not broadcast */
+    expect_refused(&lop, "numpy broadcast");
 }
 
 /* ---- ABI 1.1 activations ---- */

@@ -24,6 +24,7 @@ double dl_check_threshold(int kind, int precision) {
     switch (kind) {
     case DL_OP_CONV2D:
     case DL_OP_LINEAR:
+    case DL_OP_MATMUL:
         return bf ? 1e-3 : half ? 1e-4 : precision == DL_PRECISION_TF32 ? 1e-5 : 1e-8;
     case DL_OP_RELU:
     case DL_OP_LEAKY_RELU:
@@ -31,6 +32,7 @@ double dl_check_threshold(int kind, int precision) {
     case DL_OP_MAXPOOL2D:
     case DL_OP_FLATTEN:
     case DL_OP_DROPOUT:
+    case DL_OP_RESHAPE:
     case DL_OP_CONCAT: /* exact in f32: only rounding to a narrower type may change them */
         return bf ? 1e-4 : half ? 1e-6 : 1e-12;
     default: /* avgpool, global_avgpool, add, batchnorm, softmax: rounding-order differences */
@@ -308,6 +310,16 @@ static const op_case cases[] = {
     {"sigmoid wide range", "[[3, 101]]", "op: sigmoid", 30},
     {"clip", "[[2, 3, 5, 7]]", "op: clip, min: -0.5, max: 0.25", 1},
     {"clip min only", "[[1, 77]]", "op: clip, min: 0", 1},
+    {"maxpool dilation 2", "[[1, 3, 13, 11]]", "op: maxpool2d, kernel: 3, stride: 1, dilation: 2", 1},
+    {"maxpool dilated ceil pad", "[[2, 2, 12, 9]]", "op: maxpool2d, kernel: 2, stride: 2, padding: 1, dilation: 3, ceil_mode: true", 1},
+    {"avgpool pad over half", "[[1, 2, 9, 8]]", "op: avgpool2d, kernel: 3, stride: 2, padding: 2", 1},
+    {"add broadcast channel", "[[3, 7, 5, 3], [7, 1, 1]]", "op: add", 1},
+    {"add broadcast both", "[[2, 1, 5], [3, 1]]", "op: add", 1},
+    {"matmul", "[[3, 5], [5, 7]]", "op: matmul", 1},
+    {"matmul batch bcast + c", "[[2, 1, 4, 6], [3, 6, 5], [5]]", "op: matmul", 1},
+    {"matmul trans alpha beta", "[[6, 4], [9, 6], [4, 1]]", "op: matmul, trans_a: true, trans_b: true, alpha: 0.25, beta: -0.5", 1},
+    {"matmul wide", "[[37, 129], [301, 129], [37, 301]]", "op: matmul, trans_b: true", 1},
+    {"reshape", "[[2, 3, 5, 7]]", "op: reshape, shape: [0, -1, 5]", 1},
 };
 
 /* Builds the one-op graph of a case through the model reader, so shapes come from shape.c. */

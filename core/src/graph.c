@@ -14,7 +14,7 @@ static const char *const op_names[DL_OP_COUNT] = {
     [DL_OP_LINEAR] = "linear",       [DL_OP_FLATTEN] = "flatten", [DL_OP_DROPOUT] = "dropout",
     [DL_OP_SOFTMAX] = "softmax",     [DL_OP_ADD] = "add",       [DL_OP_CONCAT] = "concat",
     [DL_OP_BATCHNORM] = "batchnorm", [DL_OP_LEAKY_RELU] = "leaky_relu", [DL_OP_SIGMOID] = "sigmoid",
-    [DL_OP_CLIP] = "clip"};
+    [DL_OP_CLIP] = "clip",           [DL_OP_MATMUL] = "matmul", [DL_OP_RESHAPE] = "reshape"};
 
 const char *dl_op_kind_name(dl_op_kind kind) {
     return (unsigned)kind < DL_OP_COUNT ? op_names[kind] : "unknown";
@@ -102,6 +102,8 @@ void dl_attrs_default(dl_op_attrs *a, dl_op_kind kind) {
     a->clip_min = -INFINITY;
     a->clip_max = INFINITY;
     a->axis = kind == DL_OP_SOFTMAX ? -1 : 1;
+    if (kind == DL_OP_MATMUL) a->alpha = 1.0f; /* y = a·b + c by default */
+    a->beta = 1.0f;
 }
 
 void dl_graph_where(const dl_graph *g, dl_srcloc loc, char *buf, size_t len) {
@@ -147,6 +149,10 @@ double dl_node_flops(const dl_graph *g, const dl_node *n) {
     case DL_OP_CLIP:
     case DL_OP_ADD: return numel;
     case DL_OP_SIGMOID: return 4.0 * numel;
+    case DL_OP_MATMUL: { /* K is a's last dim, or its second last when transposed */
+        const dl_value *a = &g->values[n->inputs[0]];
+        return 2.0 * numel * (double)a->shape[a->ndim - (n->attrs.trans_a ? 2 : 1)];
+    }
     default: return 0;
     }
 }

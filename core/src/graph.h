@@ -32,6 +32,7 @@ typedef struct dl_value {
     int producer;     /* node index for activations, -1 otherwise */
     int fan_in;       /* weights: fan-in for Kaiming-uniform init (0 = not a conv/linear param) */
     int init;         /* weights: DL_INIT_* for seeded init */
+    int constant;     /* a weight declared under `constants:`, which layers may name as an input */
     float *data;      /* weights: host f32 data once bound (owned by the weight store) */
     dl_srcloc loc;
 } dl_value;
@@ -41,7 +42,8 @@ enum {
     DL_INIT_KAIMING_UNIFORM = 0, /* conv/linear weight: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     DL_INIT_FAN_IN_UNIFORM = 1,  /* conv/linear bias: same bound from the weight's fan-in */
     DL_INIT_ONES = 2,            /* batchnorm weight (gamma), running_var */
-    DL_INIT_ZEROS = 3            /* batchnorm bias (beta), running_mean */
+    DL_INIT_ZEROS = 3,           /* batchnorm bias (beta), running_mean */
+    DL_INIT_UNIFORM = 4          /* a model constant (`constants:`): U(-1, 1) */
 };
 
 typedef struct dl_node {
@@ -54,6 +56,8 @@ typedef struct dl_node {
     int *inputs;         /* value indices */
     int output;          /* value index of the node's single output */
     char *backend;       /* `backend:` pin from the YAML, or NULL */
+    int reshape_nd;      /* reshape: the `shape:` as written (one -1 may stand for the rest) */
+    int64_t reshape[DL_MAX_DIMS];
     dl_srcloc loc;       /* the layer's mapping in the file */
 } dl_node;
 

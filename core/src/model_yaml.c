@@ -155,11 +155,14 @@ static yaml_node_t *lookup(reader *r, yaml_node_t *map, const char *key) {
     return NULL;
 }
 
-/* ---- inputs ---- */
+/* ---- inputs and constants ---- */
 
-static dl_status read_input(reader *r, yaml_node_t *m) {
+/* One `inputs:` entry {name, shape, dtype}, or (constant = 1) one `constants:` entry: a weight of
+ * the given shape that layers may name as an input, bound from the weights file by its name. */
+static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
+    const char *what = constant ? "constant" : "input";
     if (m->type != YAML_MAPPING_NODE)
-        return failat(r, m, "each input must be a mapping {name, shape, dtype}, not %s", kind_name(m));
+        return failat(r, m, "each %s must be a mapping {name, shape, dtype}, not %s", what, kind_name(m));
     yaml_node_t *name = NULL, *shape = NULL;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = node(r, p->key), *v = node(r, p->value);
@@ -174,19 +177,19 @@ static dl_status read_input(reader *r, yaml_node_t *m) {
             const char *d = scalar(v);
             if (!d || (strcmp(d, "f32") && strcmp(d, "float32")))
                 return failat(r, v, "unsupported dtype '%s' (this version supports f32)", d ? d : kind_name(v));
-        } else return failat(r, k, "unknown key '%s' in an input (expected name, shape, dtype)", key ? key : "?");
+        } else return failat(r, k, "unknown key '%s' in an %s (expected name, shape, dtype)", key ? key : "?", what);
     }
-    if (!name) return failat(r, m, "input needs 'name'");
-    if (!shape) return failat(r, m, "input needs 'shape'");
+    if (!name) return failat(r, m, "%s needs 'name'", what);
+    if (!shape) return failat(r, m, "%s needs 'shape'", what);
     const char *nm = NULL;
-    dl_status st = get_string(r, name, "input name", &nm);
+    dl_status st = get_string(r, name, constant ? "constant name" : "input name", &nm);
     if (st != DL_OK) return st;
     if (dl_graph_find_value(r->g, nm) >= 0) return failat(r, name, "duplicate name '%s'", nm);
     if (shape->type != YAML_SEQUENCE_NODE) return failat(r, shape, "shape must be a list of sizes, not %s", kind_name(shape));
     int nd = (int)(shape->data.sequence.items.top - shape->data.sequence.items.start);
     if (nd < 1 || nd > DL_MAX_DIMS)
-        return failat(r, shape, "shape must have 1 to %d dimensions (batch first), not %d", DL_MAX_DIMS, nd);
-    int v = dl_graph_add_value(r->g, nm, DL_VALUE_INPUT, loc_of(m));
+        return failat(r, shape, "shape must have 1 to %d dimensions%s, not %d", DL_MAX_DIMS, constant ? "" : " (batch first)", nd);
+    int v = dl_graph_add_value(r->g, nm, constant ? DL_VALUE_WEIGHT : DL_VALUE_INPUT, loc_of(m));
     if (v < 0) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < nd; i++) {
         int d;
@@ -195,6 +198,11 @@ static dl_status read_input(reader *r, yaml_node_t *m) {
         r->g->values[v].shape[i] = d;
     }
     r->g->values[v].ndim = nd;
+    if (constant) {
+        r->g->values[v].constant = 1;
+        r->g->values[v].init = DL_INIT_UNIFORM;
+        return DL_OK;
+    }
     int *p = realloc(r->g->inputs, (size_t)(r->g->n_inputs + 1) * sizeof *p);
     if (!p) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     r->g->inputs = p;
@@ -208,7 +216,7 @@ static dl_status read_input(reader *r, yaml_node_t *m) {
 static const char *const op_keys[DL_OP_COUNT] = {
     [DL_OP_CONV2D] = "filters kernel stride padding dilation groups bias",
     [DL_OP_RELU] = "",
-    [DL_OP_MAXPOOL2D] = "kernel stride padding ceil_mode",
+    [DL_OP_MAXPOOL2D] = "kernel stride padding dilation ceil_mode",
     [DL_OP_AVGPOOL2D] = "kernel stride padding ceil_mode count_include_pad",
     [DL_OP_GLOBAL_AVGPOOL] = "",
     [DL_OP_LINEAR] = "units bias",
@@ -220,7 +228,9 @@ static const char *const op_keys[DL_OP_COUNT] = {
     [DL_OP_BATCHNORM] = "eps",
     [DL_OP_LEAKY_RELU] = "alpha",
     [DL_OP_SIGMOID] = "",
-    [DL_OP_CLIP] = "min max"};
+    [DL_OP_CLIP] = "min max",
+    [DL_OP_MATMUL] = "trans_a trans_b alpha beta",
+    [DL_OP_RESHAPE] = "shape"};
 
 static int has_word(const char *list, const char *w) {
     size_t n = strlen(w);
@@ -230,10 +240,28 @@ static int has_word(const char *list, const char *w) {
     return 0;
 }
 
+/* reshape's `shape`: 1 to 8 sizes: positive, 0 (the input's size in that dimension, so a batch
+ * dimension follows --batch) or one -1 (what the others leave). */
+static dl_status get_reshape(reader *r, yaml_node_t *v, dl_node *n) {
+    if (v->type != YAML_SEQUENCE_NODE) return failat(r, v, "shape must be a list of sizes, not %s", kind_name(v));
+    int nd = (int)(v->data.sequence.items.top - v->data.sequence.items.start), infer = 0;
+    if (nd < 1 || nd > DL_MAX_DIMS) return failat(r, v, "shape must have 1 to %d dimensions, not %d", DL_MAX_DIMS, nd);
+    for (int i = 0; i < nd; i++) {
+        int d;
+        yaml_node_t *item = node(r, v->data.sequence.items.start[i]);
+        dl_status st = get_int(r, item, "a dimension", -1, INT_MAX, &d);
+        if (st != DL_OK) return st;
+        if (d == -1 && infer++) return failat(r, item, "only one dimension may be -1");
+        n->reshape[i] = d;
+    }
+    n->reshape_nd = nd;
+    return DL_OK;
+}
+
 typedef struct layer_ctx {
     int node;
     dl_op_kind kind;
-    int have_kernel, have_stride, have_filters, have_units;
+    int have_kernel, have_stride, have_filters, have_units, have_shape;
     yaml_node_t *inputs;
 } layer_ctx;
 
@@ -274,6 +302,14 @@ static dl_status layer_pair(reader *r, const char *key, yaml_node_t *k, yaml_nod
         a->epsilon = (float)f;
         return st;
     }
+    if (!strcmp(key, "trans_a")) return get_bool(r, v, "trans_a", &a->trans_a);
+    if (!strcmp(key, "trans_b")) return get_bool(r, v, "trans_b", &a->trans_b);
+    if (!strcmp(key, "beta")) {
+        st = get_float(r, v, "beta", &f);
+        a->beta = (float)f;
+        return st;
+    }
+    if (!strcmp(key, "shape")) return lc->have_shape = 1, get_reshape(r, v, n);
     if (!strcmp(key, "alpha")) {
         st = get_float(r, v, "alpha", &f);
         a->alpha = (float)f;
@@ -315,7 +351,7 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     if (st != DL_OK) return st;
     int kind = dl_op_kind_from_name(ops);
     if (kind < 0)
-        return failat(r, opn, "unknown op '%s' (known: conv2d, relu, maxpool2d, avgpool2d, global_avgpool, linear, flatten, dropout, softmax, add, concat, batchnorm, leaky_relu, sigmoid, clip)", ops);
+        return failat(r, opn, "unknown op '%s' (known: conv2d, relu, maxpool2d, avgpool2d, global_avgpool, linear, flatten, dropout, softmax, add, concat, batchnorm, leaky_relu, sigmoid, clip, matmul, reshape)", ops);
     char defname[64];
     const char *name = defname;
     snprintf(defname, sizeof defname, "%s_%d", ops, index + 1);
@@ -329,12 +365,13 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     dl_node *n = &r->g->nodes[ni];
     n->has_bias = 1;
     if (kind == DL_OP_AVGPOOL2D || kind == DL_OP_MAXPOOL2D) n->attrs.stride[0] = 0; /* default = kernel */
-    layer_ctx lc = {ni, (dl_op_kind)kind, 0, 0, 0, 0, NULL};
+    layer_ctx lc = {ni, (dl_op_kind)kind, 0, 0, 0, 0, 0, NULL};
     st = each_pair(r, m, layer_pair, &lc);
     if (st != DL_OK) return st;
     n = &r->g->nodes[ni];
     if (kind == DL_OP_CONV2D && !lc.have_filters) return failat(r, m, "conv2d '%s' needs 'filters'", name);
     if (kind == DL_OP_LINEAR && !lc.have_units) return failat(r, m, "linear '%s' needs 'units'", name);
+    if (kind == DL_OP_RESHAPE && !lc.have_shape) return failat(r, m, "reshape '%s' needs 'shape'", name);
     if ((kind == DL_OP_CONV2D || kind == DL_OP_MAXPOOL2D || kind == DL_OP_AVGPOOL2D) && !lc.have_kernel)
         return failat(r, m, "%s '%s' needs 'kernel'", ops, name);
     if ((kind == DL_OP_MAXPOOL2D || kind == DL_OP_AVGPOOL2D) && !lc.have_stride) {
@@ -354,7 +391,7 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
             const char *src = NULL;
             if ((st = get_string(r, item, "an input name", &src)) != DL_OK) return st;
             int v = dl_graph_find_value(r->g, src);
-            if (v < 0 || r->g->values[v].kind == DL_VALUE_WEIGHT)
+            if (v < 0 || (r->g->values[v].kind == DL_VALUE_WEIGHT && !r->g->values[v].constant))
                 return failat(r, item, "%s '%s' uses '%s', which is not defined before it (layers must be listed in execution order; cycles are not allowed)", ops, name, src);
             acts[nacts++] = v;
         }
@@ -365,6 +402,7 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     int want_min = 1, want_max = 1;
     if (kind == DL_OP_ADD) want_min = want_max = 2;
     if (kind == DL_OP_CONCAT) want_min = 2, want_max = 64;
+    if (kind == DL_OP_MATMUL) want_min = 2, want_max = 3;
     if (nacts < want_min || nacts > want_max) {
         if (want_min == want_max) return failat(r, lc.inputs ? lc.inputs : m, "%s '%s' takes %d input%s, not %d", ops, name, want_min, want_min == 1 ? "" : "s", nacts);
         return failat(r, lc.inputs ? lc.inputs : m, "%s '%s' takes at least %d inputs, not %d", ops, name, want_min, nacts);
@@ -391,7 +429,7 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
 /* ---- top level ---- */
 
 typedef struct top_ctx {
-    yaml_node_t *model, *inputs, *layers, *outputs, *weights;
+    yaml_node_t *model, *inputs, *layers, *outputs, *weights, *constants;
 } top_ctx;
 
 static dl_status top_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *vctx) {
@@ -401,7 +439,8 @@ static dl_status top_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_
     else if (!strcmp(key, "layers")) t->layers = v;
     else if (!strcmp(key, "outputs")) t->outputs = v;
     else if (!strcmp(key, "weights")) t->weights = v;
-    else return failat(r, k, "unknown key '%s' (expected model, inputs, layers, outputs, weights)", key);
+    else if (!strcmp(key, "constants")) t->constants = v;
+    else return failat(r, k, "unknown key '%s' (expected model, inputs, constants, layers, outputs, weights)", key);
     return DL_OK;
 }
 
@@ -429,7 +468,12 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
     if (t.inputs->type != YAML_SEQUENCE_NODE || t.inputs->data.sequence.items.top == t.inputs->data.sequence.items.start)
         return failat(r, t.inputs, "inputs must be a non-empty list");
     for (yaml_node_item_t *i = t.inputs->data.sequence.items.start; i < t.inputs->data.sequence.items.top; i++)
-        if ((st = read_input(r, node(r, *i))) != DL_OK) return st;
+        if ((st = read_tensor_decl(r, node(r, *i), 0)) != DL_OK) return st;
+    if (t.constants) {
+        if (t.constants->type != YAML_SEQUENCE_NODE) return failat(r, t.constants, "constants must be a list of {name, shape}");
+        for (yaml_node_item_t *i = t.constants->data.sequence.items.start; i < t.constants->data.sequence.items.top; i++)
+            if ((st = read_tensor_decl(r, node(r, *i), 1)) != DL_OK) return st;
+    }
     if (t.layers->type != YAML_SEQUENCE_NODE || t.layers->data.sequence.items.top == t.layers->data.sequence.items.start)
         return failat(r, t.layers, "layers must be a non-empty list");
     int prev = r->g->inputs[0], index = 0;

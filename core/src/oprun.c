@@ -26,6 +26,27 @@ static dl_status be_sync(const dl_backend *be, dl_error *err) {
     return DL_OK;
 }
 
+/* The ABI minor version an op needs: kinds and attribute meanings added in 1.1 and 1.2. */
+static uint32_t op_min_minor(const dl_op *op) {
+    if (op->kind >= DL_OP_COUNT_V1_1) return 2;
+    if (op->kind == DL_OP_MAXPOOL2D && (op->attrs->dilation[0] != 1 || op->attrs->dilation[1] != 1)) return 2;
+    if (op->kind == DL_OP_ADD) {
+        const dl_tensor *a = &op->inputs[0], *b = &op->inputs[1];
+        int same = a->ndim == b->ndim;
+        for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+        if (!same) return 2; /* broadcasting */
+    }
+    return op->kind >= DL_OP_COUNT_V1 ? 1 : 0;
+}
+
+int dl_backend_accepts(const dl_backend *be, const dl_op *op, dl_error *why) {
+    uint32_t need = op_min_minor(op), have = DL_ABI_MINOR_OF(be->abi_version);
+    if (have < need)
+        return dl_fail(why, DL_E_UNSUPPORTED, "needs plugin ABI %d.%u, the plugin speaks %d.%u", DL_ABI_MAJOR, need,
+                       DL_ABI_MAJOR, have), 0;
+    return be->supports(be->self, op, why);
+}
+
 /* Runs `op` (shapes; inputs[i].data: host data; is_weight[i]: data given at prepare) on be and
  * writes the output to host `out`. iterations > 0 also times it. */
 dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out,
@@ -53,7 +74,7 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     view.outputs = &o;
     if (st == DL_OK) {
         dl_error why = {{0}};
-        r->supported = be->supports(be->self, &view, &why);
+        r->supported = dl_backend_accepts(be, &view, &why);
         if (!r->supported) snprintf(r->why, sizeof r->why, "%s", why.msg[0] ? why.msg : "no reason given");
     }
     if (st != DL_OK || !r->supported) goto done;

@@ -13,6 +13,10 @@ typedef struct dl_op_result {
     double ms;              /* iterations > 0: median time of one run, after two warm-ups */
 } dl_op_result;
 
+/* be->supports(op), but first refuses what the plugin's ABI minor version cannot know about (an
+ * ABI 1.1 plugin would ignore a maxpool's dilation): every host call of supports goes here. */
+int dl_backend_accepts(const struct dl_backend *be, const dl_op *op, dl_error *why);
+
 /* op has shapes; inputs[i].data is host data; is_weight[i] marks inputs passed at prepare. The
  * output (host, numel floats) is written to out. iterations > 0 also times the op. A failing
  * backend is reported in r, not as an error; errors are copies or memory that fail. */

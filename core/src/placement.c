@@ -49,7 +49,7 @@ static int try_backend(dl_session *s, const dl_backend *be, int node, const dl_o
     for (int i = 0; i < n->n_inputs; i++) in[i].device = be->device;
     out.device = be->device;
     why->msg[0] = 0;
-    return be->supports(be->self, &op, why);
+    return dl_backend_accepts(be, &op, why);
 }
 
 static int is_output(const dl_graph *g, int v) {

@@ -35,7 +35,8 @@ void dl_slot_use(dl_session *s, int slot, int step) {
 }
 
 static int is_elementwise(dl_op_kind k) {
-    return k == DL_OP_RELU || k == DL_OP_ADD || k == DL_OP_BATCHNORM || k == DL_OP_DROPOUT || k == DL_OP_FLATTEN;
+    return k == DL_OP_RELU || k == DL_OP_ADD || k == DL_OP_BATCHNORM || k == DL_OP_DROPOUT || k == DL_OP_FLATTEN ||
+           k == DL_OP_LEAKY_RELU || k == DL_OP_SIGMOID || k == DL_OP_CLIP || k == DL_OP_RESHAPE;
 }
 
 /* Let an elementwise op write over an input that dies at that op. */

@@ -37,9 +37,10 @@ static dl_status infer_window(const dl_graph *g, const dl_node *n, const dl_valu
     const dl_op_attrs *a = &n->attrs;
     if (x->ndim != 4) return bad(g, n, err, "needs a 4-D input [N, C, H, W], got %d-D", x->ndim);
     for (int i = 0; i < 2; i++) {
-        int k = a->kernel[i], d = n->kind == DL_OP_CONV2D ? a->dilation[i] : 1;
-        if (n->kind != DL_OP_CONV2D && (a->pad_begin[i] > k / 2 || a->pad_end[i] > k / 2))
-            return bad(g, n, err, "padding %d is more than half the kernel %d", a->pad_begin[i] > k / 2 ? a->pad_begin[i] : a->pad_end[i], k);
+        int k = a->kernel[i], d = n->kind == DL_OP_AVGPOOL2D ? 1 : a->dilation[i], ext = d * (k - 1) + 1;
+        /* A pool's window must always see an input element (ONNX allows up to this, PyTorch half) */
+        if (n->kind != DL_OP_CONV2D && (a->pad_begin[i] >= ext || a->pad_end[i] >= ext))
+            return bad(g, n, err, "padding %d is not less than the window extent %d", a->pad_begin[i] >= ext ? a->pad_begin[i] : a->pad_end[i], ext);
         out[2 + i] = window_out(x->shape[2 + i], k, a->stride[i], a->pad_begin[i], a->pad_end[i], d,
                                 n->kind == DL_OP_CONV2D ? 0 : a->ceil_mode);
         if (out[2 + i] < 1) {
@@ -54,6 +55,18 @@ static dl_status infer_window(const dl_graph *g, const dl_node *n, const dl_valu
 }
 
 static int norm_axis(int axis, int ndim) { return axis < 0 ? axis + ndim : axis; }
+
+/* numpy broadcasting of a and b (aligned at the last dimension) into s; 0 if they do not. */
+static int broadcast(const int64_t *as, int an, const int64_t *bs, int bn, int64_t *s, int *sn) {
+    int n = an > bn ? an : bn;
+    for (int i = 0; i < n; i++) {
+        int64_t da = i < n - an ? 1 : as[i - (n - an)], db = i < n - bn ? 1 : bs[i - (n - bn)];
+        if (da != db && da != 1 && db != 1) return 0;
+        s[i] = da == 1 ? db : da;
+    }
+    *sn = n;
+    return 1;
+}
 
 static dl_status infer_node(dl_graph *g, dl_node *n, dl_error *err) {
     dl_value *x = &g->values[n->inputs[0]];
@@ -138,14 +151,62 @@ static dl_status infer_node(dl_graph *g, dl_node *n, dl_error *err) {
         return DL_OK;
     case DL_OP_ADD: {
         const dl_value *b = &g->values[n->inputs[1]];
-        int same = b->ndim == x->ndim;
-        for (int i = 0; same && i < x->ndim; i++) same = b->shape[i] == x->shape[i];
-        if (!same) {
+        int nd;
+        if (!broadcast(x->shape, x->ndim, b->shape, b->ndim, s, &nd)) {
             char bs[128];
             dl_shape_str(b->shape, b->ndim, bs, sizeof bs);
-            return bad(g, n, err, "inputs '%s' %s and '%s' %s have different shapes", x->name, xs, b->name, bs);
+            return bad(g, n, err, "inputs '%s' %s and '%s' %s do not broadcast to one shape", x->name, xs, b->name, bs);
         }
-        set_shape(y, x->ndim, x->shape);
+        set_shape(y, nd, s);
+        return DL_OK;
+    }
+    case DL_OP_MATMUL: {
+        const dl_value *b = &g->values[n->inputs[1]];
+        char bs[128];
+        dl_shape_str(b->shape, b->ndim, bs, sizeof bs);
+        if (x->ndim < 2 || b->ndim < 2) return bad(g, n, err, "needs operands of at least 2 dimensions, got %s and %s", xs, bs);
+        int64_t m = x->shape[x->ndim - (a->trans_a ? 1 : 2)], k = x->shape[x->ndim - (a->trans_a ? 2 : 1)];
+        int64_t kb = b->shape[b->ndim - (a->trans_b ? 1 : 2)], nn = b->shape[b->ndim - (a->trans_b ? 2 : 1)];
+        if (k != kb) return bad(g, n, err, "inner dimensions differ: '%s' %s%s has %lld, '%s' %s%s has %lld", x->name, xs, a->trans_a ? " (transposed)" : "", (long long)k, b->name, bs, a->trans_b ? " (transposed)" : "", (long long)kb);
+        int nd;
+        if (!broadcast(x->shape, x->ndim - 2, b->shape, b->ndim - 2, s, &nd))
+            return bad(g, n, err, "batch dimensions of %s and %s do not broadcast", xs, bs);
+        s[nd] = m, s[nd + 1] = nn;
+        set_shape(y, nd + 2, s);
+        if (n->n_inputs == 3) {
+            const dl_value *c = &g->values[n->inputs[2]];
+            int64_t t[DL_MAX_DIMS];
+            int tn, ok = c->ndim <= y->ndim && broadcast(y->shape, y->ndim, c->shape, c->ndim, t, &tn);
+            for (int i = 0; ok && i < tn; i++) ok = t[i] == y->shape[i];
+            if (!ok) {
+                char cs[128], ys[128];
+                dl_shape_str(c->shape, c->ndim, cs, sizeof cs);
+                dl_shape_str(y->shape, y->ndim, ys, sizeof ys);
+                return bad(g, n, err, "'%s' %s does not broadcast to the product's shape %s", c->name, cs, ys);
+            }
+        }
+        return DL_OK;
+    }
+    case DL_OP_RESHAPE: {
+        int64_t known = 1, total = dl_value_numel(x);
+        int infer = -1;
+        for (int i = 0; i < n->reshape_nd; i++) {
+            s[i] = n->reshape[i];
+            if (s[i] == 0) {
+                if (i >= x->ndim) return bad(g, n, err, "dimension %d is 0 (copy the input's) but input %s has only %d", i, xs, x->ndim);
+                s[i] = x->shape[i];
+            }
+            if (s[i] == -1) infer = i;
+            else known *= s[i];
+        }
+        if (infer >= 0 && known > 0 && total % known == 0) s[infer] = total / known;
+        else if (infer >= 0) known = -1;
+        if (infer < 0 ? known != total : known < 0) {
+            char ts[128];
+            dl_shape_str(n->reshape, n->reshape_nd, ts, sizeof ts);
+            return bad(g, n, err, "cannot reshape %s (%lld elements) to %s", xs, (long long)total, ts);
+        }
+        set_shape(y, n->reshape_nd, s);
         return DL_OK;
     }
     case DL_OP_CONCAT: {

@@ -36,7 +36,7 @@ static dl_status seeded(dl_weights *w, dl_value *v, uint64_t seed, dl_error *err
         for (size_t i = 0; i < n; i++) d[i] = v->init == DL_INIT_ONES ? 1.0f : 0.0f;
     } else {
         /* kaiming_uniform_(a=sqrt(5)) and PyTorch's bias rule both give U(-1/sqrt(fan_in), ..) */
-        float bound = v->fan_in > 0 ? (float)(1.0 / sqrt((double)v->fan_in)) : 0.0f;
+        float bound = v->init == DL_INIT_UNIFORM ? 1.0f : v->fan_in > 0 ? (float)(1.0 / sqrt((double)v->fan_in)) : 0.0f;
         dl_rng r;
         dl_rng_seed(&r, dl_rng_derive(seed, v->name));
         for (size_t i = 0; i < n; i++) d[i] = dl_rng_uniform(&r, -bound, bound);

@@ -68,7 +68,9 @@ static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl
     case DL_OP_SIGMOID: cpu_sigmoid(k, x, y); break;
     case DL_OP_CLIP: cpu_clip(k, x, y); break;
     case DL_OP_FLATTEN:
-    case DL_OP_DROPOUT: cpu_copy(k, x, y); break;
+    case DL_OP_DROPOUT:
+    case DL_OP_RESHAPE: cpu_copy(k, x, y); break;
+    case DL_OP_MATMUL: cpu_matmul(k, x, in[1].data, k->g.n_inputs == 3 ? in[2].data : NULL, y); break;
     case DL_OP_SOFTMAX: cpu_softmax(k, x, y); break;
     case DL_OP_ADD: cpu_add(k, x, in[1].data, y); break;
     case DL_OP_CONCAT: cpu_concat(k, in, y); break;

@@ -29,6 +29,7 @@ void cpu_leaky_relu(const dl_kernel *k, const float *x, float *y);
 void cpu_sigmoid(const dl_kernel *k, const float *x, float *y);
 void cpu_clip(const dl_kernel *k, const float *x, float *y);
 void cpu_copy(const dl_kernel *k, const float *x, float *y);
+void cpu_matmul(const dl_kernel *k, const float *a, const float *b, const float *c, float *y);
 void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y);
 void cpu_batchnorm(const dl_kernel *k, const float *x, const float *gamma, const float *beta,
                    const float *mean, const float *var, float *y);

@@ -36,8 +36,12 @@ static dl_status cu_copy(void *self, void *dst, const void *src, size_t n, dl_co
 static dl_status cu_sync(void *self, dl_error *err) { return dl_gpu_synchronize(&((cuda_state *)self)->gpu, err); }
 static dl_status cu_meminfo(void *self, size_t *f, size_t *t, dl_error *err) { return dl_gpu_memory_info(&((cuda_state *)self)->gpu, f, t, err); }
 
-/* Every precision is accepted and computed in f32, which is at least as accurate as asked. */
-static int cu_supports(void *self, const dl_op *op, dl_error *why) { return dl_op_check(op, why); }
+/* Every precision is accepted and computed in f32, which is at least as accurate as asked.
+ * matmul (ABI 1.2) has no kernel of ours yet: the placer runs it on another backend. */
+static int cu_supports(void *self, const dl_op *op, dl_error *why) {
+    if (op->kind == DL_OP_MATMUL) return dl_fail(why, DL_E_UNSUPPORTED, "matmul: no kernel in the cuda plugin yet"), 0;
+    return dl_op_check(op, why);
+}
 
 static int cu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwise(op->kind); }
 
@@ -119,8 +123,19 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     case DL_OP_LEAKY_RELU: rc = dlk_unary(0, x, y, k->g.numel, a->alpha, 0, st); break;
     case DL_OP_SIGMOID: rc = dlk_unary(1, x, y, k->g.numel, 0, 0, st); break;
     case DL_OP_CLIP: rc = dlk_unary(2, x, y, k->g.numel, a->clip_min, a->clip_max, st); break;
-    case DL_OP_ADD: rc = dlk_add(x, in[1].data, y, k->g.numel, relu, st); break;
+    case DL_OP_ADD:
+        if (dl_tensor_numel(&in[0]) == k->g.numel && dl_tensor_numel(&in[1]) == k->g.numel)
+            rc = dlk_add(x, in[1].data, y, k->g.numel, relu, st);
+        else {
+            dlk_bcast bc = {k->g.ynd, {0}, {0}, {0}};
+            memcpy(bc.ys, k->g.ys, sizeof bc.ys);
+            dl_bcast_strides(k->g.xnd, k->g.xs, k->g.ynd, k->g.ys, bc.sa);
+            dl_bcast_strides(k->g.bnd, k->g.bs, k->g.ynd, k->g.ys, bc.sb);
+            rc = dlk_add_bcast(x, in[1].data, y, k->g.numel, &bc, relu, st);
+        }
+        break;
     case DL_OP_FLATTEN:
+    case DL_OP_RESHAPE:
     case DL_OP_DROPOUT:
         if (x != y) rc = (int)cudaMemcpyAsync(y, x, (size_t)k->g.numel * 4, cudaMemcpyDeviceToDevice, st);
         break;
@@ -131,7 +146,7 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
         break;
     case DL_OP_MAXPOOL2D:
         rc = dlk_maxpool(x, y, k->g.xs[0] * k->g.xs[1], (int)k->g.xs[2], (int)k->g.xs[3], (int)k->g.ys[2], (int)k->g.ys[3], a->kernel[0],
-                         a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1], st);
+                         a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1], a->dilation[0], a->dilation[1], st);
         break;
     case DL_OP_AVGPOOL2D:
         rc = dlk_avgpool(x, y, k->g.xs[0] * k->g.xs[1], (int)k->g.xs[2], (int)k->g.xs[3], (int)k->g.ys[2], (int)k->g.ys[3], a->kernel[0],

@@ -134,6 +134,20 @@ __global__ void add_k(const float *a, const float *b, float *y, int64_t n, int r
     }
 }
 
+/* numpy-broadcast add: the operands' strides over y's dimensions are 0 where they repeat */
+__global__ void add_bcast_k(const float *a, const float *b, float *y, int64_t n, dlk_bcast bc, int relu) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i, oa = 0, ob = 0;
+        for (int d = bc.nd - 1; d >= 0; d--) {
+            int64_t q = r % bc.ys[d];
+            oa += q * bc.sa[d], ob += q * bc.sb[d];
+            r /= bc.ys[d];
+        }
+        float v = a[oa] + b[ob];
+        y[i] = relu && v < 0.f ? 0.f : v;
+    }
+}
+
 __global__ void batchnorm_k(const float *x, const float *gamma, const float *beta, const float *mean, const float *var,
                             float eps, float *y, int64_t total, int c, int64_t inner, int relu) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -145,18 +159,22 @@ __global__ void batchnorm_k(const float *x, const float *gamma, const float *bet
 }
 
 __global__ void maxpool_k(const float *x, float *y, int64_t total, int h, int w, int oh, int ow, int kh, int kw, int sh,
-                          int sw, int pt, int pl) {
+                          int sw, int pt, int pl, int dh, int dw) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int ox = (int)(i % ow), oy = (int)((i / ow) % oh);
         const float *src = x + (i / ((int64_t)oh * ow)) * h * w;
-        int y0 = max(oy * sh - pt, 0), y1 = min(oy * sh - pt + kh, h);
-        int x0 = max(ox * sw - pl, 0), x1 = min(ox * sw - pl + kw, w);
-        float m = -FLT_MAX;
-        for (int yy = y0; yy < y1; yy++)
-            for (int xx = x0; xx < x1; xx++) {
+        int y0 = oy * sh - pt, x0 = ox * sw - pl;
+        float m = -FLT_MAX; /* taps y0 + r*dh, x0 + c*dw inside the image */
+        for (int r = 0; r < kh; r++) {
+            int yy = y0 + r * dh;
+            if (yy < 0 || yy >= h) continue;
+            for (int c = 0; c < kw; c++) {
+                int xx = x0 + c * dw;
+                if (xx < 0 || xx >= w) continue;
                 float v = src[yy * w + xx];
                 m = (v > m || v != v) ? v : m;
             }
+        }
         y[i] = m;
     }
 }
@@ -245,6 +263,11 @@ extern "C" int dlk_add(const float *a, const float *b, float *y, int64_t n, int 
     return launched();
 }
 
+extern "C" int dlk_add_bcast(const float *a, const float *b, float *y, int64_t n, const dlk_bcast *bc, int relu, cudaStream_t s) {
+    add_bcast_k<<<grid_for(n), 256, 0, s>>>(a, b, y, n, *bc, relu);
+    return launched();
+}
+
 extern "C" int dlk_batchnorm(const float *x, const float *gamma, const float *beta, const float *mean, const float *var,
                              float eps, float *y, int64_t planes, int c, int64_t inner, int relu, cudaStream_t s) {
     int64_t total = planes * inner;
@@ -253,9 +276,9 @@ extern "C" int dlk_batchnorm(const float *x, const float *gamma, const float *be
 }
 
 extern "C" int dlk_maxpool(const float *x, float *y, int64_t planes, int h, int w, int oh, int ow, int kh, int kw, int sh,
-                           int sw, int pt, int pl, cudaStream_t s) {
+                           int sw, int pt, int pl, int dh, int dw, cudaStream_t s) {
     int64_t total = planes * oh * ow;
-    maxpool_k<<<grid_for(total), 256, 0, s>>>(x, y, total, h, w, oh, ow, kh, kw, sh, sw, pt, pl);
+    maxpool_k<<<grid_for(total), 256, 0, s>>>(x, y, total, h, w, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw);
     return launched();
 }
 

@@ -25,10 +25,16 @@ int dlk_relu(const float *x, float *y, int64_t n, cudaStream_t s);
 /* kind 0: leaky relu (p0 = alpha), 1: sigmoid, 2: clip (p0 = min, p1 = max) */
 int dlk_unary(int kind, const float *x, float *y, int64_t n, float p0, float p1, cudaStream_t s);
 int dlk_add(const float *a, const float *b, float *y, int64_t n, int relu, cudaStream_t s);
+/* y's shape and each operand's strides over it (0 where the operand repeats), numpy broadcasting */
+typedef struct dlk_bcast {
+    int nd;
+    int64_t ys[8], sa[8], sb[8];
+} dlk_bcast;
+int dlk_add_bcast(const float *a, const float *b, float *y, int64_t n, const dlk_bcast *bc, int relu, cudaStream_t s);
 int dlk_batchnorm(const float *x, const float *gamma, const float *beta, const float *mean, const float *var, float eps,
                   float *y, int64_t planes, int c, int64_t inner, int relu, cudaStream_t s);
 int dlk_maxpool(const float *x, float *y, int64_t planes, int h, int w, int oh, int ow, int kh, int kw, int sh, int sw,
-                int pt, int pl, cudaStream_t s);
+                int pt, int pl, int dh, int dw, cudaStream_t s);
 int dlk_avgpool(const float *x, float *y, int64_t planes, int h, int w, int oh, int ow, int kh, int kw, int sh, int sw,
                 int pt, int pl, int pb, int pr, int count_include_pad, cudaStream_t s);
 int dlk_global_avgpool(const float *x, float *y, int64_t planes, int64_t plane, cudaStream_t s);

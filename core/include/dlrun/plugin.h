@@ -26,7 +26,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 1
+#define DL_ABI_MINOR 2
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -118,14 +118,14 @@ typedef struct dl_tensor {
 /* Op kinds. Append only: values never change. Inputs of each op, in order:
  *   CONV2D        x[N,C,H,W], weight[OC, C/groups, KH, KW], bias[OC] (optional)  -> [N,OC,OH,OW]
  *   RELU          x                                                             -> same shape
- *   MAXPOOL2D     x[N,C,H,W]                                                    -> [N,C,OH,OW]
+ *   MAXPOOL2D     x[N,C,H,W]          (ABI 1.2: attrs.dilation may exceed 1)    -> [N,C,OH,OW]
  *   AVGPOOL2D     x[N,C,H,W]                                                    -> [N,C,OH,OW]
  *   GLOBAL_AVGPOOL x[N,C,H,W]                                                   -> [N,C,1,1]
  *   LINEAR        x[N,IN], weight[OUT,IN], bias[OUT] (optional)    y = x W^T + b -> [N,OUT]
  *   FLATTEN       x                   (dims from attrs.axis on are merged)      -> 2-D
  *   DROPOUT       x                   (identity at inference)                   -> same shape
  *   SOFTMAX       x                   (along attrs.axis, already non-negative)  -> same shape
- *   ADD           a, b                (same shape)                              -> same shape
+ *   ADD           a, b                (same shape; ABI 1.2: numpy broadcasting)  -> broadcast shape
  *   CONCAT        x0, x1, ...         (along attrs.axis)                        -> joined
  *   BATCHNORM     x[N,C,...], gamma[C], beta[C], mean[C], var[C]                -> same shape
  */
@@ -147,7 +147,14 @@ typedef enum dl_op_kind {
     DL_OP_LEAKY_RELU = 12, /* x                y = x >= 0 ? x : alpha * x           -> same shape */
     DL_OP_SIGMOID = 13,    /* x                y = 1 / (1 + exp(-x))                 -> same shape */
     DL_OP_CLIP = 14,       /* x                y = min(max(x, clip_min), clip_max)   -> same shape */
-    DL_OP_COUNT = 15       /* number of kinds in this version of the header */
+    DL_OP_COUNT_V1_1 = 15, /* number of kinds in ABI 1.1 */
+    /* ABI 1.2 */
+    DL_OP_MATMUL = 15,  /* a[..., M, K], b[..., K, N], c (optional)
+                           y = alpha * op(a) op(b) + beta * c, op() transposing the last two dims
+                           when trans_a / trans_b; leading dims broadcast as numpy's matmul; c
+                           broadcasts to y                                      -> [..., M, N] */
+    DL_OP_RESHAPE = 16, /* x                 the same elements in row-major order -> any shape */
+    DL_OP_COUNT = 17       /* number of kinds in this version of the header */
 } dl_op_kind;
 
 /* Activation applied to an op's output after the op itself (a fused epilogue). */
@@ -168,7 +175,7 @@ typedef struct dl_op_attrs {
     int32_t stride[2];    /* conv2d, pools: [sh, sw] */
     int32_t pad_begin[2]; /* conv2d, pools: padding before [top, left] */
     int32_t pad_end[2];   /* conv2d, pools: padding after [bottom, right] */
-    int32_t dilation[2];  /* conv2d: [dh, dw] */
+    int32_t dilation[2];  /* conv2d, maxpool2d (ABI 1.2): [dh, dw] */
     int32_t groups;       /* conv2d */
     int32_t ceil_mode;    /* pools: 1 rounds the output size up (PyTorch/ONNX ceil_mode) */
     int32_t count_include_pad; /* avgpool2d: 1 divides by the full window, pads included */
@@ -179,6 +186,11 @@ typedef struct dl_op_attrs {
     float alpha;          /* leaky_relu: slope for x < 0 */
     float clip_min;       /* clip: lower bound (-INFINITY: none) */
     float clip_max;       /* clip: upper bound (+INFINITY: none) */
+    /* ABI 1.2 (present when struct_size covers them). `alpha` above is also matmul's scale of
+     * a·b (1 by default for matmul), and `dilation` applies to maxpool2d as well as conv2d. */
+    float beta;           /* matmul: scale of c */
+    int32_t trans_a;      /* matmul: 1 uses a's last two dims transposed */
+    int32_t trans_b;      /* matmul: 1 uses b's last two dims transposed */
 } dl_op_attrs;
 
 /* One operator instance as the host shows it to a backend. */
