@@ -1,6 +1,7 @@
 /* test_plugins.c — plugin loading: the CPU plugin and the example plugin load; plugins with no
  * entry symbol, a wrong ABI, a failing init, a missing function or a non-ELF file are skipped with
- * their reason; $DLRUN_PLUGIN_PATH is searched; a session can run on the example plugin. */
+ * their reason; $DLRUN_PLUGIN_PATH is searched; a session can run on the example plugin; a plugin
+ * is never shown an op of a newer ABI minor than its own. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "dlrun/dlrun.h"
+#include "oprun.h"
 #include "test_util.h"
 
 static dl_context *open_dir(const char *dir) {
@@ -164,4 +166,34 @@ Test(plugins, cuda_plugin_builds_and_loads_or_says_why) {
 #else
     cr_skip_test("built without nvcc: no CUDA plugin to load");
 #endif
+}
+
+/* ---- ABI minor gating: a plugin is never shown an op newer than the ABI it was built for ---- */
+
+static int accept_all(void *self, const dl_op *op, dl_error *why) { (void)self, (void)op, (void)why; return 1; }
+
+Test(plugins, older_plugins_never_see_newer_ops) {
+    dl_backend be = {.abi_version = (DL_ABI_MAJOR << 16) | 1u, .supports = accept_all};
+    dl_op_attrs a = {.struct_size = sizeof a, .dilation = {1, 1}};
+    int64_t s4[4] = {2, 3, 4, 5}, s1[1] = {5};
+    dl_tensor in[2] = {{NULL, {1, 0}, 4, DL_F32, s4, NULL, 0}, {NULL, {1, 0}, 4, DL_F32, s4, NULL, 0}};
+    dl_tensor out = {NULL, {1, 0}, 4, DL_F32, s4, NULL, 0};
+    dl_op op = {sizeof op, DL_OP_ADD, "a", &a, 2, in, 1, &out, 0};
+    dl_error why = {{0}};
+    cr_expect(dl_backend_accepts(&be, &op, &why), "same-shape add is ABI 1.0: %s", why.msg);
+    in[1].ndim = 1, in[1].shape = s1; /* broadcasting: ABI 1.2 */
+    cr_expect(!dl_backend_accepts(&be, &op, &why) && strstr(why.msg, "needs plugin ABI 1.2, the plugin speaks 1.1"), "%s", why.msg);
+    op.kind = DL_OP_MATMUL;
+    cr_expect(!dl_backend_accepts(&be, &op, &why), "matmul shown to an ABI 1.1 plugin");
+    op.kind = DL_OP_MAXPOOL2D, op.n_inputs = 1, a.dilation[0] = 2;
+    cr_expect(!dl_backend_accepts(&be, &op, &why), "dilated maxpool shown to an ABI 1.1 plugin");
+    a.dilation[0] = 1;
+    cr_expect(dl_backend_accepts(&be, &op, &why), "plain maxpool refused: %s", why.msg);
+    op.kind = DL_OP_SIGMOID;
+    cr_expect(dl_backend_accepts(&be, &op, &why), "an ABI 1.1 op refused to an ABI 1.1 plugin: %s", why.msg);
+    be.abi_version = DL_ABI_MAJOR << 16; /* 1.0 */
+    cr_expect(!dl_backend_accepts(&be, &op, &why) && strstr(why.msg, "needs plugin ABI 1.1"), "%s", why.msg);
+    be.abi_version = DL_ABI_VERSION;
+    op.kind = DL_OP_MATMUL;
+    cr_expect(dl_backend_accepts(&be, &op, &why), "%s", why.msg);
 }

@@ -9,31 +9,15 @@ OUT/expected.npy. Used by tests/test_torch_parity.c and tools/bench.
 usage: tools/torch_reference.py MODEL OUTDIR [--batch N] [--seed N]
 """
 import argparse
-import json
 import os
-import struct
 import sys
 
 import numpy as np
 import torch
 import torchvision
 
-
-def save_safetensors(path, tensors):
-    """Writes name -> float32 tensor as a safetensors file (8-byte LE header length, JSON, data)."""
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        a = np.ascontiguousarray(t.detach().cpu().numpy().astype(np.float32))
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        blobs.append(a.tobytes())
-        offset += a.nbytes
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-(len(text) + 8) % 8)  # data section 8-byte aligned, as the reference writer does
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx"))
+from safetensors_write import write_safetensors  # noqa: E402
 
 
 def build(name, seed):
@@ -58,7 +42,8 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     model = build(a.model, a.seed)
-    save_safetensors(os.path.join(a.outdir, a.model + ".safetensors"), model.state_dict())
+    write_safetensors(os.path.join(a.outdir, a.model + ".safetensors"),
+                      {k: v.detach().numpy() for k, v in model.state_dict().items()})
     g = torch.Generator().manual_seed(a.seed + 1)
     x = torch.randn(a.batch, 3, 224, 224, generator=g)
     with torch.no_grad():

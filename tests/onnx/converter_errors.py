@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""converter_errors.py — tools/onnx2dlrun refuses what dlrun cannot run with one line naming the
+node and the reason, exit status 2, and writes nothing half-done; it accepts what it should
+(constant operands, --dim for symbolic sizes). Small ONNX models are built here with
+onnx.helper. Run by ctest (onnx_converter_errors); needs python3-onnx (tools/setup).
+
+usage: tests/onnx/converter_errors.py DLRUN
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+TOOL = os.path.join(ROOT, "tools", "onnx2dlrun")
+failures = []
+
+
+def model(nodes, inputs, outputs, inits=(), opset=13):
+    g = helper.make_graph(nodes, "t", inputs, outputs, [numpy_helper.from_array(a, n) for n, a in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def vi(name, shape, t=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def convert(m, d, extra=()):
+    path = os.path.join(d, "m.onnx")
+    onnx.save(m, path)
+    return subprocess.run([TOOL, path, "-o", os.path.join(d, "m.yaml"), *extra], capture_output=True, text=True)
+
+
+def expect_error(what, m, want, extra=()):
+    with tempfile.TemporaryDirectory() as d:
+        p = convert(m, d, extra)
+        lines = p.stderr.strip().splitlines()
+        if p.returncode != 2 or len(lines) != 1 or want not in lines[0]:
+            failures.append(f"{what}: exit {p.returncode}, stderr {p.stderr.strip()!r}, wanted {want!r}")
+        else:
+            print(f"ok    {what}: {lines[0]}")
+
+
+def expect_runs(what, m, feeds, want, dlrun, extra=()):
+    with tempfile.TemporaryDirectory() as d:
+        p = convert(m, d, extra)
+        if p.returncode != 0:
+            failures.append(f"{what}: conversion failed: {p.stderr.strip()}")
+            return
+        cmd = [dlrun, os.path.join(d, "m.yaml"), "--backend", "cpu", "--output", os.path.join(d, "y.npy")]
+        for n, a in feeds.items():
+            np.save(os.path.join(d, n + ".npy"), a)
+            cmd += ["--input", f"{n}={os.path.join(d, n + '.npy')}"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append(f"{what}: dlrun failed: {r.stderr.strip()}")
+            return
+        got = np.load(os.path.join(d, "y.npy")).reshape(want.shape)
+        if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+            failures.append(f"{what}: max error {np.abs(got - want).max()}")
+        else:
+            print(f"ok    {what}: matches numpy")
+
+
+def main():
+    dlrun = sys.argv[1]
+    rng = np.random.default_rng(7)
+    x4 = vi("x", [1, 3, 5, 5])
+    w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
+    expect_error("unsupported op", model([helper.make_node("Tanh", ["x"], ["y"], name="act")], [x4], [vi("y", [1, 3, 5, 5])]),
+                 "node 'act' (Tanh): op Tanh is not supported by dlrun")
+    expect_error("unsupported attribute",
+                 model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", foo=1)], [x4], [vi("y", None)], [("w", w)]),
+                 "node 'c' (Conv): attribute 'foo' is not supported")
+    expect_error("weight computed at run time",
+                 model([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [x4, vi("w", [4, 3, 3, 3])], [vi("y", None)]),
+                 "node 'c' (Conv): weight 'w' must be a constant (an initializer)")
+    expect_error("double input", model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3], TensorProto.DOUBLE)],
+                                       [vi("y", [2, 3], TensorProto.DOUBLE)]),
+                 "input 'x' is double; dlrun runs float32 tensors only")
+    expect_error("symbolic dimension", model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", ["batch", 3])], [vi("y", None)]),
+                 "dimension 'batch' has no size (give it with --dim batch=SIZE)")
+    expect_error("training batchnorm",
+                 model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn", training_mode=1)],
+                       [x4], [vi("y", None)], [(n, np.ones(3, np.float32)) for n in "sbmv"], opset=15),
+                 "node 'bn' (BatchNormalization): training_mode is set; dlrun runs inference only")
+    expect_error("transpose of a runtime tensor",
+                 model([helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[0, 2, 1, 3])], [x4], [vi("y", None)]),
+                 "node 't' (Transpose): transposes a runtime tensor")
+    expect_error("empty graph", helper.make_model(helper.make_graph([], "t", [], [])), "has no operations")
+    with tempfile.TemporaryDirectory() as d:
+        bad = os.path.join(d, "bad.onnx")
+        open(bad, "wb").write(b"\xff\xfe not protobuf")
+        p = subprocess.run([TOOL, bad, "-o", os.path.join(d, "m.yaml")], capture_output=True, text=True)
+        if p.returncode != 2 or len(p.stderr.strip().splitlines()) != 1:
+            failures.append(f"garbage file: exit {p.returncode}, stderr {p.stderr!r}")
+        else:
+            print(f"ok    garbage file: {p.stderr.strip()}")
+
+    # what must work: a constant operand, --dim, a Gemm that is not a linear layer, Sum of three
+    xv = rng.uniform(-1, 1, (2, 3, 4)).astype(np.float32)
+    c = rng.uniform(-1, 1, (3, 1)).astype(np.float32)
+    expect_runs("constant added with broadcasting",
+                model([helper.make_node("Add", ["c", "x"], ["y"])], [vi("x", ["n", 3, 4])], [vi("y", None)], [("c", c)]),
+                {"x": xv}, c + xv, dlrun, ["--dim", "n=2"])
+    a, b, cc = (rng.uniform(-1, 1, s).astype(np.float32) for s in ((5, 3), (4, 5), (3, 1)))
+    expect_runs("Gemm transA transB with a per-row C",
+                model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1, alpha=0.5, beta=2.0)],
+                      [vi("a", [5, 3]), vi("b", [4, 5])], [vi("y", None)], [("c", cc)]),
+                {"a": a, "b": b}, 0.5 * a.T @ b.T + 2 * cc, dlrun)
+    s = [rng.uniform(-1, 1, (3, 4)).astype(np.float32) for _ in range(3)]
+    expect_runs("Sum of three", model([helper.make_node("Sum", ["p", "q", "r"], ["y"])], [vi(n, [3, 4]) for n in "pqr"], [vi("y", None)]),
+                dict(zip("pqr", s)), s[0] + s[1] + s[2], dlrun)
+    m3 = rng.uniform(-1, 1, (2, 4, 3)).astype(np.float32)
+    v = rng.uniform(-1, 1, (3,)).astype(np.float32)
+    expect_runs("MatMul of a batch by a 1-D constant", model([helper.make_node("MatMul", ["x", "v"], ["y"])], [vi("x", [2, 4, 3])],
+                                                           [vi("y", None)], [("v", v)]), {"x": m3}, m3 @ v, dlrun)
+    if failures:
+        print("\n".join("FAIL  " + f for f in failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,880 @@
+"""convert.py — ONNX model to dlrun model (YAML layers + safetensors weights).
+
+Used by tools/onnx2dlrun (the command) and tools/onnx-conformance (the test runner). Runs with
+Debian's /usr/bin/python3 and python3-onnx, python3-numpy; nothing else.
+
+How it works: the ONNX graph is walked in order (ONNX requires topological order). Every tensor
+is either a *constant* (an initializer, a Constant node, or something computed only from those,
+folded here with numpy) or a *runtime* value with a known shape, produced by a dlrun layer.
+Each supported op becomes one or a few dlrun layers named after the ONNX output they produce,
+so `--output NAME=FILE` takes ONNX names. Constants that are operands (a bias added to a tensor)
+become the model's `constants:`; weights of conv, linear and batchnorm layers are stored under
+`<layer>.weight` and friends. Anything dlrun cannot express is a ConvertError naming the node
+and what is unsupported; nothing is silently approximated.
+"""
+import json
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from safetensors_write import write_safetensors
+
+# ONNX ops with a dlrun mapping (the issue's list); the helpers below fold constants or are views.
+MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAveragePool Gemm MatMul "
+              "Flatten Dropout Softmax Add Sum Concat BatchNormalization").split()
+HELPER_OPS = "Constant Identity Cast Reshape Transpose Squeeze Unsqueeze Shape".split()
+
+# Element types a runtime tensor may have (dlrun computes in f32).
+RUNTIME_TYPES = {onnx.TensorProto.FLOAT: "float32"}
+
+
+class ConvertError(Exception):
+    """An ONNX construct dlrun cannot run; the message names the node and the reason."""
+
+
+class UnsupportedDtype(ConvertError):
+    """A runtime tensor of an element type other than float32."""
+
+
+class TrainingMode(ConvertError):
+    """An op asked to run in training mode; dlrun is an inference runtime."""
+
+
+class Runtime:
+    """A tensor computed at run time: the dlrun value that holds it, and its shape."""
+
+    def __init__(self, name, shape):
+        self.name, self.shape = name, tuple(int(d) for d in shape)
+
+
+def _dtype_name(elem_type):
+    return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _window_out(n, k, s, pb, pe, d, ceil_mode):
+    """ONNX's output size of a window along one axis (explicit pads)."""
+    span = n + pb + pe - ((k - 1) * d + 1)
+    if span < 0:
+        return 0
+    return (-(-span // s) if ceil_mode else span // s) + 1
+
+
+def _dlrun_window_out(n, k, s, pb, pe, d, ceil_mode):
+    """dlrun's (PyTorch's) rule: in ceil mode the last window must start inside input or left pad."""
+    o = _window_out(n, k, s, pb, pe, d, ceil_mode)
+    if ceil_mode and o > 1 and (o - 1) * s >= n + pb:
+        o -= 1
+    return o
+
+
+def _broadcast(a, b):
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+class Converter:
+    def __init__(self, model, feeds=None, dims=None):
+        self.model = model
+        self.graph = model.graph
+        self.opset = 1
+        for imp in model.opset_import:
+            if imp.domain in ("", "ai.onnx"):
+                self.opset = imp.version
+        self.feeds = feeds or {}   # graph input name -> array, used where a constant is required
+        self.dims = dims or {}     # symbolic dimension name -> size
+        self.values = {}           # ONNX tensor name -> np.ndarray | Runtime
+        self.used_names = set()    # dlrun names given out
+        self.reserved = set()      # every ONNX tensor name: helpers never take one
+        self.inputs = []           # (dlrun name, shape)
+        self.pending_inputs = {}   # ONNX graph input name -> (shape, elem_type), declared when used
+        self.constants = []        # (dlrun name, shape)
+        self.layers = []           # dicts, in order
+        self.tensors = {}          # safetensors name -> float32 array
+        self.node = None
+
+    # ---- errors and names ----
+
+    def fail(self, what, cls=ConvertError):
+        n = self.node
+        where = f"node '{n.name or n.output[0]}' ({n.op_type})" if n is not None else "model"
+        raise cls(f"{where}: {what}")
+
+    def fresh(self, base, own=False):
+        """A new dlrun name: base itself when free (own: base is this tensor's ONNX name)."""
+        name, i = base, 1
+        while name in self.used_names or (name in self.reserved and not (own and name == base)):
+            i += 1
+            name = f"{base}_{i}"
+        self.used_names.add(name)
+        return name
+
+    # ---- values ----
+
+    def get(self, name):
+        if name in self.values:
+            return self.values[name]
+        if name in self.pending_inputs:  # a graph input first used here: declare it
+            shape, elem = self.pending_inputs.pop(name)
+            if elem not in RUNTIME_TYPES:
+                self.fail(f"input '{name}' is {_dtype_name(elem)}; dlrun runs float32 tensors only", UnsupportedDtype)
+            if any(d == 0 for d in shape):
+                self.fail(f"input '{name}' has an empty dimension {list(shape)}")
+            dl = self.fresh(name, own=True)
+            self.inputs.append((dl, shape if shape else (1,)))
+            self.values[name] = Runtime(dl, shape)
+            return self.values[name]
+        self.fail(f"uses '{name}', which nothing defines before it")
+
+    def const(self, name, what):
+        """The constant value of input `name`; a graph input is taken from the feeds."""
+        if name in self.pending_inputs and name in self.feeds:
+            self.pending_inputs.pop(name)
+            self.values[name] = np.asarray(self.feeds[name])
+        v = self.get(name)
+        if isinstance(v, Runtime):
+            self.fail(f"{what} '{name}' must be a constant (an initializer) for dlrun, but is computed at run time")
+        return v
+
+    def opt_input(self, i):
+        n = self.node
+        return n.input[i] if len(n.input) > i and n.input[i] else None
+
+    def runtime(self, name):
+        """A runtime value for `name`; a constant operand becomes one of the model's constants."""
+        v = self.get(name)
+        if isinstance(v, Runtime):
+            return v
+        rv = self.constant_operand(name, np.asarray(v), np.shape(v))
+        self.values[name] = rv
+        return rv
+
+    def constant_operand(self, name, arr, shape):
+        """Declares arr (viewed as shape) as one of the model's constants."""
+        if arr.dtype != np.float32:
+            self.fail(f"constant '{name}' is {arr.dtype}; dlrun runs float32 tensors only", UnsupportedDtype)
+        if arr.size == 0:
+            self.fail(f"constant '{name}' is empty")
+        dl = self.fresh(name, own=True)
+        self.constants.append((dl, tuple(shape) if len(shape) else (1,)))
+        self.tensors[dl] = arr.reshape(tuple(shape) if len(shape) else (1,))
+        return Runtime(dl, shape)
+
+    def operand(self, name, shape):
+        """Input `name` as a runtime value of the given shape (same element count)."""
+        v = self.get(name)
+        if isinstance(v, Runtime):
+            return self.reshape_to(v, shape, self.node.output[0] + "/" + name)
+        return self.constant_operand(name, np.asarray(v), shape)
+
+    def attrs(self, known):
+        out = {}
+        for a in self.node.attribute:
+            if a.name not in known:
+                self.fail(f"attribute '{a.name}' is not supported")
+            out[a.name] = onnx.helper.get_attribute_value(a)
+        for k, v in out.items():
+            if isinstance(v, bytes):
+                out[k] = v.decode()
+        return out
+
+    # ---- emitting layers ----
+
+    def layer(self, out_name, op, inputs, weights=None, **attrs):
+        """Adds a dlrun layer named after ONNX output out_name (or, taken, a fresh helper name)."""
+        name = self.fresh(out_name, own=True)
+        entry = {"name": name, "op": op, "inputs": [i.name for i in inputs]}
+        entry.update(attrs)
+        self.layers.append(entry)
+        for suffix, arr in (weights or {}).items():
+            self.tensors[f"{name}.{suffix}"] = np.ascontiguousarray(arr, dtype=np.float32)
+        return name
+
+    def emit(self, onnx_out, op, inputs, shape, weights=None, **attrs):
+        name = self.layer(onnx_out, op, inputs, weights, **attrs)
+        self.values[onnx_out] = Runtime(name, shape)
+        return self.values[onnx_out]
+
+    def reshape_to(self, x, shape, base):
+        """A runtime reshape of x to shape (a helper layer), or x itself when the shape is equal."""
+        shape = tuple(shape)
+        if x.shape == shape:
+            return x
+        if not shape:  # 0-D: dlrun keeps [1]
+            shape = (1,)
+        name = self.layer(base, "reshape", [x], shape=list(shape))
+        return Runtime(name, shape)
+
+    def set_out(self, onnx_out, rv):
+        self.values[onnx_out] = rv
+
+    # ---- the walk ----
+
+    def convert(self):
+        g = self.graph
+        for init in g.initializer:
+            self.values[init.name] = numpy_helper.to_array(init)
+        for inp in g.input:
+            if inp.name in self.values:
+                continue  # an initializer listed as an input too (older exporters)
+            t = inp.type.tensor_type
+            shape = []
+            for d in t.shape.dim:
+                if d.HasField("dim_value"):
+                    shape.append(d.dim_value)
+                elif d.dim_param in self.dims:
+                    shape.append(self.dims[d.dim_param])
+                else:
+                    raise ConvertError(f"input '{inp.name}': dimension '{d.dim_param or '?'}' has no size "
+                                       f"(give it with --dim {d.dim_param or 'NAME'}=SIZE)")
+            self.pending_inputs[inp.name] = (tuple(shape), t.elem_type)
+        self.reserved = set(self.values) | set(self.pending_inputs)
+        for node in g.node:
+            self.reserved.update(o for o in node.output if o)
+        for node in g.node:
+            self.node = node
+            if node.domain not in ("", "ai.onnx"):
+                self.fail(f"op domain '{node.domain}' is not supported")
+            fn = getattr(self, "op_" + node.op_type, None)
+            if fn is None:
+                self.fail(f"op {node.op_type} is not supported by dlrun")
+            fn()
+        self.node = None
+        outputs = []
+        for o in g.output:
+            if o.type.tensor_type.elem_type not in RUNTIME_TYPES and o.type.tensor_type.elem_type:
+                raise UnsupportedDtype(f"output '{o.name}' is {_dtype_name(o.type.tensor_type.elem_type)}; "
+                                       "dlrun runs float32 tensors only")
+            v = self.values.get(o.name)
+            if v is None and o.name in self.pending_inputs:
+                v = self.get(o.name)
+            if v is None:
+                raise ConvertError(f"output '{o.name}' is not computed by the graph")
+            if not isinstance(v, Runtime):
+                raise ConvertError(f"output '{o.name}' is a constant; dlrun models compute their outputs")
+            if v.name != o.name:  # an alias (Identity, a one-input Sum): a copy layer carries the name
+                v = self.emit(o.name, "dropout", [v], v.shape)
+            outputs.append(v.name)
+        if not self.layers:
+            raise ConvertError("the graph has no operations dlrun runs")
+        return outputs
+
+    # ---- helper ops: constants and views ----
+
+    def op_Constant(self):
+        a = self.attrs({"value", "value_float", "value_floats", "value_int", "value_ints", "sparse_value",
+                        "value_string", "value_strings"})
+        if "value" in a:
+            v = numpy_helper.to_array(a["value"])
+        elif "value_float" in a:
+            v = np.array(a["value_float"], dtype=np.float32)
+        elif "value_floats" in a:
+            v = np.array(a["value_floats"], dtype=np.float32)
+        elif "value_int" in a:
+            v = np.array(a["value_int"], dtype=np.int64)
+        elif "value_ints" in a:
+            v = np.array(a["value_ints"], dtype=np.int64)
+        else:
+            self.fail("only dense numeric constants are supported")
+        self.values[self.node.output[0]] = v
+
+    def op_Identity(self):
+        self.attrs(set())
+        self.values[self.node.output[0]] = self.get(self.node.input[0])
+
+    def op_Cast(self):
+        a = self.attrs({"to", "saturate"})
+        v = self.get(self.node.input[0])
+        if isinstance(v, Runtime):
+            if a["to"] != onnx.TensorProto.FLOAT:
+                self.fail(f"casts a runtime tensor to {_dtype_name(a['to'])}", UnsupportedDtype)
+            self.values[self.node.output[0]] = v
+        else:
+            np_type = onnx.helper.tensor_dtype_to_np_dtype(a["to"]) if hasattr(onnx.helper, "tensor_dtype_to_np_dtype") \
+                else onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[a["to"]]
+            self.values[self.node.output[0]] = np.asarray(v).astype(np_type)
+
+    def op_Shape(self):
+        a = self.attrs({"start", "end"})
+        v = self.get(self.node.input[0])
+        shape = np.array(v.shape if isinstance(v, Runtime) else np.shape(v), dtype=np.int64)
+        self.values[self.node.output[0]] = shape[a.get("start", 0):a.get("end", len(shape))]
+
+    def _reshape_target(self, in_shape, spec, allowzero):
+        spec = [int(s) for s in spec]
+        out = []
+        for i, s in enumerate(spec):
+            out.append(in_shape[i] if s == 0 and not allowzero else s)
+        if out.count(-1) > 1:
+            self.fail("more than one -1 in the target shape")
+        if -1 in out:
+            known = int(np.prod([d for d in out if d != -1]))
+            total = int(np.prod(in_shape))
+            if known == 0 or total % known:
+                self.fail(f"cannot reshape {list(in_shape)} to {spec}")
+            out[out.index(-1)] = total // known
+        if int(np.prod(out)) != int(np.prod(in_shape)):
+            self.fail(f"cannot reshape {list(in_shape)} to {spec}")
+        return tuple(out)
+
+    def op_Reshape(self):
+        a = self.attrs({"allowzero", "shape"})
+        if self.opset < 5:
+            spec = a.get("shape", [])
+        else:
+            spec = self.const(self.node.input[1], "shape")
+        x = self.get(self.node.input[0])
+        if isinstance(x, Runtime):
+            shape = self._reshape_target(x.shape, spec, a.get("allowzero", 0))
+            self.set_out(self.node.output[0], self.reshape_to(x, shape, self.node.output[0]))
+        else:
+            self.values[self.node.output[0]] = np.reshape(x, self._reshape_target(np.shape(x), spec, a.get("allowzero", 0)))
+
+    def op_Transpose(self):
+        a = self.attrs({"perm"})
+        x = self.get(self.node.input[0])
+        if isinstance(x, Runtime):
+            perm = a.get("perm", list(range(len(x.shape)))[::-1])
+            moved = [p for i, p in enumerate(perm) if x.shape[p] != 1]
+            if moved != sorted(moved):  # only a permutation of unit dims is a reshape
+                self.fail("transposes a runtime tensor (dlrun has no transpose op)")
+            self.set_out(self.node.output[0], self.reshape_to(x, [x.shape[p] for p in perm], self.node.output[0]))
+        else:
+            self.values[self.node.output[0]] = np.transpose(x, a.get("perm"))
+
+    def _axes(self, a):
+        """Squeeze's and Unsqueeze's axes: an attribute before opset 13, an input since."""
+        if "axes" in a:
+            return [int(v) for v in a["axes"]]
+        if self.opt_input(1):
+            return [int(v) for v in np.asarray(self.const(self.node.input[1], "axes")).reshape(-1)]
+        return None
+
+    def op_Squeeze(self):
+        a = self.attrs({"axes"})
+        x = self.get(self.node.input[0])
+        shape = x.shape if isinstance(x, Runtime) else np.shape(x)
+        axes = self._axes(a)
+        axes = [i for i, d in enumerate(shape) if d == 1] if axes is None else [ax % len(shape) for ax in axes]
+        if any(shape[i] != 1 for i in axes):
+            self.fail(f"squeezes a dimension that is not 1 in {list(shape)}")
+        new = tuple(d for i, d in enumerate(shape) if i not in axes)
+        if isinstance(x, Runtime):
+            self.set_out(self.node.output[0], self.reshape_to(x, new, self.node.output[0]))
+        else:
+            self.values[self.node.output[0]] = np.reshape(x, new)
+
+    def op_Unsqueeze(self):
+        a = self.attrs({"axes"})
+        x = self.get(self.node.input[0])
+        shape = list(x.shape if isinstance(x, Runtime) else np.shape(x))
+        axes = self._axes(a) or []
+        for ax in sorted(ax % (len(shape) + len(axes)) for ax in axes):
+            shape.insert(ax, 1)
+        if isinstance(x, Runtime):
+            self.set_out(self.node.output[0], self.reshape_to(x, shape, self.node.output[0]))
+        else:
+            self.values[self.node.output[0]] = np.reshape(x, shape)
+
+    # ---- mapped ops ----
+
+    def _fold_unary(self, fn):
+        x = self.get(self.node.input[0])
+        if isinstance(x, Runtime):
+            return x
+        self.values[self.node.output[0]] = fn(np.asarray(x))
+        return None
+
+    def op_Relu(self):
+        self.attrs(set())
+        x = self._fold_unary(lambda v: np.maximum(v, 0))
+        if x:
+            self.emit(self.node.output[0], "relu", [x], x.shape)
+
+    def op_LeakyRelu(self):
+        a = self.attrs({"alpha"})
+        alpha = float(a.get("alpha", 0.01))
+        x = self._fold_unary(lambda v: np.where(v >= 0, v, alpha * v))
+        if x:
+            self.emit(self.node.output[0], "leaky_relu", [x], x.shape, alpha=alpha)
+
+    def op_Sigmoid(self):
+        self.attrs(set())
+        x = self._fold_unary(lambda v: 1 / (1 + np.exp(-v)))
+        if x:
+            self.emit(self.node.output[0], "sigmoid", [x], x.shape)
+
+    def op_Clip(self):
+        if self.opset < 11:
+            a = self.attrs({"min", "max"})
+            lo, hi = a.get("min"), a.get("max")
+        else:
+            self.attrs(set())
+            lo = float(self.const(self.opt_input(1), "min")) if self.opt_input(1) else None
+            hi = float(self.const(self.opt_input(2), "max")) if self.opt_input(2) else None
+        x = self.get(self.node.input[0])
+        if not isinstance(x, Runtime):
+            self.values[self.node.output[0]] = np.clip(x, lo, hi)
+            return
+        kw = {}
+        if lo is not None and np.isfinite(lo):
+            kw["min"] = float(lo)
+        if hi is not None and np.isfinite(hi):
+            kw["max"] = float(hi)
+        if lo is not None and hi is not None and lo > hi:
+            self.fail(f"min {lo} is above max {hi}")
+        self.emit(self.node.output[0], "clip", [x], x.shape, **kw)
+
+    def _pads(self, a, spatial_in, kernel, strides, dilations, ceil_mode=0):
+        """[top, left, bottom, right] for dlrun from ONNX pads / auto_pad, 1-D padded out to 2-D."""
+        n = len(spatial_in)
+        auto = a.get("auto_pad", "NOTSET")
+        if auto in ("NOTSET", ""):
+            pads = list(a.get("pads", [0] * (2 * n)))
+            if len(pads) != 2 * n:
+                self.fail(f"pads has {len(pads)} values for {n} spatial dimensions")
+            begin, end = pads[:n], pads[n:]
+        elif auto == "VALID":
+            begin, end = [0] * n, [0] * n
+        elif auto in ("SAME_UPPER", "SAME_LOWER"):
+            begin, end = [], []
+            for i in range(n):
+                out = -(-spatial_in[i] // strides[i])
+                total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - spatial_in[i])
+                small = total // 2
+                b = small if auto == "SAME_UPPER" else total - small
+                begin.append(b)
+                end.append(total - b)
+        else:
+            self.fail(f"auto_pad '{auto}' is not supported")
+        if any(p < 0 for p in begin + end):
+            self.fail("negative pads are not supported")
+        return begin, end
+
+    # a 3-D convolution lowered to 2-D may grow its weight this much (elements), no more
+    MAX_LOWERED_WEIGHT = 1 << 26
+
+    def op_Conv(self):
+        a = self.attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
+        x0 = self.get(self.node.input[0])
+        if not isinstance(x0, Runtime):
+            self.fail("convolution of a constant input is not supported")
+        w = np.asarray(self.const(self.node.input[1], "weight"), dtype=np.float32)
+        b = self.opt_input(2)
+        bias = np.asarray(self.const(b, "bias"), dtype=np.float32).reshape(-1) if b else None
+        nsp = len(x0.shape) - 2
+        if nsp not in (1, 2, 3):
+            self.fail(f"{nsp}-D convolution (input {list(x0.shape)}): 1-D, 2-D and 3-D are supported")
+        if w.ndim != nsp + 2:
+            self.fail(f"weight {list(w.shape)} does not match the input {list(x0.shape)}")
+        kernel = list(w.shape[2:])
+        if "kernel_shape" in a and list(a["kernel_shape"]) != kernel:
+            self.fail(f"kernel_shape {a['kernel_shape']} differs from the weight's {kernel}")
+        strides = list(a.get("strides", [1] * nsp))
+        dil = list(a.get("dilations", [1] * nsp))
+        group = int(a.get("group", 1))
+        begin, end = self._pads(a, x0.shape[2:], kernel, strides, dil)
+        n, c, sp = x0.shape[0], x0.shape[1], x0.shape[2:]
+        oc = w.shape[0]
+        if group < 1 or c != w.shape[1] * group or oc % group:
+            self.fail(f"input has {c} channels; weight {list(w.shape)} with group {group} does not fit")
+        osp = [_window_out(sp[i], kernel[i], strides[i], begin[i], end[i], dil[i], 0) for i in range(nsp)]
+        if min(osp) < 1:
+            self.fail(f"kernel {kernel} does not fit the padded input {list(x0.shape)}")
+        out = self.node.output[0]
+        if nsp == 1:  # [N, C, L] as [N, C, 1, L], the weight as [OC, C/g, 1, k]
+            x = self.reshape_to(x0, (n, c, 1, sp[0]), out + "/as2d")
+            y = self._conv2d(out + "/2d", x, w.reshape(oc, w.shape[1], 1, kernel[0]), bias, [1, strides[0]],
+                             [0, begin[0], 0, end[0]], [1, dil[0]], group, (n, oc, 1, osp[0]))
+        elif nsp == 2:
+            y = self._conv2d(out, x0, w, bias, strides, [begin[0], begin[1], end[0], end[1]], dil, group,
+                             (n, oc, osp[0], osp[1]))
+        else:
+            # 3-D: depth folded into channels. Input [N, C*D, H, W] (channel c*D + d); output
+            # channel oc*OD + od sums, over the depth taps t that land inside the input,
+            # W[oc, :, t] applied to input depth od*sd - pad + t*dd. Exact (padding taps are zeros);
+            # the weight grows by a factor OD*D/kd, so large volumes are refused.
+            d, od, kd = sp[0], osp[0], kernel[0]
+            cg = w.shape[1]
+            size = oc * od * cg * d * kernel[1] * kernel[2]
+            if size > self.MAX_LOWERED_WEIGHT:
+                self.fail(f"3-D convolution over depth {d}: its 2-D lowering needs a {size * 4 >> 20} MiB weight "
+                          f"(limit {self.MAX_LOWERED_WEIGHT * 4 >> 20} MiB)")
+            w2 = np.zeros((oc, od, cg, d, kernel[1], kernel[2]), dtype=np.float32)
+            for o in range(od):
+                for t in range(kd):
+                    z = o * strides[0] - begin[0] + t * dil[0]
+                    if 0 <= z < d:
+                        w2[:, o, :, z] += w[:, :, t]
+            x = self.reshape_to(x0, (n, c * d, sp[1], sp[2]), out + "/as2d")
+            y = self._conv2d(out + "/2d", x, w2.reshape(oc * od, cg * d, kernel[1], kernel[2]),
+                             None if bias is None else np.repeat(bias, od), strides[1:],
+                             [begin[1], begin[2], end[1], end[2]], dil[1:], group, (n, oc * od, osp[1], osp[2]))
+        self.set_out(out, self.reshape_to(y, (n, oc) + tuple(osp), out))
+
+    def _conv2d(self, name, x, w, bias, strides, pad, dil, group, yshape):
+        weights = {"weight": w}
+        if bias is not None:
+            weights["bias"] = bias
+        return Runtime(self.layer(name, "conv2d", [x], weights, filters=int(w.shape[0]), kernel=list(w.shape[2:]),
+                                  stride=list(strides), padding=list(pad), dilation=list(dil), groups=group,
+                                  bias=bias is not None), yshape)
+
+    def _pool(self, op):
+        known = {"auto_pad", "ceil_mode", "kernel_shape", "pads", "strides"}
+        if op == "maxpool2d":
+            known |= {"dilations", "storage_order"}
+        else:
+            known |= {"count_include_pad"}
+        a = self.attrs(known)
+        if len(self.node.output) > 1 and self.node.output[1]:
+            self.fail("the Indices output of MaxPool (int64) is not supported", UnsupportedDtype)
+        x0 = self.runtime(self.node.input[0])
+        nsp = len(x0.shape) - 2
+        if nsp not in (1, 2, 3):
+            self.fail(f"{nsp}-D pooling (input {list(x0.shape)}): 1-D, 2-D and 3-D pooling are supported")
+        kernel = list(a["kernel_shape"])
+        strides = list(a.get("strides", [1] * nsp))
+        dil = list(a.get("dilations", [1] * nsp))
+        ceil_mode = int(a.get("ceil_mode", 0))
+        begin, end = self._pads(a, x0.shape[2:], kernel, strides, dil)
+        axes = []  # per spatial axis: (kernel, stride, dilation, pad begin, pad end, output size)
+        for i in range(nsp):
+            ext = (kernel[i] - 1) * dil[i] + 1
+            if begin[i] >= ext or end[i] >= ext:
+                self.fail(f"padding {begin[i]},{end[i]} is not smaller than the window {ext}")
+            o = _window_out(x0.shape[2 + i], kernel[i], strides[i], begin[i], end[i], dil[i], ceil_mode)
+            if o != _dlrun_window_out(x0.shape[2 + i], kernel[i], strides[i], begin[i], end[i], dil[i], ceil_mode):
+                self.fail("ceil_mode makes a last window that lies entirely in the padding")
+            if o < 1:
+                self.fail(f"the window does not fit the input {list(x0.shape)}")
+            axes.append((kernel[i], strides[i], dil[i], begin[i], end[i], o))
+        extra = {"ceil_mode": bool(ceil_mode)}  # a unit axis (k = s = 1) is the same either way
+        if op == "avgpool2d":
+            extra["count_include_pad"] = bool(a.get("count_include_pad", 0))
+        out = self.node.output[0]
+        n, c, sp = x0.shape[0], x0.shape[1], x0.shape[2:]
+        unit = (1, 1, 1, 0, 0, 1)
+        if nsp == 2:
+            self.set_out(out, self._pool2d(op, x0, axes[0], axes[1], extra, out))
+        elif nsp == 1:  # [N, C, L] as [N, C, 1, L]
+            x = self.reshape_to(x0, (n, c, 1, sp[0]), out + "/as2d")
+            y = self._pool2d(op, x, unit, axes[0], extra, out + "/2d")
+            self.set_out(out, self.reshape_to(y, (n, c, axes[0][5]), out))
+        else:
+            # 3-D windows are boxes, and max and mean over a box are separable (the mean's count,
+            # padding included or not, is a product of per-axis counts): pool H and W on
+            # [N, C*D, H, W], then D on [N, C, D, OH*OW].
+            oh, ow = axes[1][5], axes[2][5]
+            x = self.reshape_to(x0, (n, c * sp[0], sp[1], sp[2]), out + "/as2d")
+            y = self._pool2d(op, x, axes[1], axes[2], extra, out + "/hw")
+            y = self.reshape_to(y, (n, c, sp[0], oh * ow), out + "/dview")
+            y = self._pool2d(op, y, axes[0], unit, extra, out + "/d")
+            self.set_out(out, self.reshape_to(y, (n, c, axes[0][5], oh, ow), out))
+
+    def _pool2d(self, op, x, ay, ax, extra, name):
+        kw = dict(kernel=[ay[0], ax[0]], stride=[ay[1], ax[1]], padding=[ay[3], ax[3], ay[4], ax[4]])
+        if op == "maxpool2d":
+            kw["dilation"] = [ay[2], ax[2]]
+        kw.update(extra)
+        return Runtime(self.layer(name, op, [x], **kw), (x.shape[0], x.shape[1], ay[5], ax[5]))
+
+    def op_MaxPool(self):
+        self._pool("maxpool2d")
+
+    def op_AveragePool(self):
+        self._pool("avgpool2d")
+
+    def op_GlobalAveragePool(self):
+        self.attrs(set())
+        x0 = self.runtime(self.node.input[0])
+        if len(x0.shape) < 3:
+            self.fail(f"needs [N, C, ...], got {list(x0.shape)}")
+        # any spatial rank: view the spatial dims as [N, C, 1, H*W...] and average them all
+        spatial = int(np.prod(x0.shape[2:]))
+        x = x0 if len(x0.shape) == 4 else self.reshape_to(x0, (x0.shape[0], x0.shape[1], 1, spatial), self.node.output[0] + "/as2d")
+        out = self.node.output[0]
+        yshape = (x0.shape[0], x0.shape[1]) + (1,) * (len(x0.shape) - 2)
+        if len(x0.shape) == 4:
+            self.emit(out, "global_avgpool", [x], yshape)
+        else:
+            y = Runtime(self.layer(out + "/2d", "global_avgpool", [x]), (x0.shape[0], x0.shape[1], 1, 1))
+            self.set_out(out, self.reshape_to(y, yshape, out))
+
+    def _matmul(self, out, a_rv, b_rv, c_rv, yshape, **kw):
+        ins = [a_rv, b_rv] + ([c_rv] if c_rv is not None else [])
+        return self.emit(out, "matmul", ins, yshape, **kw)
+
+    def op_Gemm(self):
+        a = self.attrs({"alpha", "beta", "transA", "transB", "broadcast"})
+        alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+        ta, tb = int(a.get("transA", 0)), int(a.get("transB", 0))
+        A, B = self.get(self.node.input[0]), self.get(self.node.input[1])
+        cname = self.opt_input(2)
+        C = self.get(cname) if cname else None
+        ashape = A.shape if isinstance(A, Runtime) else np.shape(A)
+        bshape = B.shape if isinstance(B, Runtime) else np.shape(B)
+        if len(ashape) != 2 or len(bshape) != 2:
+            self.fail(f"Gemm needs 2-D A and B, got {list(ashape)} and {list(bshape)}")
+        m, k = (ashape[1], ashape[0]) if ta else ashape
+        kb, n = (bshape[1], bshape[0]) if tb else bshape
+        if k != kb:
+            self.fail(f"inner dimensions differ: {k} and {kb}")
+        out = self.node.output[0]
+        if not isinstance(A, Runtime) and not isinstance(B, Runtime) and (C is None or not isinstance(C, Runtime)):
+            am, bm = (A.T if ta else A), (B.T if tb else B)
+            self.values[out] = alpha * (am @ bm) + (beta * C if C is not None else 0)
+            return
+        cshape = None if C is None else (C.shape if isinstance(C, Runtime) else np.shape(C))
+        if C is not None and _broadcast(cshape, (m, n)) != (m, n):
+            self.fail(f"C {list(cshape)} does not broadcast to [{m}, {n}]")
+        # a C with one value per column (or one value) folds into a linear layer's bias
+        c_per_column = C is None or (not isinstance(C, Runtime) and all(d == 1 for d in tuple(cshape)[:-1]))
+        if isinstance(A, Runtime) and not isinstance(B, Runtime) and not ta and c_per_column:
+            # y = A · (alpha op(B)) + beta C, C one value per column: a linear layer
+            w = alpha * (np.asarray(B, dtype=np.float64) if tb else np.asarray(B, dtype=np.float64).T)
+            weights = {"weight": w.astype(np.float32)}
+            if C is not None:
+                weights["bias"] = (beta * np.broadcast_to(np.asarray(C, dtype=np.float64).reshape(-1), (n,))).astype(np.float32)
+            self.emit(out, "linear", [A], (m, n), weights, units=int(n), bias=C is not None)
+            return
+        kw = {}
+        if ta:
+            kw["trans_a"] = True
+        if tb:
+            kw["trans_b"] = True
+        if alpha != 1.0:
+            kw["alpha"] = alpha
+        if C is not None and beta != 1.0:
+            kw["beta"] = beta
+        self._matmul(out, self.runtime(self.node.input[0]), self.runtime(self.node.input[1]),
+                     self.runtime(cname) if C is not None else None, (m, n), **kw)
+
+    def op_MatMul(self):
+        self.attrs(set())
+        A, B = self.get(self.node.input[0]), self.get(self.node.input[1])
+        out = self.node.output[0]
+        if not isinstance(A, Runtime) and not isinstance(B, Runtime):
+            self.values[out] = np.matmul(A, B)
+            return
+        ashape = A.shape if isinstance(A, Runtime) else np.shape(A)
+        bshape = B.shape if isinstance(B, Runtime) else np.shape(B)
+        if not ashape or not bshape:
+            self.fail("MatMul of a scalar")
+        a2 = ashape if len(ashape) > 1 else (1,) + tuple(ashape)
+        b2 = bshape if len(bshape) > 1 else tuple(bshape) + (1,)
+        if a2[-1] != b2[-2]:
+            self.fail(f"inner dimensions differ: {list(ashape)} and {list(bshape)}")
+        batch = _broadcast(a2[:-2], b2[:-2])
+        if batch is None:
+            self.fail(f"batch dimensions of {list(ashape)} and {list(bshape)} do not broadcast")
+        y2 = tuple(batch) + (a2[-2], b2[-1])
+        yshape = tuple(batch) + ((a2[-2],) if len(ashape) > 1 else ()) + ((b2[-1],) if len(bshape) > 1 else ())
+        if isinstance(A, Runtime) and not isinstance(B, Runtime) and len(ashape) == 2 and len(bshape) == 2:
+            y = Runtime(self.layer(out, "linear", [A], {"weight": np.asarray(B, dtype=np.float32).T}, units=int(b2[-1]),
+                                   bias=False), y2)
+        else:
+            ar, br = self.operand(self.node.input[0], a2), self.operand(self.node.input[1], b2)
+            y = Runtime(self.layer(out if y2 == yshape else out + "/2d", "matmul", [ar, br]), y2)
+        self.set_out(out, self.reshape_to(y, yshape, out) if y2 != yshape else y)
+
+    def op_Flatten(self):
+        a = self.attrs({"axis"})
+        x = self.get(self.node.input[0])
+        shape = x.shape if isinstance(x, Runtime) else np.shape(x)
+        axis = int(a.get("axis", 1))
+        if axis < 0:
+            axis += len(shape)
+        if not 0 <= axis <= len(shape):
+            self.fail(f"axis {a.get('axis')} out of range for {list(shape)}")
+        y = (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
+        out = self.node.output[0]
+        if not isinstance(x, Runtime):
+            self.values[out] = np.reshape(x, y)
+        elif axis == 1 and len(shape) >= 2:
+            self.emit(out, "flatten", [x], y)
+        else:
+            self.set_out(out, self.reshape_to(x, y, out))
+
+    def op_Dropout(self):
+        a = self.attrs({"ratio", "seed", "is_test"})
+        if self.opt_input(2):
+            tm = self.const(self.node.input[2], "training_mode")
+            if bool(np.asarray(tm).reshape(-1)[0]):
+                self.fail("training_mode is true; dlrun runs inference only", TrainingMode)
+        if len(self.node.output) > 1 and self.node.output[1]:
+            self.fail("the mask output of Dropout (a bool tensor) is not supported", UnsupportedDtype)
+        x = self.get(self.node.input[0])
+        if not isinstance(x, Runtime):
+            self.values[self.node.output[0]] = x
+            return
+        rate = float(a.get("ratio", 0.5))
+        if self.opt_input(1):
+            rate = float(np.asarray(self.const(self.node.input[1], "ratio")).reshape(-1)[0])
+        self.emit(self.node.output[0], "dropout", [x], x.shape, rate=rate if 0 <= rate < 1 else 0.0)
+
+    def op_Softmax(self):
+        a = self.attrs({"axis"})
+        x = self.runtime(self.node.input[0])
+        nd = len(x.shape)
+        axis = int(a.get("axis", 1 if self.opset < 13 else -1))
+        if axis < 0:
+            axis += nd
+        if not 0 <= axis < max(nd, 1):
+            self.fail(f"axis {a.get('axis')} out of range for {list(x.shape)}")
+        out = self.node.output[0]
+        if self.opset >= 13 or axis == nd - 1:
+            self.emit(out, "softmax", [x], x.shape, axis=axis)
+            return
+        # before opset 13: softmax over all dimensions from axis on, flattened
+        flat = (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+        xf = self.reshape_to(x, flat, out + "/flat")
+        y = Runtime(self.layer(out + "/2d", "softmax", [xf], axis=1), flat)
+        self.set_out(out, self.reshape_to(y, x.shape, out))
+
+    def _add(self, out, a_name, b_name):
+        A, B = self.get(a_name), self.get(b_name)
+        if not isinstance(A, Runtime) and not isinstance(B, Runtime):
+            self.values[out] = np.asarray(A) + np.asarray(B)
+            return self.values[out]
+        ar, br = self.runtime(a_name), self.runtime(b_name)
+        shape = _broadcast(ar.shape, br.shape)
+        if shape is None:
+            self.fail(f"shapes {list(ar.shape)} and {list(br.shape)} do not broadcast")
+        return self._add_rv(out, ar, br, shape)
+
+    def _add_rv(self, out, ar, br, shape):
+        # dlrun keeps 0-D tensors as [1]: give both operands at least one dimension
+        if not shape:
+            ar, br, shape = self.reshape_to(ar, (1,), out + "/a"), self.reshape_to(br, (1,), out + "/b"), (1,)
+        rv = self.emit(out, "add", [ar, br], shape)
+        return rv
+
+    def op_Add(self):
+        a = self.attrs({"broadcast", "axis"})
+        if "axis" in a:
+            self.fail("the legacy axis attribute of Add is not supported")
+        self._add(self.node.output[0], self.node.input[0], self.node.input[1])
+
+    def op_Sum(self):
+        self.attrs(set())
+        ins = list(self.node.input)
+        out = self.node.output[0]
+        if len(ins) == 1:
+            self.values[out] = self.get(ins[0])
+            return
+        acc = ins[0]
+        for i, name in enumerate(ins[1:]):
+            last = i == len(ins) - 2
+            target = out if last else self.fresh(f"{out}/partial{i + 1}")
+            self._add(target, acc, name)
+            acc = target
+
+    def op_Concat(self):
+        a = self.attrs({"axis"})
+        vals = [self.get(n) for n in self.node.input if n]
+        out = self.node.output[0]
+        if all(not isinstance(v, Runtime) for v in vals):
+            self.values[out] = np.concatenate([np.asarray(v) for v in vals], axis=int(a.get("axis", 1)))
+            return
+        rvs = [self.runtime(n) for n in self.node.input if n]
+        nd = len(rvs[0].shape)
+        axis = int(a.get("axis", 1))
+        if axis < 0:
+            axis += nd
+        if not 0 <= axis < nd:
+            self.fail(f"axis {a.get('axis')} out of range for {list(rvs[0].shape)}")
+        for r in rvs:
+            if len(r.shape) != nd or any(r.shape[d] != rvs[0].shape[d] for d in range(nd) if d != axis):
+                self.fail(f"input {list(r.shape)} does not match {list(rvs[0].shape)} outside axis {axis}")
+        shape = list(rvs[0].shape)
+        shape[axis] = sum(r.shape[axis] for r in rvs)
+        if len(rvs) == 1:
+            self.set_out(out, rvs[0])
+        else:
+            self.emit(out, "concat", rvs, tuple(shape), axis=axis)
+
+    def op_BatchNormalization(self):
+        a = self.attrs({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"})
+        if int(a.get("training_mode", 0)):
+            self.fail("training_mode is set; dlrun runs inference only", TrainingMode)
+        if "spatial" in a and int(a["spatial"]) != 1:
+            self.fail("spatial=0 (per-element statistics) is not supported")
+        if sum(1 for o in self.node.output if o) > 1:
+            self.fail("the running statistics outputs (training) are not supported")
+        x = self.runtime(self.node.input[0])
+        if len(x.shape) < 2:
+            self.fail(f"needs [N, C, ...], got {list(x.shape)}")
+        c = x.shape[1]
+        p = {}
+        for i, key in enumerate(["weight", "bias", "running_mean", "running_var"]):
+            v = np.asarray(self.const(self.node.input[i + 1], ["scale", "B", "mean", "var"][i]), dtype=np.float32)
+            if v.size != c:
+                self.fail(f"{['scale', 'B', 'mean', 'var'][i]} has {v.size} values for {c} channels")
+            p[key] = v.reshape(c)
+        eps = float(a.get("epsilon", 1e-5))
+        if not eps > 0:
+            self.fail(f"epsilon {eps} must be positive")
+        self.emit(self.node.output[0], "batchnorm", [x], x.shape, p, eps=eps)
+
+
+# ---- writing ----
+
+def _yaml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_yaml_value(i) for i in v) + "]"
+    if isinstance(v, float):
+        return repr(v) if np.isfinite(v) else ("-.inf" if v < 0 else ".inf")
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a valid YAML flow scalar
+    return str(v)
+
+
+def to_yaml(conv, outputs, model_name, weights_file):
+    lines = ["# converted from ONNX by tools/onnx2dlrun", f"model: {_yaml_value(model_name)}"]
+    if conv.tensors:
+        lines.append(f"weights: {_yaml_value(weights_file)}")
+    lines.append("inputs:")
+    for name, shape in conv.inputs:
+        lines.append(f"  - {{name: {_yaml_value(name)}, shape: {_yaml_value(list(shape))}}}")
+    if conv.constants:
+        lines.append("constants:")
+        for name, shape in conv.constants:
+            lines.append(f"  - {{name: {_yaml_value(name)}, shape: {_yaml_value(list(shape))}}}")
+    lines.append("layers:")
+    for l in conv.layers:
+        parts = [f"name: {_yaml_value(l['name'])}", f"op: {l['op']}", f"inputs: {_yaml_value(l['inputs'])}"]
+        parts += [f"{k}: {_yaml_value(v)}" for k, v in l.items() if k not in ("name", "op", "inputs")]
+        lines.append("  - {" + ", ".join(parts) + "}")
+    lines.append(f"outputs: {_yaml_value(outputs)}")
+    return "\n".join(lines) + "\n"
+
+
+def convert_file(onnx_path, yaml_path, feeds=None, dims=None):
+    """Converts onnx_path; writes yaml_path and its .safetensors beside it. Returns a dict with the
+    dlrun input names (in order) and output names. Raises ConvertError."""
+    try:
+        model = onnx.load(onnx_path)
+    except OSError as e:
+        raise ConvertError(f"cannot read: {e.strerror or e}")
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise ConvertError(f"not an ONNX model ({type(e).__name__}: {str(e).strip() or 'cannot parse'})")
+    conv = Converter(model, feeds, dims)
+    outputs = conv.convert()
+    if not conv.inputs:
+        raise ConvertError("the graph has no runtime inputs (everything folds to constants)")
+    base = yaml_path[:-5] if yaml_path.endswith(".yaml") else yaml_path
+    st_path = base + ".safetensors"
+    write_safetensors(st_path, conv.tensors)
+    name = model.graph.name or "onnx-model"
+    with open(yaml_path, "w") as f:
+        f.write(to_yaml(conv, outputs, name, st_path.rsplit("/", 1)[-1]))
+    return {"inputs": [n for n, _ in conv.inputs], "outputs": outputs}
