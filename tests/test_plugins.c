@@ -150,21 +150,39 @@ Test(plugins, forced_backend_that_cannot_run_an_op_names_it) {
     dl_context_free(ctx);
 }
 
-Test(plugins, cuda_plugin_builds_and_loads_or_says_why) {
 #if DLRUN_HAVE_CUDA
+/* A GPU plugin built here loads on a machine with a GPU, and otherwise is listed as skipped with
+ * one line saying what is missing: no CUDA device, or (cudnn) the cuDNN/cuBLAS libraries. */
+static void expect_gpu_plugin(const char *file, const char *name, const char *describes) {
     unsetenv("DLRUN_PLUGIN_PATH");
-    dl_context *ctx = open_dir(DLRUN_PLUGIN_DIR "/libdlrun-cuda.so");
-    const dl_plugin_info *p = find(ctx, "cuda");
-    cr_assert(p, "nvcc was found, so libdlrun-cuda.so must be built and listed");
+    dl_context *ctx = open_dir(file);
+    const dl_plugin_info *p = find(ctx, name);
+    cr_assert(p, "%s must be built and listed", file);
     if (p->loaded) {
-        cr_expect_eq(p->device.device_type, DL_DEVICE_CUDA); /* a machine with a GPU */
-        cr_expect(strstr(p->description, "sm_"), "%s", p->description);
+        cr_expect_eq(p->device.device_type, DL_DEVICE_CUDA);
+        cr_expect(strstr(p->description, describes), "%s", p->description);
     } else {
-        cr_expect(strncmp(p->reason, "no CUDA device", 14) == 0, "without a GPU it must say so: '%s'", p->reason);
+        cr_expect(!strncmp(p->reason, "no CUDA device", 14) || strstr(p->reason, "libcudnn") || strstr(p->reason, "libcublas"),
+                  "it must say what is missing: '%s'", p->reason);
+        cr_expect_null(strchr(p->reason, '\n'), "one line: '%s'", p->reason);
     }
     dl_context_free(ctx);
+}
+#endif
+
+Test(plugins, cuda_plugin_builds_and_loads_or_says_why) {
+#if DLRUN_HAVE_CUDA
+    expect_gpu_plugin(DLRUN_PLUGIN_DIR "/libdlrun-cuda.so", "cuda", "sm_");
 #else
     cr_skip_test("built without nvcc: no CUDA plugin to load");
+#endif
+}
+
+Test(plugins, cudnn_plugin_builds_and_loads_or_says_why) {
+#if DLRUN_HAVE_CUDNN
+    expect_gpu_plugin(DLRUN_PLUGIN_DIR "/libdlrun-cudnn.so", "cudnn", "cuDNN 9.");
+#else
+    cr_skip_test("built without nvcc or cuDNN: no cudnn plugin to load");
 #endif
 }
 

@@ -12,8 +12,8 @@
 #include "op_check.h"
 
 typedef struct cuda_state {
+    dl_gpu gpu; /* first: the dl_gpu_be_* table members take the state as a dl_gpu */
     dl_backend table;
-    dl_gpu gpu;
 } cuda_state;
 
 struct dl_kernel {
@@ -28,13 +28,6 @@ static void cu_destroy(void *self) {
     free(s);
 }
 
-static dl_status cu_alloc(void *self, size_t bytes, void **p, dl_error *err) { return dl_gpu_alloc(&((cuda_state *)self)->gpu, bytes, p, err); }
-static void cu_free(void *self, void *p) { dl_gpu_free(&((cuda_state *)self)->gpu, p); }
-static dl_status cu_copy(void *self, void *dst, const void *src, size_t n, dl_copy_kind k, dl_error *err) {
-    return dl_gpu_copy(&((cuda_state *)self)->gpu, dst, src, n, k, err);
-}
-static dl_status cu_sync(void *self, dl_error *err) { return dl_gpu_synchronize(&((cuda_state *)self)->gpu, err); }
-static dl_status cu_meminfo(void *self, size_t *f, size_t *t, dl_error *err) { return dl_gpu_memory_info(&((cuda_state *)self)->gpu, f, t, err); }
 
 /* Every precision is accepted and computed in f32, which is at least as accurate as asked.
  * matmul (ABI 1.2) has no kernel of ours yet: the placer runs it on another backend. */
@@ -205,16 +198,16 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         .device = {DL_DEVICE_CUDA, s->gpu.device},
         .self = s,
         .destroy = cu_destroy,
-        .alloc = cu_alloc,
-        .free = cu_free,
-        .copy = cu_copy,
+        .alloc = dl_gpu_be_alloc,
+        .free = dl_gpu_be_free,
+        .copy = dl_gpu_be_copy,
         .supports = cu_supports,
         .prepare = cu_prepare,
         .run = cu_run,
         .release = cu_release,
-        .synchronize = cu_sync,
+        .synchronize = dl_gpu_be_synchronize,
         .supports_in_place = cu_in_place,
-        .memory_info = cu_meminfo,
+        .memory_info = dl_gpu_be_memory_info,
     };
     return &s->table;
 }

@@ -116,3 +116,13 @@ double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg) {
     qsort(t, (size_t)runs, sizeof *t, cmp_float);
     return t[runs / 2];
 }
+
+dl_status dl_gpu_be_alloc(void *self, size_t bytes, void **ptr, dl_error *err) { return dl_gpu_alloc(self, bytes, ptr, err); }
+void dl_gpu_be_free(void *self, void *ptr) { dl_gpu_free(self, ptr); }
+dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
+    return dl_gpu_copy(self, dst, src, bytes, kind, err);
+}
+dl_status dl_gpu_be_synchronize(void *self, dl_error *err) { return dl_gpu_synchronize(self, err); }
+dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err) {
+    return dl_gpu_memory_info(self, free_bytes, total_bytes, err);
+}

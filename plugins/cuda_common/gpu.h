@@ -45,6 +45,13 @@ void dl_gpu_free(dl_gpu *g, void *ptr);
 dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
 dl_status dl_gpu_synchronize(dl_gpu *g, dl_error *err);
 dl_status dl_gpu_memory_info(dl_gpu *g, size_t *free_bytes, size_t *total_bytes, dl_error *err);
+/* Backend-table members for a plugin whose state struct begins with its dl_gpu (self points at
+ * it): memory, copies, synchronize and memory_info are the same in every CUDA plugin. */
+dl_status dl_gpu_be_alloc(void *self, size_t bytes, void **ptr, dl_error *err);
+void dl_gpu_be_free(void *self, void *ptr);
+dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
+dl_status dl_gpu_be_synchronize(void *self, dl_error *err);
+dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
 /* Milliseconds of `fn(arg)` on the stream, measured with CUDA events: median of `runs` after
  * one warm-up. Returns < 0 if launching failed. */
 double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg);
