@@ -2,7 +2,7 @@
  * ops and memory domains the test sets (tests/plugins/fake_backend.c): the choice follows the
  * measured times, transfer costs tip it, a small op between two device ops stays on the device,
  * pins and --backend are obeyed, --no-fallback errors, and the timing cache hits, misses,
- * survives corruption and --retune. */
+ * survives corruption and --retune; backends sharing a device hand it over in order. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -245,4 +245,56 @@ Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_s
     free(out);
     unlink(model);
     free(model);
+}
+
+/* Two backends in one device domain (as cuda and cudnn on one GPU), each queueing work like a
+ * stream (DLFAKE_*_ASYNC): when the domain changes hands the session must wait for the previous
+ * backend, and before reading the output for the last one, or it reads results not yet computed. */
+Test(placement, backends_sharing_a_device_hand_over_in_order) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_ASYNC", "1", 1);
+    setenv("DLFAKE_FAKEDEV2_ASYNC", "1", 1);
+    setenv("DLFAKE_FAKEDEV_US", "0", 1);
+    setenv("DLFAKE_FAKEDEV2_US", "0", 1);
+    static const char yaml[] = "model: handover\ninputs:\n  - {name: x, shape: [1, 513]}\nlayers:\n"
+                               "  - {name: a, op: relu, backend: fakedev}\n"
+                               "  - {name: b, op: add, inputs: [a, x], backend: fakedev2}\n"
+                               "  - {name: c, op: relu, backend: fakedev}\n"
+                               "  - {name: d, op: add, inputs: [c, x], backend: fakedev2}\n";
+    dl_context_options co = {sizeof co, 1, 0, DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev2.so", 1};
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_context_create(&co, &ctx, &err), DL_OK, "%s", err.msg);
+    char *path = tu_write_temp(".yaml", yaml, strlen(yaml));
+    cr_assert_eq(dl_model_load(path, &m, &err), DL_OK, "%s", err.msg);
+    unlink(path);
+    free(path);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    dl_session *s = NULL;
+    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
+    char got[128] = "";
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", pi.chosen);
+    }
+    cr_expect_str_eq(got, "fakedev fakedev2 fakedev fakedev2");
+    float x[513];
+    tu_fill_uniform(x, 513, 11, -1, 1);
+    dl_tensor in = *dl_session_input(s, 0);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    const float *y = dl_session_output(s, 0)->data;
+    int bad = 0;
+    for (int i = 0; i < 513; i++) {
+        float a = x[i] > 0 ? x[i] : 0, c = a + x[i] > 0 ? a + x[i] : 0;
+        bad += y[i] != c + x[i];
+    }
+    cr_expect_eq(bad, 0, "%d of 513 outputs read work another backend had not finished", bad);
+    close_all(s, m, ctx);
+    unsetenv("DLFAKE_FAKEDEV_ASYNC");
+    unsetenv("DLFAKE_FAKEDEV2_ASYNC");
+    unsetenv("DLFAKE_FAKEDEV2_US");
 }

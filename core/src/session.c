@@ -362,14 +362,30 @@ static int same_shape(const dl_tensor *a, const dl_tensor *b) {
     return 1;
 }
 
-static dl_status sync_all(dl_session *s, dl_error *err) {
-    for (int d = 1; d < s->n_doms; d++) {
-        const dl_backend *be = s->doms[d].be;
-        dl_error e = {{0}};
-        if (DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
-            return dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
-    }
+static dl_status sync_backend(const dl_backend *be, dl_error *err) {
+    dl_error e = {{0}};
+    if (be && DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
+        return dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
     return DL_OK;
+}
+
+/* Backends sharing a device domain (cuda and cudnn on one GPU) queue work on their own streams.
+ * last[d] is the backend whose work was queued last in domain d; before another backend works
+ * there, the previous one's work must be complete. A domain used by one backend never waits. */
+static dl_status hand_over(const dl_backend **last, int d, const dl_backend *be, dl_error *err) {
+    if (d == 0) return DL_OK;
+    dl_status st = last[d] && last[d] != be ? sync_backend(last[d], err) : DL_OK;
+    last[d] = be;
+    return st;
+}
+
+static dl_status sync_all(dl_session *s, const dl_backend **last, dl_error *err) {
+    dl_status st = DL_OK;
+    for (int d = 1; d < s->n_doms && st == DL_OK; d++) {
+        st = sync_backend(s->doms[d].be, err);
+        if (st == DL_OK && last && last[d] != s->doms[d].be) st = sync_backend(last[d], err);
+    }
+    return st;
 }
 
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
@@ -389,29 +405,33 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         memcpy(BUF(s, g->inputs[i], 0), (const char *)t->data + t->byte_offset,
                value_bytes(&g->values[g->inputs[i]]));
     }
+    const dl_backend *last[DL_MAX_DOMAINS] = {0};
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
         if (st->kind == DL_STEP_FUSED) continue;
         double t0 = dl_now_ms();
         dl_status rc;
-        if (st->kind == DL_STEP_COPY) {
-            rc = dom_copy(s, st->dom, BUF(s, st->value, st->dom), st->src_dom,
+        if (st->kind == DL_STEP_COPY) { /* the domains' owners copy */
+            rc = hand_over(last, st->src_dom, s->doms[st->src_dom].be, err);
+            if (rc == DL_OK) rc = hand_over(last, st->dom, s->doms[st->dom].be, err);
+            if (rc == DL_OK)
+                rc = dom_copy(s, st->dom, BUF(s, st->value, st->dom), st->src_dom,
                           BUF(s, st->value, st->src_dom), st->bytes, st->staging, err);
         } else {
             dl_error e = {{0}};
-            rc = st->be->run(st->be->self, st->kernel, st->in, &st->out, st->ws, &e);
-            if (rc != DL_OK)
+            rc = hand_over(last, st->dom, st->be, err);
+            if (rc == DL_OK && (rc = st->be->run(st->be->self, st->kernel, st->in, &st->out, st->ws, &e)) != DL_OK)
                 dl_fail(err, rc, "%s '%s' failed on %s: %s", dl_op_kind_name(s->g->nodes[st->node].kind),
                         st->op.name, st->be->name, e.msg);
         }
-        if (rc == DL_OK && s->profiling && st->dom != 0) rc = sync_all(s, err);
+        if (rc == DL_OK && s->profiling && st->dom != 0) rc = sync_all(s, last, err);
         if (rc != DL_OK) return rc;
         double ms = dl_now_ms() - t0;
         st->last_ms = ms;
         st->total_ms += ms;
         st->runs++;
     }
-    return sync_all(s, err);
+    return sync_all(s, last, err);
 }
 
 int dl_session_input_count(const dl_session *s) { return s->g->n_inputs; }

@@ -4,7 +4,10 @@
  *   DLFAKE_<NAME>_US          time per op in microseconds (default 100)
  *   DLFAKE_<NAME>_<OP>_US     time for one op kind (OP in capitals: RELU, ADD, ...)
  *   DLFAKE_<NAME>_COPY_US     time per copy to or from host memory (default 0)
- *   DLFAKE_<NAME>_OPS         comma-separated op kinds it supports (default all four) */
+ *   DLFAKE_<NAME>_OPS         comma-separated op kinds it supports (default all four)
+ *   DLFAKE_<NAME>_ASYNC       1: like a GPU stream, run() only queues the op; the queue runs, in
+ *                             order, at synchronize() or before a copy (so a host that reads a
+ *                             result without synchronizing this backend reads stale memory) */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <stdio.h>
@@ -14,17 +17,25 @@
 
 #include "dlrun/plugin.h"
 
+struct dl_kernel {
+    int kind;
+    int64_t n;
+};
+
+typedef struct pending { /* a queued op (async mode) */
+    const dl_kernel *k;
+    const float *x, *b;
+    float *y;
+} pending;
+
 typedef struct fake {
     dl_backend table;
     double op_us[DL_OP_COUNT_V1];
     int ok[DL_OP_COUNT_V1];
     double copy_us;
+    int async, n_queued;
+    pending queue[64];
 } fake;
-
-struct dl_kernel {
-    int kind;
-    int64_t n;
-};
 
 static const char *const names[DL_OP_COUNT_V1] = {"CONV2D", "RELU", "MAXPOOL2D", "AVGPOOL2D", "GLOBAL_AVGPOOL", "LINEAR",
                                                  "FLATTEN", "DROPOUT", "SOFTMAX", "ADD", "CONCAT", "BATCHNORM"};
@@ -41,6 +52,25 @@ static double env_num(const char *name, double def) {
     return v && *v ? atof(v) : def;
 }
 
+static void compute(fake *f, const dl_kernel *k, const float *x, const float *b, float *y) {
+    for (int64_t i = 0; i < k->n; i++) {
+        float v = k->kind == DL_OP_ADD ? x[i] + b[i] : x[i];
+        y[i] = k->kind == DL_OP_RELU && v < 0 ? 0 : v;
+    }
+    wait_us(f->op_us[k->kind]);
+}
+
+static void flush(fake *f) {
+    for (int i = 0; i < f->n_queued; i++) compute(f, f->queue[i].k, f->queue[i].x, f->queue[i].b, f->queue[i].y);
+    f->n_queued = 0;
+}
+
+static dl_status fk_synchronize(void *self, dl_error *err) {
+    flush(self);
+    (void)err;
+    return DL_OK;
+}
+
 static void fk_destroy(void *self) { free(self); }
 static dl_status fk_alloc(void *self, size_t bytes, void **p, dl_error *err) {
     *p = NULL;
@@ -50,6 +80,7 @@ static dl_status fk_alloc(void *self, size_t bytes, void **p, dl_error *err) {
 static void fk_free(void *self, void *p) { free(p); }
 static dl_status fk_copy(void *self, void *dst, const void *src, size_t n, dl_copy_kind kind, dl_error *err) {
     fake *f = self;
+    flush(f); /* copies are ordered after the queued ops, as on a stream */
     memcpy(dst, src, n);
     if (kind != DL_COPY_DEVICE_TO_DEVICE) wait_us(f->copy_us);
     return DL_OK;
@@ -73,13 +104,13 @@ static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *
 }
 static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     fake *f = self;
-    const float *x = in[0].data;
-    float *y = out[0].data;
-    for (int64_t i = 0; i < k->n; i++) {
-        float v = k->kind == DL_OP_ADD ? x[i] + ((const float *)in[1].data)[i] : x[i];
-        y[i] = k->kind == DL_OP_RELU && v < 0 ? 0 : v;
+    pending p = {k, in[0].data, k->kind == DL_OP_ADD ? in[1].data : NULL, out[0].data};
+    if (!f->async) {
+        compute(f, p.k, p.x, p.b, p.y);
+        return DL_OK;
     }
-    wait_us(f->op_us[k->kind]);
+    if (f->n_queued == (int)(sizeof f->queue / sizeof f->queue[0])) flush(f);
+    f->queue[f->n_queued++] = p;
     return DL_OK;
 }
 static void fk_release(void *self, dl_kernel *k) { free(k); }
@@ -94,6 +125,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     double def = env_num(key, 100);
     snprintf(key, sizeof key, "DLFAKE_%s_COPY_US", up);
     f->copy_us = env_num(key, 0);
+    snprintf(key, sizeof key, "DLFAKE_%s_ASYNC", up);
+    f->async = env_num(key, 0) != 0;
     snprintf(key, sizeof key, "DLFAKE_%s_OPS", up);
     const char *ops = getenv(key);
     for (int i = 0; i < DL_OP_COUNT_V1; i++) {
@@ -107,7 +140,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         .abi_version = DL_ABI_VERSION, .struct_size = sizeof(dl_backend), .name = FAKE_NAME,
         .description = "fake backend for placement tests", .device = {FAKE_DEVICE_TYPE, 0}, .self = f,
         .destroy = fk_destroy, .alloc = fk_alloc, .free = fk_free, .copy = fk_copy, .supports = fk_supports,
-        .prepare = fk_prepare, .run = fk_run, .release = fk_release};
+        .prepare = fk_prepare, .run = fk_run, .release = fk_release, .synchronize = fk_synchronize};
     (void)host, (void)err;
     return &f->table;
 }
