@@ -261,19 +261,14 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
                                "  - {name: b, op: add, inputs: [a, x], backend: fakedev2}\n"
                                "  - {name: c, op: relu, backend: fakedev}\n"
                                "  - {name: d, op: add, inputs: [c, x], backend: fakedev2}\n";
-    dl_context_options co = {sizeof co, 1, 0, DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev2.so", 1};
     dl_context *ctx;
     dl_model *m;
+    dl_session *s;
     dl_error err = {{0}};
-    cr_assert_eq(dl_context_create(&co, &ctx, &err), DL_OK, "%s", err.msg);
-    char *path = tu_write_temp(".yaml", yaml, strlen(yaml));
-    cr_assert_eq(dl_model_load(path, &m, &err), DL_OK, "%s", err.msg);
-    unlink(path);
-    free(path);
     dl_session_options so;
     dl_session_options_init(&so);
-    dl_session *s = NULL;
-    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev2.so",
+                                 yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
     char got[128] = "";
     for (int i = 0; i < dl_session_placement_count(s); i++) {
         dl_placement_info pi;

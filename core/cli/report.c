@@ -119,14 +119,15 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     shape_str(y->shape, y->ndim, ys, sizeof ys);
     printf("model %s: %d layers, input %s -> output %s, %.2f GFLOP per run\n", dl_model_name(m),
            dl_model_layer_count(m), xs, ys, sum.flops * 1e-9);
-    int fused = 0;
+    int fused = 0, folded = 0; /* relus fused into their producer, batchnorms folded into a conv */
     for (int i = 0; i < dl_session_step_count(s); i++) {
         dl_step_info st;
         dl_session_step(s, i, &st);
-        fused += st.kind == DL_STEP_FUSED;
+        if (st.kind == DL_STEP_FUSED) *(st.op && !strcmp(st.op, "batchnorm") ? &folded : &fused) += 1;
     }
     printf("placement: %s", sum.placement);
     if (fused) printf(" (+%d relu fused)", fused);
+    if (folded) printf(" (+%d batchnorm folded)", folded);
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");
     printf("\n");
     int timed, cached;

@@ -46,6 +46,8 @@ enum {
     DL_INIT_UNIFORM = 4          /* a model constant (`constants:`): U(-1, 1) */
 };
 
+#define DL_MAX_NODE_INPUTS 68 /* 64 activations (concat) + at most 4 weights */
+
 typedef struct dl_node {
     char *name;          /* unique layer name */
     dl_op_kind kind;

@@ -30,23 +30,32 @@
 #define MAX_CAND 16
 #define TIMING_RUNS 5
 
+int dl_session_node_inputs(const dl_session *s, int node, int *ins) {
+    const dl_node *n = &s->g->nodes[node];
+    memcpy(ins, n->inputs, (size_t)n->n_inputs * sizeof *ins);
+    int extra = s->extra_input ? s->extra_input[node] : -1;
+    if (extra >= 0) ins[n->n_inputs] = extra;
+    return n->n_inputs + (extra >= 0);
+}
+
 void dl_session_op_view(dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op, dl_tensor *in, dl_tensor *out) {
     const dl_node *n = &s->g->nodes[node];
-    for (int i = 0; i < n->n_inputs; i++) {
-        dl_value *v = &s->g->values[n->inputs[i]];
+    int ins[DL_MAX_NODE_INPUTS + 1], count = dl_session_node_inputs(s, node, ins);
+    for (int i = 0; i < count; i++) {
+        dl_value *v = &s->g->values[ins[i]];
         in[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
     }
     dl_value *o = &s->g->values[n->output];
     *out = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, o->ndim, o->dtype, o->shape, NULL, 0};
-    *op = (dl_op){sizeof *op, (int32_t)n->kind, n->name, attrs, n->n_inputs, in, 1, out, s->opt.precision};
+    *op = (dl_op){sizeof *op, (int32_t)n->kind, n->name, attrs, count, in, 1, out, s->opt.precision};
 }
 
 static int try_backend(dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {
     const dl_node *n = &s->g->nodes[node];
-    dl_tensor in[n->n_inputs > 0 ? n->n_inputs : 1], out;
+    dl_tensor in[n->n_inputs + 1], out;
     dl_op op;
     dl_session_op_view(s, node, attrs, &op, in, &out);
-    for (int i = 0; i < n->n_inputs; i++) in[i].device = be->device;
+    for (int i = 0; i < op.n_inputs; i++) in[i].device = be->device;
     out.device = be->device;
     why->msg[0] = 0;
     return dl_backend_accepts(be, &op, why);
@@ -160,18 +169,20 @@ static void key_of(dl_session *s, int i, const dl_backend *be, char *key, size_t
 /* Times node i on backend be with random activations and the real weights. */
 static double time_op(dl_session *s, int i, const dl_backend *be, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
-    dl_tensor in[64], out;
-    unsigned char isw[64];
-    float *data[64] = {0};
+    dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
+    unsigned char isw[DL_MAX_NODE_INPUTS + 1];
+    float *data[DL_MAX_NODE_INPUTS + 1] = {0};
+    int ins[DL_MAX_NODE_INPUTS + 1];
+    dl_session_node_inputs(s, i, ins);
     dl_op op;
     dl_session_op_view(s, i, &s->node_attrs[i], &op, in, &out);
     double ms = -1;
     int ok = 1;
-    for (int j = 0; j < n->n_inputs && j < 64; j++) {
-        dl_value *v = &s->g->values[n->inputs[j]];
+    for (int j = 0; j < op.n_inputs; j++) {
+        dl_value *v = &s->g->values[ins[j]];
         isw[j] = v->kind == DL_VALUE_WEIGHT;
         if (isw[j]) {
-            in[j].data = v->data;
+            in[j].data = s->buf[(size_t)ins[j] * DL_MAX_DOMAINS]; /* the session's (maybe folded) weights */
             continue;
         }
         int64_t cnt = dl_value_numel(v);
@@ -188,7 +199,7 @@ static double time_op(dl_session *s, int i, const dl_backend *be, dl_error *err)
     float *y = ok ? malloc((size_t)dl_value_numel(&s->g->values[n->output]) * sizeof(float) + 4) : NULL;
     dl_op_result r;
     if (y && dl_run_op(be, &op, isw, y, TIMING_RUNS, &r, err) == DL_OK && r.supported && r.guards_ok == 1) ms = r.ms;
-    for (int j = 0; j < 64; j++) free(data[j]);
+    for (int j = 0; j <= DL_MAX_NODE_INPUTS; j++) free(data[j]);
     free(y);
     return ms;
 }
@@ -408,6 +419,7 @@ static void try_fuse(dl_session *s, int i) {
     if (s->opt.no_fuse || r->kind != DL_OP_RELU || r->backend) return;
     int v = r->inputs[0];
     int p = g->values[v].producer;
+    if (p >= 0 && g->nodes[p].kind == DL_OP_BATCHNORM && s->fused_into[p] >= 0) p = s->fused_into[p]; /* folded into a conv */
     if (p < 0 || is_output(g, v) || consumers(g, v) != 1 || s->fused_into[p] >= 0) return;
     dl_op_kind k = g->nodes[p].kind;
     if (k != DL_OP_CONV2D && k != DL_OP_LINEAR && k != DL_OP_ADD && k != DL_OP_BATCHNORM) return;

@@ -117,7 +117,7 @@ static dl_status ensure_in(dl_session *s, int v, int d, dl_error *err) {
         if (st != DL_OK) return st;
         s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d] = 1;
         s->mem[d].weights += n;
-        return dom_copy(s, d, BUF(s, v, d), 0, val->data, n, NULL, err);
+        return dom_copy(s, d, BUF(s, v, d), 0, BUF(s, v, 0), n, NULL, err); /* the session's weights: maybe folded */
     }
     int k = s->n_steps;
     dl_slot_use(s, dl_slot_find(s, v, from), k);
@@ -136,12 +136,13 @@ static dl_status ensure_in(dl_session *s, int v, int d, dl_error *err) {
 static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
     int d = s->node_dom[i];
-    for (int j = 0; j < n->n_inputs; j++) {
-        dl_status st = ensure_in(s, root(s, n->inputs[j]), d, err);
+    int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, i, ins);
+    for (int j = 0; j < n_in; j++) {
+        dl_status st = ensure_in(s, root(s, ins[j]), d, err);
         if (st != DL_OK) return st;
     }
     int k = s->n_steps;
-    for (int j = 0; j < n->n_inputs; j++) dl_slot_use(s, dl_slot_find(s, root(s, n->inputs[j]), d), k);
+    for (int j = 0; j < n_in; j++) dl_slot_use(s, dl_slot_find(s, root(s, ins[j]), d), k);
     dl_step *st = add_step(s, DL_STEP_OP, err);
     if (!st) return dl_fail(err, DL_E_NOMEM, "out of memory");
     st->node = i;
@@ -150,13 +151,13 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     st->dom = d;
     st->attrs = s->node_attrs[i];
     st->flops = dl_node_flops(s->g, n);
-    st->in = calloc((size_t)(n->n_inputs > 0 ? n->n_inputs : 1), sizeof *st->in);
+    st->in = calloc((size_t)n_in + 1, sizeof *st->in);
     if (!st->in) return dl_fail(err, DL_E_NOMEM, "out of memory");
     /* st->attrs is stored in the step; op.attrs must point at the step's own copy, and the
      * steps array may still grow, so the pointer is fixed up after building (fix_pointers). */
     dl_session_op_view(s, i, &st->attrs, &st->op, st->in, &st->out);
-    for (int j = 0; j < n->n_inputs; j++) {
-        int r = root(s, n->inputs[j]);
+    for (int j = 0; j < n_in; j++) {
+        int r = root(s, ins[j]);
         st->in[j].device = st->be->device;
         /* Weights carry data at prepare time; activations only at run time. */
         st->in[j].data = s->g->values[r].kind == DL_VALUE_WEIGHT ? BUF(s, r, d) : NULL;
@@ -199,7 +200,8 @@ static void point_steps(dl_session *s) {
         dl_step *st = &s->steps[k];
         if (st->kind != DL_STEP_OP) continue;
         const dl_node *n = &s->g->nodes[st->node];
-        for (int j = 0; j < n->n_inputs; j++) st->in[j].data = BUF(s, root(s, n->inputs[j]), st->dom);
+        int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, st->node, ins);
+        for (int j = 0; j < n_in; j++) st->in[j].data = BUF(s, root(s, ins[j]), st->dom);
         st->out.data = BUF(s, root(s, n->output), st->dom);
     }
     for (int i = 0; i < s->g->n_outputs; i++) s->outputs[i].data = BUF(s, root(s, s->g->outputs[i]), 0);
@@ -215,19 +217,24 @@ static dl_status build(dl_session *s, dl_error *err) {
     s->node_be = calloc((size_t)nn + 1, sizeof *s->node_be);
     s->node_attrs = calloc((size_t)nn + 1, sizeof *s->node_attrs);
     s->fused_into = malloc(((size_t)nn + 1) * sizeof *s->fused_into);
+    s->extra_input = malloc(((size_t)nn + 1) * sizeof *s->extra_input);
     s->slot_of = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->slot_of);
     if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_be || !s->node_attrs ||
-        !s->fused_into)
+        !s->fused_into || !s->extra_input)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int v = 0; v < nv; v++) s->alias[v] = v;
     for (int i = 0; i < nn; i++) {
         s->node_attrs[i] = g->nodes[i].attrs;
         s->fused_into[i] = -1;
+        s->extra_input[i] = -1;
     }
     s->n_doms = 1;
     s->doms[0] = (dl_domain){{DL_DEVICE_CPU, 0}, NULL};
-
-    dl_status st = dl_place(s, err);
+    /* Weights live in host memory already (mapped or converted); folding may replace some. */
+    for (int v = 0; v < nv; v++)
+        if (g->values[v].kind == DL_VALUE_WEIGHT) BUF(s, v, 0) = g->values[v].data;
+    dl_status st = dl_fold_batchnorm(s, err);
+    if (st == DL_OK) st = dl_place(s, err);
     if (st != DL_OK) return st;
     for (int i = 0; i < nn; i++) {
         if (s->fused_into[i] >= 0) {
@@ -238,9 +245,8 @@ static dl_status build(dl_session *s, dl_error *err) {
         if (d < 0) return dl_fail(err, DL_E_UNSUPPORTED, "too many memory domains");
         s->node_dom[i] = d;
     }
-    /* Weights live in host memory already (mapped or converted); inputs get a host buffer. */
+    /* Inputs get a host buffer. */
     for (int v = 0; v < nv; v++) {
-        if (g->values[v].kind == DL_VALUE_WEIGHT) BUF(s, v, 0) = g->values[v].data;
         if (g->values[v].kind == DL_VALUE_INPUT && dl_slot_add(s, v, 0, value_bytes(&g->values[v]), -1) < 0)
             return dl_fail(err, DL_E_NOMEM, "out of memory"); /* written before step 0 */
     }
@@ -347,6 +353,9 @@ void dl_session_free(dl_session *s) {
     free(s->node_be);
     free(s->node_attrs);
     free(s->fused_into);
+    free(s->extra_input);
+    for (int i = 0; i < s->n_folded; i++) free(s->folded[i]);
+    free(s->folded);
     free(s->choice);
     free(s->cache_path);
     free(s->inputs);

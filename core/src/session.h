@@ -77,6 +77,10 @@ struct dl_session {
     int *node_dom;        /* node -> domain it runs in */
     dl_op_attrs *node_attrs; /* node -> attributes as run (graph's plus a fused activation) */
     int *fused_into;      /* node -> node it was folded into (a relu after conv), or -1 */
+    int *extra_input;     /* node -> value appended to its inputs (the bias a folded batchnorm gave
+                             a conv that had none), or -1 */
+    float **folded;       /* host weights the session computed (folding), freed with it */
+    int n_folded;
     const dl_backend **node_be;
     dl_step *steps;
     int n_steps, cap_steps;
@@ -106,7 +110,15 @@ void dl_format_bytes(double bytes, char *buf, size_t len);
 
 /* Chooses a backend for every node (placement.c). Fills s->node_be and sets fused relus. */
 dl_status dl_place(dl_session *s, dl_error *err);
-/* Builds the dl_op view of node n with the given attributes (tensors without data). */
+/* The values node `node` takes as inputs in this session: its own, then extra_input if any.
+ * Returns the count (at most the node's n_inputs + 1). */
+int dl_session_node_inputs(const dl_session *s, int node, int *ins);
+/* Folds each batchnorm into the conv2d before it where that conv's output feeds only the
+ * batchnorm and all their parameters are constants (fold.c): the conv's weights become
+ * session-owned scaled copies, the batchnorm a fused step. Off with no_fuse. */
+dl_status dl_fold_batchnorm(dl_session *s, dl_error *err);
+/* Builds the dl_op view of node n with the given attributes (tensors without data; `in` needs
+ * room for the node's inputs + 1). */
 void dl_session_op_view(dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op,
                         dl_tensor *in, dl_tensor *out);
 #endif

@@ -73,3 +73,17 @@ int tu_run(const char *cmd, char **out) {
     if (!WIFEXITED(st)) return -1;
     return WEXITSTATUS(st);
 }
+
+dl_status tu_open_session(const char *plugins, const char *yaml, const dl_session_options *so, dl_context **ctx,
+                          dl_model **m, dl_session **s, dl_error *err) {
+    *ctx = NULL, *m = NULL, *s = NULL;
+    dl_context_options co = {sizeof co, 2, 0, plugins, 1};
+    dl_status st = dl_context_create(&co, ctx, err);
+    if (st != DL_OK) return st;
+    char *path = tu_write_temp(".yaml", yaml, strlen(yaml));
+    st = path ? dl_model_load(path, m, err) : DL_E_IO;
+    if (path) unlink(path);
+    free(path);
+    if (st != DL_OK) return st;
+    return dl_session_create(*ctx, *m, so, s, err);
+}

@@ -14,4 +14,11 @@ char *tu_write_temp(const char *suffix, const void *data, size_t len);
 /* Run a shell command; capture stdout and stderr together into *out (malloc'd, may be NULL).
  * Returns the exit status, or -1 if it did not exit normally (a crash). */
 int tu_run(const char *cmd, char **out);
+
+/* A context on the plugins listed (a colon-separated path), the model written out from YAML
+ * text, and a session with the options given; DL_OK or the failing call's status with err set.
+ * Free with dl_session_free, dl_model_free, dl_context_free. */
+#include "dlrun/dlrun.h"
+dl_status tu_open_session(const char *plugins, const char *yaml, const dl_session_options *so, dl_context **ctx,
+                          dl_model **m, dl_session **s, dl_error *err);
 #endif

@@ -1,0 +1,136 @@
+/* test_fold.c — batchnorm folded into the conv before it (core/src/fold.c): with non-trivial
+ * batchnorm statistics, the folded session (default) and the unfolded one (no_fuse) give the
+ * same output, the batchnorms show as fused steps, and a conv whose output has another consumer
+ * keeps its batchnorm. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlrun/dlrun.h"
+#include "test_util.h"
+
+typedef struct tensor_spec {
+    const char *name;
+    int nd;
+    int64_t shape[4];
+    float lo, hi;
+} tensor_spec;
+
+/* Writes the tensors, filled uniform in [lo, hi), as a safetensors file; returns its path. */
+static char *write_weights(const tensor_spec *t, int n) {
+    char header[4096] = "{";
+    size_t off = 0, total = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t cnt = 1;
+        char shape[64] = "";
+        for (int d = 0; d < t[i].nd; d++) {
+            cnt *= t[i].shape[d];
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        }
+        snprintf(header + strlen(header), sizeof header - strlen(header), "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                 i ? "," : "", t[i].name, shape, off, off + (size_t)cnt * 4);
+        off += (size_t)cnt * 4;
+    }
+    strcat(header, "}");
+    while (strlen(header) % 8) strcat(header, " ");
+    uint64_t hl = strlen(header);
+    total = 8 + hl + off;
+    unsigned char *buf = malloc(total);
+    memcpy(buf, &hl, 8);
+    memcpy(buf + 8, header, hl);
+    float *data = (float *)(buf + 8 + hl);
+    for (int i = 0; i < n; i++) {
+        int64_t cnt = 1;
+        for (int d = 0; d < t[i].nd; d++) cnt *= t[i].shape[d];
+        tu_fill_uniform(data, (size_t)cnt, 100 + (uint64_t)i, t[i].lo, t[i].hi);
+        data += cnt;
+    }
+    char *path = tu_write_temp(".safetensors", buf, total);
+    free(buf);
+    return path;
+}
+
+/* Runs the model with the weights, folded or not; returns the output (malloc'd) and the number
+ * of fused batchnorm steps. */
+static float *run(const char *yaml, const char *weights, int no_fuse, int *folded, int64_t *n) {
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.weights_path = weights;
+    so.no_fuse = no_fuse;
+    cr_assert_eq(tu_open_session(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
+    *folded = 0;
+    for (int i = 0; i < dl_session_step_count(s); i++) {
+        dl_step_info st;
+        dl_session_step(s, i, &st);
+        *folded += st.kind == DL_STEP_FUSED && !strcmp(st.op, "batchnorm");
+    }
+    dl_tensor in = *dl_session_input(s, 0);
+    int64_t nx = dl_tensor_numel(&in);
+    float *x = malloc((size_t)nx * sizeof *x);
+    tu_fill_uniform(x, (size_t)nx, 7, -1, 1);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    const dl_tensor *y = dl_session_output(s, 0);
+    *n = dl_tensor_numel(y);
+    float *out = malloc((size_t)*n * sizeof *out);
+    memcpy(out, y->data, (size_t)*n * sizeof *out);
+    free(x);
+    dl_session_free(s);
+    dl_model_free(m);
+    dl_context_free(ctx);
+    return out;
+}
+
+
+#define BN(layer, c)                                                                                                  \
+    {layer ".weight", 1, {c}, 0.5f, 1.5f}, {layer ".bias", 1, {c}, -0.5f, 0.5f}, {layer ".running_mean", 1, {c}, -0.3f, 0.3f}, \
+        {layer ".running_var", 1, {c}, 0.3f, 2.0f}
+
+Test(fold, batchnorm_folds_into_conv_and_agrees) {
+    static const char yaml[] = "model: fold\ninputs:\n  - {name: x, shape: [2, 3, 9, 7]}\nlayers:\n"
+                               "  - {name: c1, op: conv2d, filters: 5, kernel: 3, padding: 1, bias: false}\n"
+                               "  - {name: b1, op: batchnorm}\n"
+                               "  - {name: r1, op: relu}\n"
+                               "  - {name: c2, op: conv2d, filters: 4, kernel: 3, stride: 2}\n"
+                               "  - {name: b2, op: batchnorm, eps: 0.001}\n";
+    const tensor_spec t[] = {{"c1.weight", 4, {5, 3, 3, 3}, -0.5f, 0.5f}, BN("b1", 5),
+                             {"c2.weight", 4, {4, 5, 3, 3}, -0.5f, 0.5f}, {"c2.bias", 1, {4}, -1, 1}, BN("b2", 4)};
+    char *w = write_weights(t, sizeof t / sizeof t[0]);
+    int folded, plain;
+    int64_t n, n2;
+    float *y = run(yaml, w, 0, &folded, &n), *ref = run(yaml, w, 1, &plain, &n2);
+    cr_expect_eq(folded, 2, "both batchnorms fold into their convs");
+    cr_expect_eq(plain, 0, "no_fuse keeps every batchnorm");
+    cr_assert_eq(n, n2);
+    double nmse = tu_nmse(ref, y, (size_t)n);
+    cr_expect(nmse < 1e-12, "folded output differs from the unfolded one: NMSE %.3g", nmse);
+    unlink(w);
+    free(w);
+    free(y);
+    free(ref);
+}
+
+Test(fold, conv_output_used_twice_keeps_its_batchnorm) {
+    static const char yaml[] = "model: nofold\ninputs:\n  - {name: x, shape: [1, 3, 6, 6]}\nlayers:\n"
+                               "  - {name: c1, op: conv2d, filters: 3, kernel: 1}\n"
+                               "  - {name: b1, op: batchnorm}\n"
+                               "  - {name: s, op: add, inputs: [c1, b1]}\n";
+    const tensor_spec t[] = {{"c1.weight", 4, {3, 3, 1, 1}, -1, 1}, {"c1.bias", 1, {3}, -1, 1}, BN("b1", 3)};
+    char *w = write_weights(t, sizeof t / sizeof t[0]);
+    int folded, plain;
+    int64_t n, n2;
+    float *y = run(yaml, w, 0, &folded, &n), *ref = run(yaml, w, 1, &plain, &n2);
+    cr_expect_eq(folded, 0, "c1's output also feeds the add: folding would change it");
+    cr_expect(tu_nmse(ref, y, (size_t)n) < 1e-12);
+    unlink(w);
+    free(w);
+    free(y);
+    free(ref);
+}
