@@ -45,13 +45,13 @@ def expect_error(what, m, want, extra=()):
             print(f"ok    {what}: {lines[0]}")
 
 
-def expect_runs(what, m, feeds, want, dlrun, extra=()):
+def expect_runs(what, m, feeds, want, dlrun, extra=(), run_extra=()):
     with tempfile.TemporaryDirectory() as d:
         p = convert(m, d, extra)
         if p.returncode != 0:
             failures.append(f"{what}: conversion failed: {p.stderr.strip()}")
             return
-        cmd = [dlrun, os.path.join(d, "m.yaml"), "--backend", "cpu", "--output", os.path.join(d, "y.npy")]
+        cmd = [dlrun, os.path.join(d, "m.yaml"), "--backend", "cpu", "--output", os.path.join(d, "y.npy"), *run_extra]
         for n, a in feeds.items():
             np.save(os.path.join(d, n + ".npy"), a)
             cmd += ["--input", f"{n}={os.path.join(d, n + '.npy')}"]
@@ -119,6 +119,13 @@ def main():
     v = rng.uniform(-1, 1, (3,)).astype(np.float32)
     expect_runs("MatMul of a batch by a 1-D constant", model([helper.make_node("MatMul", ["x", "v"], ["y"])], [vi("x", [2, 4, 3])],
                                                            [vi("y", None)], [("v", v)]), {"x": m3}, m3 @ v, dlrun)
+    # a converted model whose reshapes keep the batch dimension runs at another batch size
+    xb = rng.uniform(-1, 1, (5, 3, 4)).astype(np.float32)
+    expect_runs("reshapes follow dlrun --batch",
+                model([helper.make_node("Unsqueeze", ["x", "ax"], ["u"]), helper.make_node("Relu", ["u"], ["r"]),
+                       helper.make_node("Flatten", ["r"], ["y"], axis=2)],
+                      [vi("x", [2, 3, 4])], [vi("y", None)], [("ax", np.array([1], np.int64))]),
+                {"x": xb}, np.maximum(xb, 0).reshape(5, 1, 3, 4).reshape(5, 12), dlrun, run_extra=["--batch", "5"])
     if failures:
         print("\n".join("FAIL  " + f for f in failures))
         sys.exit(1)

@@ -208,7 +208,10 @@ class Converter:
             return x
         if not shape:  # 0-D: dlrun keeps [1]
             shape = (1,)
-        name = self.layer(base, "reshape", [x], shape=list(shape))
+        spec = list(shape)
+        if x.shape and spec[0] == x.shape[0]:
+            spec[0] = 0  # "the input's first dimension": the model still runs with dlrun --batch N
+        name = self.layer(base, "reshape", [x], shape=spec)
         return Runtime(name, shape)
 
     def set_out(self, onnx_out, rv):
