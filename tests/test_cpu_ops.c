@@ -568,3 +568,32 @@ Test(cpu_ops, leaky_relu_sigmoid_clip) {
     check_unary(DL_OP_CLIP, 1, -0.5f, 0.25f, "clip");
     check_unary(DL_OP_CLIP, 1, -INFINITY, 0.1f, "clip max only");
 }
+
+/* Max pooling lets NaN through (PyTorch's semantics) on each of its paths: 2x2/2 (VGG), the
+ * separable one (any window, dilation 1) and the dilated one. */
+Test(cpu_ops, maxpool_propagates_nan) {
+    const int cfg[3][4] = {{2, 2, 0, 1}, {3, 2, 1, 1}, {3, 1, 2, 2}}; /* kernel, stride, pad, dilation */
+    for (int c = 0; c < 3; c++) {
+        dl_op_attrs a;
+        attrs(&a);
+        a.kernel[0] = a.kernel[1] = cfg[c][0], a.stride[0] = a.stride[1] = cfg[c][1];
+        a.pad_begin[0] = a.pad_begin[1] = a.pad_end[0] = a.pad_end[1] = cfg[c][2];
+        a.dilation[0] = a.dilation[1] = cfg[c][3];
+        int ext = cfg[c][3] * (cfg[c][0] - 1) + 1, o = (9 + 2 * cfg[c][2] - ext) / cfg[c][1] + 1;
+        tt x = MAKE(-1, 1, 1, 1, 9, 9), y = MAKE(0, 1, 1, 1, o, o);
+        x.data[4 * 9 + 5] = NAN; /* row 4, column 5 */
+        run_op(DL_OP_MAXPOOL2D, &a, &x, 1, &y);
+        for (int oy = 0; oy < o; oy++)
+            for (int ox = 0; ox < o; ox++) {
+                int hit = 0; /* does this output's window hold (4, 5)? */
+                for (int i = 0; i < cfg[c][0]; i++)
+                    for (int j = 0; j < cfg[c][0]; j++)
+                        hit |= oy * cfg[c][1] - cfg[c][2] + i * cfg[c][3] == 4 && ox * cfg[c][1] - cfg[c][2] + j * cfg[c][3] == 5;
+                float v = y.data[oy * o + ox];
+                cr_expect(hit ? isnan(v) : !isnan(v), "config %d output (%d, %d): %g, window %s the NaN", c, oy, ox, v,
+                          hit ? "holds" : "does not hold");
+            }
+        free(x.data);
+        free(y.data);
+    }
+}

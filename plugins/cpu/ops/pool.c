@@ -2,11 +2,25 @@
  * padding (never the max; counted in the average only with count_include_pad), ceil_mode and
  * (max only) dilation. */
 #include <float.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cpu_ops.h"
 
-/* max that lets NaN through, as PyTorch does */
-static inline float nanmax(float m, float v) { return (v > m || v != v) ? v : m; }
+/* max that lets NaN through, as PyTorch does: a NaN in v wins the compare (it is false), a NaN
+ * already in m stays. Written as two selects so it compiles without branches (random data made
+ * the short-circuit form mispredict on every other element). */
+static inline float nanmax(float m, float v) {
+    float r = m > v ? m : v;
+    return m != m ? m : r;
+}
+
+/* The taps start + t*d (t in [0, k)) that land in [0, n): t in [*t0, *t1). */
+static inline void tap_range(int start, int k, int d, int n, int *t0, int *t1) {
+    *t0 = start < 0 ? (-start + d - 1) / d : 0;
+    int last = (n - 1 - start) / d + 1; /* first t past the end (start <= n-1 always: pads < extent) */
+    *t1 = start > n - 1 ? 0 : last < k ? last : k;
+}
 
 void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
     const dl_op_attrs *a = &k->g.a;
@@ -25,22 +39,67 @@ void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
         return;
     }
     const int kh = a->kernel[0], kw = a->kernel[1], dh = a->dilation[0], dw = a->dilation[1];
+    const int sh = a->stride[0], sw = a->stride[1], ph = a->pad_begin[0], pw = a->pad_begin[1];
+    if (dh == 1 && dw == 1) {
+        /* separable: the max over each row's window first (hmax[iy][ox]), then over the rows of
+         * each output's window, a contiguous loop over ox that vectorizes */
+        int *lo = malloc((size_t)ow * 2 * sizeof *lo), *hi = lo ? lo + ow : NULL;
+        if (lo) {
+            for (int ox = 0; ox < ow; ox++) {
+                int x0 = ox * sw - pw, x1 = x0 + kw;
+                lo[ox] = x0 < 0 ? 0 : x0;
+                hi[ox] = x1 > w ? w : x1;
+            }
+#pragma omp parallel
+            {
+                float *hmax = malloc((size_t)h * ow * sizeof *hmax);
+#pragma omp for schedule(static)
+                for (int64_t p = 0; p < planes; p++) {
+                    const float *src = x + p * h * w;
+                    float *dst = y + p * oh * ow;
+                    for (int iy = 0; iy < h && hmax; iy++) {
+                        const float *row = src + (int64_t)iy * w;
+                        float *hm = hmax + (int64_t)iy * ow;
+                        for (int ox = 0; ox < ow; ox++) {
+                            float m = row[lo[ox]];
+                            for (int ix = lo[ox] + 1; ix < hi[ox]; ix++) m = nanmax(m, row[ix]);
+                            hm[ox] = m;
+                        }
+                    }
+                    for (int oy = 0; oy < oh && hmax; oy++) {
+                        int y0 = oy * sh - ph, y1 = y0 + kh;
+                        if (y0 < 0) y0 = 0;
+                        if (y1 > h) y1 = h;
+                        float *out = dst + (int64_t)oy * ow;
+                        memcpy(out, hmax + (int64_t)y0 * ow, (size_t)ow * sizeof *out);
+                        for (int iy = y0 + 1; iy < y1; iy++) {
+                            const float *hm = hmax + (int64_t)iy * ow;
+                            for (int ox = 0; ox < ow; ox++) out[ox] = nanmax(out[ox], hm[ox]);
+                        }
+                    }
+                }
+                free(hmax);
+            }
+            free(lo);
+            return;
+        }
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *src = x + p * h * w;
         float *dst = y + p * oh * ow;
         for (int oy = 0; oy < oh; oy++) {
-            const int y0 = oy * a->stride[0] - a->pad_begin[0];
+            const int y0 = oy * sh - ph;
+            int i0, i1; /* taps y0 + i*dh inside the image: i in [i0, i1) */
+            tap_range(y0, kh, dh, h, &i0, &i1);
             for (int ox = 0; ox < ow; ox++) {
-                const int x0 = ox * a->stride[1] - a->pad_begin[1];
-                float m = -FLT_MAX; /* taps y0 + i*dh, x0 + j*dw that fall inside the image */
-                for (int i = 0; i < kh; i++) {
-                    int iy = y0 + i * dh;
-                    if (iy < 0 || iy >= h) continue;
-                    for (int j = 0; j < kw; j++) {
-                        int ix = x0 + j * dw;
-                        if (ix >= 0 && ix < w) m = nanmax(m, src[iy * w + ix]);
-                    }
+                const int x0 = ox * sw - pw;
+                int j0, j1;
+                tap_range(x0, kw, dw, w, &j0, &j1);
+                float m = -FLT_MAX;
+                for (int i = i0; i < i1; i++) {
+                    const float *row = src + (int64_t)(y0 + i * dh) * w + x0;
+                    for (int j = j0; j < j1; j++) m = nanmax(m, row[j * dw]);
                 }
                 dst[oy * ow + ox] = m;
             }
