@@ -43,6 +43,7 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     k->threads = s->threads;
     dl_status st = dl_op_geom_init(&k->g, op) ? DL_OK : DL_E_NOMEM;
     if (st == DL_OK && k->g.kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, op);
+    if (st == DL_OK && k->g.kind == DL_OP_MAXPOOL2D) k->workspace = cpu_maxpool2d_workspace(k);
     if (st != DL_OK) {
         dl_op_geom_free(&k->g);
         free(k);
@@ -60,7 +61,7 @@ static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl
     switch (k->g.kind) {
     case DL_OP_CONV2D: cpu_conv2d(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y, ws); break;
     case DL_OP_LINEAR: cpu_linear(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y); break;
-    case DL_OP_MAXPOOL2D: cpu_maxpool2d(k, x, y); break;
+    case DL_OP_MAXPOOL2D: cpu_maxpool2d(k, x, y, ws); break;
     case DL_OP_AVGPOOL2D: cpu_avgpool2d(k, x, y); break;
     case DL_OP_GLOBAL_AVGPOOL: cpu_global_avgpool(k, x, y); break;
     case DL_OP_RELU: cpu_relu(k, x, y); break;

@@ -21,7 +21,8 @@ struct dl_kernel {
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
 void cpu_conv2d(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, float *ws);
 void cpu_linear(const dl_kernel *k, const float *x, const float *w, const float *b, float *y);
-void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y);
+size_t cpu_maxpool2d_workspace(const dl_kernel *k); /* bytes cpu_maxpool2d needs as ws */
+void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y, void *ws);
 void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y);
 void cpu_global_avgpool(const dl_kernel *k, const float *x, float *y);
 void cpu_relu(const dl_kernel *k, const float *x, float *y);

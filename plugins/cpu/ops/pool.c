@@ -2,7 +2,7 @@
  * padding (never the max; counted in the average only with count_include_pad), ceil_mode and
  * (max only) dilation. */
 #include <float.h>
-#include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 
 #include "cpu_ops.h"
@@ -22,7 +22,14 @@ static inline void tap_range(int start, int k, int d, int n, int *t0, int *t1) {
     *t1 = start > n - 1 ? 0 : last < k ? last : k;
 }
 
-void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
+size_t cpu_maxpool2d_workspace(const dl_kernel *k) {
+    const dl_op_attrs *a = &k->g.a;
+    if (a->dilation[0] != 1 || a->dilation[1] != 1) return 0;
+    /* per output column its window [lo, hi), then one row-max buffer per thread */
+    return (size_t)k->g.ys[3] * 2 * sizeof(int) + 64 + (size_t)k->threads * (size_t)k->g.xs[2] * (size_t)k->g.ys[3] * sizeof(float);
+}
+
+void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y, void *ws) {
     const dl_op_attrs *a = &k->g.a;
     const int64_t planes = k->g.xs[0] * k->g.xs[1];
     const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
@@ -43,21 +50,22 @@ void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
     if (dh == 1 && dw == 1) {
         /* separable: the max over each row's window first (hmax[iy][ox]), then over the rows of
          * each output's window, a contiguous loop over ox that vectorizes */
-        int *lo = malloc((size_t)ow * 2 * sizeof *lo), *hi = lo ? lo + ow : NULL;
+        int *lo = ws, *hi = lo ? lo + ow : NULL; /* ws: cpu_maxpool2d_workspace() bytes */
+        float *rows = lo ? (float *)((char *)ws + (((size_t)ow * 2 * sizeof(int) + 63) & ~(size_t)63)) : NULL;
         if (lo) {
             for (int ox = 0; ox < ow; ox++) {
                 int x0 = ox * sw - pw, x1 = x0 + kw;
                 lo[ox] = x0 < 0 ? 0 : x0;
                 hi[ox] = x1 > w ? w : x1;
             }
-#pragma omp parallel
+#pragma omp parallel num_threads(k->threads)
             {
-                float *hmax = malloc((size_t)h * ow * sizeof *hmax);
+                float *hmax = rows + (size_t)omp_get_thread_num() * (size_t)h * (size_t)ow;
 #pragma omp for schedule(static)
                 for (int64_t p = 0; p < planes; p++) {
                     const float *src = x + p * h * w;
                     float *dst = y + p * oh * ow;
-                    for (int iy = 0; iy < h && hmax; iy++) {
+                    for (int iy = 0; iy < h; iy++) {
                         const float *row = src + (int64_t)iy * w;
                         float *hm = hmax + (int64_t)iy * ow;
                         for (int ox = 0; ox < ow; ox++) {
@@ -66,7 +74,7 @@ void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
                             hm[ox] = m;
                         }
                     }
-                    for (int oy = 0; oy < oh && hmax; oy++) {
+                    for (int oy = 0; oy < oh; oy++) {
                         int y0 = oy * sh - ph, y1 = y0 + kh;
                         if (y0 < 0) y0 = 0;
                         if (y1 > h) y1 = h;
@@ -78,9 +86,7 @@ void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y) {
                         }
                     }
                 }
-                free(hmax);
             }
-            free(lo);
             return;
         }
     }
