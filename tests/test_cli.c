@@ -199,6 +199,11 @@ Test(cli, resnet18_runs_and_reports_its_memory_plan, .timeout = 300) {
     free(out);
     cr_assert_eq(dlrun(MODEL("resnet18.yaml") " --profile", &out), 0, "%s", out);
     cr_expect(strstr(out, "memory plan (per domain)"), "%s", out);
+    /* its 20 batchnorms fold into their convs, and the 17 relus then fuse into those convs */
+    cr_expect(strstr(out, "(+17 relu fused) (+20 batchnorm folded)"), "%s", out);
+    free(out);
+    cr_assert_eq(dlrun(MODEL("resnet18.yaml") " --no-fuse", &out), 0, "%s", out);
+    cr_expect_null(strstr(out, "folded"), "--no-fuse folds nothing: %s", out);
     free(out);
 }
 

@@ -11,15 +11,8 @@
 
 #include "session.h"
 
-#define BUF(s, v, d) ((s)->buf[(size_t)(v)*DL_MAX_DOMAINS + (size_t)(d)])
-
-static int uses(const dl_graph *g, int v) {
-    int c = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; j < g->nodes[i].n_inputs; j++) c += g->nodes[i].inputs[j] == v;
-    for (int i = 0; i < g->n_outputs; i++) c += g->outputs[i] == v;
-    return c;
-}
+/* readers of v: the nodes that take it, and the model's outputs */
+static int uses(const dl_graph *g, int v) { return dl_graph_consumers(g, v) + dl_graph_is_output(g, v); }
 
 static int is_constant(const dl_graph *g, int v) { return g->values[v].kind == DL_VALUE_WEIGHT && g->values[v].data; }
 

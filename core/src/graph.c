@@ -156,3 +156,16 @@ double dl_node_flops(const dl_graph *g, const dl_node *n) {
     default: return 0;
     }
 }
+
+int dl_graph_consumers(const dl_graph *g, int v) {
+    int c = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) c += g->nodes[i].inputs[j] == v;
+    return c;
+}
+
+int dl_graph_is_output(const dl_graph *g, int v) {
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == v) return 1;
+    return 0;
+}

@@ -84,6 +84,9 @@ int dl_graph_add_value(dl_graph *g, const char *name, dl_value_kind kind, dl_src
 int dl_graph_add_node(dl_graph *g, const char *name, dl_op_kind kind, dl_srcloc loc);
 /* Index of the value with this name, or -1. */
 int dl_graph_find_value(const dl_graph *g, const char *name);
+/* How many node inputs read value v; 1 if v is one of the model's outputs, else 0. */
+int dl_graph_consumers(const dl_graph *g, int v);
+int dl_graph_is_output(const dl_graph *g, int v);
 /* Default attributes for an op kind (stride 1, dilation 1, groups 1, eps 1e-5, ...). */
 void dl_attrs_default(dl_op_attrs *a, dl_op_kind kind);
 

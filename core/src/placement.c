@@ -61,19 +61,6 @@ static int try_backend(dl_session *s, const dl_backend *be, int node, const dl_o
     return dl_backend_accepts(be, &op, why);
 }
 
-static int is_output(const dl_graph *g, int v) {
-    for (int i = 0; i < g->n_outputs; i++)
-        if (g->outputs[i] == v) return 1;
-    return 0;
-}
-
-static int consumers(const dl_graph *g, int v) {
-    int c = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; j < g->nodes[i].n_inputs; j++) c += g->nodes[i].inputs[j] == v;
-    return c;
-}
-
 static int on_host(const dl_backend *be) { return be->device.device_type == DL_DEVICE_CPU; }
 static int same_domain(const dl_backend *a, const dl_backend *b) {
     if (on_host(a) || on_host(b)) return on_host(a) && on_host(b);
@@ -182,7 +169,7 @@ static double time_op(dl_session *s, int i, const dl_backend *be, dl_error *err)
         dl_value *v = &s->g->values[ins[j]];
         isw[j] = v->kind == DL_VALUE_WEIGHT;
         if (isw[j]) {
-            in[j].data = s->buf[(size_t)ins[j] * DL_MAX_DOMAINS]; /* the session's (maybe folded) weights */
+            in[j].data = BUF(s, ins[j], 0); /* the session's (maybe folded) weights */
             continue;
         }
         int64_t cnt = dl_value_numel(v);
@@ -307,7 +294,7 @@ static double total_cost(const planner *p, const int *as) {
                 c += src < 0 ? to_host(p, d, bytes) : move(p, src, d, bytes);
                 if (on_host(p->be[d])) host_has = 1;
             }
-        if (is_output(g, v) && !host_has) c += to_host(p, src, bytes);
+        if (dl_graph_is_output(g, v) && !host_has) c += to_host(p, src, bytes);
     }
     return c;
 }
@@ -322,7 +309,7 @@ static int is_chain(const dl_graph *g) {
             int want = i == 0 ? -1 : i - 1;
             if (v->producer != want) return 0;
         }
-        if (acts != 1 || consumers(g, g->nodes[i].output) > 1) return 0;
+        if (acts != 1 || dl_graph_consumers(g, g->nodes[i].output) > 1) return 0;
     }
     return g->n_outputs == 1 && g->outputs[0] == g->nodes[g->n_nodes - 1].output && g->n_inputs == 1;
 }
@@ -420,7 +407,7 @@ static void try_fuse(dl_session *s, int i) {
     int v = r->inputs[0];
     int p = g->values[v].producer;
     if (p >= 0 && g->nodes[p].kind == DL_OP_BATCHNORM && s->fused_into[p] >= 0) p = s->fused_into[p]; /* folded into a conv */
-    if (p < 0 || is_output(g, v) || consumers(g, v) != 1 || s->fused_into[p] >= 0) return;
+    if (p < 0 || dl_graph_is_output(g, v) || dl_graph_consumers(g, v) != 1 || s->fused_into[p] >= 0) return;
     dl_op_kind k = g->nodes[p].kind;
     if (k != DL_OP_CONV2D && k != DL_OP_LINEAR && k != DL_OP_ADD && k != DL_OP_BATCHNORM) return;
     if (s->node_attrs[p].activation != DL_ACT_NONE || s->node_be[p] != s->node_be[i]) return;

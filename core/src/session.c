@@ -8,8 +8,6 @@
 #include "clock.h"
 #include "session.h"
 
-#define BUF(s, v, d) ((s)->buf[(size_t)(v)*DL_MAX_DOMAINS + (size_t)(d)])
-
 static size_t value_bytes(const dl_value *v) {
     return (size_t)dl_value_numel(v) * dl_dtype_size(v->dtype);
 }
@@ -392,7 +390,7 @@ static dl_status sync_all(dl_session *s, const dl_backend **last, dl_error *err)
     dl_status st = DL_OK;
     for (int d = 1; d < s->n_doms && st == DL_OK; d++) {
         st = sync_backend(s->doms[d].be, err);
-        if (st == DL_OK && last && last[d] != s->doms[d].be) st = sync_backend(last[d], err);
+        if (st == DL_OK && last[d] != s->doms[d].be) st = sync_backend(last[d], err);
     }
     return st;
 }

@@ -10,6 +10,8 @@ struct dl_model {
 };
 
 #define DL_MAX_DOMAINS 8
+/* s->buf's entry for value v in domain d: its storage there, or NULL */
+#define BUF(s, v, d) ((s)->buf[(size_t)(v)*DL_MAX_DOMAINS + (size_t)(d)])
 
 /* A memory domain in use by the session; domain 0 is always host memory (owned by the core). */
 typedef struct dl_domain {

@@ -610,10 +610,6 @@ class Converter:
             y = Runtime(self.layer(out + "/2d", "global_avgpool", [x]), (x0.shape[0], x0.shape[1], 1, 1))
             self.set_out(out, self.reshape_to(y, yshape, out))
 
-    def _matmul(self, out, a_rv, b_rv, c_rv, yshape, **kw):
-        ins = [a_rv, b_rv] + ([c_rv] if c_rv is not None else [])
-        return self.emit(out, "matmul", ins, yshape, **kw)
-
     def op_Gemm(self):
         a = self.attrs({"alpha", "beta", "transA", "transB", "broadcast"})
         alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
@@ -656,8 +652,8 @@ class Converter:
             kw["alpha"] = alpha
         if C is not None and beta != 1.0:
             kw["beta"] = beta
-        self._matmul(out, self.runtime(self.node.input[0]), self.runtime(self.node.input[1]),
-                     self.runtime(cname) if C is not None else None, (m, n), **kw)
+        ins = [self.runtime(self.node.input[0]), self.runtime(self.node.input[1])]
+        self.emit(out, "matmul", ins + ([self.runtime(cname)] if C is not None else []), (m, n), **kw)
 
     def op_MatMul(self):
         self.attrs(set())
@@ -750,14 +746,9 @@ class Converter:
         shape = _broadcast(ar.shape, br.shape)
         if shape is None:
             self.fail(f"shapes {list(ar.shape)} and {list(br.shape)} do not broadcast")
-        return self._add_rv(out, ar, br, shape)
-
-    def _add_rv(self, out, ar, br, shape):
-        # dlrun keeps 0-D tensors as [1]: give both operands at least one dimension
-        if not shape:
+        if not shape:  # dlrun keeps 0-D tensors as [1]: give both operands one dimension
             ar, br, shape = self.reshape_to(ar, (1,), out + "/a"), self.reshape_to(br, (1,), out + "/b"), (1,)
-        rv = self.emit(out, "add", [ar, br], shape)
-        return rv
+        return self.emit(out, "add", [ar, br], shape)
 
     def op_Add(self):
         a = self.attrs({"broadcast", "axis"})
