@@ -155,7 +155,7 @@ Test(bad_inputs, safetensors_files_are_never_trusted) {
         dl_graph *g = tiny();
         dl_weights *w = (dl_weights *)0x1;
         dl_error err = {{0}};
-        dl_status st = dl_weights_bind(g, path, 1, &w, &err);
+        dl_status st = dl_weights_bind(g, NULL, path, 1, &w, &err);
         cr_expect_eq(st, DL_E_INVALID, "case %zu: status %d (%s)", i, st, err.msg);
         cr_expect_null(w);
         cr_expect(strstr(err.msg, sts[i].want), "case %zu:\n  got:  %s\n  want: %s", i, err.msg, sts[i].want);

@@ -280,6 +280,7 @@ Test(cpu_ops, global_avgpool) {
 Test(cpu_ops, relu_flatten_dropout_reshape) {
     dl_op_attrs a;
     attrs(&a);
+    a.axis = 1; /* flatten [2, 3, 5, 7] from dim 1: [2, 105] */
     tt x = MAKE(-1, 1, 2, 3, 5, 7);
     double *ref = malloc((size_t)x.n * sizeof *ref);
     const dl_op_kind kinds[4] = {DL_OP_RELU, DL_OP_FLATTEN, DL_OP_DROPOUT, DL_OP_RESHAPE};
@@ -516,7 +517,7 @@ Test(cpu_ops, supports_refuses_with_reasons) {
     expect_refused(&op, "only f32");
     in[0].dtype = DL_F32;
     ys[2] = 7;
-    expect_refused(&op, "output size");
+    expect_refused(&op, "does not follow from the inputs (expected [1, 6, 6, 6])");
     ys[2] = 6;
     op.kind = 99;
     expect_refused(&op, "unknown");
@@ -529,11 +530,19 @@ Test(cpu_ops, supports_refuses_with_reasons) {
     dl_tensor lin[2] = {{NULL, {1, 0}, 2, DL_F32, lx, NULL, 0}, {NULL, {1, 0}, 2, DL_F32, lw, NULL, 0}};
     dl_tensor lout = {NULL, {1, 0}, 2, DL_F32, ly, NULL, 0};
     dl_op lop = {sizeof lop, DL_OP_LINEAR, "l", &a, 2, lin, 1, &lout, 0};
-    expect_refused(&lop, "weight has 11 inputs");
+    expect_refused(&lop, "weight [5, 11] does not take 10 features");
     lop.kind = DL_OP_MATMUL; /* [2,10] x [5,11]: inner dimensions differ */
-    expect_refused(&lop, "matmul shapes do not agree");
+    expect_refused(&lop, "inner dimensions differ: #1 [2, 10] has 10, #2 [5, 11] has 5");
     lop.kind = DL_OP_ADD; /* [2,10] + [5,11] does not broadcast */
-    expect_refused(&lop, "numpy broadcast");
+    expect_refused(&lop, "do not broadcast to one shape");
+    lop.kind = DL_OP_SOFTMAX; /* the ABI's axes are non-negative */
+    lop.n_inputs = 1;
+    ly[1] = 10;
+    a.axis = -1;
+    expect_refused(&lop, "axis -1 is negative");
+    a.axis = 1;
+    dl_error ok;
+    cr_expect(be->supports(be->self, &lop, &ok), "softmax along axis 1 is refused: %s", ok.msg);
 }
 
 /* ---- ABI 1.1 activations ---- */

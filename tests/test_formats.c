@@ -31,13 +31,16 @@ static dl_graph *parse(const char *text) {
     return g;
 }
 
-static void expect_shape(const dl_graph *g, const char *value, const char *want) {
+/* shapes: a session's (from dl_graph_infer), or NULL for the model's own */
+static void expect_shape_in(const dl_graph *g, const dl_shape *shapes, const char *value, const char *want) {
     int v = dl_graph_find_value(g, value);
     cr_assert_geq(v, 0, "no value %s", value);
+    const dl_shape *sh = shapes ? &shapes[v] : &g->values[v].shape;
     char s[128];
-    dl_shape_str(g->values[v].shape, g->values[v].ndim, s, sizeof s);
+    dl_shape_str(sh->d, sh->ndim, s, sizeof s);
     cr_expect_str_eq(s, want, "%s", value);
 }
+#define expect_shape(g, value, want) expect_shape_in(g, NULL, value, want)
 
 Test(models, shipped_models_parse_with_torchvision_names) {
     dl_graph *g = load("vgg.yaml");
@@ -69,15 +72,18 @@ Test(models, shipped_models_parse_with_torchvision_names) {
     dl_graph_free(g);
 }
 
-Test(models, batch_changes_every_shape) {
+Test(models, batch_changes_every_shape_and_leaves_the_model_alone) {
     dl_graph *g = load("vgg.yaml");
     dl_error err;
-    cr_assert_eq(dl_graph_infer_shapes(g, 8, &err), DL_OK, "%s", err.msg);
-    expect_shape(g, "classifier.6", "[8, 1000]");
-    expect_shape(g, "features.30", "[8, 512, 7, 7]");
-    expect_shape(g, "features.0.weight", "[64, 3, 3, 3]");
-    cr_assert_eq(dl_graph_infer_shapes(g, 1, &err), DL_OK);
+    dl_shape *s8 = calloc((size_t)g->n_values, sizeof *s8);
+    cr_assert_eq(dl_graph_infer(g, 8, s8, &err), DL_OK, "%s", err.msg);
+    expect_shape_in(g, s8, "classifier.6", "[8, 1000]");
+    expect_shape_in(g, s8, "features.30", "[8, 512, 7, 7]");
+    expect_shape_in(g, s8, "features.0.weight", "[64, 3, 3, 3]");
+    expect_shape_in(g, s8, "flatten", "[8, 25088]");
+    expect_shape(g, "classifier.6", "[1, 1000]"); /* the model keeps the file's batch */
     expect_shape(g, "flatten", "[1, 25088]");
+    free(s8);
     dl_graph_free(g);
 }
 
@@ -112,17 +118,25 @@ Test(models, dag_defaults_and_attributes) {
     cr_expect_eq(g->n_outputs, 2);
     cr_expect_str_eq(g->weights_path, "w.safetensors");
     const dl_node *a = &g->nodes[0];
-    cr_expect_eq(a->attrs.pad_begin[1], 2);
-    cr_expect_eq(a->attrs.kernel[1], 5);
-    cr_expect_eq(g->nodes[1].attrs.pad_end[0], 2);
-    cr_expect_eq(g->nodes[5].attrs.count_include_pad, 0);
-    cr_expect_float_eq(g->nodes[8].attrs.epsilon, 0.001f, 1e-9);
-    cr_expect_float_eq(g->nodes[9].attrs.alpha, 0.01f, 1e-9, "PyTorch's default slope");
+    cr_expect_eq(a->params.attrs.pad_begin[1], 2);
+    cr_expect_eq(a->params.attrs.kernel[1], 5);
+    cr_expect_eq(g->nodes[1].params.attrs.pad_end[0], 2);
+    cr_expect_eq(g->nodes[4].params.attrs.stride[0], 2);
+    cr_expect_eq(g->nodes[5].params.attrs.stride[1], 2, "a pool's stride defaults to its kernel");
+    cr_expect_eq(g->nodes[5].params.attrs.count_include_pad, 0);
+    cr_expect_eq(g->nodes[7].params.attrs.axis, 1);
+    cr_expect_float_eq(g->nodes[8].params.attrs.epsilon, 0.001f, 1e-9);
+    cr_expect_float_eq(g->nodes[9].params.attrs.alpha, 0.01f, 1e-9, "PyTorch's default slope");
     expect_shape(g, "cl", "[2, 6, 6, 7]");
-    cr_expect(isinf(g->nodes[11].attrs.clip_min) && g->nodes[11].attrs.clip_min < 0);
-    cr_expect_float_eq(g->nodes[11].attrs.clip_max, 6.0f, 1e-9);
-    /* conv a: 2*N*OC*OH*OW*(C/g)*KH*KW */
-    cr_expect_float_eq(dl_node_flops(g, a), 2.0 * 2 * 6 * 6 * 7 * 4 * 3 * 5, 1e-6);
+    cr_expect(isinf(g->nodes[11].params.attrs.clip_min) && g->nodes[11].params.attrs.clip_min < 0);
+    cr_expect_float_eq(g->nodes[11].params.attrs.clip_max, 6.0f, 1e-9);
+    /* conv a: 2*N*OC*OH*OW*(C/g)*KH*KW, from its row in the op table */
+    dl_shape shapes[64];
+    for (int v = 0; v < g->n_values; v++) shapes[v] = g->values[v].shape;
+    dl_op op;
+    dl_tensor in[4], out;
+    dl_node_op(g, 0, a->inputs, a->n_inputs, shapes, &a->params.attrs, 0, &op, in, &out);
+    cr_expect_float_eq(dl_op_def_of(a->kind)->flops(&op), 2.0 * 2 * 6 * 6 * 7 * 4 * 3 * 5, 1e-6);
     dl_graph_free(g);
 }
 
@@ -154,12 +168,12 @@ Test(weights, f32_file_round_trip_in_place) {
     cr_assert_eq(dl_safetensors_write_f32(path, 3, names, data, nd, shapes, &err), DL_OK, "%s", err.msg);
     dl_graph *g = parse(fc_model);
     dl_weights *wt;
-    cr_assert_eq(dl_weights_bind(g, path, 0, &wt, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(dl_weights_bind(g, NULL, path, 0, &wt, &err), DL_OK, "%s", err.msg);
     int wi = dl_graph_find_value(g, "fc.weight"), bi = dl_graph_find_value(g, "fc.bias");
-    cr_expect_eq(memcmp(g->values[wi].data, w, sizeof w), 0);
-    cr_expect_eq(memcmp(g->values[bi].data, b, sizeof b), 0);
+    cr_expect_eq(memcmp(dl_weights_data(wt, wi), w, sizeof w), 0);
+    cr_expect_eq(memcmp(dl_weights_data(wt, bi), b, sizeof b), 0);
+    cr_expect_null(dl_weights_data(wt, dl_graph_find_value(g, "x")), "an input has no weight data");
     dl_weights_free(wt);
-    cr_expect_null(g->values[wi].data);
     dl_graph_free(g);
     unlink(path);
 }
@@ -185,9 +199,9 @@ Test(weights, f16_and_bf16_are_converted_exactly) {
     dl_graph *g = parse(fc_model);
     dl_weights *wt;
     dl_error err;
-    cr_assert_eq(dl_weights_bind(g, path, 0, &wt, &err), DL_OK, "%s", err.msg);
-    const float *w = g->values[dl_graph_find_value(g, "fc.weight")].data;
-    const float *b = g->values[dl_graph_find_value(g, "fc.bias")].data;
+    cr_assert_eq(dl_weights_bind(g, NULL, path, 0, &wt, &err), DL_OK, "%s", err.msg);
+    const float *w = dl_weights_data(wt, dl_graph_find_value(g, "fc.weight"));
+    const float *b = dl_weights_data(wt, dl_graph_find_value(g, "fc.bias"));
     for (int i = 0; i < 6; i++) cr_expect_eq(w[i], hf[i], "f16 %d: %g != %g", i, w[i], hf[i]);
     cr_expect(signbit(w[5]));
     cr_expect_eq(b[0], 1.0f);
@@ -203,26 +217,25 @@ Test(weights, seeded_init_is_deterministic_and_pytorch_like) {
     dl_graph *g = load("resnet18.yaml");
     dl_weights *a, *b;
     dl_error err;
-    cr_assert_eq(dl_weights_bind(g, NULL, 7, &a, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(dl_weights_bind(g, NULL, NULL, 7, &a, &err), DL_OK, "%s", err.msg);
     int ci = dl_graph_find_value(g, "layer1.0.conv1.weight");
-    const dl_value *cv = &g->values[ci];
-    size_t n = (size_t)dl_value_numel(cv);
+    size_t n = (size_t)dl_shape_numel(&g->values[ci].shape);
     float *first = malloc(n * sizeof *first);
-    memcpy(first, cv->data, n * sizeof *first);
+    memcpy(first, dl_weights_data(a, ci), n * sizeof *first);
     double bound = 1.0 / sqrt(64.0 * 9.0), mx = 0;
     for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(first[i]));
     cr_expect_leq(mx, bound, "kaiming-uniform bound exceeded");
     cr_expect_gt(mx, 0.98 * bound, "the range is not used");
-    const float *gamma = g->values[dl_graph_find_value(g, "bn1.weight")].data;
-    const float *mean = g->values[dl_graph_find_value(g, "bn1.running_mean")].data;
-    const float *var = g->values[dl_graph_find_value(g, "bn1.running_var")].data;
+    const float *gamma = dl_weights_data(a, dl_graph_find_value(g, "bn1.weight"));
+    const float *mean = dl_weights_data(a, dl_graph_find_value(g, "bn1.running_mean"));
+    const float *var = dl_weights_data(a, dl_graph_find_value(g, "bn1.running_var"));
     cr_expect(gamma[0] == 1 && mean[0] == 0 && var[63] == 1);
     dl_weights_free(a);
-    cr_assert_eq(dl_weights_bind(g, NULL, 7, &b, &err), DL_OK);
-    cr_expect_eq(memcmp(first, cv->data, n * sizeof *first), 0, "same seed, different weights");
+    cr_assert_eq(dl_weights_bind(g, NULL, NULL, 7, &b, &err), DL_OK);
+    cr_expect_eq(memcmp(first, dl_weights_data(b, ci), n * sizeof *first), 0, "same seed, different weights");
     dl_weights_free(b);
-    cr_assert_eq(dl_weights_bind(g, NULL, 8, &b, &err), DL_OK);
-    cr_expect_neq(memcmp(first, cv->data, n * sizeof *first), 0, "different seed, same weights");
+    cr_assert_eq(dl_weights_bind(g, NULL, NULL, 8, &b, &err), DL_OK);
+    cr_expect_neq(memcmp(first, dl_weights_data(b, ci), n * sizeof *first), 0, "different seed, same weights");
     dl_weights_free(b);
     free(first);
     dl_graph_free(g);

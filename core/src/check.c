@@ -13,37 +13,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "context.h"
 #include "model_yaml.h"
 #include "oprun.h"
 #include "rng.h"
-#include "session.h"
 
 
-double dl_check_threshold(int kind, int precision) {
-    int half = precision == DL_PRECISION_F16, bf = precision == DL_PRECISION_BF16;
-    switch (kind) {
-    case DL_OP_CONV2D:
-    case DL_OP_LINEAR:
-    case DL_OP_MATMUL:
-        return bf ? 1e-3 : half ? 1e-4 : precision == DL_PRECISION_TF32 ? 1e-5 : 1e-8;
-    case DL_OP_RELU:
-    case DL_OP_LEAKY_RELU:
-    case DL_OP_CLIP:
-    case DL_OP_MAXPOOL2D:
-    case DL_OP_FLATTEN:
-    case DL_OP_DROPOUT:
-    case DL_OP_RESHAPE:
-    case DL_OP_CONCAT: /* exact in f32: only rounding to a narrower type may change them */
-        return bf ? 1e-4 : half ? 1e-6 : 1e-12;
-    default: /* avgpool, global_avgpool, add, batchnorm, softmax: rounding-order differences */
-        return bf ? 1e-4 : half ? 1e-6 : 1e-10;
-    }
-}
+double dl_check_threshold(int kind, int precision) { return dl_op_nmse(kind, precision); }
 
 static double end_to_end_threshold(int precision) {
     return precision == DL_PRECISION_F32 ? 1e-8 : precision == DL_PRECISION_TF32 ? 1e-6 : 1e-4;
 }
-
 
 /* ---- comparing ---- */
 
@@ -109,7 +89,7 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
         refop.precision = DL_PRECISION_F32;
         st = ref ? dl_run_op(cpu, &refop, is_weight, ref, 0, &rr, err) : dl_fail(err, DL_E_NOMEM, "out of memory");
         if (st == DL_OK && (!rr.supported || rr.guards_ok != 1))
-            st = dl_fail(err, DL_E_RUNTIME, "the CPU reference cannot run %s '%s': %s", dl_op_kind_name((dl_op_kind)op->kind),
+            st = dl_fail(err, DL_E_RUNTIME, "the CPU reference cannot run %s '%s': %s", dl_op_kind_name(op->kind),
                          layer, rr.why[0] ? rr.why : "guard bytes changed");
         ref_or_null = ref;
     }
@@ -119,8 +99,8 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     if (st == DL_OK) {
         char shape[96], detail[DL_ERROR_LEN + 64] = "";
         dl_shape_str(op->outputs[0].shape, op->outputs[0].ndim, shape, sizeof shape);
-        dl_check_row row = {layer, dl_op_kind_name((dl_op_kind)op->kind), be->name, shape, DL_CHECK_PASS, 0, 0, 0,
-                            dl_check_threshold(op->kind, precision), detail, 0, 0, 0};
+        dl_check_row row = {layer, dl_op_kind_name(op->kind), be->name, shape, DL_CHECK_PASS, 0, 0, 0,
+                            dl_op_nmse(op->kind, precision), detail, 0, 0, 0};
         if (!r.supported) {
             row.result = DL_CHECK_UNSUPPORTED;
             snprintf(detail, sizeof detail, "%s", r.why);
@@ -161,8 +141,10 @@ static dl_status pick_backends(dl_context *ctx, const dl_check_options *o, const
         }
         return DL_OK;
     }
-    for (int i = 0; i < ctx->n_plugins && *n < 32; i++)
-        if (ctx->plugins[i].be && strcmp(ctx->plugins[i].be->name, "cpu") != 0) out[(*n)++] = ctx->plugins[i].be;
+    for (int i = 0; i < dl_context_plugin_count(ctx) && *n < 32; i++) {
+        const dl_plugin_info *p = dl_context_plugin(ctx, i);
+        if (p->loaded && strcmp(p->name, "cpu") != 0) out[(*n)++] = dl_context_backend(ctx, p->name);
+    }
     if (*n == 0 && dl_context_backend(ctx, "cpu")) out[(*n)++] = dl_context_backend(ctx, "cpu");
     return *n ? DL_OK : dl_fail(err, DL_E_INVALID, "no backend to check");
 }
@@ -220,24 +202,15 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
     st = ins && (nin == 0 || ins[nin - 1].data) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
     if (st == DL_OK) st = dl_session_run(ref, ins, nin, err);
     reporter rep = {fn, user, sum};
-    dl_graph *g = ref->g;
     for (int b = 0; st == DL_OK && b < nb; b++) {
-        for (int k = 0; st == DL_OK && k < ref->n_steps; k++) {
-            const dl_step *step = &ref->steps[k];
-            if (step->kind != DL_STEP_OP) continue;
-            const dl_node *nd = &g->nodes[step->node];
-            dl_tensor tin[64];
-            unsigned char isw[64];
-            dl_op op = step->op;
-            for (int j = 0; j < nd->n_inputs && j < 64; j++) {
-                int v = dl_session_root(ref, nd->inputs[j]);
-                tin[j] = step->in[j];
-                tin[j].data = ref->buf[(size_t)v * DL_MAX_DOMAINS];
-                isw[j] = g->values[v].kind == DL_VALUE_WEIGHT;
-            }
-            op.inputs = tin;
-            const float *expect = ref->buf[(size_t)dl_session_root(ref, nd->output) * DL_MAX_DOMAINS];
-            st = check_case(bes[b], NULL, &op, isw, expect, nd->name, o.precision, 0, step->flops, &rep, err);
+        for (int k = 0; st == DL_OK && k < dl_session_step_count(ref); k++) {
+            const unsigned char *constant;
+            const dl_op *op = dl_session_step_op(ref, k, &constant); /* host data: the reference's */
+            if (!op) continue;
+            dl_step_info info;
+            dl_session_step(ref, k, &info);
+            st = check_case(bes[b], NULL, op, constant, op->outputs[0].data, info.layer, o.precision, 0, info.flops, &rep,
+                            err);
         }
         /* end to end: the model placed on this backend wherever it can run, cpu elsewhere */
         dl_session *s = NULL;
@@ -265,65 +238,11 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
     return st;
 }
 
-/* ---- dlrun test-ops: the built-in table ---- */
+/* ---- dlrun test-ops: the op table's cases ---- */
 
-typedef struct op_case {
-    const char *name;
-    const char *inputs; /* YAML list of input shapes */
-    const char *layer;  /* YAML flow mapping of the layer's attributes (op included) */
-    float scale;        /* inputs drawn from U(-scale, scale) */
-} op_case;
-
-static const op_case cases[] = {
-    {"conv 3x3 pad 1", "[[1, 3, 11, 13]]", "op: conv2d, filters: 5, kernel: 3, padding: 1", 1},
-    {"conv stride 2 batch 2", "[[2, 4, 9, 7]]", "op: conv2d, filters: 6, kernel: 3, stride: 2, padding: 1", 1},
-    {"conv asymmetric pad", "[[1, 5, 13, 11]]", "op: conv2d, filters: 7, kernel: [3, 5], stride: [1, 2], padding: [2, 0, 1, 3]", 1},
-    {"conv dilation 2", "[[1, 3, 15, 15]]", "op: conv2d, filters: 4, kernel: 3, padding: 2, dilation: 2", 1},
-    {"conv groups 3 batch 3", "[[3, 6, 8, 9]]", "op: conv2d, filters: 9, kernel: 3, padding: 1, groups: 3", 1},
-    {"conv depthwise", "[[2, 8, 7, 7]]", "op: conv2d, filters: 8, kernel: 3, stride: [2, 1], padding: 1, groups: 8", 1},
-    {"conv 7x7 stride 2 no bias", "[[1, 3, 17, 19]]", "op: conv2d, filters: 8, kernel: 7, stride: 2, padding: 3, bias: false", 1},
-    {"conv 1x1", "[[2, 9, 5, 6]]", "op: conv2d, filters: 11, kernel: 1", 1},
-    {"conv 3x3 64 channels", "[[1, 64, 57, 61]]", "op: conv2d, filters: 33, kernel: 3, padding: 1", 1},
-    {"conv 3x3 batch 3 deep", "[[3, 32, 10, 10]]", "op: conv2d, filters: 24, kernel: 3", 1},
-    {"linear batch 1", "[[1, 37]]", "op: linear, units: 23", 1},
-    {"linear batch 5", "[[5, 129]]", "op: linear, units: 67, bias: false", 1},
-    {"linear wide", "[[1, 513]]", "op: linear, units: 1001", 1},
-    {"maxpool 2", "[[2, 3, 11, 13]]", "op: maxpool2d, kernel: 2", 1},
-    {"maxpool 3 s2 p1", "[[1, 5, 9, 9]]", "op: maxpool2d, kernel: 3, stride: 2, padding: 1", 1},
-    {"maxpool ceil", "[[1, 4, 10, 7]]", "op: maxpool2d, kernel: 3, stride: 2, padding: 1, ceil_mode: true", 1},
-    {"avgpool ceil pad", "[[1, 4, 10, 7]]", "op: avgpool2d, kernel: 3, stride: 2, padding: 1, ceil_mode: true", 1},
-    {"avgpool exclude pad", "[[2, 2, 8, 11]]", "op: avgpool2d, kernel: 3, stride: 2, padding: 1, count_include_pad: false", 1},
-    {"global avgpool", "[[3, 5, 7, 9]]", "op: global_avgpool", 1},
-    {"relu", "[[2, 3, 5, 7]]", "op: relu", 1},
-    {"relu 1-D odd", "[[1, 1001]]", "op: relu", 1},
-    {"add", "[[3, 7, 5, 3], [3, 7, 5, 3]]", "op: add", 1},
-    {"concat axis 1", "[[2, 1, 4, 5], [2, 3, 4, 5], [2, 2, 4, 5]]", "op: concat, axis: 1", 1},
-    {"concat axis 3", "[[2, 3, 4, 1], [2, 3, 4, 3]]", "op: concat, axis: 3", 1},
-    {"softmax axis 1", "[[3, 5, 4, 7]]", "op: softmax, axis: 1", 3},
-    {"softmax last", "[[4, 1000]]", "op: softmax", 3},
-    {"softmax large values", "[[2, 37]]", "op: softmax", 1000},
-    {"batchnorm", "[[2, 5, 3, 7]]", "op: batchnorm, eps: 0.001", 2},
-    {"batchnorm 2-D", "[[4, 9]]", "op: batchnorm", 2},
-    {"flatten", "[[2, 3, 5, 7]]", "op: flatten", 1},
-    {"dropout", "[[2, 3, 5, 7]]", "op: dropout, rate: 0.5", 1},
-    {"leaky_relu", "[[2, 3, 5, 7]]", "op: leaky_relu, alpha: 0.2", 1},
-    {"sigmoid wide range", "[[3, 101]]", "op: sigmoid", 30},
-    {"clip", "[[2, 3, 5, 7]]", "op: clip, min: -0.5, max: 0.25", 1},
-    {"clip min only", "[[1, 77]]", "op: clip, min: 0", 1},
-    {"maxpool dilation 2", "[[1, 3, 13, 11]]", "op: maxpool2d, kernel: 3, stride: 1, dilation: 2", 1},
-    {"maxpool dilated ceil pad", "[[2, 2, 12, 9]]", "op: maxpool2d, kernel: 2, stride: 2, padding: 1, dilation: 3, ceil_mode: true", 1},
-    {"avgpool pad over half", "[[1, 2, 9, 8]]", "op: avgpool2d, kernel: 3, stride: 2, padding: 2", 1},
-    {"add broadcast channel", "[[3, 7, 5, 3], [7, 1, 1]]", "op: add", 1},
-    {"add broadcast both", "[[2, 1, 5], [3, 1]]", "op: add", 1},
-    {"matmul", "[[3, 5], [5, 7]]", "op: matmul", 1},
-    {"matmul batch bcast + c", "[[2, 1, 4, 6], [3, 6, 5], [5]]", "op: matmul", 1},
-    {"matmul trans alpha beta", "[[6, 4], [9, 6], [4, 1]]", "op: matmul, trans_a: true, trans_b: true, alpha: 0.25, beta: -0.5", 1},
-    {"matmul wide", "[[37, 129], [301, 129], [37, 301]]", "op: matmul, trans_b: true", 1},
-    {"reshape", "[[2, 3, 5, 7]]", "op: reshape, shape: [0, -1, 5]", 1},
-};
-
-/* Builds the one-op graph of a case through the model reader, so shapes come from shape.c. */
-static dl_status case_graph(const op_case *c, dl_graph **g, dl_error *err) {
+/* Builds the one-layer model of a case through the model reader, so shapes come from the op
+ * table exactly as for a model file. */
+static dl_status case_graph(const dl_op_def *row, const dl_op_case *c, dl_graph **g, dl_error *err) {
     char text[1024], names[256] = "";
     size_t u = (size_t)snprintf(text, sizeof text, "model: case\ninputs:\n");
     /* split "[[..], [..]]" into inputs x0, x1, ... */
@@ -337,8 +256,53 @@ static dl_status case_graph(const op_case *c, dl_graph **g, dl_error *err) {
         i++;
         p = e + 1;
     }
-    snprintf(text + u, sizeof text - u, "layers:\n  - {name: op, %s, inputs: [%s]}\n", c->layer, names);
+    snprintf(text + u, sizeof text - u, "layers:\n  - {name: op, op: %s%s%s, inputs: [%s]}\n", row->name,
+             c->attrs[0] ? ", " : "", c->attrs, names);
     return dl_model_parse_yaml(text, strlen(text), "<test-ops case>", g, err);
+}
+
+/* Fresh random inputs for the case's layer: activations in [-scale, scale), weights around their
+ * initial value (ones: [0.5, 1.5), so a variance stays positive; others [-0.5, 0.5)). */
+static float *draw(const dl_value *v, uint64_t seed, float scale) {
+    int64_t n = dl_shape_numel(&v->shape);
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    if (!x) return NULL;
+    dl_rng r;
+    dl_rng_seed(&r, dl_rng_derive(seed, v->name));
+    float lo = -scale, hi = scale;
+    if (v->kind == DL_VALUE_WEIGHT) lo = v->init == DL_INIT_ONES ? 0.5f : -0.5f, hi = lo + 1.0f;
+    for (int64_t e = 0; e < n; e++) x[e] = dl_rng_uniform(&r, lo, hi);
+    return x;
+}
+
+/* One case on every checked backend against the CPU reference. */
+static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t seed, const dl_check_options *o,
+                          const dl_backend *const *bes, int nb, const dl_backend *cpu, reporter *rep, dl_error *err) {
+    dl_graph *g = NULL;
+    dl_status st = case_graph(row, c, &g, err);
+    if (st != DL_OK) return st;
+    const dl_node *nd = &g->nodes[0];
+    dl_shape shapes[DL_MAX_NODE_INPUTS + 2];
+    dl_tensor tin[DL_MAX_NODE_INPUTS], tout;
+    unsigned char isw[DL_MAX_NODE_INPUTS];
+    float *data[DL_MAX_NODE_INPUTS] = {0};
+    if (g->n_values > (int)(sizeof shapes / sizeof shapes[0])) st = dl_fail(err, DL_E_INVALID, "case '%s' is too big", c->name);
+    for (int v = 0; st == DL_OK && v < g->n_values; v++) shapes[v] = g->values[v].shape;
+    dl_op op;
+    dl_node_op(g, 0, nd->inputs, nd->n_inputs, shapes, &nd->params.attrs, o->precision, &op, tin, &tout);
+    op.name = c->name;
+    for (int j = 0; j < nd->n_inputs && st == DL_OK; j++) {
+        const dl_value *v = &g->values[nd->inputs[j]];
+        if (!(data[j] = draw(v, seed, c->scale))) st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        tin[j].data = data[j];
+        isw[j] = v->kind == DL_VALUE_WEIGHT;
+    }
+    double flops = row->flops(&op);
+    for (int b = 0; st == DL_OK && b < nb; b++)
+        st = check_case(bes[b], cpu, &op, isw, NULL, c->name, o->precision, o->perf ? o->iterations : 0, flops, rep, err);
+    for (int j = 0; j < nd->n_inputs; j++) free(data[j]);
+    dl_graph_free(g);
+    return st;
 }
 
 dl_status dl_test_ops(dl_context *ctx, const dl_check_options *opt, dl_check_fn fn, void *user, dl_check_summary *sum,
@@ -353,42 +317,11 @@ dl_status dl_test_ops(dl_context *ctx, const dl_check_options *opt, dl_check_fn 
     if (st == DL_OK && !cpu) st = dl_fail(err, DL_E_NODEVICE, "the CPU reference plugin is not loaded");
     if (st == DL_OK && o.op && dl_op_kind_from_name(o.op) < 0) st = dl_fail(err, DL_E_INVALID, "unknown op '%s'", o.op);
     reporter rep = {fn, user, sum};
-    for (size_t c = 0; st == DL_OK && c < sizeof cases / sizeof cases[0]; c++) {
-        dl_graph *g = NULL;
-        st = case_graph(&cases[c], &g, err);
-        if (st != DL_OK) break;
-        dl_node *nd = &g->nodes[0];
-        if (o.op && strcmp(o.op, dl_op_kind_name(nd->kind)) != 0) {
-            dl_graph_free(g);
-            continue;
-        }
-        dl_tensor tin[64], tout;
-        unsigned char isw[64];
-        float *data[64] = {0};
-        for (int j = 0; j < nd->n_inputs && st == DL_OK; j++) {
-            dl_value *v = &g->values[nd->inputs[j]];
-            int64_t n = dl_value_numel(v);
-            data[j] = malloc((size_t)(n ? n : 1) * sizeof(float));
-            if (!data[j]) {
-                st = dl_fail(err, DL_E_NOMEM, "out of memory");
-                break;
-            }
-            dl_rng r;
-            dl_rng_seed(&r, dl_rng_derive(o.seed + c, v->name));
-            int var = strstr(v->name, "running_var") != NULL, w = v->kind == DL_VALUE_WEIGHT;
-            for (int64_t e = 0; e < n; e++)
-                data[j][e] = var ? dl_rng_uniform(&r, 0.5f, 1.5f) : w ? dl_rng_uniform(&r, -0.5f, 0.5f) : dl_rng_uniform(&r, -cases[c].scale, cases[c].scale);
-            tin[j] = (dl_tensor){data[j], {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
-            isw[j] = (unsigned char)w;
-        }
-        dl_value *ov = &g->values[nd->output];
-        tout = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, ov->ndim, ov->dtype, ov->shape, NULL, 0};
-        dl_op op = {sizeof op, (int32_t)nd->kind, cases[c].name, &nd->attrs, nd->n_inputs, tin, 1, &tout, o.precision};
-        for (int b = 0; st == DL_OK && b < nb; b++)
-            st = check_case(bes[b], cpu, &op, isw, NULL, cases[c].name, o.precision, o.perf ? o.iterations : 0,
-                            dl_node_flops(g, nd), &rep, err);
-        for (int j = 0; j < nd->n_inputs; j++) free(data[j]);
-        dl_graph_free(g);
+    uint64_t index = 0;
+    for (int k = 0; st == DL_OK && k < DL_OP_COUNT; k++) {
+        const dl_op_def *row = dl_op_def_of(k);
+        for (const dl_op_case *c = row->cases; st == DL_OK && c && c->name; c++, index++)
+            if (!o.op || !strcmp(o.op, row->name)) st = run_case(row, c, o.seed + index, &o, bes, nb, cpu, &rep, err);
     }
     return st;
 }

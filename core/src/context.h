@@ -18,7 +18,4 @@ struct dl_context {
 
 /* The loaded backend with this name, or NULL. */
 const dl_backend *dl_context_backend(const dl_context *ctx, const char *name);
-/* Does the backend table cover member `m` (append-only ABI: members past struct_size are absent)? */
-#define DL_BACKEND_HAS(be, m) \
-    ((be)->struct_size >= offsetof(dl_backend, m) + sizeof((be)->m) && (be)->m != NULL)
 #endif

@@ -46,7 +46,7 @@ const char *dl_model_weights_path(const dl_model *m) { return m->g->weights_path
 const char *dl_model_input(const dl_model *m, int i, int *ndim, const int64_t **shape) {
     if (i < 0 || i >= m->g->n_inputs) return NULL;
     const dl_value *v = &m->g->values[m->g->inputs[i]];
-    if (ndim) *ndim = v->ndim;
-    if (shape) *shape = v->shape;
+    if (ndim) *ndim = v->shape.ndim;
+    if (shape) *shape = v->shape.d;
     return v->name;
 }

@@ -120,13 +120,14 @@ static dl_status get_pair(reader *r, const yaml_node_t *n, const char *what, int
     return DL_OK;
 }
 
-static dl_status get_padding(reader *r, const yaml_node_t *n, dl_op_attrs *a) {
-    int v[4], c;
-    dl_status st = get_ints(r, n, "padding", 0, v, 4, &c);
+/* Padding as [top, left, bottom, right] from 1 (all), 2 ([h, w]) or 4 values. */
+static dl_status get_padding(reader *r, const yaml_node_t *n, const char *what, int32_t out[4]) {
+    int v[4] = {0}, c = 0;
+    dl_status st = get_ints(r, n, what, 0, v, 4, &c);
     if (st != DL_OK) return st;
     if (c == 1) v[1] = v[2] = v[3] = v[0];
     else if (c == 2) v[2] = v[0], v[3] = v[1];
-    a->pad_begin[0] = v[0], a->pad_begin[1] = v[1], a->pad_end[0] = v[2], a->pad_end[1] = v[3];
+    for (int i = 0; i < 4; i++) out[i] = v[i];
     return DL_OK;
 }
 
@@ -195,9 +196,9 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
         int d;
         st = get_int(r, node(r, shape->data.sequence.items.start[i]), "a dimension", 1, INT_MAX, &d);
         if (st != DL_OK) return st;
-        r->g->values[v].shape[i] = d;
+        r->g->values[v].shape.d[i] = d;
     }
-    r->g->values[v].ndim = nd;
+    r->g->values[v].shape.ndim = nd;
     if (constant) {
         r->g->values[v].constant = 1;
         r->g->values[v].init = DL_INIT_UNIFORM;
@@ -210,66 +211,126 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
     return DL_OK;
 }
 
-/* ---- layers ---- */
+/* ---- layers: keys and weights come from the op's row in the op table ---- */
 
-/* Attribute keys each op accepts, besides name, op, inputs, backend. */
-static const char *const op_keys[DL_OP_COUNT] = {
-    [DL_OP_CONV2D] = "filters kernel stride padding dilation groups bias",
-    [DL_OP_RELU] = "",
-    [DL_OP_MAXPOOL2D] = "kernel stride padding dilation ceil_mode",
-    [DL_OP_AVGPOOL2D] = "kernel stride padding ceil_mode count_include_pad",
-    [DL_OP_GLOBAL_AVGPOOL] = "",
-    [DL_OP_LINEAR] = "units bias",
-    [DL_OP_FLATTEN] = "axis",
-    [DL_OP_DROPOUT] = "rate",
-    [DL_OP_SOFTMAX] = "axis",
-    [DL_OP_ADD] = "",
-    [DL_OP_CONCAT] = "axis",
-    [DL_OP_BATCHNORM] = "eps",
-    [DL_OP_LEAKY_RELU] = "alpha",
-    [DL_OP_SIGMOID] = "",
-    [DL_OP_CLIP] = "min max",
-    [DL_OP_MATMUL] = "trans_a trans_b alpha beta",
-    [DL_OP_RESHAPE] = "shape"};
-
-static int has_word(const char *list, const char *w) {
-    size_t n = strlen(w);
-    if (n == 0) return 0; /* an empty key is never a known one (and strstr would not advance) */
-    for (const char *p = list; (p = strstr(p, w)) != NULL; p += n)
-        if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return 1;
-    return 0;
-}
-
-/* reshape's `shape`: 1 to 8 sizes: positive, 0 (the input's size in that dimension, so a batch
- * dimension follows --batch) or one -1 (what the others leave). */
-static dl_status get_reshape(reader *r, yaml_node_t *v, dl_node *n) {
-    if (v->type != YAML_SEQUENCE_NODE) return failat(r, v, "shape must be a list of sizes, not %s", kind_name(v));
+/* A list of sizes, each >= 0 or one -1 (reshape's `shape`: 0 copies the input's size there). */
+static dl_status get_dims(reader *r, yaml_node_t *v, const char *what, dl_shape *out) {
+    if (v->type != YAML_SEQUENCE_NODE) return failat(r, v, "%s must be a list of sizes, not %s", what, kind_name(v));
     int nd = (int)(v->data.sequence.items.top - v->data.sequence.items.start), infer = 0;
-    if (nd < 1 || nd > DL_MAX_DIMS) return failat(r, v, "shape must have 1 to %d dimensions, not %d", DL_MAX_DIMS, nd);
+    if (nd < 1 || nd > DL_MAX_DIMS) return failat(r, v, "%s must have 1 to %d dimensions, not %d", what, DL_MAX_DIMS, nd);
     for (int i = 0; i < nd; i++) {
         int d;
         yaml_node_t *item = node(r, v->data.sequence.items.start[i]);
         dl_status st = get_int(r, item, "a dimension", -1, INT_MAX, &d);
         if (st != DL_OK) return st;
         if (d == -1 && infer++) return failat(r, item, "only one dimension may be -1");
-        n->reshape[i] = d;
+        out->d[i] = d;
     }
-    n->reshape_nd = nd;
+    out->ndim = nd;
     return DL_OK;
 }
 
+/* A number within an attribute's bounds. */
+static dl_status get_bounded(reader *r, yaml_node_t *v, const dl_attr_def *a, const char *what, float *out) {
+    double f = 0;
+    dl_status st = get_float(r, v, what, &f);
+    if (st != DL_OK) return st;
+    int open_lo = a->flags & DL_ATTR_OPEN_LO, open_hi = a->flags & DL_ATTR_OPEN_HI;
+    if (f < a->lo || f > a->hi || (open_lo && f == a->lo) || (open_hi && f == a->hi)) {
+        if (a->lo == 0 && open_lo && isinf(a->hi)) return failat(r, v, "%s must be positive, not %g", what, f);
+        return failat(r, v, "%s must be in %c%g, %g%c, not %g", what, open_lo ? '(' : '[', a->lo, a->hi, open_hi ? ')' : ']', f);
+    }
+    *out = (float)f;
+    return DL_OK;
+}
+
+/* Reads one attribute's value into the layer's parameters. */
+static dl_status read_attr(reader *r, const dl_attr_def *a, yaml_node_t *v, dl_op_params *p) {
+    char *dst = (char *)p + a->offset;
+    const char *what = a->what ? a->what : a->key;
+    int32_t i32 = 0;
+    float f32 = 0;
+    dl_status st;
+    switch ((dl_attr_type)a->type) {
+    case DL_ATTR_INT: {
+        int x = 0;
+        st = get_int(r, v, what, (long)a->lo, (long)a->hi, &x);
+        i32 = x;
+        break;
+    }
+    case DL_ATTR_BOOL: {
+        int x = 0;
+        st = get_bool(r, v, what, &x);
+        i32 = x;
+        break;
+    }
+    case DL_ATTR_PAIR: {
+        int32_t pair[2] = {0};
+        st = get_pair(r, v, what, (int)a->lo, pair);
+        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, pair, sizeof pair);
+        return st;
+    }
+    case DL_ATTR_PADDING: {
+        int32_t pad[4] = {0};
+        st = get_padding(r, v, what, pad);
+        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, pad, sizeof pad);
+        return st;
+    }
+    case DL_ATTR_FLOAT:
+        st = get_bounded(r, v, a, what, &f32);
+        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, &f32, sizeof f32);
+        return st;
+    case DL_ATTR_DIMS: {
+        dl_shape dims = {0, {0}};
+        st = get_dims(r, v, what, &dims);
+        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, &dims, sizeof dims);
+        return st;
+    }
+    default: return failat(r, v, "%s: attribute type %d is unknown", what, a->type);
+    }
+    if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, &i32, sizeof i32);
+    return st;
+}
+
+/* Every attribute's default, before the layer's keys are read. */
+static void attr_defaults(const dl_op_def *row, dl_op_params *p) {
+    for (const dl_attr_def *a = row->attrs; a && a->key; a++) {
+        if (a->flags & DL_ATTR_IGNORED) continue;
+        char *dst = (char *)p + a->offset;
+        int32_t ints[4] = {(int32_t)a->def, (int32_t)a->def, (int32_t)a->def, (int32_t)a->def};
+        float f = (float)a->def;
+        switch ((dl_attr_type)a->type) {
+        case DL_ATTR_INT:
+        case DL_ATTR_BOOL: memcpy(dst, ints, sizeof ints[0]); break;
+        case DL_ATTR_PAIR: memcpy(dst, ints, 2 * sizeof ints[0]); break;
+        case DL_ATTR_PADDING: memcpy(dst, ints, sizeof ints); break;
+        case DL_ATTR_FLOAT: memcpy(dst, &f, sizeof f); break;
+        case DL_ATTR_DIMS: break; /* required where used */
+        }
+    }
+}
+
+static const dl_attr_def *find_attr(const dl_op_def *row, const char *key, int *index) {
+    int i = 0;
+    for (const dl_attr_def *a = row->attrs; a && a->key; a++, i++)
+        if (!strcmp(a->key, key)) return *index = i, a;
+    return NULL;
+}
+
+#define MAX_ATTRS 32 /* keys one op may have */
+
 typedef struct layer_ctx {
     int node;
-    dl_op_kind kind;
-    int have_kernel, have_stride, have_filters, have_units, have_shape;
+    const dl_op_def *row;
+    uint32_t given;               /* bit i: attrs[i] was given */
+    yaml_node_t *value[MAX_ATTRS]; /* where each given attribute's value is, for messages */
     yaml_node_t *inputs;
 } layer_ctx;
 
 static dl_status layer_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *vctx) {
     layer_ctx *lc = vctx;
     dl_node *n = &r->g->nodes[lc->node];
-    dl_op_attrs *a = &n->attrs;
-    const char *op = dl_op_kind_name(lc->kind);
+    const char *op = lc->row->name;
     if (!strcmp(key, "name") || !strcmp(key, "op")) return DL_OK; /* read before */
     if (!strcmp(key, "inputs")) return lc->inputs = v, DL_OK;
     if (!strcmp(key, "backend")) {
@@ -278,55 +339,37 @@ static dl_status layer_pair(reader *r, const char *key, yaml_node_t *k, yaml_nod
         if (st == DL_OK && !(n->backend = strdup(b))) st = dl_fail(r->err, DL_E_NOMEM, "out of memory");
         return st;
     }
-    if (!has_word(op_keys[lc->kind], key)) {
-        if (op_keys[lc->kind][0])
-            return failat(r, k, "%s '%s': unknown key '%s' (expected %s, or name, op, inputs, backend)", op, n->name, key, op_keys[lc->kind]);
+    int index;
+    const dl_attr_def *a = find_attr(lc->row, key, &index);
+    if (!a) {
+        char keys[256] = "";
+        for (const dl_attr_def *e = lc->row->attrs; e && e->key; e++)
+            snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s", keys[0] ? " " : "", e->key);
+        if (keys[0])
+            return failat(r, k, "%s '%s': unknown key '%s' (expected %s, or name, op, inputs, backend)", op, n->name, key, keys);
         return failat(r, k, "%s '%s': unknown key '%s' (%s takes only name, op, inputs, backend)", op, n->name, key, op);
     }
-    double f;
-    dl_status st;
-    if (!strcmp(key, "filters")) return lc->have_filters = 1, get_int(r, v, "filters", 1, INT_MAX, &n->out_channels);
-    if (!strcmp(key, "units")) return lc->have_units = 1, get_int(r, v, "units", 1, INT_MAX, &n->out_channels);
-    if (!strcmp(key, "kernel")) return lc->have_kernel = 1, get_pair(r, v, "kernel", 1, a->kernel);
-    if (!strcmp(key, "stride")) return lc->have_stride = 1, get_pair(r, v, "stride", 1, a->stride);
-    if (!strcmp(key, "dilation")) return get_pair(r, v, "dilation", 1, a->dilation);
-    if (!strcmp(key, "padding")) return get_padding(r, v, a);
-    if (!strcmp(key, "groups")) return get_int(r, v, "groups", 1, INT_MAX, &a->groups);
-    if (!strcmp(key, "bias")) return get_bool(r, v, "bias", &n->has_bias);
-    if (!strcmp(key, "ceil_mode")) return get_bool(r, v, "ceil_mode", &a->ceil_mode);
-    if (!strcmp(key, "count_include_pad")) return get_bool(r, v, "count_include_pad", &a->count_include_pad);
-    if (!strcmp(key, "axis")) return get_int(r, v, "axis", -DL_MAX_DIMS, DL_MAX_DIMS - 1, &a->axis);
-    if (!strcmp(key, "eps")) {
-        st = get_float(r, v, "eps", &f);
-        if (st == DL_OK && !(f > 0)) return failat(r, v, "eps must be positive");
-        a->epsilon = (float)f;
-        return st;
+    lc->given |= 1u << index;
+    lc->value[index] = v;
+    return read_attr(r, a, v, &n->params);
+}
+
+/* The layer's parameters are all read: required keys, defaults that follow others, checks. */
+static dl_status finish_params(reader *r, yaml_node_t *m, layer_ctx *lc) {
+    dl_node *n = &r->g->nodes[lc->node];
+    const dl_op_def *row = lc->row;
+    int i = 0;
+    for (const dl_attr_def *a = row->attrs; a && a->key; a++, i++)
+        if ((a->flags & DL_ATTR_REQUIRED) && !(lc->given & (1u << i)))
+            return failat(r, m, "%s '%s' needs '%s'", row->name, n->name, a->key);
+    if (row->complete) row->complete(&n->params, lc->given);
+    const char *key = NULL;
+    char msg[DL_ERROR_LEN];
+    if (row->validate && !row->validate(&n->params, &key, msg, sizeof msg)) {
+        find_attr(row, key, &i);
+        return failat(r, lc->value[i] ? lc->value[i] : m, "%s", msg);
     }
-    if (!strcmp(key, "trans_a")) return get_bool(r, v, "trans_a", &a->trans_a);
-    if (!strcmp(key, "trans_b")) return get_bool(r, v, "trans_b", &a->trans_b);
-    if (!strcmp(key, "beta")) {
-        st = get_float(r, v, "beta", &f);
-        a->beta = (float)f;
-        return st;
-    }
-    if (!strcmp(key, "shape")) return lc->have_shape = 1, get_reshape(r, v, n);
-    if (!strcmp(key, "alpha")) {
-        st = get_float(r, v, "alpha", &f);
-        a->alpha = (float)f;
-        return st;
-    }
-    if (!strcmp(key, "min") || !strcmp(key, "max")) {
-        st = get_float(r, v, key, &f);
-        *(key[1] == 'i' ? &a->clip_min : &a->clip_max) = (float)f;
-        if (st == DL_OK && a->clip_min > a->clip_max) return failat(r, v, "clip min %g is above max %g", (double)a->clip_min, (double)a->clip_max);
-        return st;
-    }
-    if (!strcmp(key, "rate")) {
-        st = get_float(r, v, "rate", &f);
-        if (st == DL_OK && !(f >= 0 && f < 1)) return failat(r, v, "dropout rate must be in [0, 1), not %g", f);
-        return st;
-    }
-    return failat(r, k, "unhandled key '%s'", key);
+    return DL_OK;
 }
 
 static dl_status add_weight(reader *r, int node, const char *suffix, int init) {
@@ -342,6 +385,39 @@ static dl_status add_weight(reader *r, int node, const char *suffix, int init) {
     return DL_OK;
 }
 
+/* The layer's activation inputs: `inputs:` names, else the previous layer's output. */
+static dl_status read_inputs(reader *r, yaml_node_t *m, layer_ctx *lc, int prev, int *acts, int *nacts) {
+    const dl_node *n = &r->g->nodes[lc->node];
+    const char *op = lc->row->name, *name = n->name;
+    dl_status st;
+    *nacts = 0;
+    if (lc->inputs) {
+        yaml_node_t *in = lc->inputs;
+        int count = in->type == YAML_SEQUENCE_NODE ? (int)(in->data.sequence.items.top - in->data.sequence.items.start) : 1;
+        if (in->type == YAML_MAPPING_NODE) return failat(r, in, "inputs must be a list of names, not a mapping");
+        if (count < 1 || count > 64) return failat(r, in, "inputs must list 1 to 64 names");
+        for (int i = 0; i < count; i++) {
+            yaml_node_t *item = in->type == YAML_SEQUENCE_NODE ? node(r, in->data.sequence.items.start[i]) : in;
+            const char *src = NULL;
+            if ((st = get_string(r, item, "an input name", &src)) != DL_OK) return st;
+            int v = dl_graph_find_value(r->g, src);
+            if (v < 0 || (r->g->values[v].kind == DL_VALUE_WEIGHT && !r->g->values[v].constant))
+                return failat(r, item, "%s '%s' uses '%s', which is not defined before it (layers must be listed in execution order; cycles are not allowed)", op, name, src);
+            acts[(*nacts)++] = v;
+        }
+    } else {
+        if (prev < 0) return failat(r, m, "%s '%s' has no input: the model declares no inputs", op, name);
+        acts[(*nacts)++] = prev;
+    }
+    int lo = lc->row->min_inputs, hi = lc->row->max_inputs;
+    if (*nacts < lo || *nacts > hi) {
+        yaml_node_t *at = lc->inputs ? lc->inputs : m;
+        if (lo == hi) return failat(r, at, "%s '%s' takes %d input%s, not %d", op, name, lo, lo == 1 ? "" : "s", *nacts);
+        return failat(r, at, "%s '%s' takes at least %d inputs, not %d", op, name, lo, *nacts);
+    }
+    return DL_OK;
+}
+
 static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     if (m->type != YAML_MAPPING_NODE) return failat(r, m, "each layer must be a mapping, not %s", kind_name(m));
     yaml_node_t *opn = lookup(r, m, "op");
@@ -350,8 +426,11 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     dl_status st = get_string(r, opn, "op", &ops);
     if (st != DL_OK) return st;
     int kind = dl_op_kind_from_name(ops);
-    if (kind < 0)
-        return failat(r, opn, "unknown op '%s' (known: conv2d, relu, maxpool2d, avgpool2d, global_avgpool, linear, flatten, dropout, softmax, add, concat, batchnorm, leaky_relu, sigmoid, clip, matmul, reshape)", ops);
+    if (kind < 0) {
+        char known[512];
+        dl_op_names(known, sizeof known);
+        return failat(r, opn, "unknown op '%s' (known: %s)", ops, known);
+    }
     char defname[64];
     const char *name = defname;
     snprintf(defname, sizeof defname, "%s_%d", ops, index + 1);
@@ -362,68 +441,47 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     if (dl_graph_find_value(r->g, name) >= 0) return failat(r, nn ? nn : m, "layer name '%s' is already used by an input or weight", name);
     int ni = dl_graph_add_node(r->g, name, (dl_op_kind)kind, loc_of(m));
     if (ni < 0) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
+    layer_ctx lc = {ni, dl_op_def_of(kind), 0, {0}, NULL};
+    attr_defaults(lc.row, &r->g->nodes[ni].params);
+    if ((st = each_pair(r, m, layer_pair, &lc)) != DL_OK) return st;
+    if ((st = finish_params(r, m, &lc)) != DL_OK) return st;
+    int acts[64], nacts;
+    if ((st = read_inputs(r, m, &lc, prev, acts, &nacts)) != DL_OK) return st;
     dl_node *n = &r->g->nodes[ni];
-    n->has_bias = 1;
-    if (kind == DL_OP_AVGPOOL2D || kind == DL_OP_MAXPOOL2D) n->attrs.stride[0] = 0; /* default = kernel */
-    layer_ctx lc = {ni, (dl_op_kind)kind, 0, 0, 0, 0, 0, NULL};
-    st = each_pair(r, m, layer_pair, &lc);
-    if (st != DL_OK) return st;
-    n = &r->g->nodes[ni];
-    if (kind == DL_OP_CONV2D && !lc.have_filters) return failat(r, m, "conv2d '%s' needs 'filters'", name);
-    if (kind == DL_OP_LINEAR && !lc.have_units) return failat(r, m, "linear '%s' needs 'units'", name);
-    if (kind == DL_OP_RESHAPE && !lc.have_shape) return failat(r, m, "reshape '%s' needs 'shape'", name);
-    if ((kind == DL_OP_CONV2D || kind == DL_OP_MAXPOOL2D || kind == DL_OP_AVGPOOL2D) && !lc.have_kernel)
-        return failat(r, m, "%s '%s' needs 'kernel'", ops, name);
-    if ((kind == DL_OP_MAXPOOL2D || kind == DL_OP_AVGPOOL2D) && !lc.have_stride) {
-        n->attrs.stride[0] = n->attrs.kernel[0];
-        n->attrs.stride[1] = n->attrs.kernel[1];
-    }
-    if (kind != DL_OP_CONV2D && kind != DL_OP_LINEAR) n->has_bias = 0;
-    /* activation inputs */
-    int acts[64], nacts = 0;
-    if (lc.inputs) {
-        yaml_node_t *in = lc.inputs;
-        int count = in->type == YAML_SEQUENCE_NODE ? (int)(in->data.sequence.items.top - in->data.sequence.items.start) : 1;
-        if (in->type == YAML_MAPPING_NODE) return failat(r, in, "inputs must be a list of names, not a mapping");
-        if (count < 1 || count > 64) return failat(r, in, "inputs must list 1 to 64 names");
-        for (int i = 0; i < count; i++) {
-            yaml_node_t *item = in->type == YAML_SEQUENCE_NODE ? node(r, in->data.sequence.items.start[i]) : in;
-            const char *src = NULL;
-            if ((st = get_string(r, item, "an input name", &src)) != DL_OK) return st;
-            int v = dl_graph_find_value(r->g, src);
-            if (v < 0 || (r->g->values[v].kind == DL_VALUE_WEIGHT && !r->g->values[v].constant))
-                return failat(r, item, "%s '%s' uses '%s', which is not defined before it (layers must be listed in execution order; cycles are not allowed)", ops, name, src);
-            acts[nacts++] = v;
-        }
-    } else {
-        if (prev < 0) return failat(r, m, "%s '%s' has no input: the model declares no inputs", ops, name);
-        acts[nacts++] = prev;
-    }
-    int want_min = 1, want_max = 1;
-    if (kind == DL_OP_ADD) want_min = want_max = 2;
-    if (kind == DL_OP_CONCAT) want_min = 2, want_max = 64;
-    if (kind == DL_OP_MATMUL) want_min = 2, want_max = 3;
-    if (nacts < want_min || nacts > want_max) {
-        if (want_min == want_max) return failat(r, lc.inputs ? lc.inputs : m, "%s '%s' takes %d input%s, not %d", ops, name, want_min, want_min == 1 ? "" : "s", nacts);
-        return failat(r, lc.inputs ? lc.inputs : m, "%s '%s' takes at least %d inputs, not %d", ops, name, want_min, nacts);
-    }
     n->inputs = malloc((size_t)(nacts + 4) * sizeof *n->inputs);
     if (!n->inputs) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < nacts; i++) n->inputs[n->n_inputs++] = acts[i];
-    if (kind == DL_OP_CONV2D || kind == DL_OP_LINEAR) {
-        if ((st = add_weight(r, ni, "weight", DL_INIT_KAIMING_UNIFORM)) != DL_OK) return st;
-        if (r->g->nodes[ni].has_bias && (st = add_weight(r, ni, "bias", DL_INIT_FAN_IN_UNIFORM)) != DL_OK) return st;
-    } else if (kind == DL_OP_BATCHNORM) {
-        if ((st = add_weight(r, ni, "weight", DL_INIT_ONES)) != DL_OK) return st;
-        if ((st = add_weight(r, ni, "bias", DL_INIT_ZEROS)) != DL_OK) return st;
-        if ((st = add_weight(r, ni, "running_mean", DL_INIT_ZEROS)) != DL_OK) return st;
-        if ((st = add_weight(r, ni, "running_var", DL_INIT_ONES)) != DL_OK) return st;
-    }
+    for (const dl_weight_def *w = lc.row->weights; w && w->suffix; w++)
+        if ((!w->optional || r->g->nodes[ni].params.has_bias) && (st = add_weight(r, ni, w->suffix, w->init)) != DL_OK) return st;
     int out = dl_graph_add_value(r->g, name, DL_VALUE_ACTIVATION, loc_of(m));
     if (out < 0) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     r->g->values[out].producer = ni;
     r->g->nodes[ni].output = out;
     return DL_OK;
+}
+
+/* After the last layer: every shape at the file's batch, weights' fan-in, axes made non-negative.
+ * The model is read-only from here on. */
+static dl_status finish_model(reader *r) {
+    dl_graph *g = r->g;
+    dl_shape *shapes = malloc(((size_t)g->n_values + 1) * sizeof *shapes);
+    if (!shapes) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
+    dl_status st = dl_graph_infer(g, 0, shapes, r->err);
+    for (int v = 0; st == DL_OK && v < g->n_values; v++) g->values[v].shape = shapes[v];
+    free(shapes);
+    for (int i = 0; st == DL_OK && i < g->n_nodes; i++) {
+        dl_node *n = &g->nodes[i];
+        const dl_op_def *row = dl_op_def_of(n->kind);
+        int own = dl_op_weight_count(row, &n->params);
+        if (own) { /* a layer's weights take its first weight's fan-in (conv: C/groups*KH*KW) */
+            const dl_shape *w = &g->values[n->inputs[n->n_inputs - own]].shape;
+            double fan = w->d[0] > 0 ? (double)dl_shape_numel(w) / (double)w->d[0] : 0;
+            for (int j = n->n_inputs - own; j < n->n_inputs; j++) g->values[n->inputs[j]].fan_in = fan < INT_MAX ? (int)fan : INT_MAX;
+        }
+        if ((row->flags & DL_OPF_AXIS) && n->params.attrs.axis < 0)
+            n->params.attrs.axis += g->values[n->inputs[0]].shape.ndim;
+    }
+    return st;
 }
 
 /* ---- top level ---- */
@@ -499,7 +557,7 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
         if (!(r->g->outputs = malloc(sizeof(int)))) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
         r->g->outputs[r->g->n_outputs++] = prev;
     }
-    return dl_graph_infer_shapes(r->g, 0, r->err);
+    return finish_model(r);
 }
 
 dl_status dl_model_parse_yaml(const char *text, size_t len, const char *path, dl_graph **out, dl_error *err) {

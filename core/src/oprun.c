@@ -11,7 +11,7 @@
 
 #include "clock.h"
 #include "context.h"
-
+#include "op_table.h"
 
 static dl_status be_copy(const dl_backend *be, void *dst, const void *src, size_t n, dl_copy_kind k, dl_error *err) {
     dl_error e = {{0}};
@@ -26,21 +26,8 @@ static dl_status be_sync(const dl_backend *be, dl_error *err) {
     return DL_OK;
 }
 
-/* The ABI minor version an op needs: kinds and attribute meanings added in 1.1 and 1.2. */
-static uint32_t op_min_minor(const dl_op *op) {
-    if (op->kind >= DL_OP_COUNT_V1_1) return 2;
-    if (op->kind == DL_OP_MAXPOOL2D && (op->attrs->dilation[0] != 1 || op->attrs->dilation[1] != 1)) return 2;
-    if (op->kind == DL_OP_ADD) {
-        const dl_tensor *a = &op->inputs[0], *b = &op->inputs[1];
-        int same = a->ndim == b->ndim;
-        for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
-        if (!same) return 2; /* broadcasting */
-    }
-    return op->kind >= DL_OP_COUNT_V1 ? 1 : 0;
-}
-
 int dl_backend_accepts(const dl_backend *be, const dl_op *op, dl_error *why) {
-    uint32_t need = op_min_minor(op), have = DL_ABI_MINOR_OF(be->abi_version);
+    uint32_t need = dl_op_min_minor(op), have = DL_ABI_MINOR_OF(be->abi_version);
     if (have < need)
         return dl_fail(why, DL_E_UNSUPPORTED, "needs plugin ABI %d.%u, the plugin speaks %d.%u", DL_ABI_MAJOR, need,
                        DL_ABI_MAJOR, have), 0;

@@ -1,5 +1,6 @@
 /* placement.c — chooses the backend each op runs on, by measurement, counting the cost of moving
- * tensors between memory domains, then folds relu into the op before it.
+ * tensors between memory domains. Reads the session's shapes, weights and fusion; its product is
+ * a dl_placement (relu fusion, which needs it, follows in fuse.c).
  *
  * 1. Candidates: `--backend` forces one; a layer's `backend:` pin is obeyed (or, if that backend
  *    cannot run it, falls back with a warning — an error with --no-fallback); otherwise every
@@ -30,37 +31,6 @@
 #define MAX_CAND 16
 #define TIMING_RUNS 5
 
-int dl_session_node_inputs(const dl_session *s, int node, int *ins) {
-    const dl_node *n = &s->g->nodes[node];
-    memcpy(ins, n->inputs, (size_t)n->n_inputs * sizeof *ins);
-    int extra = s->extra_input ? s->extra_input[node] : -1;
-    if (extra >= 0) ins[n->n_inputs] = extra;
-    return n->n_inputs + (extra >= 0);
-}
-
-void dl_session_op_view(dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op, dl_tensor *in, dl_tensor *out) {
-    const dl_node *n = &s->g->nodes[node];
-    int ins[DL_MAX_NODE_INPUTS + 1], count = dl_session_node_inputs(s, node, ins);
-    for (int i = 0; i < count; i++) {
-        dl_value *v = &s->g->values[ins[i]];
-        in[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
-    }
-    dl_value *o = &s->g->values[n->output];
-    *out = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, o->ndim, o->dtype, o->shape, NULL, 0};
-    *op = (dl_op){sizeof *op, (int32_t)n->kind, n->name, attrs, count, in, 1, out, s->opt.precision};
-}
-
-static int try_backend(dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {
-    const dl_node *n = &s->g->nodes[node];
-    dl_tensor in[n->n_inputs + 1], out;
-    dl_op op;
-    dl_session_op_view(s, node, attrs, &op, in, &out);
-    for (int i = 0; i < op.n_inputs; i++) in[i].device = be->device;
-    out.device = be->device;
-    why->msg[0] = 0;
-    return dl_backend_accepts(be, &op, why);
-}
-
 static int on_host(const dl_backend *be) { return be->device.device_type == DL_DEVICE_CPU; }
 static int same_domain(const dl_backend *a, const dl_backend *b) {
     if (on_host(a) || on_host(b)) return on_host(a) && on_host(b);
@@ -69,17 +39,18 @@ static int same_domain(const dl_backend *a, const dl_backend *b) {
 
 /* ---- candidates ---- */
 
-static void host_warn(dl_session *s, const char *msg) { s->ctx->host.log(s->ctx->host.ctx, DL_LOG_WARN, msg); }
+static void host_warn(const dl_session *s, const char *msg) { s->ctx->host.log(s->ctx->host.ctx, DL_LOG_WARN, msg); }
 
-static dl_status candidates(dl_session *s, int i, dl_error *err) {
+static dl_status candidates(const dl_session *s, dl_placement *pl, int i, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
-    dl_node_choice *c = &s->choice[i];
+    const dl_op_attrs *attrs = &s->fuse.attrs[i];
+    dl_node_choice *c = &pl->choice[i];
     const char *op = dl_op_kind_name(n->kind);
     dl_error why;
     c->n = 0;
     if (s->opt.backend) {
         const dl_backend *be = dl_context_backend(s->ctx, s->opt.backend);
-        if (!try_backend(s, be, i, &s->node_attrs[i], &why))
+        if (!dl_session_accepts(s, be, i, attrs, &why))
             return dl_fail(err, DL_E_UNSUPPORTED, "backend '%s' cannot run %s '%s': %s", s->opt.backend, op, n->name, why.msg);
         c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
         return DL_OK;
@@ -89,7 +60,7 @@ static dl_status candidates(dl_session *s, int i, dl_error *err) {
         dl_graph_where(s->g, n->loc, where, sizeof where);
         const dl_backend *be = dl_context_backend(s->ctx, n->backend);
         const char *reason = !be ? "it is not loaded" : NULL;
-        if (be && !try_backend(s, be, i, &s->node_attrs[i], &why)) reason = why.msg;
+        if (be && !dl_session_accepts(s, be, i, attrs, &why)) reason = why.msg;
         if (!reason) {
             c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
             return DL_OK;
@@ -103,7 +74,7 @@ static dl_status candidates(dl_session *s, int i, dl_error *err) {
     }
     if (s->opt.prefer_backend) { /* dlrun check: the checked backend wherever it can run */
         const dl_backend *be = dl_context_backend(s->ctx, s->opt.prefer_backend);
-        if (be && try_backend(s, be, i, &s->node_attrs[i], &why)) {
+        if (be && dl_session_accepts(s, be, i, attrs, &why)) {
             c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
             return DL_OK;
         }
@@ -114,12 +85,12 @@ static dl_status candidates(dl_session *s, int i, dl_error *err) {
         const dl_backend *be = s->ctx->plugins[p].be;
         if (!be) continue;
         device_loaded |= !on_host(be);
-        if (try_backend(s, be, i, &s->node_attrs[i], &why)) {
+        if (dl_session_accepts(s, be, i, attrs, &why)) {
             c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
             device_ok |= !on_host(be);
         } else {
             size_t used = strlen(reasons);
-            snprintf(reasons + used, sizeof reasons - used, "%s%s: %s", used ? "; " : "", be->name, why.msg);
+            snprintf(reasons + used, sizeof reasons - used, "%s%s: %.300s", used ? "; " : "", be->name, why.msg);
         }
     }
     if (c->n == 0)
@@ -132,19 +103,19 @@ static dl_status candidates(dl_session *s, int i, dl_error *err) {
 
 /* ---- measuring ---- */
 
-static void key_of(dl_session *s, int i, const dl_backend *be, char *key, size_t len) {
+static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, size_t len) {
     const dl_node *n = &s->g->nodes[i];
-    const dl_op_attrs *a = &s->node_attrs[i];
+    const dl_op_attrs *a = &s->fuse.attrs[i];
     size_t u = (size_t)snprintf(key, len, "op=%s;k=%dx%d;s=%dx%d;p=%d,%d,%d,%d;d=%dx%d;g=%d;ceil=%d;cip=%d;axis=%d;eps=%g;act=%d;in=",
                                 dl_op_kind_name(n->kind), a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0],
                                 a->pad_begin[1], a->pad_end[0], a->pad_end[1], a->dilation[0], a->dilation[1], a->groups,
                                 a->ceil_mode, a->count_include_pad, a->axis, (double)a->epsilon, a->activation);
     for (int j = 0; j <= n->n_inputs && u < len; j++) {
-        const dl_value *v = &s->g->values[j < n->n_inputs ? n->inputs[j] : n->output];
+        int v = j < n->n_inputs ? n->inputs[j] : n->output;
         char sh[128];
-        dl_shape_str(v->shape, v->ndim, sh, sizeof sh);
+        dl_shape_str(s->shape[v].d, s->shape[v].ndim, sh, sizeof sh);
         u += (size_t)snprintf(key + u, len - u, "%s%s%s", j == n->n_inputs ? ";out=" : (j ? "," : ""), sh,
-                              v->dtype.bits == 32 ? "f32" : "?");
+                              s->g->values[v].dtype.bits == 32 ? "f32" : "?");
     }
     if (u < len)
         u += (size_t)snprintf(key + u, len - u, ";alpha=%g;clip=%g,%g", (double)a->alpha, (double)a->clip_min, (double)a->clip_max);
@@ -154,7 +125,7 @@ static void key_of(dl_session *s, int i, const dl_backend *be, char *key, size_t
 }
 
 /* Times node i on backend be with random activations and the real weights. */
-static double time_op(dl_session *s, int i, const dl_backend *be, dl_error *err) {
+static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
     dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
     unsigned char isw[DL_MAX_NODE_INPUTS + 1];
@@ -162,17 +133,17 @@ static double time_op(dl_session *s, int i, const dl_backend *be, dl_error *err)
     int ins[DL_MAX_NODE_INPUTS + 1];
     dl_session_node_inputs(s, i, ins);
     dl_op op;
-    dl_session_op_view(s, i, &s->node_attrs[i], &op, in, &out);
+    dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
     double ms = -1;
     int ok = 1;
     for (int j = 0; j < op.n_inputs; j++) {
-        dl_value *v = &s->g->values[ins[j]];
+        const dl_value *v = &s->g->values[ins[j]];
         isw[j] = v->kind == DL_VALUE_WEIGHT;
         if (isw[j]) {
-            in[j].data = BUF(s, ins[j], 0); /* the session's (maybe folded) weights */
+            in[j].data = (void *)dl_session_weight(s, ins[j]); /* the session's (maybe folded) weights */
             continue;
         }
-        int64_t cnt = dl_value_numel(v);
+        int64_t cnt = dl_shape_numel(&s->shape[ins[j]]);
         data[j] = malloc((size_t)(cnt ? cnt : 1) * sizeof(float));
         if (!data[j]) {
             ok = 0;
@@ -183,7 +154,7 @@ static double time_op(dl_session *s, int i, const dl_backend *be, dl_error *err)
         for (int64_t e = 0; e < cnt; e++) data[j][e] = dl_rng_uniform(&r, -1, 1);
         in[j].data = data[j];
     }
-    float *y = ok ? malloc((size_t)dl_value_numel(&s->g->values[n->output]) * sizeof(float) + 4) : NULL;
+    float *y = ok ? malloc(dl_session_value_bytes(s, n->output) + 4) : NULL;
     dl_op_result r;
     if (y && dl_run_op(be, &op, isw, y, TIMING_RUNS, &r, err) == DL_OK && r.supported && r.guards_ok == 1) ms = r.ms;
     for (int j = 0; j <= DL_MAX_NODE_INPUTS; j++) free(data[j]);
@@ -211,7 +182,7 @@ static double time_copy(const dl_backend *be, void *dev, void *host, size_t byte
     return t[TIMING_RUNS / 2];
 }
 
-static void measure_transfer(dl_session *s, xfer *x, dl_tcache *cache) {
+static void measure_transfer(xfer *x, dl_tcache *cache) {
     const dl_backend *be = x->be;
     char klat[512], kbw[512];
     snprintf(klat, sizeof klat, "transfer-latency;backend=%s;device=%s;dlrun=%s", be->name, be->description ? be->description : "", DLRUN_VERSION_STRING);
@@ -240,7 +211,7 @@ static void measure_transfer(dl_session *s, xfer *x, dl_tcache *cache) {
 /* ---- choosing ---- */
 
 typedef struct planner {
-    dl_session *s;
+    const dl_session *s;
     int n;                       /* nodes */
     const dl_backend *be[MAX_CAND * 4];
     int nbe;
@@ -265,7 +236,6 @@ static double move(const planner *p, int a, int b, size_t bytes) {
     return c;
 }
 
-static size_t vbytes(const dl_value *v) { return (size_t)dl_value_numel(v) * 4; }
 
 /* Cost of bringing `bytes` from host memory into backend d's domain, or back. */
 static double to_host(const planner *p, int d, size_t bytes) {
@@ -282,7 +252,7 @@ static double total_cost(const planner *p, const int *as) {
         const dl_value *val = &g->values[v];
         if (val->kind == DL_VALUE_WEIGHT) continue; /* copied once at session creation */
         int src = val->producer >= 0 ? as[val->producer] : -1; /* -1: host (a model input) */
-        size_t bytes = vbytes(val);
+        size_t bytes = dl_session_value_bytes(p->s, v);
         int paid[MAX_CAND * 4] = {0}, host_has = src < 0 || on_host(p->be[src]);
         for (int i = 0; i < p->n; i++)
             for (int j = 0; j < g->nodes[i].n_inputs; j++) {
@@ -325,7 +295,7 @@ static void choose_chain(planner *p, int *as) {
         return;
     }
     for (int i = 0; i < n; i++) {
-        size_t in_bytes = vbytes(&g->values[g->nodes[i].inputs[0]]);
+        size_t in_bytes = dl_session_value_bytes(p->s, g->nodes[i].inputs[0]);
         for (int b = 0; b < nb; b++) {
             best[i * nb + b] = DBL_MAX;
             from[i * nb + b] = -1;
@@ -342,7 +312,7 @@ static void choose_chain(planner *p, int *as) {
             }
         }
     }
-    size_t out_bytes = vbytes(&g->values[g->nodes[n - 1].output]);
+    size_t out_bytes = dl_session_value_bytes(p->s, g->nodes[n - 1].output);
     int bb = -1;
     double bc = DBL_MAX;
     for (int b = 0; b < nb; b++) {
@@ -398,39 +368,60 @@ static void choose_dag(planner *p, int *as) {
     free(tryas);
 }
 
-/* ---- fusion ---- */
-
-static void try_fuse(dl_session *s, int i) {
-    const dl_graph *g = s->g;
-    const dl_node *r = &g->nodes[i];
-    if (s->opt.no_fuse || r->kind != DL_OP_RELU || r->backend) return;
-    int v = r->inputs[0];
-    int p = g->values[v].producer;
-    if (p >= 0 && g->nodes[p].kind == DL_OP_BATCHNORM && s->fused_into[p] >= 0) p = s->fused_into[p]; /* folded into a conv */
-    if (p < 0 || dl_graph_is_output(g, v) || dl_graph_consumers(g, v) != 1 || s->fused_into[p] >= 0) return;
-    dl_op_kind k = g->nodes[p].kind;
-    if (k != DL_OP_CONV2D && k != DL_OP_LINEAR && k != DL_OP_ADD && k != DL_OP_BATCHNORM) return;
-    if (s->node_attrs[p].activation != DL_ACT_NONE || s->node_be[p] != s->node_be[i]) return;
-    dl_op_attrs fused = s->node_attrs[p];
-    fused.activation = DL_ACT_RELU;
-    dl_error why;
-    if (!try_backend(s, s->node_be[p], p, &fused, &why)) return;
-    s->node_attrs[p] = fused;
-    s->fused_into[i] = p;
-}
-
 /* ---- the whole step ---- */
 
-dl_status dl_place(dl_session *s, dl_error *err) {
+/* Times (or finds in the cache) every candidate of every node with more than one: p->t. */
+static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, dl_tcache *cache, dl_error *err) {
     const dl_graph *g = s->g;
-    int n = g->n_nodes;
-    s->choice = calloc((size_t)n + 1, sizeof *s->choice);
-    if (!s->choice) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    int need_timing = 0;
+    int timing_index = 0, to_time = 0;
+    for (int i = 0; i < p->n; i++) to_time += pl->choice[i].n > 1 ? pl->choice[i].n : 0;
+    for (int i = 0; i < p->n; i++) {
+        dl_node_choice *c = &pl->choice[i];
+        const char *layer = g->nodes[i].name, *op = dl_op_kind_name(g->nodes[i].kind);
+        for (int k = 0; k < c->n; k++) {
+            const dl_backend *be = dl_context_backend(s->ctx, c->cand[k].backend);
+            int b = be_index(p, be);
+            double ms = 0;
+            char key[2048];
+            if (c->n > 1) key_of(s, i, be, key, sizeof key);
+            if (c->n > 1 && dl_tcache_get(cache, key, &ms)) {
+                c->cand[k].cached = 1;
+                pl->cached++;
+            } else if (c->n > 1) {
+                if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, layer, be->name);
+                ms = time_op(s, i, be, err);
+                if (ms < 0) { /* it accepted the op but could not run it: never choose it */
+                    char msg[600];
+                    snprintf(msg, sizeof msg, "backend '%s' accepted %s '%s' but failed to run it; not using it there",
+                             be->name, op, layer);
+                    host_warn(s, msg);
+                    c->cand[k].ms = -1;
+                    continue;
+                }
+                dl_tcache_put(cache, key, ms);
+                pl->timed++;
+            }
+            c->cand[k].ms = ms;
+            p->t[i * p->nbe + b] = ms;
+        }
+        int any = 0;
+        for (int b = 0; b < p->nbe; b++) any |= p->t[i * p->nbe + b] >= 0;
+        if (!any) return dl_fail(err, DL_E_RUNTIME, "no backend could run %s '%s'", op, layer);
+    }
+    return DL_OK;
+}
+
+dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
+    const dl_graph *g = s->g;
+    int n = g->n_nodes, need_timing = 0;
+    memset(pl, 0, sizeof *pl);
+    pl->choice = calloc((size_t)n + 1, sizeof *pl->choice);
+    pl->be = calloc((size_t)n + 1, sizeof *pl->be);
+    if (!pl->choice || !pl->be) return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
-        dl_status st = candidates(s, i, err);
+        dl_status st = candidates(s, pl, i, err);
         if (st != DL_OK) return st;
-        need_timing |= s->choice[i].n > 1;
+        need_timing |= pl->choice[i].n > 1;
     }
     planner p = {s, n, {0}, 0, calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double)), {{0}}};
     int *as = calloc((size_t)n + 1, sizeof *as);
@@ -439,68 +430,35 @@ dl_status dl_place(dl_session *s, dl_error *err) {
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     }
     dl_tcache *cache = NULL;
+    char warn[600];
     if (need_timing) {
-        char warn[600];
         cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
         if (warn[0]) host_warn(s, warn);
-        if (cache && dl_tcache_path(cache)) s->cache_path = strdup(dl_tcache_path(cache));
+        if (cache && dl_tcache_path(cache)) pl->cache_path = strdup(dl_tcache_path(cache));
     }
     for (int i = 0; i < n; i++) /* register backends in a fixed order, then mark non-candidates */
-        for (int c = 0; c < s->choice[i].n; c++) be_index(&p, dl_context_backend(s->ctx, s->choice[i].cand[c].backend));
+        for (int c = 0; c < pl->choice[i].n; c++) be_index(&p, dl_context_backend(s->ctx, pl->choice[i].cand[c].backend));
     for (int i = 0; i < n * p.nbe; i++) p.t[i] = -1;
     for (int b = 0; b < p.nbe && need_timing; b++)
-        if (!on_host(p.be[b])) measure_transfer(s, &p.x[b], cache);
-    int timing_index = 0, to_time = 0;
-    for (int i = 0; i < n; i++) to_time += s->choice[i].n > 1 ? s->choice[i].n : 0;
-    dl_status st = DL_OK;
-    for (int i = 0; i < n && st == DL_OK; i++) {
-        dl_node_choice *c = &s->choice[i];
-        for (int k = 0; k < c->n; k++) {
-            const dl_backend *be = dl_context_backend(s->ctx, c->cand[k].backend);
-            int b = be_index(&p, be);
-            double ms = 0;
-            if (c->n > 1) {
-                char key[2048];
-                key_of(s, i, be, key, sizeof key);
-                if (dl_tcache_get(cache, key, &ms)) {
-                    c->cand[k].cached = 1;
-                    s->cached++;
-                } else {
-                    if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, g->nodes[i].name, be->name);
-                    ms = time_op(s, i, be, err);
-                    if (ms < 0) { /* it accepted the op but could not run it: never choose it */
-                        char msg[600];
-                        snprintf(msg, sizeof msg, "backend '%s' accepted %s '%s' but failed to run it; not using it there", be->name,
-                                 dl_op_kind_name(g->nodes[i].kind), g->nodes[i].name);
-                        host_warn(s, msg);
-                        c->cand[k].ms = -1;
-                        continue;
-                    }
-                    dl_tcache_put(cache, key, ms);
-                    s->timed++;
-                }
-            }
-            c->cand[k].ms = ms;
-            p.t[i * p.nbe + b] = ms;
-        }
-        int any = 0;
-        for (int b = 0; b < p.nbe; b++) any |= p.t[i * p.nbe + b] >= 0;
-        if (!any) st = dl_fail(err, DL_E_RUNTIME, "no backend could run %s '%s'", dl_op_kind_name(g->nodes[i].kind), g->nodes[i].name);
-    }
-    if (cache) {
-        char warn[600];
-        if (!dl_tcache_save(cache, warn, sizeof warn)) host_warn(s, warn);
-        dl_tcache_free(cache);
-    }
+        if (!on_host(p.be[b])) measure_transfer(&p.x[b], cache);
+    dl_status st = measure_ops(s, pl, &p, cache, err);
+    if (cache && !dl_tcache_save(cache, warn, sizeof warn)) host_warn(s, warn);
+    dl_tcache_free(cache);
     if (st == DL_OK) {
         if (is_chain(g)) choose_chain(&p, as);
         else choose_dag(&p, as);
-        for (int i = 0; i < n; i++) s->node_be[i] = p.be[as[i]];
-        for (int i = 0; i < n; i++) try_fuse(s, i);
+        for (int i = 0; i < n; i++) pl->be[i] = p.be[as[i]];
     }
     free(p.t);
     free(as);
     return st;
+}
+
+void dl_placement_free(dl_placement *p) {
+    free(p->be);
+    free(p->choice);
+    free(p->cache_path);
+    memset(p, 0, sizeof *p);
 }
 
 /* ---- reporting ---- */
@@ -513,13 +471,13 @@ void dl_session_placement(const dl_session *s, int i, dl_placement_info *info) {
     const dl_node *n = &s->g->nodes[i];
     info->layer = n->name;
     info->op = dl_op_kind_name(n->kind);
-    info->chosen = s->node_be[i] ? s->node_be[i]->name : "";
-    info->n_candidates = s->choice ? s->choice[i].n : 0;
-    info->candidates = s->choice ? s->choice[i].cand : NULL;
+    info->chosen = s->place.be && s->place.be[i] ? s->place.be[i]->name : "";
+    info->n_candidates = s->place.choice ? s->place.choice[i].n : 0;
+    info->candidates = s->place.choice ? s->place.choice[i].cand : NULL;
 }
 
 void dl_session_placement_stats(const dl_session *s, int *timed, int *cached, const char **path) {
-    if (timed) *timed = s->timed;
-    if (cached) *cached = s->cached;
-    if (path) *path = s->cache_path;
+    if (timed) *timed = s->place.timed;
+    if (cached) *cached = s->place.cached;
+    if (path) *path = s->place.cache_path;
 }

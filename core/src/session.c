@@ -1,15 +1,46 @@
-/* session.c — a model bound to weights and backends: memory per domain, copies between domains,
- * prepared kernels, and the run loop (which allocates nothing). */
+/* session.c — a model bound to weights and backends: the stages of session.h in order, then
+ * memory per domain, copies between domains, prepared kernels, and the run loop (which allocates
+ * nothing). The model is only read, so sessions of one model may be built and run at once. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "clock.h"
+#include "oprun.h"
 #include "session.h"
 
-static size_t value_bytes(const dl_value *v) {
-    return (size_t)dl_value_numel(v) * dl_dtype_size(v->dtype);
+size_t dl_session_value_bytes(const dl_session *s, int v) {
+    return (size_t)dl_shape_numel(&s->shape[v]) * dl_dtype_size(s->g->values[v].dtype);
+}
+#define value_bytes(s, v) dl_session_value_bytes(s, v)
+
+const float *dl_session_weight(const dl_session *s, int v) {
+    return s->fuse.weight && s->fuse.weight[v] ? s->fuse.weight[v] : dl_weights_data(s->weights, v);
+}
+
+int dl_session_node_inputs(const dl_session *s, int node, int *ins) {
+    const dl_node *n = &s->g->nodes[node];
+    memcpy(ins, n->inputs, (size_t)n->n_inputs * sizeof *ins);
+    int extra = s->fuse.extra_input ? s->fuse.extra_input[node] : -1;
+    if (extra >= 0) ins[n->n_inputs] = extra;
+    return n->n_inputs + (extra >= 0);
+}
+
+void dl_session_op_view(const dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op, dl_tensor *in,
+                        dl_tensor *out) {
+    int ins[DL_MAX_NODE_INPUTS + 1], count = dl_session_node_inputs(s, node, ins);
+    dl_node_op(s->g, node, ins, count, s->shape, attrs, s->opt.precision, op, in, out);
+}
+
+int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {
+    dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
+    dl_op op;
+    dl_session_op_view(s, node, attrs, &op, in, &out);
+    for (int i = 0; i < op.n_inputs; i++) in[i].device = be->device;
+    out.device = be->device;
+    why->msg[0] = 0;
+    return dl_backend_accepts(be, &op, why);
 }
 
 void dl_session_options_init(dl_session_options *o) {
@@ -100,17 +131,16 @@ static dl_step *add_step(dl_session *s, dl_step_kind kind, dl_error *err) {
 static int home_of(const dl_session *s, int v) {
     int p = s->g->values[v].producer;
     if (p < 0) return 0;
-    return s->node_dom[s->fused_into[p] >= 0 ? s->fused_into[p] : p];
+    return s->node_dom[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p];
 }
 
 /* Make value v (a root) available in domain d: weights are copied now, once, outside the plan;
  * activations get a copy step placed here in the run order and a planned slot. */
 static dl_status ensure_in(dl_session *s, int v, int d, dl_error *err) {
     if (BUF(s, v, d) || dl_slot_find(s, v, d) >= 0) return DL_OK;
-    const dl_value *val = &s->g->values[v];
-    size_t n = value_bytes(val);
+    size_t n = value_bytes(s, v);
     int from = home_of(s, v);
-    if (val->kind == DL_VALUE_WEIGHT) {
+    if (s->g->values[v].kind == DL_VALUE_WEIGHT) {
         dl_status st = dl_session_alloc(s, d, n, &BUF(s, v, d), err);
         if (st != DL_OK) return st;
         s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d] = 1;
@@ -145,24 +175,26 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     if (!st) return dl_fail(err, DL_E_NOMEM, "out of memory");
     st->node = i;
     st->ws_slot = -1;
-    st->be = s->node_be[i];
+    st->be = s->place.be[i];
     st->dom = d;
-    st->attrs = s->node_attrs[i];
-    st->flops = dl_node_flops(s->g, n);
+    st->attrs = s->fuse.attrs[i];
     st->in = calloc((size_t)n_in + 1, sizeof *st->in);
-    if (!st->in) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    st->constant = calloc((size_t)n_in + 1, 1);
+    if (!st->in || !st->constant) return dl_fail(err, DL_E_NOMEM, "out of memory");
     /* st->attrs is stored in the step; op.attrs must point at the step's own copy, and the
      * steps array may still grow, so the pointer is fixed up after building (fix_pointers). */
     dl_session_op_view(s, i, &st->attrs, &st->op, st->in, &st->out);
+    st->flops = dl_op_def_of(n->kind)->flops(&st->op);
     for (int j = 0; j < n_in; j++) {
         int r = root(s, ins[j]);
         st->in[j].device = st->be->device;
         /* Weights carry data at prepare time; activations only at run time. */
-        st->in[j].data = s->g->values[r].kind == DL_VALUE_WEIGHT ? BUF(s, r, d) : NULL;
+        st->constant[j] = s->g->values[r].kind == DL_VALUE_WEIGHT;
+        st->in[j].data = st->constant[j] ? BUF(s, r, d) : NULL;
     }
     st->out.device = st->be->device;
     int o = root(s, n->output);
-    if (dl_slot_find(s, o, d) < 0 && dl_slot_add(s, o, d, value_bytes(&s->g->values[o]), k) < 0)
+    if (dl_slot_find(s, o, d) < 0 && dl_slot_add(s, o, d, value_bytes(s, o), k) < 0)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     return DL_OK;
 }
@@ -205,80 +237,82 @@ static void point_steps(dl_session *s) {
     for (int i = 0; i < s->g->n_outputs; i++) s->outputs[i].data = BUF(s, root(s, s->g->outputs[i]), 0);
 }
 
-static dl_status build(dl_session *s, dl_error *err) {
-    dl_graph *g = s->g;
-    int nv = g->n_values, nn = g->n_nodes;
-    s->buf = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->buf);
-    s->owned = calloc((size_t)nv * DL_MAX_DOMAINS, 1);
-    s->alias = malloc((size_t)nv * sizeof *s->alias);
-    s->node_dom = calloc((size_t)nn + 1, sizeof *s->node_dom);
-    s->node_be = calloc((size_t)nn + 1, sizeof *s->node_be);
-    s->node_attrs = calloc((size_t)nn + 1, sizeof *s->node_attrs);
-    s->fused_into = malloc(((size_t)nn + 1) * sizeof *s->fused_into);
-    s->extra_input = malloc(((size_t)nn + 1) * sizeof *s->extra_input);
-    s->slot_of = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->slot_of);
-    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_be || !s->node_attrs ||
-        !s->fused_into || !s->extra_input)
-        return dl_fail(err, DL_E_NOMEM, "out of memory");
-    for (int v = 0; v < nv; v++) s->alias[v] = v;
-    for (int i = 0; i < nn; i++) {
-        s->node_attrs[i] = g->nodes[i].attrs;
-        s->fused_into[i] = -1;
-        s->extra_input[i] = -1;
-    }
-    s->n_doms = 1;
-    s->doms[0] = (dl_domain){{DL_DEVICE_CPU, 0}, NULL};
-    /* Weights live in host memory already (mapped or converted); folding may replace some. */
-    for (int v = 0; v < nv; v++)
-        if (g->values[v].kind == DL_VALUE_WEIGHT) BUF(s, v, 0) = g->values[v].data;
-    dl_status st = dl_fold_batchnorm(s, err);
-    if (st == DL_OK) st = dl_place(s, err);
-    if (st != DL_OK) return st;
-    for (int i = 0; i < nn; i++) {
-        if (s->fused_into[i] >= 0) {
+/* Which domain each node runs in; fused nodes alias their output to their input. */
+static dl_status assign_domains(dl_session *s, dl_error *err) {
+    const dl_graph *g = s->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (s->fuse.into[i] >= 0) {
             s->alias[g->nodes[i].output] = g->nodes[i].inputs[0];
             continue;
         }
-        int d = domain_of(s, s->node_be[i]);
+        int d = domain_of(s, s->place.be[i]);
         if (d < 0) return dl_fail(err, DL_E_UNSUPPORTED, "too many memory domains");
         s->node_dom[i] = d;
     }
-    /* Inputs get a host buffer. */
-    for (int v = 0; v < nv; v++) {
-        if (g->values[v].kind == DL_VALUE_INPUT && dl_slot_add(s, v, 0, value_bytes(&g->values[v]), -1) < 0)
-            return dl_fail(err, DL_E_NOMEM, "out of memory"); /* written before step 0 */
-    }
-    for (int i = 0; i < nn; i++) {
-        if (s->fused_into[i] >= 0) {
-            dl_step *f = add_step(s, DL_STEP_FUSED, err);
-            if (!f) return dl_fail(err, DL_E_NOMEM, "out of memory");
-            f->node = i;
-            f->be = s->node_be[i];
-            if (asprintf(&f->label, "%s (fused)", g->nodes[s->fused_into[i]].name) < 0) f->label = NULL;
+    return DL_OK;
+}
+
+static dl_tensor host_view(const dl_session *s, int v) {
+    return (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, s->shape[v].ndim, s->g->values[v].dtype, s->shape[v].d, NULL, 0};
+}
+
+/* The steps in run order: ops (and fused markers), with the copies they need before them. */
+static dl_status build_steps(dl_session *s, dl_error *err) {
+    const dl_graph *g = s->g;
+    for (int v = 0; v < g->n_values; v++) /* inputs get a host buffer, written before step 0 */
+        if (g->values[v].kind == DL_VALUE_INPUT && dl_slot_add(s, v, 0, value_bytes(s, v), -1) < 0)
+            return dl_fail(err, DL_E_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (s->fuse.into[i] < 0) {
+            dl_status st = build_op_step(s, i, err);
+            if (st != DL_OK) return st;
             continue;
         }
-        st = build_op_step(s, i, err);
-        if (st != DL_OK) return st;
+        dl_step *f = add_step(s, DL_STEP_FUSED, err);
+        if (!f) return dl_fail(err, DL_E_NOMEM, "out of memory");
+        f->node = i;
+        f->be = s->place.be[i];
+        if (asprintf(&f->label, "%s (fused)", g->nodes[s->fuse.into[i]].name) < 0) f->label = NULL;
     }
     s->outputs = calloc((size_t)g->n_outputs, sizeof *s->outputs);
     s->inputs = calloc((size_t)g->n_inputs, sizeof *s->inputs);
     if (!s->outputs || !s->inputs) return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_outputs; i++) {
-        int r = root(s, g->outputs[i]);
-        st = ensure_in(s, r, 0, err);
+        dl_status st = ensure_in(s, root(s, g->outputs[i]), 0, err);
         if (st != DL_OK) return st;
-        dl_value *v = &g->values[g->outputs[i]];
-        s->outputs[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
+        s->outputs[i] = host_view(s, g->outputs[i]);
     }
-    for (int i = 0; i < g->n_inputs; i++) {
-        dl_value *v = &g->values[g->inputs[i]];
-        s->inputs[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, v->ndim, v->dtype, v->shape, NULL, 0};
-    }
+    for (int i = 0; i < g->n_inputs; i++) s->inputs[i] = host_view(s, g->inputs[i]);
     /* keep_activations: every slot lives to the end, so nothing is reused or overwritten. */
     if (s->opt.keep_activations)
         for (int i = 0; i < s->n_slots; i++) dl_slot_use(s, i, s->n_steps);
     /* Outputs must outlive the run: their host slots live past the last step. */
     for (int i = 0; i < g->n_outputs; i++) dl_slot_use(s, dl_slot_find(s, root(s, g->outputs[i]), 0), s->n_steps);
+    return DL_OK;
+}
+
+static dl_status build(dl_session *s, dl_error *err) {
+    const dl_graph *g = s->g;
+    int nv = g->n_values, nn = g->n_nodes;
+    s->buf = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->buf);
+    s->owned = calloc((size_t)nv * DL_MAX_DOMAINS, 1);
+    s->alias = malloc((size_t)nv * sizeof *s->alias);
+    s->node_dom = calloc((size_t)nn + 1, sizeof *s->node_dom);
+    s->slot_of = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->slot_of);
+    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    for (int v = 0; v < nv; v++) s->alias[v] = v;
+    s->n_doms = 1;
+    s->doms[0] = (dl_domain){{DL_DEVICE_CPU, 0}, NULL};
+    dl_status st = dl_fold_batchnorm(s, err);
+    if (st == DL_OK) st = dl_place(s, &s->place, err);
+    if (st != DL_OK) return st;
+    dl_fuse_relu(s);
+    /* Weights live in host memory already (mapped, converted or folded). */
+    for (int v = 0; v < nv; v++)
+        if (g->values[v].kind == DL_VALUE_WEIGHT) BUF(s, v, 0) = (void *)dl_session_weight(s, v);
+    st = assign_domains(s, err);
+    if (st == DL_OK) st = build_steps(s, err);
+    if (st != DL_OK) return st;
     fix_pointers(s);
     st = prepare_kernels(s, err);
     if (st == DL_OK) st = dl_session_plan_memory(s, err);
@@ -286,8 +320,24 @@ static dl_status build(dl_session *s, dl_error *err) {
     return st;
 }
 
-dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt,
-                            dl_session **out, dl_error *err) {
+static dl_status check_options(dl_context *ctx, const dl_session_options *o, dl_error *err) {
+    if (o->backend && !dl_context_backend(ctx, o->backend)) {
+        char names[256] = "";
+        for (int i = 0; i < ctx->n_plugins; i++) {
+            if (!ctx->plugins[i].be) continue;
+            size_t u = strlen(names);
+            snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "", ctx->plugins[i].be->name);
+        }
+        return dl_fail(err, DL_E_INVALID, "unknown backend '%s' (loaded: %s)", o->backend, names[0] ? names : "none");
+    }
+    if (o->precision < DL_PRECISION_F32 || o->precision > DL_PRECISION_BF16)
+        return dl_fail(err, DL_E_INVALID, "unknown precision %d", o->precision);
+    if (o->batch < 0) return dl_fail(err, DL_E_INVALID, "batch must be at least 1, not %lld", (long long)o->batch);
+    return DL_OK;
+}
+
+dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt, dl_session **out,
+                            dl_error *err) {
     *out = NULL;
     dl_session *s = calloc(1, sizeof *s);
     if (!s) return dl_fail(err, DL_E_NOMEM, "out of memory");
@@ -295,27 +345,14 @@ dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_optio
     if (opt) memcpy(&s->opt, opt, opt->struct_size < sizeof s->opt ? opt->struct_size : sizeof s->opt);
     s->opt.struct_size = sizeof s->opt;
     s->ctx = ctx;
-    s->model = m;
     s->g = m->g;
-    dl_status st = DL_OK;
-    if (s->opt.backend && !dl_context_backend(ctx, s->opt.backend)) {
-        char names[256] = "";
-        for (int i = 0; i < ctx->n_plugins; i++) {
-            if (!ctx->plugins[i].be) continue;
-            size_t u = strlen(names);
-            snprintf(names + u, sizeof names - u, "%s%s", u ? ", " : "", ctx->plugins[i].be->name);
-        }
-        st = dl_fail(err, DL_E_INVALID, "unknown backend '%s' (loaded: %s)", s->opt.backend,
-                     names[0] ? names : "none");
-    } else if (s->opt.precision < DL_PRECISION_F32 || s->opt.precision > DL_PRECISION_BF16) {
-        st = dl_fail(err, DL_E_INVALID, "unknown precision %d", s->opt.precision);
-    } else if (s->opt.batch < 0) {
-        st = dl_fail(err, DL_E_INVALID, "batch must be at least 1, not %lld", (long long)s->opt.batch);
-    }
-    if (st == DL_OK) st = dl_graph_infer_shapes(s->g, s->opt.batch, err);
+    dl_status st = check_options(ctx, &s->opt, err);
+    if (st == DL_OK && !(s->shape = calloc((size_t)s->g->n_values + 1, sizeof *s->shape)))
+        st = dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (st == DL_OK) st = dl_graph_infer(s->g, s->opt.batch, s->shape, err);
     if (st == DL_OK) {
         const char *wpath = s->opt.weights_path ? s->opt.weights_path : s->g->weights_path;
-        st = dl_weights_bind(s->g, wpath, s->opt.seed, &s->weights, err);
+        st = dl_weights_bind(s->g, s->shape, wpath, s->opt.seed, &s->weights, err);
     }
     if (st == DL_OK) st = build(s, err);
     if (st != DL_OK) {
@@ -332,11 +369,12 @@ void dl_session_free(dl_session *s) {
         dl_step *st = &s->steps[k];
         if (st->kernel) st->be->release(st->be->self, st->kernel);
         free(st->in);
+        free(st->constant);
         free(st->label);
         free(st->staging);
     }
     free(s->steps);
-    if (s->buf && s->g) {
+    if (s->buf) {
         for (int v = 0; v < s->g->n_values; v++)
             for (int d = 0; d < s->n_doms; d++)
                 if (s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d]) dom_free(s, d, BUF(s, v, d));
@@ -348,17 +386,12 @@ void dl_session_free(dl_session *s) {
     free(s->owned);
     free(s->alias);
     free(s->node_dom);
-    free(s->node_be);
-    free(s->node_attrs);
-    free(s->fused_into);
-    free(s->extra_input);
-    for (int i = 0; i < s->n_folded; i++) free(s->folded[i]);
-    free(s->folded);
-    free(s->choice);
-    free(s->cache_path);
+    dl_fusion_free(&s->fuse);
+    dl_placement_free(&s->place);
     free(s->inputs);
     free(s->outputs);
     dl_weights_free(s->weights);
+    free(s->shape);
     free(s);
 }
 
@@ -396,7 +429,7 @@ static dl_status sync_all(dl_session *s, const dl_backend **last, dl_error *err)
 }
 
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
-    dl_graph *g = s->g;
+    const dl_graph *g = s->g;
     if (n_inputs != g->n_inputs)
         return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
     for (int i = 0; i < n_inputs; i++) {
@@ -409,8 +442,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
             return dl_fail(err, DL_E_INVALID, "input '%s' must be a dense host f32 tensor of shape %s, got %s",
                            g->values[g->inputs[i]].name, want, got);
         }
-        memcpy(BUF(s, g->inputs[i], 0), (const char *)t->data + t->byte_offset,
-               value_bytes(&g->values[g->inputs[i]]));
+        memcpy(BUF(s, g->inputs[i], 0), (const char *)t->data + t->byte_offset, value_bytes(s, g->inputs[i]));
     }
     const dl_backend *last[DL_MAX_DOMAINS] = {0};
     for (int k = 0; k < s->n_steps; k++) {
@@ -467,23 +499,26 @@ void dl_session_step(const dl_session *s, int i, dl_step_info *info) {
     info->last_ms = st->last_ms;
     info->total_ms = st->total_ms;
     info->runs = st->runs;
+    int v = st->kind == DL_STEP_COPY ? st->value : s->g->nodes[st->node].output;
+    info->ndim = s->shape[v].ndim;
+    info->shape = s->shape[v].d;
     if (st->kind == DL_STEP_COPY) {
-        const dl_value *v = &s->g->values[st->value];
-        info->layer = v->name;
+        info->layer = s->g->values[v].name;
         info->op = "copy";
         info->backend = st->label;
-        info->ndim = v->ndim;
-        info->shape = v->shape;
         info->bytes = (double)st->bytes;
         return;
     }
     const dl_node *n = &s->g->nodes[st->node];
-    const dl_value *o = &s->g->values[n->output];
     info->layer = n->name;
     info->op = dl_op_kind_name(n->kind);
     info->backend = st->kind == DL_STEP_FUSED ? st->label : st->be->name;
-    info->ndim = o->ndim;
-    info->shape = o->shape;
+}
+
+const dl_op *dl_session_step_op(const dl_session *s, int i, const unsigned char **constant) {
+    if (i < 0 || i >= s->n_steps || s->steps[i].kind != DL_STEP_OP) return NULL;
+    if (constant) *constant = s->steps[i].constant;
+    return &s->steps[i].op;
 }
 
 void dl_session_reset_profile(dl_session *s) {

@@ -1,4 +1,10 @@
-/* session.h — internals shared by the session modules: steps, memory domains, placement. */
+/* session.h — internals shared by the session modules. A session is built in stages, each
+ * producing its own part of the session from the read-only model and the earlier parts:
+ *
+ *   shapes at its batch (shape.c) -> weights (weights.c) -> batchnorm folding (fuse.c)
+ *   -> placement (placement.c) -> relu fusion (fuse.c) -> steps and copies (session.c)
+ *   -> kernels prepared -> memory plan (session_plan.c) -> run
+ */
 #ifndef DLRUN_SESSION_H
 #define DLRUN_SESSION_H
 #include "context.h"
@@ -6,7 +12,7 @@
 #include "weights.h"
 
 struct dl_model {
-    dl_graph *g;
+    dl_graph *g; /* read-only once loaded: sessions share it */
 };
 
 #define DL_MAX_DOMAINS 8
@@ -34,6 +40,7 @@ typedef struct dl_step {
     dl_op op;
     dl_op_attrs attrs;    /* the node's attributes plus fusion */
     dl_tensor *in;        /* op.n_inputs tensors with data in the domain */
+    unsigned char *constant; /* per input: 1 for a weight (given to the backend at prepare) */
     dl_tensor out;
     size_t workspace;
     char *label;          /* COPY: "cpu->cuda"; FUSED: "into <layer>" */
@@ -59,31 +66,46 @@ typedef struct dl_domain_memory {
     size_t weights; /* bytes of weights copied into this domain (0 for host: mapped) */
 } dl_domain_memory;
 
-/* Placement's record of one node's candidates (placement.c). */
+/* Fusion's product (fuse.c): batchnorms folded into convs before placement, relus fused into
+ * the op before them after it. */
+typedef struct dl_fusion {
+    dl_op_attrs *attrs;   /* node -> attributes as run (the model's, plus a fused activation) */
+    int *into;            /* node -> node it was folded or fused into, or -1 */
+    int *extra_input;     /* node -> value appended to its inputs (the bias a folded batchnorm gave
+                             a conv that had none), or -1 */
+    const float **weight; /* value -> host weights folding computed (NULL: the bound ones) */
+    float **owned;        /* what folding allocated */
+    int n_owned;
+} dl_fusion;
+
+/* Placement's record of one node's candidates. */
 typedef struct dl_node_choice {
     int n;
     dl_placement_candidate cand[16];
 } dl_node_choice;
 
+/* Placement's product (placement.c): where each node runs, and what was measured. */
+typedef struct dl_placement {
+    const dl_backend **be;  /* node -> backend */
+    dl_node_choice *choice; /* node -> candidates */
+    int timed, cached;      /* op timings measured now / taken from the cache */
+    char *cache_path;
+} dl_placement;
+
 struct dl_session {
     dl_context *ctx;
-    dl_model *model;
-    dl_graph *g;
-    dl_weights *weights;
+    const dl_graph *g;    /* the model's, read only */
     dl_session_options opt;
+    dl_shape *shape;      /* value -> its shape at this session's batch */
+    dl_weights *weights;
+    dl_fusion fuse;
+    dl_placement place;
     dl_domain doms[DL_MAX_DOMAINS];
     int n_doms;
     void **buf;           /* buf[value * DL_MAX_DOMAINS + dom]: the value's storage there */
     unsigned char *owned; /* same index: 1 if the session allocated it */
     int *alias;           /* value -> value whose storage it shares (fused relu), or itself */
     int *node_dom;        /* node -> domain it runs in */
-    dl_op_attrs *node_attrs; /* node -> attributes as run (graph's plus a fused activation) */
-    int *fused_into;      /* node -> node it was folded into (a relu after conv), or -1 */
-    int *extra_input;     /* node -> value appended to its inputs (the bias a folded batchnorm gave
-                             a conv that had none), or -1 */
-    float **folded;       /* host weights the session computed (folding), freed with it */
-    int n_folded;
-    const dl_backend **node_be;
     dl_step *steps;
     int n_steps, cap_steps;
     dl_slot *slots;       /* planned buffers */
@@ -93,34 +115,48 @@ struct dl_session {
     dl_tensor *inputs;    /* descriptors of model inputs (host) */
     dl_tensor *outputs;   /* model outputs (host), data in buf[...][0] */
     int profiling;
-    dl_node_choice *choice; /* per node */
-    int timed, cached;      /* op timings measured now / taken from the cache */
-    char *cache_path;
 };
 
-/* Memory-plan slots (session_plan.c): add one for value (or -1: a workspace) in dom, first
- * written at step `first`; find a value's slot (-1 if none); extend a slot's life to `step`. */
+/* ---- session.c ---- */
+/* Bytes of value v at the session's shapes. */
+size_t dl_session_value_bytes(const dl_session *s, int v);
+/* Host data of weight v as this session runs it: folded, else bound. */
+const float *dl_session_weight(const dl_session *s, int v);
+/* The values node `node` takes as inputs in this session: its own, then the extra input fusion
+ * gave it, if any. Returns the count (at most the node's n_inputs + 1). */
+int dl_session_node_inputs(const dl_session *s, int node, int *ins);
+/* The dl_op view of node n in this session, with the given attributes (`in` needs room for the
+ * node's inputs + 1). */
+void dl_session_op_view(const dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op, dl_tensor *in,
+                        dl_tensor *out);
+/* 1 if backend be accepts node `node` with these attributes (ABI version and supports()). */
+int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why);
+dl_status dl_session_alloc(dl_session *s, int dom, size_t bytes, void **p, dl_error *err);
+int dl_session_root(const dl_session *s, int value);
+void dl_format_bytes(double bytes, char *buf, size_t len);
+
+/* ---- fuse.c ---- */
+/* Folds each batchnorm into the conv2d before it where that conv's output feeds only the
+ * batchnorm and all their parameters are constants: the conv's weights become session-owned
+ * scaled copies, the batchnorm a fused step. Off with no_fuse. Fills s->fuse. */
+dl_status dl_fold_batchnorm(dl_session *s, dl_error *err);
+/* After placement: each relu whose input comes only from a conv2d, linear, add or batchnorm on
+ * the same backend, which accepts the fused op, runs as that op's epilogue. Off with no_fuse. */
+void dl_fuse_relu(dl_session *s);
+void dl_fusion_free(dl_fusion *f);
+
+/* ---- placement.c ---- */
+/* Chooses a backend for every node not folded away (measuring where needed) into *out; reads
+ * the session's shapes, weights and fusion, writes nothing else. */
+dl_status dl_place(const dl_session *s, dl_placement *out, dl_error *err);
+void dl_placement_free(dl_placement *p);
+
+/* ---- session_plan.c ---- */
+/* Memory-plan slots: add one for value (or -1: a workspace) in dom, first written at step
+ * `first`; find a value's slot (-1 if none); extend a slot's life to `step`. */
 int dl_slot_add(dl_session *s, int value, int dom, size_t size, int first);
 int dl_slot_find(const dl_session *s, int value, int dom);
 void dl_slot_use(dl_session *s, int slot, int step);
 /* Plans every domain's arena, refuses what does not fit, allocates and points buffers into it. */
 dl_status dl_session_plan_memory(dl_session *s, dl_error *err);
-/* session.c helpers the planner uses. */
-dl_status dl_session_alloc(dl_session *s, int dom, size_t bytes, void **p, dl_error *err);
-int dl_session_root(const dl_session *s, int value);
-void dl_format_bytes(double bytes, char *buf, size_t len);
-
-/* Chooses a backend for every node (placement.c). Fills s->node_be and sets fused relus. */
-dl_status dl_place(dl_session *s, dl_error *err);
-/* The values node `node` takes as inputs in this session: its own, then extra_input if any.
- * Returns the count (at most the node's n_inputs + 1). */
-int dl_session_node_inputs(const dl_session *s, int node, int *ins);
-/* Folds each batchnorm into the conv2d before it where that conv's output feeds only the
- * batchnorm and all their parameters are constants (fold.c): the conv's weights become
- * session-owned scaled copies, the batchnorm a fused step. Off with no_fuse. */
-dl_status dl_fold_batchnorm(dl_session *s, dl_error *err);
-/* Builds the dl_op view of node n with the given attributes (tensors without data; `in` needs
- * room for the node's inputs + 1). */
-void dl_session_op_view(dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op,
-                        dl_tensor *in, dl_tensor *out);
 #endif

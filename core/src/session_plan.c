@@ -34,18 +34,13 @@ void dl_slot_use(dl_session *s, int slot, int step) {
     if (slot >= 0 && step > s->slots[slot].last) s->slots[slot].last = step;
 }
 
-static int is_elementwise(dl_op_kind k) {
-    return k == DL_OP_RELU || k == DL_OP_ADD || k == DL_OP_BATCHNORM || k == DL_OP_DROPOUT || k == DL_OP_FLATTEN ||
-           k == DL_OP_LEAKY_RELU || k == DL_OP_SIGMOID || k == DL_OP_CLIP || k == DL_OP_RESHAPE;
-}
-
 /* Let an elementwise op write over an input that dies at that op. */
 static void plan_in_place(dl_session *s) {
     unsigned char *taken = calloc((size_t)s->n_slots + 1, 1);
     if (!taken) return; /* planning without in-place is still correct */
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
-        if (st->kind != DL_STEP_OP || !is_elementwise((dl_op_kind)st->op.kind)) continue;
+        if (st->kind != DL_STEP_OP || !(dl_op_def_of(st->op.kind)->flags & DL_OPF_ELEMENTWISE)) continue;
         if (!DL_BACKEND_HAS(st->be, supports_in_place) || !st->be->supports_in_place(st->be->self, &st->op)) continue;
         const dl_node *n = &s->g->nodes[st->node];
         int out = dl_slot_find(s, dl_session_root(s, n->output), st->dom);

@@ -30,14 +30,14 @@ typedef struct pending { /* a queued op (async mode) */
 
 typedef struct fake {
     dl_backend table;
-    double op_us[DL_OP_COUNT_V1];
-    int ok[DL_OP_COUNT_V1];
+    double op_us[DL_OP_COUNT_V1_0];
+    int ok[DL_OP_COUNT_V1_0];
     double copy_us;
     int async, n_queued;
     pending queue[64];
 } fake;
 
-static const char *const names[DL_OP_COUNT_V1] = {"CONV2D", "RELU", "MAXPOOL2D", "AVGPOOL2D", "GLOBAL_AVGPOOL", "LINEAR",
+static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D", "RELU", "MAXPOOL2D", "AVGPOOL2D", "GLOBAL_AVGPOOL", "LINEAR",
                                                  "FLATTEN", "DROPOUT", "SOFTMAX", "ADD", "CONCAT", "BATCHNORM"};
 
 static void wait_us(double us) { /* busy-wait: sleeps overshoot by more than the times we model */
@@ -87,7 +87,7 @@ static dl_status fk_copy(void *self, void *dst, const void *src, size_t n, dl_co
 }
 static int fk_supports(void *self, const dl_op *op, dl_error *why) {
     fake *f = self;
-    if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1 || !f->ok[op->kind]) return dl_fail(why, DL_E_UNSUPPORTED, "not in DLFAKE ops"), 0;
+    if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1_0 || !f->ok[op->kind]) return dl_fail(why, DL_E_UNSUPPORTED, "not in DLFAKE ops"), 0;
     if (op->attrs->activation) return dl_fail(why, DL_E_UNSUPPORTED, "no fused activation"), 0;
     for (int i = 0; i < op->n_inputs; i++)
         if (!dl_dtype_is_f32(op->inputs[i].dtype) || dl_tensor_numel(&op->inputs[i]) != dl_tensor_numel(&op->outputs[0]))
@@ -129,7 +129,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     f->async = env_num(key, 0) != 0;
     snprintf(key, sizeof key, "DLFAKE_%s_OPS", up);
     const char *ops = getenv(key);
-    for (int i = 0; i < DL_OP_COUNT_V1; i++) {
+    for (int i = 0; i < DL_OP_COUNT_V1_0; i++) {
         snprintf(key, sizeof key, "DLFAKE_%s_%s_US", up, names[i]);
         f->op_us[i] = env_num(key, def);
         int elementwise = i == DL_OP_RELU || i == DL_OP_DROPOUT || i == DL_OP_FLATTEN || i == DL_OP_ADD;

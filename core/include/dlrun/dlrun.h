@@ -10,7 +10,20 @@
  *     const dl_tensor *y = dl_session_output(s, 0);     // host f32, owned by the session
  *
  * Every call that can fail returns a dl_status and fills a one-line reason into a dl_error.
- * Objects are not thread-safe; use one session per thread. */
+ *
+ * Threads. A loaded model is read-only and a context's backends serve many sessions, so:
+ *   - dl_session_create, dl_session_run, dl_session_free and the dl_session_* readers may be
+ *     called from any number of threads at once, on sessions of the same or different models
+ *     and contexts, at different batch sizes and backends — as long as no two threads use the
+ *     same dl_session at the same time (a session is one thread's at a time);
+ *   - dl_model_* readers, dl_context_plugin*, dl_check_threshold, dl_version and
+ *     dl_status_name may be called concurrently with anything but the object's free;
+ *   - dl_context_create / dl_context_free and dl_model_load / dl_model_free are not
+ *     concurrent with other use of that object: create it, share it, free it after every
+ *     session made from it is freed;
+ *   - dl_check_model and dl_test_ops create their own sessions and follow the same rules.
+ * Sessions that time ops for placement share the timing cache file; writes are atomic (a
+ * rename), so concurrent sessions may each remeasure, never corrupt it. */
 #ifndef DLRUN_DLRUN_H
 #define DLRUN_DLRUN_H
 
@@ -97,8 +110,9 @@ typedef struct dl_session_options {
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
-/* Binds weights, places each op on a backend, allocates memory and prepares kernels. The model
- * must outlive the session and serves one session at a time (its shapes follow the batch). */
+/* Infers shapes at the session's batch, binds weights, places each op on a backend, allocates
+ * memory and prepares kernels. The model must outlive the session; it is only read, so any
+ * number of sessions of one model may exist and run at once (see Threads above). */
 DL_API dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt,
                                    dl_session **out, dl_error *err);
 DL_API void dl_session_free(dl_session *s);
@@ -169,6 +183,12 @@ DL_API void dl_session_memory(const dl_session *s, int i, dl_memory_info *info);
 
 DL_API int dl_session_step_count(const dl_session *s);
 DL_API void dl_session_step(const dl_session *s, int i, dl_step_info *info);
+/* The op step i runs, as its backend sees it (plugin.h): kind, attributes, input and output
+ * tensors with data in the backend's memory domain once memory is planned; NULL for a copy or a
+ * fused step. *constant (if not NULL) gets one flag per input: 1 for a weight, which the backend
+ * was given at prepare. Valid while the session lives; the tensors' contents are those of the
+ * last run (with keep_activations, every step's inputs and output stay readable after it). */
+DL_API const dl_op *dl_session_step_op(const dl_session *s, int i, const unsigned char **constant);
 DL_API void dl_session_reset_profile(dl_session *s);
 /* 1 to time each step (synchronizing asynchronous backends after each); 0 to time only runs. */
 DL_API void dl_session_set_profiling(dl_session *s, int on);

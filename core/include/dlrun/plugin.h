@@ -3,11 +3,25 @@
  * A plugin is a shared object that exports one symbol, `dl_plugin_init` (see DL_PLUGIN_ENTRY).
  * The host (libdlrun) calls it with a dl_host table; the plugin returns a dl_backend table that it
  * owns. Rules that keep old plugins working (as SQLite's VFS and ggml's backends do):
- *   - every struct starts with its version and size; the host checks them before anything else;
- *   - tables only grow by appending members; a member the reader's struct_size does not cover is
- *     treated as absent;
+ *   - the two tables, dl_host and dl_backend, start with the ABI version their side was built
+ *     with and their size; each side checks the other's before anything else (dl_plugin_host_ok,
+ *     DL_BACKEND_HAS). The structs the host passes per call, dl_op and dl_op_attrs, start with
+ *     their size only: their version is the host's (dl_host.abi_version);
+ *   - structs only grow by appending members; a member the reader's struct_size does not cover
+ *     is treated as absent (DL_BACKEND_HAS, DL_HOST_HAS; attributes past struct_size are 0);
  *   - members marked "optional" may be NULL and the host checks before calling;
+ *   - every member and op kind says the ABI version that added it, "(1.1)";
  *   - a plugin of another MAJOR version is refused with a one-line reason, never called.
+ * Lifetimes: the dl_op given to supports() and prepare(), its attributes, tensor arrays and
+ * shapes are valid only during that call (copy what a kernel keeps). The weight data prepare()
+ * is given (inputs whose data is not NULL) stays valid and unchanged until that kernel is
+ * released. The tensors given to run() are valid during the call; their data until the queued
+ * work is complete (synchronize).
+ * Threads: the host may call one backend's members from several threads at once (sessions
+ * running in parallel share a loaded plugin), so every member must be safe under concurrent
+ * calls; one dl_kernel is never in two calls at once (its run and release come from one session,
+ * one call at a time). A plugin serializes internally what it shares (a library handle, a
+ * staging buffer).
  * Tensors are described DLPack-style (dl_tensor has DLTensor's exact layout), so a plugin can hand
  * them to any DLPack consumer. The header includes only C standard headers.
  * docs/plugins.md walks through writing a plugin; plugins/example is a complete minimal one. */
@@ -115,20 +129,32 @@ typedef struct dl_tensor {
 
 /* ---- operators ----------------------------------------------------------------------------- */
 
-/* Op kinds. Append only: values never change. Inputs of each op, in order:
- *   CONV2D        x[N,C,H,W], weight[OC, C/groups, KH, KW], bias[OC] (optional)  -> [N,OC,OH,OW]
- *   RELU          x                                                             -> same shape
- *   MAXPOOL2D     x[N,C,H,W]          (ABI 1.2: attrs.dilation may exceed 1)    -> [N,C,OH,OW]
- *   AVGPOOL2D     x[N,C,H,W]                                                    -> [N,C,OH,OW]
- *   GLOBAL_AVGPOOL x[N,C,H,W]                                                   -> [N,C,1,1]
- *   LINEAR        x[N,IN], weight[OUT,IN], bias[OUT] (optional)    y = x W^T + b -> [N,OUT]
- *   FLATTEN       x                   (dims from attrs.axis on are merged)      -> 2-D
- *   DROPOUT       x                   (identity at inference)                   -> same shape
- *   SOFTMAX       x                   (along attrs.axis, already non-negative)  -> same shape
- *   ADD           a, b                (same shape; ABI 1.2: numpy broadcasting)  -> broadcast shape
- *   CONCAT        x0, x1, ...         (along attrs.axis)                        -> joined
- *   BATCHNORM     x[N,C,...], gamma[C], beta[C], mean[C], var[C]                -> same shape
- */
+/* Op kinds. Append only: values never change. Inputs of each op in order, and its output:
+ *   CONV2D (1.0)      x[N,C,H,W], weight[OC, C/groups, KH, KW], bias[OC] (optional)
+ *                     cross-correlation                                      -> [N,OC,OH,OW]
+ *   RELU (1.0)        x                  y = max(x, 0)                       -> x's shape
+ *   MAXPOOL2D (1.0)   x[N,C,H,W]         (1.2: attrs.dilation may exceed 1)  -> [N,C,OH,OW]
+ *   AVGPOOL2D (1.0)   x[N,C,H,W]                                             -> [N,C,OH,OW]
+ *   GLOBAL_AVGPOOL (1.0) x[N,C,H,W]                                          -> [N,C,1,1]
+ *   LINEAR (1.0)      x[N,IN], weight[OUT,IN], bias[OUT] (optional)  y = x W^T + b -> [N,OUT]
+ *   FLATTEN (1.0)     x                  dims from attrs.axis on merged      -> 2-D
+ *   DROPOUT (1.0)     x                  identity at inference               -> x's shape
+ *   SOFTMAX (1.0)     x                  along attrs.axis                    -> x's shape
+ *   ADD (1.0)         a, b               same shapes (1.2: numpy broadcasting) -> broadcast shape
+ *   CONCAT (1.0)      x0, x1, ...        joined along attrs.axis             -> joined
+ *   BATCHNORM (1.0)   x[N,C,...], gamma[C], beta[C], mean[C], var[C]
+ *                     y = gamma (x - mean) / sqrt(var + epsilon) + beta      -> x's shape
+ *   LEAKY_RELU (1.1)  x                  y = x >= 0 ? x : alpha * x          -> x's shape
+ *   SIGMOID (1.1)     x                  y = 1 / (1 + exp(-x))               -> x's shape
+ *   CLIP (1.1)        x                  y = min(max(x, clip_min), clip_max) -> x's shape
+ *   MATMUL (1.2)      a[..., M, K], b[..., K, N], c (optional)
+ *                     y = alpha * op(a) op(b) + beta * c, op() transposing the last two dims when
+ *                     trans_a / trans_b; leading dims broadcast as numpy's matmul; c broadcasts
+ *                     to y                                                  -> [..., M, N]
+ *   RESHAPE (1.2)     x                  the same elements in row-major order -> any shape
+ * Output sizes of the window ops follow PyTorch: OH = floor((H + pad_begin + pad_end -
+ * dilation * (KH - 1) - 1) / stride) + 1, rounded up instead with ceil_mode (pools only, where
+ * the last window must start inside the input or its top/left padding). */
 typedef enum dl_op_kind {
     DL_OP_CONV2D = 0,
     DL_OP_RELU = 1,
@@ -142,25 +168,25 @@ typedef enum dl_op_kind {
     DL_OP_ADD = 9,
     DL_OP_CONCAT = 10,
     DL_OP_BATCHNORM = 11,
-    DL_OP_COUNT_V1 = 12, /* number of kinds in ABI 1.0 */
-    /* ABI 1.1 */
-    DL_OP_LEAKY_RELU = 12, /* x                y = x >= 0 ? x : alpha * x           -> same shape */
-    DL_OP_SIGMOID = 13,    /* x                y = 1 / (1 + exp(-x))                 -> same shape */
-    DL_OP_CLIP = 14,       /* x                y = min(max(x, clip_min), clip_max)   -> same shape */
-    DL_OP_COUNT_V1_1 = 15, /* number of kinds in ABI 1.1 */
-    /* ABI 1.2 */
-    DL_OP_MATMUL = 15,  /* a[..., M, K], b[..., K, N], c (optional)
-                           y = alpha * op(a) op(b) + beta * c, op() transposing the last two dims
-                           when trans_a / trans_b; leading dims broadcast as numpy's matmul; c
-                           broadcasts to y                                      -> [..., M, N] */
-    DL_OP_RESHAPE = 16, /* x                 the same elements in row-major order -> any shape */
-    DL_OP_COUNT = 17       /* number of kinds in this version of the header */
+    DL_OP_LEAKY_RELU = 12, /* 1.1 */
+    DL_OP_SIGMOID = 13,    /* 1.1 */
+    DL_OP_CLIP = 14,       /* 1.1 */
+    DL_OP_MATMUL = 15,     /* 1.2 */
+    DL_OP_RESHAPE = 16     /* 1.2 */
 } dl_op_kind;
 
-/* Activation applied to an op's output after the op itself (a fused epilogue). */
+/* How many kinds each version defines: kinds below the count exist in that version. */
+#define DL_OP_COUNT_V1_0 12
+#define DL_OP_COUNT_V1_1 15
+#define DL_OP_COUNT_V1_2 17
+#define DL_OP_COUNT DL_OP_COUNT_V1_2 /* kinds in this version of the header */
+
+/* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
 typedef enum dl_activation { DL_ACT_NONE = 0, DL_ACT_RELU = 1 } dl_activation;
 
-/* Compute precision a session asks for. F32 is exact IEEE float; the others allow tensor cores. */
+/* Compute precision a session asks for (1.0). F32 is exact IEEE float; the others allow tensor
+ * cores. Tensors are f32 whatever the precision: it says how much rounding inside an op is
+ * acceptable, and a backend may always compute more exactly than asked. */
 typedef enum dl_precision {
     DL_PRECISION_F32 = 0,
     DL_PRECISION_TF32 = 1,
@@ -168,43 +194,45 @@ typedef enum dl_precision {
     DL_PRECISION_BF16 = 3
 } dl_precision;
 
-/* Attributes of all ops in one flat struct; each op reads the members it documents. */
+/* Attributes of all ops in one flat struct, starting with its size (its version is the host's).
+ * Each member says which ops read it; an op ignores the others. Members past struct_size (an
+ * older host) are absent; the host never shows a plugin an op whose members it lacks. */
 typedef struct dl_op_attrs {
-    uint32_t struct_size;
-    int32_t kernel[2];    /* conv2d, pools: [kh, kw] */
-    int32_t stride[2];    /* conv2d, pools: [sh, sw] */
-    int32_t pad_begin[2]; /* conv2d, pools: padding before [top, left] */
-    int32_t pad_end[2];   /* conv2d, pools: padding after [bottom, right] */
-    int32_t dilation[2];  /* conv2d, maxpool2d (ABI 1.2): [dh, dw] */
-    int32_t groups;       /* conv2d */
-    int32_t ceil_mode;    /* pools: 1 rounds the output size up (PyTorch/ONNX ceil_mode) */
-    int32_t count_include_pad; /* avgpool2d: 1 divides by the full window, pads included */
-    int32_t axis;         /* flatten, softmax, concat: a non-negative axis */
-    float epsilon;        /* batchnorm */
-    int32_t activation;   /* dl_activation fused after the op (conv2d, linear, add, batchnorm) */
-    /* ABI 1.1 (present when struct_size covers them) */
-    float alpha;          /* leaky_relu: slope for x < 0 */
-    float clip_min;       /* clip: lower bound (-INFINITY: none) */
-    float clip_max;       /* clip: upper bound (+INFINITY: none) */
-    /* ABI 1.2 (present when struct_size covers them). `alpha` above is also matmul's scale of
-     * a·b (1 by default for matmul), and `dilation` applies to maxpool2d as well as conv2d. */
-    float beta;           /* matmul: scale of c */
-    int32_t trans_a;      /* matmul: 1 uses a's last two dims transposed */
-    int32_t trans_b;      /* matmul: 1 uses b's last two dims transposed */
+    uint32_t struct_size;      /* (1.0) sizeof(dl_op_attrs) in the host's build */
+    int32_t kernel[2];         /* (1.0) conv2d, pools: [kh, kw] */
+    int32_t stride[2];         /* (1.0) conv2d, pools: [sh, sw] */
+    int32_t pad_begin[2];      /* (1.0) conv2d, pools: padding before [top, left] */
+    int32_t pad_end[2];        /* (1.0) conv2d, pools: padding after [bottom, right] */
+    int32_t dilation[2];       /* (1.0) conv2d; (1.2) maxpool2d too: [dh, dw] */
+    int32_t groups;            /* (1.0) conv2d */
+    int32_t ceil_mode;         /* (1.0) pools: 1 rounds the output size up (PyTorch/ONNX ceil_mode) */
+    int32_t count_include_pad; /* (1.0) avgpool2d: 1 divides by the full window, pads included */
+    int32_t axis;              /* (1.0) flatten, softmax, concat: always non-negative */
+    float epsilon;             /* (1.0) batchnorm */
+    int32_t activation;        /* (1.0) dl_activation fused after conv2d, linear, add, batchnorm */
+    float alpha;               /* (1.1) the op's scalar coefficient, as ONNX names it:
+                                  leaky_relu: slope for x < 0 (ONNX LeakyRelu alpha);
+                                  (1.2) matmul: scale of op(a) op(b) (ONNX Gemm alpha) */
+    float clip_min;            /* (1.1) clip: lower bound (-INFINITY: none) */
+    float clip_max;            /* (1.1) clip: upper bound (+INFINITY: none) */
+    float beta;                /* (1.2) matmul: scale of c (ONNX Gemm beta) */
+    int32_t trans_a;           /* (1.2) matmul: 1 uses a's last two dims transposed */
+    int32_t trans_b;           /* (1.2) matmul: 1 uses b's last two dims transposed */
 } dl_op_attrs;
 
-/* One operator instance as the host shows it to a backend. */
+/* One operator instance as the host shows it to a backend, starting with its size (its version
+ * is the host's). Valid during the supports() or prepare() call it is given to. */
 typedef struct dl_op {
-    uint32_t struct_size;
-    int32_t kind;          /* dl_op_kind */
-    const char *name;      /* the layer's name in the model, for messages */
-    const dl_op_attrs *attrs;
-    int32_t n_inputs;
-    const dl_tensor *inputs;  /* shapes and dtypes; at prepare, weights (constants) carry data in
-                                 the backend's domain, activations have data NULL */
-    int32_t n_outputs;        /* 1 in ABI 1.0 */
-    const dl_tensor *outputs; /* shapes and dtypes, data NULL */
-    int32_t precision;        /* dl_precision the session asks for */
+    uint32_t struct_size;     /* (1.0) sizeof(dl_op) in the host's build */
+    int32_t kind;             /* (1.0) dl_op_kind */
+    const char *name;         /* (1.0) the layer's name in the model, for messages */
+    const dl_op_attrs *attrs; /* (1.0) */
+    int32_t n_inputs;         /* (1.0) */
+    const dl_tensor *inputs;  /* (1.0) shapes and dtypes; at prepare, weights (constants) carry
+                                 data in the backend's domain, activations have data NULL */
+    int32_t n_outputs;        /* (1.0) always 1 so far */
+    const dl_tensor *outputs; /* (1.0) shapes and dtypes, data NULL */
+    int32_t precision;        /* (1.0) dl_precision the session asks for */
 } dl_op;
 
 /* ---- host services given to plugins ------------------------------------------------------- */
@@ -212,12 +240,12 @@ typedef struct dl_op {
 enum { DL_LOG_ERROR = 0, DL_LOG_WARN = 1, DL_LOG_INFO = 2, DL_LOG_DEBUG = 3 };
 
 typedef struct dl_host {
-    uint32_t abi_version; /* DL_ABI_VERSION of the host */
-    uint32_t struct_size;
-    void *ctx;            /* passed back to the callbacks */
-    int32_t n_threads;    /* threads a CPU backend may use (>= 1) */
-    int32_t device_index; /* GPU ordinal the user asked for (--device), 0 by default */
-    /* Log a line through the host (optional to call; never NULL). */
+    uint32_t abi_version; /* (1.0) DL_ABI_VERSION of the host */
+    uint32_t struct_size; /* (1.0) sizeof(dl_host) in the host's build */
+    void *ctx;            /* (1.0) passed back to the callbacks */
+    int32_t n_threads;    /* (1.0) threads a CPU backend may use (>= 1) */
+    int32_t device_index; /* (1.0) GPU ordinal the user asked for (--device), 0 by default */
+    /* (1.0) Log a line through the host (optional to call; never NULL; thread-safe). */
     void (*log)(void *ctx, int level, const char *msg);
 } dl_host;
 
@@ -233,47 +261,53 @@ typedef enum dl_copy_kind {
 } dl_copy_kind;
 
 typedef struct dl_backend {
-    uint32_t abi_version; /* DL_ABI_VERSION the plugin was built with: checked first */
-    uint32_t struct_size; /* sizeof(dl_backend) in the plugin's build */
-    const char *name;     /* short unique name: "cpu", "cuda", "cudnn" */
-    const char *description; /* one line: device, library versions, threads */
-    dl_device device;     /* the memory domain its kernels read and write */
-    void *self;           /* the plugin's state, first argument of every member */
+    uint32_t abi_version;    /* (1.0) DL_ABI_VERSION the plugin was built with: checked first */
+    uint32_t struct_size;    /* (1.0) sizeof(dl_backend) in the plugin's build */
+    const char *name;        /* (1.0) short unique name: "cpu", "cuda", "cudnn" */
+    const char *description; /* (1.0) one line: device, library versions, threads */
+    dl_device device;        /* (1.0) the memory domain its kernels read and write */
+    void *self;              /* (1.0) the plugin's state, first argument of every member */
 
-    /* Release everything the plugin owns, the table included. */
+    /* (1.0) Release everything the plugin owns, the table included. Called once, last. */
     void (*destroy)(void *self);
 
-    /* Memory in the backend's domain. alloc returns storage aligned to at least 64 bytes. */
+    /* (1.0) Memory in the backend's domain. alloc returns storage aligned to at least 64 bytes. */
     dl_status (*alloc)(void *self, size_t bytes, void **ptr, dl_error *err);
     void (*free)(void *self, void *ptr);
-    /* Copy bytes; for HOST_TO_DEVICE `src` is host memory, for DEVICE_TO_HOST `dst` is. Complete
-     * when it returns (or ordered before any later run/copy and finished by synchronize). */
+    /* (1.0) Copy bytes; for HOST_TO_DEVICE `src` is host memory, for DEVICE_TO_HOST `dst` is.
+     * Complete when it returns (or ordered before any later run/copy and finished by
+     * synchronize). */
     dl_status (*copy)(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
                       dl_error *err);
 
-    /* 1 if the backend can run exactly this op (kind, attributes, shapes, dtypes, precision),
-     * else 0 with the reason in `why`. Must be exact: claiming an op and failing later is a bug. */
+    /* (1.0) 1 if the backend can run exactly this op (kind, attributes, shapes, dtypes,
+     * precision), else 0 with the reason in `why`. Must be exact: claiming an op and failing
+     * later is a bug. The host shows a plugin only kinds and attribute meanings of the ABI
+     * minor version the plugin declares. */
     int (*supports)(void *self, const dl_op *op, dl_error *why);
 
-    /* Prepare a kernel for op: choose an algorithm, state the scratch space it needs. */
+    /* (1.0) Prepare a kernel for op: choose an algorithm, state the scratch space it needs. */
     dl_status (*prepare)(void *self, const dl_op *op, dl_kernel **kernel, size_t *workspace_bytes,
                          dl_error *err);
-    /* Run a prepared kernel. inputs/outputs have the op's shapes, with data in the backend's
-     * domain; workspace has the size prepare asked for (NULL if 0). Outputs never alias inputs. */
+    /* (1.0) Run a prepared kernel. inputs/outputs have the op's shapes, with data in the
+     * backend's domain; workspace has the size prepare asked for (NULL if 0). Outputs never
+     * alias inputs, except outputs[0].data == inputs[0].data for an op supports_in_place
+     * accepted. */
     dl_status (*run)(void *self, dl_kernel *kernel, const dl_tensor *inputs,
                      const dl_tensor *outputs, void *workspace, dl_error *err);
+    /* (1.0) Free a prepared kernel. */
     void (*release)(void *self, dl_kernel *kernel);
 
-    /* Optional: wait until all work queued on the backend has finished (asynchronous backends). */
+    /* (1.0) Optional: wait until all work queued on the backend has finished (asynchronous
+     * backends). */
     dl_status (*synchronize)(void *self, dl_error *err);
 
-    /* ---- ABI 1.1 ---- */
-    /* Optional: 1 if run() is correct with outputs[0].data == inputs[0].data for this op (an
-     * elementwise op overwriting its input), which lets the host's memory plan reuse the input's
-     * storage when that input dies here. NULL or 0: never in place. */
+    /* (1.1) Optional: 1 if run() is correct with outputs[0].data == inputs[0].data for this op
+     * (an elementwise op overwriting its input), which lets the host's memory plan reuse the
+     * input's storage when that input dies here. NULL or 0: never in place. */
     int (*supports_in_place)(void *self, const dl_op *op);
-    /* Optional: free and total bytes of the backend's memory domain, so the host can refuse a
-     * batch that cannot fit before running anything. */
+    /* (1.1) Optional: free and total bytes of the backend's memory domain, so the host can
+     * refuse a batch that cannot fit before running anything. */
     dl_status (*memory_info)(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
 } dl_backend;
 
@@ -289,6 +323,30 @@ static inline int dl_dtype_eq(dl_dtype a, dl_dtype b) {
     return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
 static inline int dl_dtype_is_f32(dl_dtype d) { return dl_dtype_eq(d, DL_F32); }
+
+/* Does a table cover member `m` and set it (append-only ABI: members past struct_size are
+ * absent)? The host asks it of a backend before calling an optional or newer member. */
+#define DL_BACKEND_HAS(be, m) \
+    ((be)->struct_size >= offsetof(dl_backend, m) + sizeof((be)->m) && (be)->m != NULL)
+#define DL_HOST_HAS(host, m) \
+    ((host)->struct_size >= offsetof(dl_host, m) + sizeof((host)->m) && (host)->m != NULL)
+
+/* For a plugin's dl_plugin_init: 1 if the host speaks this header's major ABI version with a
+ * complete table, else 0 with the reason in err (return NULL then). */
+static inline int dl_plugin_host_ok(const dl_host *host, dl_error *err) {
+    if (!host) return dl_fail(err, DL_E_UNSUPPORTED, "no host table"), 0;
+    if (DL_ABI_MAJOR_OF(host->abi_version) != DL_ABI_MAJOR)
+        return dl_fail(err, DL_E_UNSUPPORTED, "host speaks plugin ABI %u.%u, this plugin %u.%u",
+                       (unsigned)DL_ABI_MAJOR_OF(host->abi_version),
+                       (unsigned)DL_ABI_MINOR_OF(host->abi_version), (unsigned)DL_ABI_MAJOR,
+                       (unsigned)DL_ABI_MINOR),
+               0;
+    if (!DL_HOST_HAS(host, log))
+        return dl_fail(err, DL_E_UNSUPPORTED, "host table of %u bytes is incomplete",
+                       (unsigned)host->struct_size),
+               0;
+    return 1;
+}
 
 #ifdef __cplusplus
 }

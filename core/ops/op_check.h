@@ -1,23 +1,23 @@
-/* op_check.h — exact op checks shared by the plugins' supports() (see op_check.c). */
+/* op_check.h — what the in-tree plugins share about ops: the exact supports() check from the op
+ * table, the in-place rule, numpy broadcast indexing, and what a prepared kernel keeps. */
 #ifndef DLRUN_OP_CHECK_H
 #define DLRUN_OP_CHECK_H
-#include "dlrun/plugin.h"
+#include "op_table.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Output size of a conv/pool window along one axis (PyTorch's rule); < 1 if it does not fit. */
-int64_t dl_window_out(int64_t in, int k, int s, int pb, int pe, int d, int ceil_mode);
-/* 1 if a dense f32 NCHW implementation of every ABI 1.x op can run op, else 0 with the reason. */
+/* 1 if a dense f32 NCHW implementation of every op in the table can run op: its kind, attribute
+ * version, input and output counts, dtypes, fused activation and every shape (the row's infer
+ * must give the output's shape); else 0 with the reason. */
 int dl_op_check(const dl_op *op, dl_error *why);
-/* 1 if t broadcasts (numpy rules, aligned at the last dimension) to y's shape */
-int dl_broadcasts_to(const dl_tensor *t, const dl_tensor *y);
+/* 1 for the kinds the table marks elementwise (a kernel reading element i before writing it may
+ * overwrite input 0). */
+int dl_op_is_elementwise(int kind);
 /* Broadcast indexing: st[d] is the step in t's elements along y's dimension d (0 where t
  * repeats); dl_bcast_offset maps the row-major index i over ys[0..nd) to t's offset. */
 void dl_bcast_strides(int tnd, const int64_t *ts, int ynd, const int64_t *ys, int64_t *st);
 int64_t dl_bcast_offset(int64_t i, int nd, const int64_t *ys, const int64_t *st);
-/* 1 for the ops whose kernels read element i before writing element i (safe in place). */
-int dl_op_is_elementwise(int kind);
 
 /* What a prepared kernel keeps of its op, the same in every plugin: the op may not outlive
  * prepare, so attributes and shapes are copied. */

@@ -1,0 +1,211 @@
+/* conv_pool.c — rows of the window ops: conv2d, maxpool2d, avgpool2d, global_avgpool. Output
+ * sizes follow PyTorch's formulas (dl_window_out). */
+#include <limits.h>
+
+#include "op_rows.h"
+
+/* [N, C, OH, OW] of a window over x; conv2d has no ceil_mode, and its padding may exceed the
+ * window (a pool's may not: every window must see an input element, as ONNX requires). */
+static int infer_window(const dl_op *op, int conv, dl_shape *y, dl_error *why) {
+    const dl_op_attrs *a = op->attrs;
+    const dl_tensor *x = &op->inputs[0];
+    char xs[128];
+    dl_shape_txt(x, xs, sizeof xs);
+    if (x->ndim != 4) DL_NO(why, "needs a 4-D input [N, C, H, W], got %s", xs);
+    for (int i = 0; i < 2; i++) {
+        int k = a->kernel[i], d = a->dilation[i], ext = d * (k - 1) + 1;
+        if (k < 1 || a->stride[i] < 1 || d < 1 || a->pad_begin[i] < 0 || a->pad_end[i] < 0)
+            DL_NO(why, "kernel, stride and dilation must be at least 1 and padding at least 0");
+        if (op->kind == DL_OP_AVGPOOL2D && d != 1) DL_NO(why, "avgpool2d has no dilation");
+        if (!conv && (a->pad_begin[i] >= ext || a->pad_end[i] >= ext))
+            DL_NO(why, "padding %d is not less than the window extent %d",
+                  a->pad_begin[i] >= ext ? a->pad_begin[i] : a->pad_end[i], ext);
+        y->d[2 + i] = dl_window_out(x->shape[2 + i], k, a->stride[i], a->pad_begin[i], a->pad_end[i], d,
+                                    conv ? 0 : a->ceil_mode);
+        if (y->d[2 + i] < 1)
+            DL_NO(why, "kernel %dx%d (dilation %d) does not fit the padded input %s", a->kernel[0], a->kernel[1], d, xs);
+    }
+    y->ndim = 4;
+    y->d[0] = x->shape[0];
+    y->d[1] = x->shape[1];
+    return 1;
+}
+
+/* ---- conv2d ---- */
+
+static void conv2d_weights(const dl_op_params *p, const dl_shape *x, dl_shape *w) {
+    int64_t per_group = p->attrs.groups > 0 ? x->d[1] / p->attrs.groups : x->d[1];
+    w[0] = (dl_shape){4, {p->units, per_group, p->attrs.kernel[0], p->attrs.kernel[1]}};
+    if (p->has_bias) w[1] = (dl_shape){1, {p->units}};
+}
+
+static int conv2d_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    const dl_op_attrs *a = op->attrs;
+    const dl_tensor *x = &op->inputs[0], *w = &op->inputs[1];
+    char s[128];
+    if (x->ndim != 4) DL_NO(why, "needs a 4-D input [N, C, H, W], got %s", dl_shape_txt(x, s, sizeof s));
+    if (w->ndim != 4) DL_NO(why, "needs a 4-D weight [OC, C/groups, KH, KW], got %s", dl_shape_txt(w, s, sizeof s));
+    long long c = (long long)x->shape[1], oc = (long long)w->shape[0];
+    if (a->groups < 1) DL_NO(why, "groups must be at least 1, not %d", a->groups);
+    if (c % a->groups) DL_NO(why, "input channels %lld are not divisible by groups %d", c, a->groups);
+    if (oc % a->groups) DL_NO(why, "filters %lld are not divisible by groups %d", oc, a->groups);
+    if (w->shape[1] * a->groups != c)
+        DL_NO(why, "weight has %lld input channels per group, the input has %lld channels in %d groups",
+              (long long)w->shape[1], c, a->groups);
+    if (w->shape[2] != a->kernel[0] || w->shape[3] != a->kernel[1])
+        DL_NO(why, "weight kernel %lldx%lld differs from the kernel attribute %dx%d", (long long)w->shape[2],
+              (long long)w->shape[3], a->kernel[0], a->kernel[1]);
+    if (op->n_inputs == 3 && !dl_is_vec(&op->inputs[2], oc))
+        DL_NO(why, "bias must be [%lld], got %s", oc, dl_shape_txt(&op->inputs[2], s, sizeof s));
+    if (!infer_window(op, 1, y, why)) return 0;
+    y->d[1] = oc;
+    return 1;
+}
+
+static double conv2d_flops(const dl_op *op) {
+    const int64_t *w = op->inputs[1].shape; /* [OC, C/groups, KH, KW] */
+    return 2.0 * (double)dl_tensor_numel(&op->outputs[0]) * (double)(w[1] * w[2] * w[3]);
+}
+
+const dl_op_def dl_op_row_conv2d = {
+    .name = "conv2d",
+    .abi_minor = 0,
+    .flags = DL_OPF_FUSES_RELU,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .weights = (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
+    .attrs =
+        (const dl_attr_def[]){
+            {"filters", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
+            {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
+            {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},
+            {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
+            {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
+            {"groups", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.groups), 1, INT_MAX, 1, 0},
+            {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
+            {0}},
+    .nmse = DL_NMSE_GEMM,
+    .cases =
+        (const dl_op_case[]){
+            {"conv 3x3 pad 1", "[[1, 3, 11, 13]]", "filters: 5, kernel: 3, padding: 1", 1},
+            {"conv stride 2 batch 2", "[[2, 4, 9, 7]]", "filters: 6, kernel: 3, stride: 2, padding: 1", 1},
+            {"conv asymmetric pad", "[[1, 5, 13, 11]]",
+             "filters: 7, kernel: [3, 5], stride: [1, 2], padding: [2, 0, 1, 3]", 1},
+            {"conv dilation 2", "[[1, 3, 15, 15]]", "filters: 4, kernel: 3, padding: 2, dilation: 2", 1},
+            {"conv groups 3 batch 3", "[[3, 6, 8, 9]]", "filters: 9, kernel: 3, padding: 1, groups: 3", 1},
+            {"conv depthwise", "[[2, 8, 7, 7]]", "filters: 8, kernel: 3, stride: [2, 1], padding: 1, groups: 8", 1},
+            {"conv 7x7 stride 2 no bias", "[[1, 3, 17, 19]]",
+             "filters: 8, kernel: 7, stride: 2, padding: 3, bias: false", 1},
+            {"conv 1x1", "[[2, 9, 5, 6]]", "filters: 11, kernel: 1", 1},
+            {"conv 3x3 64 channels", "[[1, 64, 57, 61]]", "filters: 33, kernel: 3, padding: 1", 1},
+            {"conv 3x3 batch 3 deep", "[[3, 32, 10, 10]]", "filters: 24, kernel: 3", 1},
+            {0}},
+    .weight_shapes = conv2d_weights,
+    .infer = conv2d_infer,
+    .flops = conv2d_flops,
+};
+
+/* ---- pools ---- */
+
+enum { POOL_STRIDE = 1 }; /* the index of `stride` in both pools' attribute lists */
+
+/* A pool's stride defaults to its kernel (PyTorch's rule). */
+static void pool_complete(dl_op_params *p, uint32_t given) {
+    if (given & (1u << POOL_STRIDE)) return;
+    p->attrs.stride[0] = p->attrs.kernel[0];
+    p->attrs.stride[1] = p->attrs.kernel[1];
+}
+
+static int pool_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    (void)cx;
+    return infer_window(op, 0, y, why);
+}
+
+static double pool_flops(const dl_op *op) {
+    return (double)dl_tensor_numel(&op->outputs[0]) * op->attrs->kernel[0] * op->attrs->kernel[1];
+}
+
+/* ABI 1.2 gave maxpool2d its dilation: a 1.1 plugin would ignore it. */
+static uint32_t maxpool_minor(const dl_op *op) {
+    return op->attrs->dilation[0] != 1 || op->attrs->dilation[1] != 1 ? 2 : 0;
+}
+
+#define POOL_KERNEL_STRIDE_PADDING                                                                  \
+    {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},             \
+        {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},                        \
+        {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0}
+#define POOL_CEIL_MODE {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0}
+
+const dl_op_def dl_op_row_maxpool2d = {
+    .name = "maxpool2d",
+    .abi_minor = 0,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .attrs =
+        (const dl_attr_def[]){
+            POOL_KERNEL_STRIDE_PADDING,
+            {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
+            POOL_CEIL_MODE,
+            {0}},
+    .nmse = DL_NMSE_EXACT,
+    .cases =
+        (const dl_op_case[]){
+            {"maxpool 2", "[[2, 3, 11, 13]]", "kernel: 2", 1},
+            {"maxpool 3 s2 p1", "[[1, 5, 9, 9]]", "kernel: 3, stride: 2, padding: 1", 1},
+            {"maxpool ceil", "[[1, 4, 10, 7]]", "kernel: 3, stride: 2, padding: 1, ceil_mode: true", 1},
+            {"maxpool dilation 2", "[[1, 3, 13, 11]]", "kernel: 3, stride: 1, dilation: 2", 1},
+            {"maxpool dilated ceil pad", "[[2, 2, 12, 9]]",
+             "kernel: 2, stride: 2, padding: 1, dilation: 3, ceil_mode: true", 1},
+            {0}},
+    .complete = pool_complete,
+    .infer = pool_infer,
+    .flops = pool_flops,
+    .abi_minor_of = maxpool_minor,
+};
+
+const dl_op_def dl_op_row_avgpool2d = {
+    .name = "avgpool2d",
+    .abi_minor = 0,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .attrs =
+        (const dl_attr_def[]){
+            POOL_KERNEL_STRIDE_PADDING,
+            POOL_CEIL_MODE,
+            {"count_include_pad", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.count_include_pad), 0, 1, 1, 0},
+            {0}},
+    .nmse = DL_NMSE_ROUNDING,
+    .cases =
+        (const dl_op_case[]){
+            {"avgpool ceil pad", "[[1, 4, 10, 7]]", "kernel: 3, stride: 2, padding: 1, ceil_mode: true", 1},
+            {"avgpool exclude pad", "[[2, 2, 8, 11]]", "kernel: 3, stride: 2, padding: 1, count_include_pad: false", 1},
+            {"avgpool pad over half", "[[1, 2, 9, 8]]", "kernel: 3, stride: 2, padding: 2", 1},
+            {0}},
+    .complete = pool_complete,
+    .infer = pool_infer,
+    .flops = pool_flops,
+};
+
+/* ---- global_avgpool ---- */
+
+static int global_avgpool_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    (void)cx;
+    const dl_tensor *x = &op->inputs[0];
+    char s[128];
+    if (x->ndim != 4) DL_NO(why, "needs a 4-D input [N, C, H, W], got %s", dl_shape_txt(x, s, sizeof s));
+    *y = (dl_shape){4, {x->shape[0], x->shape[1], 1, 1}};
+    return 1;
+}
+
+static double global_avgpool_flops(const dl_op *op) { return (double)dl_tensor_numel(&op->inputs[0]); }
+
+const dl_op_def dl_op_row_global_avgpool = {
+    .name = "global_avgpool",
+    .abi_minor = 0,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .nmse = DL_NMSE_ROUNDING,
+    .cases = (const dl_op_case[]){{"global avgpool", "[[3, 5, 7, 9]]", "", 1}, {0}},
+    .infer = global_avgpool_infer,
+    .flops = global_avgpool_flops,
+};

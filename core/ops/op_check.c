@@ -1,0 +1,102 @@
+/* op_check.c — the exact op check the in-tree plugins' supports() share, driven by the op table:
+ * what passes here the cpu and cuda plugins can run (f32, NCHW, dense), so nothing they accept
+ * fails later. Also broadcast indexing and dl_op_geom (see op_check.h). */
+#include "op_check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_rows.h"
+
+/* Inputs an op of this row takes: its activations, then its weights (optional ones may be absent). */
+static void input_range(const dl_op_def *d, int *lo, int *hi) {
+    *lo = d->min_inputs, *hi = d->max_inputs;
+    for (const dl_weight_def *w = d->weights; w && w->suffix; w++) {
+        *lo += !w->optional;
+        (*hi)++;
+    }
+}
+
+int dl_op_check(const dl_op *op, dl_error *why) {
+    const dl_op_def *d = dl_op_def_of(op->kind);
+    if (!d) DL_NO(why, "op kind %d is unknown to this plugin", op->kind);
+    uint32_t minor = dl_op_min_minor(op);
+    if (!op->attrs || op->attrs->struct_size < dl_op_attrs_size(minor))
+        DL_NO(why, "%s needs the ABI %d.%u attributes", d->name, DL_ABI_MAJOR, minor);
+    int lo, hi;
+    input_range(d, &lo, &hi);
+    if (op->n_outputs != 1) DL_NO(why, "%s has one output, not %d", d->name, op->n_outputs);
+    if (op->n_inputs < lo || op->n_inputs > hi) DL_NO(why, "%s takes %d to %d inputs, not %d", d->name, lo, hi, op->n_inputs);
+    for (int i = 0; i < op->n_inputs; i++) {
+        const dl_tensor *t = &op->inputs[i];
+        if (!dl_dtype_is_f32(t->dtype)) DL_NO(why, "only f32 tensors (input %d is not f32)", i + 1);
+        if (t->strides || t->byte_offset || t->ndim < 0 || t->ndim > DL_MAX_DIMS) DL_NO(why, "only dense tensors up to 8-D");
+    }
+    const dl_tensor *y = &op->outputs[0];
+    if (!dl_dtype_is_f32(y->dtype)) DL_NO(why, "only f32 tensors (the output is not f32)");
+    if (y->strides || y->byte_offset || y->ndim < 0 || y->ndim > DL_MAX_DIMS) DL_NO(why, "only dense tensors up to 8-D");
+    int act = op->attrs->activation;
+    if (act != DL_ACT_NONE && !(act == DL_ACT_RELU && (d->flags & DL_OPF_FUSES_RELU)))
+        DL_NO(why, "fused activation %d is not supported after %s", act, d->name);
+    if ((d->flags & DL_OPF_AXIS) && op->attrs->axis < 0) DL_NO(why, "axis %d is negative", op->attrs->axis);
+    dl_shape want;
+    if (!d->infer(op, NULL, &want, why)) return 0;
+    if (!dl_shape_eq(&want, y)) {
+        char ws[128], ys[128];
+        dl_shape_str(want.d, want.ndim, ws, sizeof ws);
+        DL_NO(why, "output shape %s does not follow from the inputs (expected %s)", dl_shape_txt(y, ys, sizeof ys), ws);
+    }
+    return 1;
+}
+
+int dl_op_is_elementwise(int kind) {
+    const dl_op_def *d = dl_op_def_of(kind);
+    return d && (d->flags & DL_OPF_ELEMENTWISE);
+}
+
+void dl_bcast_strides(int tnd, const int64_t *ts, int ynd, const int64_t *ys, int64_t *st) {
+    int64_t step = 1;
+    for (int d = ynd - 1; d >= 0; d--) {
+        int td = d - (ynd - tnd); /* t's dimension aligned with y's dimension d, if any */
+        int64_t extent = td >= 0 ? ts[td] : 1;
+        st[d] = extent == 1 && ys[d] != 1 ? 0 : step;
+        step *= extent;
+    }
+}
+
+int64_t dl_bcast_offset(int64_t i, int nd, const int64_t *ys, const int64_t *st) {
+    int64_t off = 0;
+    for (int d = nd - 1; d >= 0 && i; d--) {
+        off += (i % ys[d]) * st[d];
+        i /= ys[d];
+    }
+    return off;
+}
+
+int dl_op_geom_init(dl_op_geom *g, const dl_op *op) {
+    memset(g, 0, sizeof *g);
+    g->kind = (dl_op_kind)op->kind;
+    /* a host of an older ABI passes a shorter struct: copy what it has, the rest stays 0 */
+    size_t have = op->attrs->struct_size < sizeof g->a ? op->attrs->struct_size : sizeof g->a;
+    memcpy(&g->a, op->attrs, have);
+    g->n_inputs = op->n_inputs;
+    g->xnd = op->inputs[0].ndim;
+    g->ynd = op->outputs[0].ndim;
+    memcpy(g->xs, op->inputs[0].shape, (size_t)g->xnd * sizeof(int64_t));
+    memcpy(g->ys, op->outputs[0].shape, (size_t)g->ynd * sizeof(int64_t));
+    if (op->n_inputs > 1) g->bnd = op->inputs[1].ndim, memcpy(g->bs, op->inputs[1].shape, (size_t)g->bnd * sizeof(int64_t));
+    if (op->n_inputs > 2) g->cnd = op->inputs[2].ndim, memcpy(g->cs, op->inputs[2].shape, (size_t)g->cnd * sizeof(int64_t));
+    g->numel = dl_tensor_numel(&op->outputs[0]);
+    g->has_bias = (g->kind == DL_OP_CONV2D || g->kind == DL_OP_LINEAR) && op->n_inputs == 3;
+    if (g->kind == DL_OP_CONCAT) {
+        g->cat_len = malloc((size_t)op->n_inputs * sizeof *g->cat_len);
+        if (!g->cat_len) return 0;
+        for (int i = 0; i < op->n_inputs; i++) g->cat_len[i] = op->inputs[i].shape[g->a.axis];
+    }
+    return 1;
+}
+
+void dl_op_geom_free(dl_op_geom *g) {
+    free(g->cat_len);
+    g->cat_len = NULL;
+}

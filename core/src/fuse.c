@@ -1,0 +1,133 @@
+/* fuse.c — fusion, one stage in two passes around placement, filling the session's dl_fusion:
+ *
+ * Before placement, each batchnorm is folded into the conv2d before it (inference only):
+ *   y = gamma * (conv(x, W) + b - mean) / sqrt(var + eps) + beta
+ *     = conv(x, W * s) + (b - mean) * s + beta,   s = gamma / sqrt(var + eps) per channel,
+ * so the batchnorm's pass over memory disappears and a relu after it can fuse into the conv. The
+ * scaled weights are the session's own host copies (the model's weights are shared and may be
+ * mapped read-only); a conv without bias takes the batchnorm's beta value as its bias, its data
+ * replaced by the folded bias. Arithmetic in double, rounded once to f32.
+ *
+ * After placement (it needs both ops on one backend), each relu is fused into the op before it
+ * as that op's epilogue, where the backend accepts the fused op. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session.h"
+
+/* readers of v: the nodes that take it, and the model's outputs */
+static int uses(const dl_graph *g, int v) { return dl_graph_consumers(g, v) + dl_graph_is_output(g, v); }
+
+static int is_weight(const dl_graph *g, int v) { return g->values[v].kind == DL_VALUE_WEIGHT; }
+
+static float *owned(dl_fusion *f, size_t n) {
+    float **list = realloc(f->owned, (size_t)(f->n_owned + 1) * sizeof *list);
+    if (!list) return NULL;
+    f->owned = list;
+    float *p = malloc(n * sizeof *p);
+    if (p) f->owned[f->n_owned++] = p;
+    return p;
+}
+
+/* Nothing fused: every node runs as the model declares it. */
+static dl_status fusion_init(dl_session *s, dl_error *err) {
+    const dl_graph *g = s->g;
+    dl_fusion *f = &s->fuse;
+    size_t nn = (size_t)g->n_nodes + 1;
+    f->attrs = calloc(nn, sizeof *f->attrs);
+    f->into = malloc(nn * sizeof *f->into);
+    f->extra_input = malloc(nn * sizeof *f->extra_input);
+    f->weight = calloc((size_t)g->n_values + 1, sizeof *f->weight);
+    if (!f->attrs || !f->into || !f->extra_input || !f->weight) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) {
+        f->attrs[i] = g->nodes[i].params.attrs;
+        f->into[i] = f->extra_input[i] = -1;
+    }
+    return DL_OK;
+}
+
+void dl_fusion_free(dl_fusion *f) {
+    for (int i = 0; i < f->n_owned; i++) free(f->owned[i]);
+    free(f->owned);
+    free(f->attrs);
+    free(f->into);
+    free(f->extra_input);
+    free(f->weight);
+    memset(f, 0, sizeof *f);
+}
+
+/* The conv node that batchnorm node `b` can fold into, or -1. */
+static int foldable(const dl_session *s, int b) {
+    const dl_graph *g = s->g;
+    const dl_node *bn = &g->nodes[b];
+    if (bn->kind != DL_OP_BATCHNORM || bn->params.attrs.activation != DL_ACT_NONE) return -1;
+    int v = bn->inputs[0], p = g->values[v].producer;
+    if (p < 0 || s->fuse.into[p] >= 0) return -1;
+    const dl_node *c = &g->nodes[p];
+    if (c->kind != DL_OP_CONV2D || c->params.attrs.activation != DL_ACT_NONE || uses(g, v) != 1) return -1;
+    /* a pin on either must agree: folding must not move work off a pinned backend */
+    if ((bn->backend || c->backend) && (!bn->backend || !c->backend || strcmp(bn->backend, c->backend))) return -1;
+    for (int j = 1; j < c->n_inputs; j++) /* weight and bias: constants used by this conv only */
+        if (!is_weight(g, c->inputs[j]) || uses(g, c->inputs[j]) != 1) return -1;
+    for (int j = 1; j < 5; j++)
+        if (!is_weight(g, bn->inputs[j])) return -1;
+    if (!c->params.has_bias && uses(g, bn->inputs[2]) != 1) return -1; /* beta becomes the bias */
+    return p;
+}
+
+dl_status dl_fold_batchnorm(dl_session *s, dl_error *err) {
+    dl_status st = fusion_init(s, err);
+    if (st != DL_OK || s->opt.no_fuse) return st;
+    const dl_graph *g = s->g;
+    dl_fusion *f = &s->fuse;
+    for (int b = 0; b < g->n_nodes; b++) {
+        int p = foldable(s, b);
+        if (p < 0) continue;
+        const dl_node *bn = &g->nodes[b], *c = &g->nodes[p];
+        const dl_shape *w = &s->shape[c->inputs[1]];
+        int64_t oc = w->d[0], per = dl_shape_numel(w) / oc;
+        const float *gamma = dl_session_weight(s, bn->inputs[1]), *beta = dl_session_weight(s, bn->inputs[2]);
+        const float *mean = dl_session_weight(s, bn->inputs[3]), *var = dl_session_weight(s, bn->inputs[4]);
+        const float *w0 = dl_session_weight(s, c->inputs[1]);
+        const float *b0 = c->params.has_bias ? dl_session_weight(s, c->inputs[2]) : NULL;
+        float *w1 = owned(f, (size_t)(oc * per)), *b1 = owned(f, (size_t)oc);
+        if (!w1 || !b1) return dl_fail(err, DL_E_NOMEM, "out of memory folding batchnorm '%s'", bn->name);
+        for (int64_t o = 0; o < oc; o++) {
+            double sc = gamma[o] / sqrt((double)var[o] + bn->params.attrs.epsilon);
+            for (int64_t i = 0; i < per; i++) w1[o * per + i] = (float)(w0[o * per + i] * sc);
+            b1[o] = (float)(((b0 ? b0[o] : 0.0) - mean[o]) * sc + beta[o]);
+        }
+        f->weight[c->inputs[1]] = w1;
+        int bias = c->params.has_bias ? c->inputs[2] : bn->inputs[2];
+        f->weight[bias] = b1;
+        if (!c->params.has_bias) f->extra_input[p] = bias;
+        f->into[b] = p;
+    }
+    return DL_OK;
+}
+
+/* Fuses relu node i into the op that produces its input, when that is allowed and accepted. */
+static void fuse_relu(dl_session *s, int i) {
+    const dl_graph *g = s->g;
+    const dl_node *r = &g->nodes[i];
+    dl_fusion *f = &s->fuse;
+    if (r->kind != DL_OP_RELU || r->backend) return;
+    int v = r->inputs[0];
+    int p = g->values[v].producer;
+    if (p >= 0 && g->nodes[p].kind == DL_OP_BATCHNORM && f->into[p] >= 0) p = f->into[p]; /* folded into a conv */
+    if (p < 0 || dl_graph_is_output(g, v) || dl_graph_consumers(g, v) != 1 || f->into[p] >= 0) return;
+    if (!(dl_op_def_of(g->nodes[p].kind)->flags & DL_OPF_FUSES_RELU)) return;
+    if (f->attrs[p].activation != DL_ACT_NONE || s->place.be[p] != s->place.be[i]) return;
+    dl_op_attrs fused = f->attrs[p];
+    fused.activation = DL_ACT_RELU;
+    dl_error why;
+    if (!dl_session_accepts(s, s->place.be[p], p, &fused, &why)) return;
+    f->attrs[p] = fused;
+    f->into[i] = p;
+}
+
+void dl_fuse_relu(dl_session *s) {
+    if (s->opt.no_fuse) return;
+    for (int i = 0; i < s->g->n_nodes; i++) fuse_relu(s, i);
+}
