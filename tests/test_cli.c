@@ -252,3 +252,82 @@ Test(cli, named_inputs_and_outputs) {
     unlink(fa), unlink(fb), unlink(fs), unlink(fr), unlink(path);
     free(path);
 }
+
+/* The option tables (core/cli/options.c): each failure names the option, says what it wants,
+ * points at the command's --help and exits 2. */
+static void expect_usage_error(const char *args, const char *message, const char *hint) {
+    char *out;
+    cr_expect_eq(dlrun(args, &out), 2, "%s: %s", args, out);
+    cr_expect(strstr(out, message), "%s: want '%s', got: %s", args, message, out);
+    cr_expect(strstr(out, hint), "%s: want '%s', got: %s", args, hint, out);
+    free(out);
+}
+
+Test(cli, option_errors_name_the_option_and_exit_2) {
+    const char *run = "(dlrun --help lists the options)", *check = "(dlrun check --help lists the options)";
+    expect_usage_error(MODEL("lenet.yaml") " --no-such-option", "dlrun: unknown option '--no-such-option'", run);
+    expect_usage_error(MODEL("lenet.yaml") " --batch", "dlrun: --batch needs a value", run);
+    expect_usage_error(MODEL("lenet.yaml") " --batch 0", "dlrun: --batch wants a positive integer, not '0'", run);
+    expect_usage_error(MODEL("lenet.yaml") " --batch=1048577", "--batch wants a positive integer, not '1048577'", run);
+    expect_usage_error(MODEL("lenet.yaml") " --warmup -1", "--warmup wants a non-negative integer, not '-1'", run);
+    expect_usage_error(MODEL("lenet.yaml") " --precision f64", "--precision wants f32, tf32, f16 or bf16, not 'f64'",
+                       run);
+    expect_usage_error(MODEL("lenet.yaml") " --max-memory 2T", "--max-memory wants a byte count", run);
+    expect_usage_error(MODEL("lenet.yaml") " --seed -1", "--seed wants a non-negative integer, not '-1'", run);
+    expect_usage_error("check " MODEL("lenet.yaml") " --no-such-option", "unknown option '--no-such-option'", check);
+    expect_usage_error("check " MODEL("lenet.yaml") " --seed", "dlrun: --seed needs a value", check);
+    expect_usage_error("check " MODEL("lenet.yaml") " --op relu", "dlrun: --op is for test-ops", check);
+    expect_usage_error("check " MODEL("lenet.yaml") " --mode perf", "dlrun: --mode is for test-ops", check);
+    expect_usage_error("test-ops --mode fast", "dlrun: --mode wants test or perf, not 'fast'", check);
+    expect_usage_error("test-ops --threads 0", "dlrun: --threads wants a positive integer, not '0'", check);
+    expect_usage_error("check " MODEL("lenet.yaml") " --precision half", "--precision wants f32, tf32, f16 or bf16",
+                       check);
+}
+
+Test(cli, values_in_both_spellings_and_max_memory_suffixes) {
+    char *out;
+    /* --opt=value and --opt value, and a unique prefix as getopt_long allows */
+    cr_assert_eq(dlrun(MODEL("mlp.yaml") " --json --batch=2 --seed 7 --precision=f32 --iter 2", &out), 0, "%s", out);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert(j, "not JSON: %s", out);
+    cr_expect_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "output_shape"), 0)->valueint, 2, "%s", out);
+    cJSON_Delete(j);
+    free(out);
+    cr_assert_eq(dlrun(MODEL("lenet.yaml") " --max-memory 2G", &out), 0, "%s", out);
+    cr_expect(strstr(out, "latency:"), "%s", out);
+    free(out);
+    /* 2G is 2 GiB: lenet at the largest batch needs far more, and the refusal quotes the cap */
+    cr_assert_eq(dlrun(MODEL("lenet.yaml") " --batch 1048576 --max-memory 2G", &out), 1, "%s", out);
+    cr_expect(strstr(out, "but --max-memory allows 2.0 GiB"), "%s", out);
+    free(out);
+    cr_assert_eq(dlrun(MODEL("lenet.yaml") " --batch 64 --max-memory 512k", &out), 1, "%s", out);
+    cr_expect(strstr(out, "but --max-memory allows 512.0 KiB"), "%s", out);
+    free(out);
+}
+
+/* Every option of a command is listed in its --help, one line each starting "  --NAME". */
+static void expect_help_lists(const char *args, const char *head, const char *const *names, int n) {
+    char *out;
+    cr_assert_eq(dlrun(args, &out), 0, "%s: %s", args, out);
+    cr_expect(strstr(out, head), "%s: %s", args, out);
+    for (int i = 0; i < n; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "\n  --%s", names[i]);
+        cr_expect(strstr(out, line), "%s does not list --%s: %s", args, names[i], out);
+    }
+    cr_expect(strstr(out, "\n  -h, --help"), "%s: %s", args, out);
+    free(out);
+}
+
+Test(cli, help_lists_every_option) {
+    static const char *const run[] = {"backend", "batch", "input", "output", "weights", "seed", "iterations",
+                                      "warmup", "threads", "device", "precision f32|tf32|f16|bf16", "no-fuse",
+                                      "placement", "retune", "no-fallback", "max-memory BYTES", "profile", "json",
+                                      "list-backends", "version"};
+    static const char *const check[] = {"backend NAME", "precision f32|tf32|f16|bf16", "seed N", "op NAME",
+                                        "mode test|perf", "iterations N", "threads N", "json"};
+    expect_help_lists("--help", "usage: dlrun MODEL.yaml [options]", run, sizeof run / sizeof *run);
+    expect_help_lists("check --help", "usage: dlrun check MODEL.yaml", check, sizeof check / sizeof *check);
+    expect_help_lists("test-ops --help", "dlrun test-ops [--backend NAME]...", check, sizeof check / sizeof *check);
+    expect_help_lists("test-ops -h", "thresholds: docs/check.md", check, sizeof check / sizeof *check);
+}

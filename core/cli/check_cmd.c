@@ -1,8 +1,7 @@
 /* check_cmd.c — the `dlrun check` and `dlrun test-ops` subcommands: parse their options, call
  * dl_check_model / dl_test_ops, print a table (or JSON) and the closing count line. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +12,9 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "options.h"
 
-static const char check_usage[] =
+static const char usage_head[] =
     "usage: dlrun check MODEL.yaml [--backend NAME]... [--precision P] [--seed N] [--json]\n"
     "       dlrun test-ops [--backend NAME]... [--op NAME] [--mode test|perf] [--seed N]\n"
     "                      [--iterations N] [--json]\n"
@@ -23,15 +23,47 @@ static const char check_usage[] =
     "          inputs the reference op saw, and the whole model placed on that backend.\n"
     "test-ops: a built-in table of op cases (odd sizes, strides, padding, dilation, groups,\n"
     "          batch > 1) on each backend against the CPU reference; --mode perf also times them.\n"
-    "\n"
-    "  --backend NAME   check this backend (repeatable; default: every loaded backend but cpu,\n"
-    "                   or cpu against itself when it is the only one)\n"
-    "  --precision P    f32 | tf32 | f16 | bf16 asked of the checked backends (default f32)\n"
-    "  --seed N         seed of the random inputs (default: fresh; printed for replay)\n"
-    "  --op NAME        test-ops: only cases of this op\n"
-    "  --threads N      CPU threads\n"
-    "  --json           rows and counts as JSON\n"
-    "thresholds: docs/check.md. exit status: 0 all passed, 1 a failure, 2 bad usage.\n";
+    "\n";
+static const char usage_tail[] = "thresholds: docs/check.md. exit status: 0 all passed, 1 a failure, 2 bad usage.\n";
+
+/* What the options of check and test-ops set. */
+typedef struct check_args {
+    const char *backends[32];
+    int n_backends;
+    int precision;
+    unsigned long long seed;
+    const char *op;
+    int perf;
+    int iterations;
+    int threads;
+    int json;
+} check_args;
+
+static const cli_word mode_words[] = {{"test", 0}, {"perf", 1}, {NULL, 0}};
+
+#define FIELD(member) CLI_FIELD(check_args, member)
+static const cli_opt check_opts[] = {
+    {"backend", CLI_LIST, FIELD(backends), .count_at = offsetof(check_args, n_backends), .value_name = "NAME",
+     .help = "check this backend (repeatable; default: every loaded backend but cpu,\n"
+             "or cpu against itself when it is the only one)"},
+    {"precision", CLI_WORD, FIELD(precision), .words = cli_precision_words,
+     .help = "asked of the checked backends (default f32)"},
+    {"seed", CLI_SEED, FIELD(seed), .value_name = "N", .wants = "a non-negative integer",
+     .help = "seed of the random inputs (default: fresh; printed for replay)"},
+    {"op", CLI_STRING, FIELD(op), .only_for = "test-ops", .value_name = "NAME",
+     .help = "test-ops: only cases of this op"},
+    {"mode", CLI_WORD, FIELD(perf), .words = mode_words, .only_for = "test-ops",
+     .help = "test-ops: test (default) checks each case; perf also times it"},
+    {"iterations", CLI_INT, FIELD(iterations), .lo = 1, .hi = INT_MAX, .value_name = "N",
+     .wants = "a positive integer", .help = "timed runs per case with --mode perf (default 10)"},
+    {"threads", CLI_INT, FIELD(threads), .lo = 1, .hi = INT_MAX, .value_name = "N", .wants = "a positive integer",
+     .help = "CPU threads"},
+    {"json", CLI_FLAG, FIELD(json), .help = "rows and counts as JSON"},
+    {"help", CLI_HELP, .help = "this text"},
+};
+#undef FIELD
+
+static const cli_command check_command = {"dlrun check", usage_head, usage_tail, 17, CLI_TABLE(check_opts)};
 
 typedef struct printer {
     int json;
@@ -78,111 +110,72 @@ static void print_row(void *user, const dl_check_row *r) {
     if (r->result == DL_CHECK_FAIL && r->detail && r->detail[0]) printf("    %s\n", r->detail);
 }
 
-static int usage_err(const char *fmt, const char *arg) {
-    fprintf(stderr, "dlrun: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(dlrun check --help lists the options)\n");
-    return 2;
+/* The options and the model (check only); 0, -1 after --help, or 2 after a usage error. */
+static int parse_check_args(int argc, char **argv, int test_ops, check_args *a, const char **model) {
+    memset(a, 0, sizeof *a);
+    a->precision = DL_PRECISION_F32;
+    a->iterations = 10;
+    a->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16); /* fresh unless --seed */
+    int first;
+    int rc = cli_parse(&check_command, test_ops ? "test-ops" : "check", argc, argv, a, &first);
+    if (rc) return rc;
+    *model = NULL;
+    if (!test_ops) {
+        if (first >= argc) return cli_usage_error(&check_command, "check needs a model");
+        *model = argv[first++];
+    }
+    if (first < argc) return cli_usage_error(&check_command, "unexpected argument '%s'", argv[first]);
+    return 0;
+}
+
+/* The seed line and the column titles of the text table. */
+static void print_table_head(const char *what, unsigned long long seed, const char *first_column) {
+    printf("%s: seed %llu (replay with --seed %llu)\n", what, seed, seed);
+    printf("%-26s %-14s %-14s %-20s %9s %9s %9s %9s  %s\n", first_column, "op", "backend", "output shape", "max abs",
+           "max rel", "nmse", "threshold", "result");
+}
+
+/* The closing count line, or the JSON document holding the rows and the counts. */
+static void print_summary(printer *p, unsigned long long seed, const dl_check_summary *sum) {
+    if (!p->json) {
+        printf("%d passed, %d failed, %d not supported\n", sum->passed, sum->failed, sum->unsupported);
+        return;
+    }
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "seed", (double)seed);
+    cJSON_AddItemToObject(root, "rows", p->rows);
+    p->rows = NULL;
+    cJSON_AddNumberToObject(root, "passed", sum->passed);
+    cJSON_AddNumberToObject(root, "failed", sum->failed);
+    cJSON_AddNumberToObject(root, "not_supported", sum->unsupported);
+    char *text = cJSON_Print(root);
+    if (text) puts(text);
+    free(text);
+    cJSON_Delete(root);
 }
 
 int cli_check_main(int argc, char **argv, int test_ops) {
-    enum { O_BACKEND = 256, O_PRECISION, O_SEED, O_JSON, O_OP, O_MODE, O_ITER, O_THREADS };
-    static const struct option longopts[] = {
-        {"backend", required_argument, 0, O_BACKEND}, {"precision", required_argument, 0, O_PRECISION},
-        {"seed", required_argument, 0, O_SEED},       {"json", no_argument, 0, O_JSON},
-        {"op", required_argument, 0, O_OP},           {"mode", required_argument, 0, O_MODE},
-        {"iterations", required_argument, 0, O_ITER}, {"threads", required_argument, 0, O_THREADS},
-        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
-    const char *backends[32];
-    dl_check_options o = {sizeof o, backends, 0, DL_PRECISION_F32, 0, NULL, 0, 10};
-    int json = 0, threads = 0, have_seed = 0, c;
-    char *end;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_BACKEND:
-            if (o.n_backends == 32) return usage_err("%s", "too many --backend options");
-            backends[o.n_backends++] = optarg;
-            break;
-        case O_PRECISION:
-            if (!strcmp(optarg, "f32")) o.precision = DL_PRECISION_F32;
-            else if (!strcmp(optarg, "tf32")) o.precision = DL_PRECISION_TF32;
-            else if (!strcmp(optarg, "f16")) o.precision = DL_PRECISION_F16;
-            else if (!strcmp(optarg, "bf16")) o.precision = DL_PRECISION_BF16;
-            else return usage_err("--precision wants f32, tf32, f16 or bf16, not '%s'", optarg);
-            break;
-        case O_SEED:
-            errno = 0;
-            o.seed = strtoull(optarg, &end, 10);
-            if (errno || *end || end == optarg) return usage_err("--seed wants a non-negative integer, not '%s'", optarg);
-            have_seed = 1;
-            break;
-        case O_JSON: json = 1; break;
-        case O_OP:
-            if (!test_ops) return usage_err("%s", "--op is for test-ops");
-            o.op = optarg;
-            break;
-        case O_MODE:
-            if (!test_ops) return usage_err("%s", "--mode is for test-ops");
-            if (!strcmp(optarg, "perf")) o.perf = 1;
-            else if (strcmp(optarg, "test")) return usage_err("--mode wants test or perf, not '%s'", optarg);
-            break;
-        case O_ITER:
-            o.iterations = (int)strtol(optarg, &end, 10);
-            if (*end || o.iterations < 1) return usage_err("--iterations wants a positive integer, not '%s'", optarg);
-            break;
-        case O_THREADS:
-            threads = (int)strtol(optarg, &end, 10);
-            if (*end || threads < 1) return usage_err("--threads wants a positive integer, not '%s'", optarg);
-            break;
-        case 'h': fputs(check_usage, stdout); return 0;
-        case ':': return usage_err("%s needs a value", argv[optind - 1]);
-        default: return usage_err("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    const char *model = NULL;
-    if (!test_ops) {
-        if (optind >= argc) return usage_err("%s", "check needs a model");
-        model = argv[optind++];
-    }
-    if (optind < argc) return usage_err("unexpected argument '%s'", argv[optind]);
-    if (!have_seed) o.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
-    dl_context_options co = {sizeof co, threads, 0, NULL, 0};
+    check_args a;
+    const char *model;
+    int rc = parse_check_args(argc, argv, test_ops, &a, &model);
+    if (rc) return rc < 0 ? 0 : rc;
+    dl_check_options o = {sizeof o, a.backends, a.n_backends, a.precision, a.seed, a.op, a.perf, a.iterations};
+    dl_context_options co = {sizeof co, a.threads, 0, NULL, 0};
     dl_context *ctx = NULL;
     dl_model *m = NULL;
     dl_error err = {{0}};
     dl_status st = dl_context_create(&co, &ctx, &err);
     if (st == DL_OK && model) st = dl_model_load(model, &m, &err);
-    printer p = {json, json ? cJSON_CreateArray() : NULL};
+    printer p = {a.json, a.json ? cJSON_CreateArray() : NULL};
     dl_check_summary sum = {0, 0, 0};
-    if (st == DL_OK && !json) {
-        printf("%s: seed %llu (replay with --seed %llu)\n", test_ops ? "test-ops" : model, (unsigned long long)o.seed,
-               (unsigned long long)o.seed);
-        printf("%-26s %-14s %-14s %-20s %9s %9s %9s %9s  %s\n", test_ops ? "case" : "layer", "op", "backend", "output shape",
-               "max abs", "max rel", "nmse", "threshold", "result");
-    }
-    if (st == DL_OK) st = test_ops ? dl_test_ops(ctx, &o, print_row, &p, &sum, &err) : dl_check_model(ctx, m, &o, print_row, &p, &sum, &err);
-    int rc = 0;
+    if (st == DL_OK && !a.json) print_table_head(test_ops ? "test-ops" : model, a.seed, test_ops ? "case" : "layer");
+    if (st == DL_OK && test_ops) st = dl_test_ops(ctx, &o, print_row, &p, &sum, &err);
+    else if (st == DL_OK) st = dl_check_model(ctx, m, &o, print_row, &p, &sum, &err);
     if (st != DL_OK) {
         fprintf(stderr, "dlrun: %s\n", err.msg);
         rc = st == DL_E_INVALID || st == DL_E_IO ? 2 : 1;
     } else {
-        if (json) {
-            cJSON *root = cJSON_CreateObject();
-            cJSON_AddNumberToObject(root, "seed", (double)o.seed);
-            cJSON_AddItemToObject(root, "rows", p.rows);
-            p.rows = NULL;
-            cJSON_AddNumberToObject(root, "passed", sum.passed);
-            cJSON_AddNumberToObject(root, "failed", sum.failed);
-            cJSON_AddNumberToObject(root, "not_supported", sum.unsupported);
-            char *text = cJSON_Print(root);
-            if (text) puts(text);
-            free(text);
-            cJSON_Delete(root);
-        } else {
-            printf("%d passed, %d failed, %d not supported\n", sum.passed, sum.failed, sum.unsupported);
-        }
+        print_summary(&p, o.seed, &sum);
         rc = sum.failed ? 1 : 0;
     }
     cJSON_Delete(p.rows);

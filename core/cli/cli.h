@@ -26,6 +26,7 @@ typedef struct cli_options {
     int placement;
     int retune;
     int no_fallback;
+    int version;             /* --version: print it, nothing else */
 } cli_options;
 
 typedef struct cli_timing {

@@ -1,8 +1,6 @@
 /* main.c — `dlrun`: parses arguments and drives the library (load plugins, model, session, run).
  * Exit status: 0 success, 1 runtime failure, 2 bad input or usage. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +8,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "options.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
-static const char usage[] =
+static const char usage_head[] =
     "usage: dlrun MODEL.yaml [options]\n"
     "       dlrun check MODEL.yaml [--backend NAME]...   (each op against the CPU reference)\n"
     "       dlrun test-ops [--backend NAME] [--op NAME] [--mode test|perf]\n"
@@ -21,52 +20,60 @@ static const char usage[] =
     "\n"
     "Runs a model declared in YAML, each op on a backend plugin (cpu, cuda, cudnn).\n"
     "\n"
-    "options:\n"
-    "  --backend NAME        run every op on backend NAME (an op it cannot run is an error)\n"
-    "  --batch N             batch size (default: the model file's)\n"
-    "  --input [NAME=]FILE.npy  an input tensor; NAME= picks the model input (needed when it\n"
-    "                        has several); inputs not given are seeded uniform in [-1, 1)\n"
-    "  --output [NAME=]FILE.npy  write the first output, or the one named (repeatable)\n"
-    "  --weights FILE        weights as .safetensors (default: the model's `weights:`, else\n"
-    "                        seeded PyTorch-style initialisation)\n"
-    "  --seed N              seed for random weights and input (default 1)\n"
-    "  --iterations N        timed runs (default 1); reports median, min, max, images/s\n"
-    "  --warmup N            untimed runs before timing (default 0)\n"
-    "  --threads N           CPU threads (default: all cores)\n"
-    "  --device N            GPU ordinal for GPU backends (default 0)\n"
-    "  --precision P         f32 (default, exact) | tf32 | f16 | bf16\n"
-    "  --no-fuse             do not fuse relu into the op before it nor fold\n"
-    "                        batchnorm into the conv before it\n"
-    "  --placement           per op: each candidate backend's measured time, the choice, copies\n"
-    "  --retune              ignore the timing cache and measure again\n"
-    "  --no-fallback         an op the requested or pinned backend cannot run is an error,\n"
-    "                        not a fallback to another backend (or the CPU)\n"
-    "  --max-memory BYTES    cap each memory domain (suffixes K, M, G); a plan that does not\n"
-    "                        fit is refused before anything runs\n"
-    "  --profile             per-op table: layer, op, backend, shape, time, GFLOP/s, share\n"
-    "  --json                print the report as JSON\n"
-    "  --list-backends       list plugins found, loaded or skipped with the reason\n"
-    "  --version             print the version\n"
-    "  -h, --help            this text\n"
+    "options:\n";
+static const char usage_tail[] =
     "\n"
     "plugins are found beside libdlrun (lib/dlrun/) and in $DLRUN_PLUGIN_PATH (colon-separated).\n"
     "exit status: 0 success, 1 runtime failure, 2 bad input or usage.\n";
 
-static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "dlrun: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(dlrun --help lists the options)\n");
-    return EXIT_USAGE;
-}
+#define FIELD(member) CLI_FIELD(cli_options, member)
+static const cli_opt run_opts[] = {
+    {"backend", CLI_STRING, FIELD(backend), .value_name = "NAME",
+     .help = "run every op on backend NAME (an op it cannot run is an error)"},
+    {"batch", CLI_INT, FIELD(batch), .lo = 1, .hi = 1 << 20, .value_name = "N", .wants = "a positive integer",
+     .help = "batch size (default: the model file's)"},
+    {"input", CLI_LIST, FIELD(inputs), .count_at = offsetof(cli_options, n_inputs), .value_name = "[NAME=]FILE.npy",
+     .help = "an input tensor; NAME= picks the model input (needed when it\n"
+             "has several); inputs not given are seeded uniform in [-1, 1)"},
+    {"output", CLI_LIST, FIELD(outputs), .count_at = offsetof(cli_options, n_outputs), .value_name = "[NAME=]FILE.npy",
+     .help = "write the first output, or the one named (repeatable)"},
+    {"weights", CLI_STRING, FIELD(weights), .value_name = "FILE",
+     .help = "weights as .safetensors (default: the model's `weights:`, else\n"
+             "seeded PyTorch-style initialisation)"},
+    {"seed", CLI_SEED, FIELD(seed), .value_name = "N", .wants = "a non-negative integer",
+     .help = "seed for random weights and input (default 1)"},
+    {"iterations", CLI_INT, FIELD(iterations), .lo = 1, .hi = 1000000, .value_name = "N",
+     .wants = "a positive integer", .help = "timed runs (default 1); reports median, min, max, images/s"},
+    {"warmup", CLI_INT, FIELD(warmup), .lo = 0, .hi = 1000000, .value_name = "N", .wants = "a non-negative integer",
+     .help = "untimed runs before timing (default 0)"},
+    {"threads", CLI_INT, FIELD(threads), .lo = 1, .hi = 4096, .value_name = "N", .wants = "a positive integer",
+     .help = "CPU threads (default: all cores)"},
+    {"device", CLI_INT, FIELD(device), .lo = 0, .hi = 1024, .value_name = "N", .wants = "a GPU ordinal",
+     .help = "GPU ordinal for GPU backends (default 0)"},
+    {"precision", CLI_WORD, FIELD(precision), .words = cli_precision_words,
+     .help = "arithmetic of the backends (default f32, exact)"},
+    {"no-fuse", CLI_FLAG, FIELD(no_fuse),
+     .help = "do not fuse relu into the op before it nor fold\n"
+             "batchnorm into the conv before it"},
+    {"placement", CLI_FLAG, FIELD(placement),
+     .help = "per op: each candidate backend's measured time, the choice, copies"},
+    {"retune", CLI_FLAG, FIELD(retune), .help = "ignore the timing cache and measure again"},
+    {"no-fallback", CLI_FLAG, FIELD(no_fallback),
+     .help = "an op the requested or pinned backend cannot run is an error,\n"
+             "not a fallback to another backend (or the CPU)"},
+    {"max-memory", CLI_BYTES, FIELD(max_memory), .value_name = "BYTES",
+     .wants = "a byte count such as 4000000, 512M or 2G",
+     .help = "cap each memory domain (suffixes K, M, G); a plan that does not\n"
+             "fit is refused before anything runs"},
+    {"profile", CLI_FLAG, FIELD(profile), .help = "per-op table: layer, op, backend, shape, time, GFLOP/s, share"},
+    {"json", CLI_FLAG, FIELD(json), .help = "print the report as JSON"},
+    {"list-backends", CLI_FLAG, FIELD(list_backends), .help = "list plugins found, loaded or skipped with the reason"},
+    {"version", CLI_STOP, FIELD(version), .help = "print the version"},
+    {"help", CLI_HELP, .help = "this text"},
+};
+#undef FIELD
 
-static int parse_int(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
+static const cli_command run_command = {"dlrun", usage_head, usage_tail, 22, CLI_TABLE(run_opts)};
 
 static int exit_for(dl_status st) {
     return st == DL_E_INVALID || st == DL_E_IO ? EXIT_USAGE : EXIT_RUNTIME;
@@ -78,98 +85,21 @@ static int fail(dl_status st, const dl_error *err) {
 }
 
 static int parse_args(int argc, char **argv, cli_options *o) {
-    enum { O_BACKEND = 256, O_BATCH, O_INPUT, O_OUTPUT, O_WEIGHTS, O_SEED, O_ITER, O_WARMUP,
-           O_THREADS, O_DEVICE, O_PRECISION, O_PROFILE, O_JSON, O_LIST, O_VERSION, O_NOFUSE, O_MAXMEM, O_PLACEMENT, O_RETUNE, O_NOFALLBACK };
-    static const struct option longopts[] = {
-        {"backend", required_argument, 0, O_BACKEND},   {"batch", required_argument, 0, O_BATCH},
-        {"input", required_argument, 0, O_INPUT},       {"output", required_argument, 0, O_OUTPUT},
-        {"weights", required_argument, 0, O_WEIGHTS},   {"seed", required_argument, 0, O_SEED},
-        {"iterations", required_argument, 0, O_ITER},   {"warmup", required_argument, 0, O_WARMUP},
-        {"threads", required_argument, 0, O_THREADS},   {"device", required_argument, 0, O_DEVICE},
-        {"precision", required_argument, 0, O_PRECISION}, {"profile", no_argument, 0, O_PROFILE},
-        {"json", no_argument, 0, O_JSON},               {"list-backends", no_argument, 0, O_LIST},
-        {"version", no_argument, 0, O_VERSION},         {"no-fuse", no_argument, 0, O_NOFUSE},
-        {"max-memory", required_argument, 0, O_MAXMEM},
-        {"placement", no_argument, 0, O_PLACEMENT},     {"retune", no_argument, 0, O_RETUNE},
-        {"no-fallback", no_argument, 0, O_NOFALLBACK},
-        {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->seed = 1;
     o->iterations = 1;
-    opterr = 0;
-    int c;
-    long long v;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_BACKEND: o->backend = optarg; break;
-        case O_INPUT:
-            if (o->n_inputs == 16) return usage_error("%s", "at most 16 --input options");
-            o->inputs[o->n_inputs++] = optarg;
-            break;
-        case O_OUTPUT:
-            if (o->n_outputs == 16) return usage_error("%s", "at most 16 --output options");
-            o->outputs[o->n_outputs++] = optarg;
-            break;
-        case O_WEIGHTS: o->weights = optarg; break;
-        case O_BATCH:
-            if (!parse_int(optarg, 1, 1 << 20, &v)) return usage_error("--batch wants a positive integer, not '%s'", optarg);
-            o->batch = v;
-            break;
-        case O_SEED:
-            if (!parse_int(optarg, 0, 0x7fffffffffffffffLL, &v)) return usage_error("--seed wants a non-negative integer, not '%s'", optarg);
-            o->seed = (unsigned long long)v;
-            break;
-        case O_ITER:
-            if (!parse_int(optarg, 1, 1000000, &v)) return usage_error("--iterations wants a positive integer, not '%s'", optarg);
-            o->iterations = (int)v;
-            break;
-        case O_WARMUP:
-            if (!parse_int(optarg, 0, 1000000, &v)) return usage_error("--warmup wants a non-negative integer, not '%s'", optarg);
-            o->warmup = (int)v;
-            break;
-        case O_THREADS:
-            if (!parse_int(optarg, 1, 4096, &v)) return usage_error("--threads wants a positive integer, not '%s'", optarg);
-            o->threads = (int)v;
-            break;
-        case O_DEVICE:
-            if (!parse_int(optarg, 0, 1024, &v)) return usage_error("--device wants a GPU ordinal, not '%s'", optarg);
-            o->device = (int)v;
-            break;
-        case O_PRECISION:
-            if (!strcmp(optarg, "f32")) o->precision = DL_PRECISION_F32;
-            else if (!strcmp(optarg, "tf32")) o->precision = DL_PRECISION_TF32;
-            else if (!strcmp(optarg, "f16")) o->precision = DL_PRECISION_F16;
-            else if (!strcmp(optarg, "bf16")) o->precision = DL_PRECISION_BF16;
-            else return usage_error("--precision wants f32, tf32, f16 or bf16, not '%s'", optarg);
-            break;
-        case O_MAXMEM: {
-            char *end;
-            errno = 0;
-            double b = strtod(optarg, &end);
-            double mult = *end == 'K' || *end == 'k' ? 1024.0 : *end == 'M' || *end == 'm' ? 1048576.0 : *end == 'G' || *end == 'g' ? 1073741824.0 : 1.0;
-            if (mult > 1) end++;
-            if (errno || end == optarg || *end || !(b * mult >= 1) || b * mult > 9e18)
-                return usage_error("--max-memory wants a byte count such as 4000000, 512M or 2G, not '%s'", optarg);
-            o->max_memory = (long long)(b * mult);
-            break;
-        }
-        case O_PROFILE: o->profile = 1; break;
-        case O_PLACEMENT: o->placement = 1; break;
-        case O_RETUNE: o->retune = 1; break;
-        case O_NOFALLBACK: o->no_fallback = 1; break;
-        case O_JSON: o->json = 1; break;
-        case O_NOFUSE: o->no_fuse = 1; break;
-        case O_LIST: o->list_backends = 1; break;
-        case O_VERSION: printf("dlrun %s (plugin ABI %d.%d)\n", dl_version(), DL_ABI_MAJOR, DL_ABI_MINOR); return -1;
-        case 'h': fputs(usage, stdout); return -1;
-        case ':': return usage_error("%s needs a value", argv[optind - 1]);
-        default: return usage_error("unknown option '%s'", argv[optind - 1]);
-        }
+    int first;
+    int rc = cli_parse(&run_command, NULL, argc, argv, o, &first);
+    if (rc) return rc;
+    if (o->version) {
+        printf("dlrun %s (plugin ABI %d.%d)\n", dl_version(), DL_ABI_MAJOR, DL_ABI_MINOR);
+        return -1;
     }
     if (o->list_backends) return 0;
-    if (optind >= argc) return usage_error("%s", "no model given");
-    if (argc - optind > 1) return usage_error("one model at a time; extra argument '%s'", argv[optind + 1]);
-    o->model = argv[optind];
+    if (first >= argc) return cli_usage_error(&run_command, "no model given");
+    if (argc - first > 1)
+        return cli_usage_error(&run_command, "one model at a time; extra argument '%s'", argv[first + 1]);
+    o->model = argv[first];
     return 0;
 }
 
