@@ -1,7 +1,13 @@
-/* cuda_backend.c — the cuda plugin: dlrun's own CUDA kernels (kernels.cu) behind the backend
- * table. Memory, copies, the stream and errors come from plugins/cuda_common (shared with the
- * cudnn plugin). Every kernel runs on the plugin's stream; the host orders work with
- * synchronize, never a device-wide sync per op. */
+/* cuda_backend.c — the cuda plugin: dlrun's own CUDA kernels (one family per .cu file in ops/,
+ * launched through kernels.h) behind the backend table: exact supports(), prepare (launch
+ * parameters built once, GEMM tile shape chosen by timing) and dispatch. Memory, copies, the
+ * stream, the lock and errors come from plugins/cuda_common (shared with the cudnn plugin). Every
+ * kernel runs on the plugin's stream; the host orders work with synchronize, never a device-wide
+ * sync per op.
+ *
+ * Threads (see gpu.h): prepare and run make the device current on the calling thread; run only
+ * queues kernels on the stream, which needs no lock; the tile tuning at prepare times with the
+ * shared events, under the lock that dl_gpu_time takes. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +24,21 @@ typedef struct cuda_state {
 
 struct dl_kernel {
     dl_op_geom g; /* the op's kind, attributes and shapes */
-    int variant; /* GEMM tile shape chosen by timing at prepare */
-    dlk_conv conv;
+    int variant;  /* GEMM tile shape chosen by timing at prepare */
+    int relu;     /* relu fused after the op (conv2d, linear, add, batchnorm) */
+    int bcast;    /* add: the operands broadcast (else both have the output's shape) */
+    union {       /* launch parameters by kind, built once at prepare (launch_params) */
+        dlk_conv conv;
+        dlk_linear_p linear;
+        dlk_unary_p unary;
+        dlk_bcast add;
+        dlk_batchnorm_p bn;
+        dlk_pool pool;
+        dlk_softmax_p softmax;
+        struct {
+            int64_t outer, inner; /* dims before and after the axis */
+        } concat;
+    } p;
 };
 
 static void cu_destroy(void *self) {
@@ -45,10 +64,10 @@ typedef struct gemm_trial {
     cudaStream_t s;
 } gemm_trial;
 
-static int launch_gemm(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, cudaStream_t s) {
-    int relu = k->g.a.activation == DL_ACT_RELU;
-    if (k->g.kind == DL_OP_CONV2D) return dlk_conv2d(&k->conv, x, w, b, y, relu, k->variant, s);
-    return dlk_linear((int)k->g.xs[0], (int)k->g.xs[1], (int)k->g.ys[1], x, w, b, y, relu, k->variant, s);
+static int launch_gemm(const dl_kernel *k, const float *x, const float *w, const float *b, float *y,
+                       cudaStream_t s) {
+    if (k->g.kind == DL_OP_CONV2D) return dlk_conv2d(&k->p.conv, x, w, b, y, k->relu, k->variant, s);
+    return dlk_linear(&k->p.linear, x, w, b, y, k->relu, k->variant, s);
 }
 
 static int trial_run(void *arg) {
@@ -62,7 +81,8 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     void *x = NULL, *y = NULL;
     dl_status st = dl_gpu_alloc(&s->gpu, xb, &x, err);
     if (st == DL_OK) st = dl_gpu_alloc(&s->gpu, yb, &y, err);
-    if (st == DL_OK && cudaMemsetAsync(x, 0x3c, xb, s->gpu.stream) != cudaSuccess) st = dl_fail(err, DL_E_RUNTIME, "cudaMemsetAsync failed");
+    if (st == DL_OK && cudaMemsetAsync(x, 0x3c, xb, s->gpu.stream) != cudaSuccess)
+        st = dl_fail(err, DL_E_RUNTIME, "cudaMemsetAsync failed");
     double best = -1;
     int best_v = 0;
     for (int v = 0; st == DL_OK && v < DLK_VARIANTS; v++) {
@@ -78,20 +98,64 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     return st;
 }
 
+/* The launch parameters of k's op, from its attributes and shapes (k->g), once for every run. */
+static void launch_params(dl_kernel *k, const dl_op *op) {
+    const dl_op_attrs *a = &k->g.a;
+    const int64_t *xs = k->g.xs, *ys = k->g.ys;
+    k->relu = a->activation == DL_ACT_RELU;
+    switch (k->g.kind) {
+    case DL_OP_CONV2D:
+        k->p.conv = (dlk_conv){(int)xs[0], (int)xs[1], (int)xs[2], (int)xs[3], (int)ys[1], (int)ys[2], (int)ys[3],
+                               a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1],
+                               a->dilation[0], a->dilation[1], a->groups};
+        break;
+    case DL_OP_LINEAR: k->p.linear = (dlk_linear_p){(int)xs[0], (int)xs[1], (int)ys[1]}; break;
+    case DL_OP_RELU: k->p.unary = (dlk_unary_p){DLK_RELU, 0, 0}; break;
+    case DL_OP_LEAKY_RELU: k->p.unary = (dlk_unary_p){DLK_LEAKY_RELU, a->alpha, 0}; break;
+    case DL_OP_SIGMOID: k->p.unary = (dlk_unary_p){DLK_SIGMOID, 0, 0}; break;
+    case DL_OP_CLIP: k->p.unary = (dlk_unary_p){DLK_CLIP, a->clip_min, a->clip_max}; break;
+    case DL_OP_ADD: /* run's tensors have the op's shapes */
+        k->bcast = dl_tensor_numel(&op->inputs[0]) != k->g.numel || dl_tensor_numel(&op->inputs[1]) != k->g.numel;
+        if (!k->bcast) break;
+        k->p.add.nd = k->g.ynd;
+        memcpy(k->p.add.ys, ys, sizeof k->p.add.ys);
+        dl_bcast_strides(k->g.xnd, xs, k->g.ynd, ys, k->p.add.sa);
+        dl_bcast_strides(k->g.bnd, k->g.bs, k->g.ynd, ys, k->p.add.sb);
+        break;
+    case DL_OP_BATCHNORM:
+        k->p.bn = (dlk_batchnorm_p){xs[0] * xs[1], (int)xs[1], dl_gpu_prod(xs, 2, k->g.xnd), a->epsilon, k->relu};
+        break;
+    case DL_OP_MAXPOOL2D:
+    case DL_OP_AVGPOOL2D:
+        k->p.pool = (dlk_pool){xs[0] * xs[1], (int)xs[2], (int)xs[3], (int)ys[2], (int)ys[3],
+                               a->kernel[0], a->kernel[1], a->stride[0], a->stride[1],
+                               a->pad_begin[0], a->pad_begin[1], a->pad_end[0], a->pad_end[1],
+                               a->dilation[0], a->dilation[1], a->count_include_pad};
+        break;
+    case DL_OP_SOFTMAX:
+        k->p.softmax =
+            (dlk_softmax_p){dl_gpu_prod(xs, 0, a->axis), xs[a->axis], dl_gpu_prod(xs, a->axis + 1, k->g.xnd)};
+        break;
+    case DL_OP_CONCAT:
+        k->p.concat.outer = dl_gpu_prod(ys, 0, a->axis);
+        k->p.concat.inner = dl_gpu_prod(ys, a->axis + 1, k->g.ynd);
+        break;
+    default: break; /* global avgpool reads k->g; the views are copies */
+    }
+}
+
 static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *ws, dl_error *err) {
     cuda_state *s = self;
     if (!dl_op_check(op, err)) return DL_E_UNSUPPORTED;
+    dl_status st = dl_gpu_use(&s->gpu, err);
+    if (st != DL_OK) return st;
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     *ws = 0;
-    dl_status st = dl_op_geom_init(&k->g, op) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
-    if (k->g.kind == DL_OP_CONV2D) {
-        const dl_op_attrs *a = &k->g.a;
-        k->conv = (dlk_conv){(int)k->g.xs[0], (int)k->g.xs[1], (int)k->g.xs[2], (int)k->g.xs[3], (int)k->g.ys[1], (int)k->g.ys[2], (int)k->g.ys[3],
-                             a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1],
-                             a->dilation[0], a->dilation[1], a->groups};
-    }
-    if (st == DL_OK && (k->g.kind == DL_OP_CONV2D || k->g.kind == DL_OP_LINEAR) && op->inputs[1].data) st = tune(s, k, op, err);
+    st = dl_op_geom_init(&k->g, op) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (st == DL_OK) launch_params(k, op);
+    if (st == DL_OK && (k->g.kind == DL_OP_CONV2D || k->g.kind == DL_OP_LINEAR) && op->inputs[1].data)
+        st = tune(s, k, op, err);
     if (st != DL_OK) {
         dl_op_geom_free(&k->g);
         free(k);
@@ -103,61 +167,39 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
 
 static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     cuda_state *s = self;
+    dl_status status = dl_gpu_use(&s->gpu, err); /* launches need no lock: one stream, thread-safe queuing */
+    if (status != DL_OK) return status;
     cudaStream_t st = s->gpu.stream;
     const float *x = in[0].data;
     float *y = out[0].data;
-    const dl_op_attrs *a = &k->g.a;
-    int relu = a->activation == DL_ACT_RELU, rc = 0;
-    int64_t inner = 1, outer = 1;
+    int rc = 0;
     switch (k->g.kind) {
     case DL_OP_CONV2D:
     case DL_OP_LINEAR: rc = launch_gemm(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y, st); break;
-    case DL_OP_RELU: rc = dlk_relu(x, y, k->g.numel, st); break;
-    case DL_OP_LEAKY_RELU: rc = dlk_unary(0, x, y, k->g.numel, a->alpha, 0, st); break;
-    case DL_OP_SIGMOID: rc = dlk_unary(1, x, y, k->g.numel, 0, 0, st); break;
-    case DL_OP_CLIP: rc = dlk_unary(2, x, y, k->g.numel, a->clip_min, a->clip_max, st); break;
+    case DL_OP_RELU:
+    case DL_OP_LEAKY_RELU:
+    case DL_OP_SIGMOID:
+    case DL_OP_CLIP: rc = dlk_unary(&k->p.unary, x, y, k->g.numel, st); break;
     case DL_OP_ADD:
-        if (dl_tensor_numel(&in[0]) == k->g.numel && dl_tensor_numel(&in[1]) == k->g.numel)
-            rc = dlk_add(x, in[1].data, y, k->g.numel, relu, st);
-        else {
-            dlk_bcast bc = {k->g.ynd, {0}, {0}, {0}};
-            memcpy(bc.ys, k->g.ys, sizeof bc.ys);
-            dl_bcast_strides(k->g.xnd, k->g.xs, k->g.ynd, k->g.ys, bc.sa);
-            dl_bcast_strides(k->g.bnd, k->g.bs, k->g.ynd, k->g.ys, bc.sb);
-            rc = dlk_add_bcast(x, in[1].data, y, k->g.numel, &bc, relu, st);
-        }
+        if (k->bcast) rc = dlk_add_bcast(x, in[1].data, y, k->g.numel, &k->p.add, k->relu, st);
+        else rc = dlk_add(x, in[1].data, y, k->g.numel, k->relu, st);
         break;
     case DL_OP_FLATTEN:
     case DL_OP_RESHAPE:
     case DL_OP_DROPOUT:
         if (x != y) rc = (int)cudaMemcpyAsync(y, x, (size_t)k->g.numel * 4, cudaMemcpyDeviceToDevice, st);
         break;
-    case DL_OP_BATCHNORM:
-        for (int d = 2; d < k->g.xnd; d++) inner *= k->g.xs[d];
-        rc = dlk_batchnorm(x, in[1].data, in[2].data, in[3].data, in[4].data, a->epsilon, y, k->g.xs[0] * k->g.xs[1], (int)k->g.xs[1],
-                           inner, relu, st);
+    case DL_OP_BATCHNORM: rc = dlk_batchnorm(&k->p.bn, x, in[1].data, in[2].data, in[3].data, in[4].data, y, st); break;
+    case DL_OP_MAXPOOL2D: rc = dlk_maxpool(&k->p.pool, x, y, st); break;
+    case DL_OP_AVGPOOL2D: rc = dlk_avgpool(&k->p.pool, x, y, st); break;
+    case DL_OP_GLOBAL_AVGPOOL:
+        rc = dlk_global_avgpool(x, y, k->g.xs[0] * k->g.xs[1], k->g.xs[2] * k->g.xs[3], st);
         break;
-    case DL_OP_MAXPOOL2D:
-        rc = dlk_maxpool(x, y, k->g.xs[0] * k->g.xs[1], (int)k->g.xs[2], (int)k->g.xs[3], (int)k->g.ys[2], (int)k->g.ys[3], a->kernel[0],
-                         a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1], a->dilation[0], a->dilation[1], st);
-        break;
-    case DL_OP_AVGPOOL2D:
-        rc = dlk_avgpool(x, y, k->g.xs[0] * k->g.xs[1], (int)k->g.xs[2], (int)k->g.xs[3], (int)k->g.ys[2], (int)k->g.ys[3], a->kernel[0],
-                         a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1], a->pad_end[0],
-                         a->pad_end[1], a->count_include_pad, st);
-        break;
-    case DL_OP_GLOBAL_AVGPOOL: rc = dlk_global_avgpool(x, y, k->g.xs[0] * k->g.xs[1], k->g.xs[2] * k->g.xs[3], st); break;
-    case DL_OP_SOFTMAX:
-        for (int d = 0; d < a->axis; d++) outer *= k->g.xs[d];
-        for (int d = a->axis + 1; d < k->g.xnd; d++) inner *= k->g.xs[d];
-        rc = dlk_softmax(x, y, outer, k->g.xs[a->axis], inner, st);
-        break;
+    case DL_OP_SOFTMAX: rc = dlk_softmax(&k->p.softmax, x, y, st); break;
     case DL_OP_CONCAT: {
-        for (int d = 0; d < a->axis; d++) outer *= k->g.ys[d];
-        for (int d = a->axis + 1; d < k->g.ynd; d++) inner *= k->g.ys[d];
-        int64_t off = 0, row = k->g.ys[a->axis] * inner;
+        int64_t inner = k->p.concat.inner, off = 0, row = k->g.ys[k->g.a.axis] * inner;
         for (int i = 0; i < k->g.n_inputs && rc == 0; i++) {
-            rc = dlk_concat_part(in[i].data, y, outer, k->g.cat_len[i] * inner, row, off, st);
+            rc = dlk_concat_part(in[i].data, y, k->p.concat.outer, k->g.cat_len[i] * inner, row, off, st);
             off += k->g.cat_len[i] * inner;
         }
         break;

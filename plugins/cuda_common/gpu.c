@@ -16,6 +16,8 @@ dl_status dl_gpu_status(cudaError_t e, const char *call, dl_error *err) {
 
 dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err) {
     memset(g, 0, sizeof *g);
+    if (pthread_mutex_init(&g->lock, NULL) != 0) return dl_fail(err, DL_E_RUNTIME, "pthread_mutex_init failed");
+    g->has_lock = 1;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0))
@@ -37,46 +39,58 @@ dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err) {
     DL_GPU_TRY(cudaEventCreate(&g->ev_start), err);
     DL_GPU_TRY(cudaEventCreate(&g->ev_stop), err);
     DL_GPU_TRY(cudaMallocHost(&g->staging, DL_GPU_STAGING), err);
-    snprintf(g->description, sizeof g->description, "%s (GPU %d), sm_%d%d, %.1f GiB, driver %d.%d, runtime %d.%d", g->name,
-             index, g->cc_major, g->cc_minor, (double)g->total_mem / 1073741824.0, g->driver_version / 1000,
+    snprintf(g->description, sizeof g->description, "%s (GPU %d), sm_%d%d, %.1f GiB, driver %d.%d, runtime %d.%d",
+             g->name, index, g->cc_major, g->cc_minor, (double)g->total_mem / 1073741824.0, g->driver_version / 1000,
              g->driver_version % 1000 / 10, g->runtime_version / 1000, g->runtime_version % 1000 / 10);
     return DL_OK;
 }
 
 void dl_gpu_close(dl_gpu *g) {
+    if (g->stream) cudaSetDevice(g->device); /* destroy may come from any thread */
     if (g->staging) cudaFreeHost(g->staging);
     if (g->ev_start) cudaEventDestroy(g->ev_start);
     if (g->ev_stop) cudaEventDestroy(g->ev_stop);
     if (g->stream) cudaStreamDestroy(g->stream);
+    if (g->has_lock) pthread_mutex_destroy(&g->lock);
     memset(g, 0, sizeof *g);
 }
 
+dl_status dl_gpu_use(dl_gpu *g, dl_error *err) {
+    DL_GPU_TRY(cudaSetDevice(g->device), err);
+    return DL_OK;
+}
+
+void dl_gpu_lock(dl_gpu *g) { pthread_mutex_lock(&g->lock); }
+void dl_gpu_unlock(dl_gpu *g) { pthread_mutex_unlock(&g->lock); }
+
 dl_status dl_gpu_alloc(dl_gpu *g, size_t bytes, void **ptr, dl_error *err) {
-    (void)g;
     *ptr = NULL;
+    DL_GPU_TRY(cudaSetDevice(g->device), err);
     DL_GPU_TRY(cudaMalloc(ptr, bytes ? bytes : 256), err);
     return DL_OK;
 }
 
 void dl_gpu_free(dl_gpu *g, void *ptr) {
-    (void)g;
-    if (ptr) cudaFree(ptr);
+    if (!ptr) return;
+    cudaSetDevice(g->device);
+    cudaFree(ptr);
 }
 
-dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
-    if (kind == DL_COPY_DEVICE_TO_DEVICE) {
-        DL_GPU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g->stream), err);
-        return DL_OK;
-    }
+/* A copy to or from host memory, chunk by chunk through the staging buffer; the caller holds the
+ * lock for the whole loop (the buffer is the plugin's one). */
+static dl_status copy_staged(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
+                             dl_error *err) {
     for (size_t off = 0; off < bytes; off += DL_GPU_STAGING) {
         size_t n = bytes - off < DL_GPU_STAGING ? bytes - off : DL_GPU_STAGING;
         /* the staging buffer is reused: wait until the previous chunk has left it */
         DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
         if (kind == DL_COPY_HOST_TO_DEVICE) {
             memcpy(g->staging, (const char *)src + off, n);
-            DL_GPU_TRY(cudaMemcpyAsync((char *)dst + off, g->staging, n, cudaMemcpyHostToDevice, g->stream), err);
+            DL_GPU_TRY(cudaMemcpyAsync((char *)dst + off, g->staging, n, cudaMemcpyHostToDevice, g->stream),
+                       err);
         } else {
-            DL_GPU_TRY(cudaMemcpyAsync(g->staging, (const char *)src + off, n, cudaMemcpyDeviceToHost, g->stream), err);
+            DL_GPU_TRY(cudaMemcpyAsync(g->staging, (const char *)src + off, n, cudaMemcpyDeviceToHost, g->stream),
+                       err);
             DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
             memcpy((char *)dst + off, g->staging, n);
         }
@@ -84,7 +98,20 @@ dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_co
     return DL_OK;
 }
 
+dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
+    DL_GPU_TRY(cudaSetDevice(g->device), err);
+    if (kind == DL_COPY_DEVICE_TO_DEVICE) { /* no staging: queued without the lock */
+        DL_GPU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g->stream), err);
+        return DL_OK;
+    }
+    dl_gpu_lock(g);
+    dl_status st = copy_staged(g, dst, src, bytes, kind, err);
+    dl_gpu_unlock(g);
+    return st;
+}
+
 dl_status dl_gpu_synchronize(dl_gpu *g, dl_error *err) {
+    DL_GPU_TRY(cudaSetDevice(g->device), err); /* not under the lock: other threads keep queuing */
     DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
     DL_GPU_TRY(cudaGetLastError(), err);
     return DL_OK;
@@ -101,10 +128,8 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg) {
-    if (runs < 1) runs = 1;
-    if (runs > 64) runs = 64;
-    float t[64];
+/* dl_gpu_time's measurements into t[0..runs), the caller holding the lock; 0, or -1 if launching failed */
+static int time_runs(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg, float *t) {
     if (fn(arg) != 0 || cudaStreamSynchronize(g->stream) != cudaSuccess) return -1;
     for (int i = 0; i < runs; i++) {
         cudaEventRecord(g->ev_start, g->stream);
@@ -113,13 +138,27 @@ double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg) {
         if (cudaEventSynchronize(g->ev_stop) != cudaSuccess) return -1;
         cudaEventElapsedTime(&t[i], g->ev_start, g->ev_stop);
     }
+    return 0;
+}
+
+double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg) {
+    if (runs < 1) runs = 1;
+    if (runs > 64) runs = 64;
+    float t[64];
+    dl_gpu_lock(g); /* the events are the plugin's one pair */
+    int rc = time_runs(g, runs, fn, arg, t);
+    dl_gpu_unlock(g);
+    if (rc != 0) return -1;
     qsort(t, (size_t)runs, sizeof *t, cmp_float);
     return t[runs / 2];
 }
 
-dl_status dl_gpu_be_alloc(void *self, size_t bytes, void **ptr, dl_error *err) { return dl_gpu_alloc(self, bytes, ptr, err); }
+dl_status dl_gpu_be_alloc(void *self, size_t bytes, void **ptr, dl_error *err) {
+    return dl_gpu_alloc(self, bytes, ptr, err);
+}
 void dl_gpu_be_free(void *self, void *ptr) { dl_gpu_free(self, ptr); }
-dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
+dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
+                         dl_error *err) {
     return dl_gpu_copy(self, dst, src, bytes, kind, err);
 }
 dl_status dl_gpu_be_synchronize(void *self, dl_error *err) { return dl_gpu_synchronize(self, err); }

@@ -1,9 +1,26 @@
 /* gpu.h — what every CUDA-based plugin (cuda, cudnn) needs, built once and linked into each:
- * device selection, a stream, device memory, copies through pinned staging buffers, events, and
- * CUDA errors turned into dlrun errors that name the failing call. */
+ * device selection, a stream, device memory, copies through pinned staging buffers, events, the
+ * lock that guards them, and CUDA errors turned into dlrun errors that name the failing call.
+ *
+ * Threads. The host may call a backend's members from several threads at once (sessions of one
+ * model running side by side share the loaded backend). The rules every CUDA plugin follows:
+ *   - the current device is per host thread (a thread that never chose one uses device 0), so every
+ *     member that allocates, copies or queues work first makes the plugin's device current
+ *     (dl_gpu_use; dl_gpu_alloc, dl_gpu_free, dl_gpu_copy, dl_gpu_synchronize and
+ *     dl_gpu_memory_info do it themselves);
+ *   - what one plugin instance holds once and reuses is guarded by its `lock`: the staging buffer
+ *     (dl_gpu_copy holds it for a whole staged copy), the timing events (dl_gpu_time holds it, so
+ *     it must not be called with the lock held), and in the cudnn plugin its cuDNN and cuBLASLt
+ *     handles (held around its prepare and run);
+ *   - queuing kernels and device-to-device copies on the one stream from several threads needs no
+ *     lock (the CUDA runtime is thread-safe; a launch's status, cudaGetLastError, is per thread),
+ *     and nothing waits on the stream with the lock held except a staged copy, which must
+ *     (dl_gpu_synchronize waits without it);
+ *   - a prepared kernel belongs to one session, so its own state needs no lock. */
 #ifndef DLRUN_GPU_H
 #define DLRUN_GPU_H
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 
 #include "dlrun/plugin.h"
 
@@ -16,8 +33,10 @@ extern "C" {
 typedef struct dl_gpu {
     int device;
     cudaStream_t stream;
-    cudaEvent_t ev_start, ev_stop;
-    void *staging;          /* pinned host buffer for uploads and downloads */
+    cudaEvent_t ev_start, ev_stop; /* dl_gpu_time's, under `lock` */
+    void *staging;          /* pinned host buffer for uploads and downloads, under `lock` */
+    pthread_mutex_t lock;   /* see the thread rules above */
+    int has_lock;           /* `lock` was initialised (dl_gpu_close destroys it) */
     char name[256];
     size_t total_mem;
     int cc_major, cc_minor;
@@ -25,7 +44,7 @@ typedef struct dl_gpu {
     char description[512];  /* "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB, driver 13.0, runtime 13.0" */
 } dl_gpu;
 
-/* Turns a CUDA status into a dlrun error naming the call: return DL_GPU_CHECK(cudaMalloc(...), err); */
+/* Turns a CUDA status into a dlrun error naming the call (DL_GPU_TRY returns it on failure). */
 dl_status dl_gpu_status(cudaError_t e, const char *call, dl_error *err);
 #define DL_GPU_TRY(call, err)                                                      \
     do {                                                                           \
@@ -34,26 +53,45 @@ dl_status dl_gpu_status(cudaError_t e, const char *call, dl_error *err);
     } while (0)
 
 /* Opens device `index` (or fails with "no CUDA device" / the driver's reason, status
- * DL_E_NODEVICE), creates the stream, events and staging buffer. */
+ * DL_E_NODEVICE), creates the lock, stream, events and staging buffer. */
 dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err);
 void dl_gpu_close(dl_gpu *g);
 
+/* Makes the plugin's device current on the calling thread (cheap; see the thread rules). */
+dl_status dl_gpu_use(dl_gpu *g, dl_error *err);
+/* Take and give back g->lock around what it guards (never around waiting for other threads' work
+ * when that is avoidable). */
+void dl_gpu_lock(dl_gpu *g);
+void dl_gpu_unlock(dl_gpu *g);
+
+/* Product of the dimensions [from, to) of a shape: the outer and inner extents around an axis. */
+static inline int64_t dl_gpu_prod(const int64_t *s, int from, int to) {
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= s[i];
+    return p;
+}
+
 dl_status dl_gpu_alloc(dl_gpu *g, size_t bytes, void **ptr, dl_error *err);
 void dl_gpu_free(dl_gpu *g, void *ptr);
-/* Copies ordered on the plugin's stream; host memory goes through the pinned staging buffer.
- * Downloads are complete when this returns; uploads may still be in flight (synchronize). */
-dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
+/* Copies ordered on the plugin's stream; host memory goes through the pinned staging buffer
+ * (under the lock, chunk after chunk). Downloads are complete when this returns; uploads may
+ * still be in flight (synchronize). */
+dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
+                      dl_error *err);
+/* Waits for the stream (without the lock: other threads may keep queuing meanwhile). */
 dl_status dl_gpu_synchronize(dl_gpu *g, dl_error *err);
 dl_status dl_gpu_memory_info(dl_gpu *g, size_t *free_bytes, size_t *total_bytes, dl_error *err);
 /* Backend-table members for a plugin whose state struct begins with its dl_gpu (self points at
  * it): memory, copies, synchronize and memory_info are the same in every CUDA plugin. */
 dl_status dl_gpu_be_alloc(void *self, size_t bytes, void **ptr, dl_error *err);
 void dl_gpu_be_free(void *self, void *ptr);
-dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
+dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
+                         dl_error *err);
 dl_status dl_gpu_be_synchronize(void *self, dl_error *err);
 dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
 /* Milliseconds of `fn(arg)` on the stream, measured with CUDA events: median of `runs` after
- * one warm-up. Returns < 0 if launching failed. */
+ * one warm-up. Returns < 0 if launching failed. Takes the lock for the events (the caller must not
+ * hold it); the device must be current. Work other threads queue meanwhile is timed with it. */
 double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg);
 
 #ifdef __cplusplus

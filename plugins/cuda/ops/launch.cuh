@@ -1,0 +1,29 @@
+// launch.cuh — what the cuda plugin's kernel files (ops/*.cu) share: grid sizing, the
+// grid-stride loop's start and step, and the launch status. Internal to plugins/cuda/ops.
+#ifndef DLRUN_CUDA_LAUNCH_CUH
+#define DLRUN_CUDA_LAUNCH_CUH
+#include <cstdint>
+
+#include "kernels.h"
+
+namespace dlk {
+
+constexpr int THREADS = 256; // threads per block of the elementwise-style kernels
+
+// 0, or the error of the launch just made on this host thread
+inline int launched() { return (int)cudaGetLastError(); }
+// blocks of `threads` covering n
+inline unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+// blocks of THREADS for a grid-stride loop over n: at least 1, at most 65535 * 8
+inline unsigned grid_for(int64_t n) {
+    int64_t b = (n + THREADS - 1) / THREADS;
+    return (unsigned)(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
+}
+
+// for (int64_t i = grid_first(); i < n; i += grid_step()): this thread's indices of [0, n)
+__device__ inline int64_t grid_first() { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
+__device__ inline int64_t grid_step() { return (int64_t)gridDim.x * blockDim.x; }
+
+} // namespace dlk
+
+#endif
