@@ -215,3 +215,33 @@ Test(plugins, older_plugins_never_see_newer_ops) {
     op.kind = DL_OP_MATMUL;
     cr_expect(dl_backend_accepts(&be, &op, &why), "%s", why.msg);
 }
+
+/* ---- a plugin checks the host: the helper every in-tree plugin's init uses ---- */
+
+#include <dlfcn.h>
+
+static void ignore_log(void *ctx, int level, const char *msg) { (void)ctx, (void)level, (void)msg; }
+
+Test(plugins, plugins_refuse_a_host_of_another_major_abi) {
+    void *h = dlopen(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", RTLD_NOW | RTLD_LOCAL);
+    cr_assert(h, "%s", dlerror());
+    dl_plugin_init_fn init;
+    void *sym = dlsym(h, DL_PLUGIN_ENTRY);
+    memcpy(&init, &sym, sizeof init);
+    cr_assert(init);
+    dl_host host = {(2u << 16) | 0u, sizeof host, NULL, 1, 0, ignore_log};
+    dl_error err = {{0}};
+    cr_expect_null(init(&host, &err), "a 2.0 host was accepted");
+    cr_expect(strstr(err.msg, "host speaks plugin ABI 2.0, this plugin 1."), "%s", err.msg);
+    host.abi_version = DL_ABI_VERSION;
+    host.struct_size = (uint32_t)offsetof(dl_host, log); /* no log member */
+    cr_expect_null(init(&host, &err), "an incomplete host table was accepted");
+    cr_expect(strstr(err.msg, "host table of"), "%s", err.msg);
+    cr_expect_null(init(NULL, &err));
+    host.struct_size = sizeof host;
+    const dl_backend *be = init(&host, &err);
+    cr_assert(be, "%s", err.msg);
+    cr_expect(DL_BACKEND_HAS(be, memory_info) == 0 && DL_BACKEND_HAS(be, supports_in_place), "optional members");
+    be->destroy(be->self);
+    /* dlclose is skipped on purpose: OpenMP threads may outlive the plugin (context.c says why) */
+}

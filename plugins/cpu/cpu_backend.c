@@ -94,10 +94,7 @@ static int cpu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwi
 static dl_status cpu_synchronize(void *self, dl_error *err) { return DL_OK; }
 
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
-    if (!host || DL_ABI_MAJOR_OF(host->abi_version) != DL_ABI_MAJOR) {
-        dl_fail(err, DL_E_UNSUPPORTED, "host speaks plugin ABI %u, this plugin %u", host ? DL_ABI_MAJOR_OF(host->abi_version) : 0, DL_ABI_MAJOR);
-        return NULL;
-    }
+    if (!dl_plugin_host_ok(host, err)) return NULL;
     cpu_state *s = calloc(1, sizeof *s);
     if (!s) {
         dl_fail(err, DL_E_NOMEM, "out of memory");

@@ -47,7 +47,6 @@ static void cu_destroy(void *self) {
     free(s);
 }
 
-
 /* Every precision is accepted and computed in f32, which is at least as accurate as asked.
  * matmul (ABI 1.2) has no kernel of ours yet: the placer runs it on another backend. */
 static int cu_supports(void *self, const dl_op *op, dl_error *why) {
@@ -218,38 +217,14 @@ static void cu_release(void *self, dl_kernel *k) {
 }
 
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
-    if (!host || DL_ABI_MAJOR_OF(host->abi_version) != DL_ABI_MAJOR) {
-        dl_fail(err, DL_E_UNSUPPORTED, "host speaks another plugin ABI");
-        return NULL;
-    }
-    cuda_state *s = calloc(1, sizeof *s);
-    if (!s) {
-        dl_fail(err, DL_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    if (dl_gpu_open(&s->gpu, host->device_index, err) != DL_OK) {
-        dl_gpu_close(&s->gpu);
-        free(s);
-        return NULL;
-    }
-    s->table = (dl_backend){
-        .abi_version = DL_ABI_VERSION,
-        .struct_size = sizeof(dl_backend),
-        .name = "cuda",
-        .description = s->gpu.description,
-        .device = {DL_DEVICE_CUDA, s->gpu.device},
-        .self = s,
-        .destroy = cu_destroy,
-        .alloc = dl_gpu_be_alloc,
-        .free = dl_gpu_be_free,
-        .copy = dl_gpu_be_copy,
-        .supports = cu_supports,
-        .prepare = cu_prepare,
-        .run = cu_run,
-        .release = cu_release,
-        .synchronize = dl_gpu_be_synchronize,
-        .supports_in_place = cu_in_place,
-        .memory_info = dl_gpu_be_memory_info,
-    };
+    cuda_state *s = dl_gpu_plugin_new(host, sizeof *s, err);
+    if (!s) return NULL;
+    s->table = dl_gpu_table(&s->gpu, "cuda", s->gpu.description);
+    s->table.destroy = cu_destroy;
+    s->table.supports = cu_supports;
+    s->table.prepare = cu_prepare;
+    s->table.run = cu_run;
+    s->table.release = cu_release;
+    s->table.supports_in_place = cu_in_place;
     return &s->table;
 }

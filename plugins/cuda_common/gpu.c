@@ -165,3 +165,31 @@ dl_status dl_gpu_be_synchronize(void *self, dl_error *err) { return dl_gpu_synch
 dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err) {
     return dl_gpu_memory_info(self, free_bytes, total_bytes, err);
 }
+
+void *dl_gpu_plugin_new(const dl_host *host, size_t size, dl_error *err) {
+    if (!dl_plugin_host_ok(host, err)) return NULL;
+    dl_gpu *g = calloc(1, size);
+    if (!g) return dl_fail(err, DL_E_NOMEM, "out of memory"), NULL;
+    if (dl_gpu_open(g, host->device_index, err) != DL_OK) {
+        dl_gpu_close(g);
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+dl_backend dl_gpu_table(dl_gpu *g, const char *name, const char *description) {
+    return (dl_backend){
+        .abi_version = DL_ABI_VERSION,
+        .struct_size = sizeof(dl_backend),
+        .name = name,
+        .description = description,
+        .device = {DL_DEVICE_CUDA, g->device},
+        .self = g,
+        .alloc = dl_gpu_be_alloc,
+        .free = dl_gpu_be_free,
+        .copy = dl_gpu_be_copy,
+        .synchronize = dl_gpu_be_synchronize,
+        .memory_info = dl_gpu_be_memory_info,
+    };
+}

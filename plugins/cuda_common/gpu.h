@@ -57,6 +57,14 @@ dl_status dl_gpu_status(cudaError_t e, const char *call, dl_error *err);
 dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err);
 void dl_gpu_close(dl_gpu *g);
 
+/* For a plugin's dl_plugin_init: checks the host (dl_plugin_host_ok), allocates `size` zeroed
+ * bytes of plugin state, which must begin with its dl_gpu, and opens the device the host asks
+ * for. NULL with the reason in err ("no CUDA device") on failure. */
+void *dl_gpu_plugin_new(const dl_host *host, size_t size, dl_error *err);
+/* The backend table's members every GPU plugin shares: version, size, device, self (the state
+ * beginning with g), memory, copies, synchronize, memory_info. The plugin adds its op members. */
+dl_backend dl_gpu_table(dl_gpu *g, const char *name, const char *description);
+
 /* Makes the plugin's device current on the calling thread (cheap; see the thread rules). */
 dl_status dl_gpu_use(dl_gpu *g, dl_error *err);
 /* Take and give back g->lock around what it guards (never around waiting for other threads' work

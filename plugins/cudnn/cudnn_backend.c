@@ -157,10 +157,7 @@ static void dn_destroy(void *self) {
 }
 
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
-    if (!host || DL_ABI_MAJOR_OF(host->abi_version) != DL_ABI_MAJOR) {
-        dl_fail(err, DL_E_UNSUPPORTED, "host speaks another plugin ABI");
-        return NULL;
-    }
+    if (!dl_plugin_host_ok(host, err)) return NULL;
     /* cuDNN itself first: a library of the wrong major version is named before any device work */
     size_t v = cudnnGetVersion();
     if (v / 10000 != CUDNN_MAJOR) {
@@ -168,15 +165,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
                 CUDNN_MAJOR);
         return NULL;
     }
-    cudnn_state *s = calloc(1, sizeof *s);
-    if (!s) {
-        dl_fail(err, DL_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    if (dl_gpu_open(&s->gpu, host->device_index, err) != DL_OK) {
-        dn_destroy(s);
-        return NULL;
-    }
+    cudnn_state *s = dl_gpu_plugin_new(host, sizeof *s, err);
+    if (!s) return NULL;
     cudnnStatus_t ds = cudnnCreate(&s->dnn);
     if (ds == CUDNN_STATUS_SUCCESS) ds = cudnnSetStream(s->dnn, s->gpu.stream);
     if (ds != CUDNN_STATUS_SUCCESS) {
@@ -191,24 +181,12 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     }
     snprintf(s->description, sizeof s->description, "%s; cuDNN %zu.%zu.%zu, cuBLASLt %zu", s->gpu.description,
              v / 10000, v / 100 % 100, v % 100, cublasLtGetVersion());
-    s->table = (dl_backend){
-        .abi_version = DL_ABI_VERSION,
-        .struct_size = sizeof(dl_backend),
-        .name = "cudnn",
-        .description = s->description,
-        .device = {DL_DEVICE_CUDA, s->gpu.device},
-        .self = s,
-        .destroy = dn_destroy,
-        .alloc = dl_gpu_be_alloc,
-        .free = dl_gpu_be_free,
-        .copy = dl_gpu_be_copy,
-        .supports = dn_supports,
-        .prepare = dn_prepare,
-        .run = dn_run,
-        .release = dn_release,
-        .synchronize = dl_gpu_be_synchronize,
-        .supports_in_place = dn_in_place,
-        .memory_info = dl_gpu_be_memory_info,
-    };
+    s->table = dl_gpu_table(&s->gpu, "cudnn", s->description);
+    s->table.destroy = dn_destroy;
+    s->table.supports = dn_supports;
+    s->table.prepare = dn_prepare;
+    s->table.run = dn_run;
+    s->table.release = dn_release;
+    s->table.supports_in_place = dn_in_place;
     return &s->table;
 }

@@ -75,10 +75,7 @@ static void ex_release(void *self, dl_kernel *k) {
 }
 
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
-    if (DL_ABI_MAJOR_OF(host->abi_version) != DL_ABI_MAJOR) {
-        dl_fail(err, DL_E_UNSUPPORTED, "host speaks ABI %u, plugin %u", DL_ABI_MAJOR_OF(host->abi_version), DL_ABI_MAJOR);
-        return NULL;
-    }
+    if (!dl_plugin_host_ok(host, err)) return NULL; /* another major ABI: say why, never run */
     example_state *s = calloc(1, sizeof *s);
     if (!s) {
         dl_fail(err, DL_E_NOMEM, "out of memory");
