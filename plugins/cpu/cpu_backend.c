@@ -1,7 +1,6 @@
 /* cpu_backend.c — the CPU plugin's entry point and backend table: host memory, exact supports(),
  * kernel preparation and dispatch to the ops in ops/. */
 #define _POSIX_C_SOURCE 200809L
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,12 @@
 /* OpenBLAS (pthread build) controls: see cpu_ops.h for why BLAS runs single-threaded. */
 extern void openblas_set_num_threads(int n);
 extern char *openblas_get_config(void);
+
+#ifdef _OPENMP
+#define THREADING "OpenMP"
+#else
+#define THREADING "no OpenMP: one thread per call"
+#endif
 
 typedef struct cpu_state {
     dl_backend table;
@@ -103,8 +108,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     s->threads = host->n_threads > 0 ? host->n_threads : 1;
     openblas_set_num_threads(1);
     omp_set_num_threads(s->threads);
-    snprintf(s->description, sizeof s->description, "CPU reference: %d thread%s (OpenMP), %s", s->threads,
-             s->threads == 1 ? "" : "s", openblas_get_config());
+    snprintf(s->description, sizeof s->description, "CPU reference: %d thread%s (%s), %s", s->threads,
+             s->threads == 1 ? "" : "s", THREADING, openblas_get_config());
     s->table = (dl_backend){
         .abi_version = DL_ABI_VERSION,
         .struct_size = sizeof(dl_backend),

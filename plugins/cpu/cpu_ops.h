@@ -7,6 +7,14 @@
 #include "op_check.h"
 #include "winograd.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#else /* built without OpenMP (DLRUN_OPENMP=OFF, the ThreadSanitizer build): one thread per call */
+static inline int omp_get_thread_num(void) { return 0; }
+static inline int omp_get_num_threads(void) { return 1; }
+static inline void omp_set_num_threads(int n) { (void)n; }
+#endif
+
 enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2 };
 
 struct dl_kernel {

@@ -2,7 +2,6 @@
  * channels, a plain GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM for everything else
  * (strides, dilation, groups, padding). Bias and a fused relu are applied in one pass after. */
 #include <cblas.h>
-#include <omp.h>
 #include <string.h>
 
 #include "cpu_ops.h"

@@ -1,7 +1,6 @@
 /* linear.c — fully connected layer y = x W^T + b on the CPU: the output features are split
  * across threads, each a single-threaded sgemv (batch 1) or sgemm call on its slice of W. */
 #include <cblas.h>
-#include <omp.h>
 
 #include "cpu_ops.h"
 

@@ -2,7 +2,6 @@
  * and Gemm): leading dimensions broadcast as numpy's matmul, c broadcasts to y. Work is split
  * into (batch, column block) tasks, each one single-threaded sgemm. */
 #include <cblas.h>
-#include <omp.h>
 
 #include "cpu_ops.h"
 

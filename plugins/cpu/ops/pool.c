@@ -2,7 +2,6 @@
  * padding (never the max; counted in the average only with count_include_pad), ceil_mode and
  * (max only) dilation. */
 #include <float.h>
-#include <omp.h>
 #include <string.h>
 
 #include "cpu_ops.h"
