@@ -38,11 +38,25 @@ static dl_status cpu_copy_mem(void *self, void *dst, const void *src, size_t byt
     return DL_OK;
 }
 
-static int cpu_supports(void *self, const dl_op *op, dl_error *why) { return dl_op_check(op, why); }
+/* The kernel of each kind: a kind the op table knows but this plugin has no kernel for is refused. */
+static const cpu_op_fn kernels[DL_OP_COUNT] = {
+    [DL_OP_CONV2D] = cpu_conv2d,       [DL_OP_RELU] = cpu_relu,        [DL_OP_MAXPOOL2D] = cpu_maxpool2d,
+    [DL_OP_AVGPOOL2D] = cpu_avgpool2d, [DL_OP_GLOBAL_AVGPOOL] = cpu_global_avgpool,
+    [DL_OP_LINEAR] = cpu_linear,       [DL_OP_FLATTEN] = cpu_copy,     [DL_OP_DROPOUT] = cpu_copy,
+    [DL_OP_SOFTMAX] = cpu_softmax,     [DL_OP_ADD] = cpu_add,          [DL_OP_CONCAT] = cpu_concat,
+    [DL_OP_BATCHNORM] = cpu_batchnorm, [DL_OP_LEAKY_RELU] = cpu_leaky_relu, [DL_OP_SIGMOID] = cpu_sigmoid,
+    [DL_OP_CLIP] = cpu_clip,           [DL_OP_MATMUL] = cpu_matmul,    [DL_OP_RESHAPE] = cpu_copy,
+};
+
+static int cpu_supports(void *self, const dl_op *op, dl_error *why) {
+    if (op->kind >= 0 && op->kind < DL_OP_COUNT && !kernels[op->kind])
+        return dl_fail(why, DL_E_UNSUPPORTED, "%s: no kernel in the cpu plugin", dl_op_kind_name(op->kind)), 0;
+    return dl_op_check(op, why);
+}
 
 static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {
     cpu_state *s = self;
-    if (!dl_op_check(op, err)) return DL_E_UNSUPPORTED;
+    if (!cpu_supports(self, op, err)) return DL_E_UNSUPPORTED;
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     k->threads = s->threads;
@@ -61,28 +75,7 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
 
 static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     omp_set_num_threads(k->threads);
-    float *y = out[0].data;
-    const float *x = in[0].data;
-    switch (k->g.kind) {
-    case DL_OP_CONV2D: cpu_conv2d(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y, ws); break;
-    case DL_OP_LINEAR: cpu_linear(k, x, in[1].data, k->g.has_bias ? in[2].data : NULL, y); break;
-    case DL_OP_MAXPOOL2D: cpu_maxpool2d(k, x, y, ws); break;
-    case DL_OP_AVGPOOL2D: cpu_avgpool2d(k, x, y); break;
-    case DL_OP_GLOBAL_AVGPOOL: cpu_global_avgpool(k, x, y); break;
-    case DL_OP_RELU: cpu_relu(k, x, y); break;
-    case DL_OP_LEAKY_RELU: cpu_leaky_relu(k, x, y); break;
-    case DL_OP_SIGMOID: cpu_sigmoid(k, x, y); break;
-    case DL_OP_CLIP: cpu_clip(k, x, y); break;
-    case DL_OP_FLATTEN:
-    case DL_OP_DROPOUT:
-    case DL_OP_RESHAPE: cpu_copy(k, x, y); break;
-    case DL_OP_MATMUL: cpu_matmul(k, x, in[1].data, k->g.n_inputs == 3 ? in[2].data : NULL, y); break;
-    case DL_OP_SOFTMAX: cpu_softmax(k, x, y); break;
-    case DL_OP_ADD: cpu_add(k, x, in[1].data, y); break;
-    case DL_OP_CONCAT: cpu_concat(k, in, y); break;
-    case DL_OP_BATCHNORM: cpu_batchnorm(k, x, in[1].data, in[2].data, in[3].data, in[4].data, y); break;
-    default: return dl_fail(err, DL_E_UNSUPPORTED, "op kind %d", k->g.kind);
-    }
+    kernels[k->g.kind](k, in, out[0].data, ws);
     return DL_OK;
 }
 

@@ -26,22 +26,25 @@ struct dl_kernel {
 };
 
 
+/* Every op runs with the same signature: the prepared kernel, the inputs (data in host memory),
+ * the output and the workspace prepare asked for. cpu_backend.c maps each kind to one. */
+typedef void (*cpu_op_fn)(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
-void cpu_conv2d(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, float *ws);
-void cpu_linear(const dl_kernel *k, const float *x, const float *w, const float *b, float *y);
 size_t cpu_maxpool2d_workspace(const dl_kernel *k); /* bytes cpu_maxpool2d needs as ws */
-void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y, void *ws);
-void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y);
-void cpu_global_avgpool(const dl_kernel *k, const float *x, float *y);
-void cpu_relu(const dl_kernel *k, const float *x, float *y);
-void cpu_leaky_relu(const dl_kernel *k, const float *x, float *y);
-void cpu_sigmoid(const dl_kernel *k, const float *x, float *y);
-void cpu_clip(const dl_kernel *k, const float *x, float *y);
-void cpu_copy(const dl_kernel *k, const float *x, float *y);
-void cpu_matmul(const dl_kernel *k, const float *a, const float *b, const float *c, float *y);
-void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y);
-void cpu_batchnorm(const dl_kernel *k, const float *x, const float *gamma, const float *beta,
-                   const float *mean, const float *var, float *y);
-void cpu_softmax(const dl_kernel *k, const float *x, float *y);
-void cpu_concat(const dl_kernel *k, const dl_tensor *inputs, float *y);
+void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_linear(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_global_avgpool(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_leaky_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_sigmoid(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_clip(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_copy(const dl_kernel *k, const dl_tensor *in, float *y, void *ws); /* flatten, dropout, reshape */
+void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_concat(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 #endif

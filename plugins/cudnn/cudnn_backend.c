@@ -59,13 +59,22 @@ static int dn_supports(void *self, const dl_op *op, dl_error *why) {
         if (a->epsilon < CUDNN_BN_MIN_EPSILON)
             return dl_fail(why, DL_E_UNSUPPORTED, "cuDNN batchnorm needs epsilon >= %g", CUDNN_BN_MIN_EPSILON), 0;
         return 1;
-    case DL_OP_MATMUL: return dl_fail(why, DL_E_UNSUPPORTED, "matmul: not in the cudnn plugin yet"), 0;
     case DL_OP_ADD:
         if (dl_tensor_numel(&op->inputs[0]) != dl_tensor_numel(&op->outputs[0]) ||
             dl_tensor_numel(&op->inputs[1]) != dl_tensor_numel(&op->outputs[0]))
             return dl_fail(why, DL_E_UNSUPPORTED, "broadcasting add: not in the cudnn plugin"), 0;
         return 1;
-    default: return 1;
+    case DL_OP_RELU:
+    case DL_OP_SIGMOID:
+    case DL_OP_GLOBAL_AVGPOOL:
+    case DL_OP_LINEAR:
+    case DL_OP_SOFTMAX:
+    case DL_OP_CONCAT:
+    case DL_OP_FLATTEN:
+    case DL_OP_DROPOUT:
+    case DL_OP_RESHAPE: return 1;
+    default: /* matmul, and any kind the op table gains before this plugin runs it */
+        return dl_fail(why, DL_E_UNSUPPORTED, "%s: not in the cudnn plugin yet", dl_op_kind_name(op->kind)), 0;
     }
 }
 

@@ -96,7 +96,9 @@ static void bias_relu(float *y, int64_t planes, int64_t oc, int64_t plane, const
     }
 }
 
-void cpu_conv2d(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, float *ws) {
+void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace) {
+    const float *x = in[0].data, *w = in[1].data, *b = k->g.has_bias ? in[2].data : NULL;
+    float *ws = workspace;
     const int relu = k->g.a.activation == DL_ACT_RELU;
     if (k->conv_mode == CONV_WINOGRAD) {
         cpu_winograd_run(&k->wg, x, b, relu, y, ws);

@@ -5,18 +5,24 @@
 
 #include "cpu_ops.h"
 
-void cpu_relu(const dl_kernel *k, const float *x, float *y) {
+void cpu_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
+    (void)ws;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
 }
 
-void cpu_leaky_relu(const dl_kernel *k, const float *x, float *y) {
+void cpu_leaky_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
+    (void)ws;
     const float alpha = k->g.a.alpha;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] >= 0 ? x[i] : alpha * x[i];
 }
 
-void cpu_sigmoid(const dl_kernel *k, const float *x, float *y) {
+void cpu_sigmoid(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
+    (void)ws;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < k->g.numel; i++) { /* never exp of a large positive number */
         float e = expf(-fabsf(x[i]));
@@ -24,17 +30,23 @@ void cpu_sigmoid(const dl_kernel *k, const float *x, float *y) {
     }
 }
 
-void cpu_clip(const dl_kernel *k, const float *x, float *y) {
+void cpu_clip(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
+    (void)ws;
     const float lo = k->g.a.clip_min, hi = k->g.a.clip_max;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
 }
 
-void cpu_copy(const dl_kernel *k, const float *x, float *y) {
+void cpu_copy(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
+    (void)ws;
     if (y != x) memcpy(y, x, (size_t)k->g.numel * sizeof *y); /* in place: nothing to do */
 }
 
-void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y) {
+void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *a = in[0].data, *b = in[1].data;
+    (void)ws;
     const dl_op_geom *g = &k->g;
     const int relu = g->a.activation == DL_ACT_RELU;
     int64_t nb = 1;
@@ -67,8 +79,9 @@ void cpu_add(const dl_kernel *k, const float *a, const float *b, float *y) {
     }
 }
 
-void cpu_batchnorm(const dl_kernel *k, const float *x, const float *gamma, const float *beta, const float *mean,
-                   const float *var, float *y) {
+void cpu_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data, *gamma = in[1].data, *beta = in[2].data, *mean = in[3].data, *var = in[4].data;
+    (void)ws;
     const int64_t n = k->g.xs[0], c = k->g.xs[1];
     int64_t inner = 1;
     for (int d = 2; d < k->g.xnd; d++) inner *= k->g.xs[d];

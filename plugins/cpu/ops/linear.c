@@ -4,7 +4,9 @@
 
 #include "cpu_ops.h"
 
-void cpu_linear(const dl_kernel *k, const float *x, const float *w, const float *b, float *y) {
+void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws) {
+    const float *x = inputs[0].data, *w = inputs[1].data, *b = k->g.has_bias ? inputs[2].data : NULL;
+    (void)ws;
     const int n = (int)k->g.xs[0], in = (int)k->g.xs[1], out = (int)k->g.ys[1];
     const int relu = k->g.a.activation == DL_ACT_RELU;
 #pragma omp parallel

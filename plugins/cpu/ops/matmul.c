@@ -5,7 +5,9 @@
 
 #include "cpu_ops.h"
 
-void cpu_matmul(const dl_kernel *k, const float *a, const float *b, const float *c, float *y) {
+void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *a = in[0].data, *b = in[1].data, *c = k->g.n_inputs == 3 ? in[2].data : NULL;
+    (void)ws;
     const dl_op_geom *g = &k->g;
     const int ta = g->a.trans_a, tb = g->a.trans_b;
     const int64_t m = g->ys[g->ynd - 2], n = g->ys[g->ynd - 1];

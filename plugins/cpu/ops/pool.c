@@ -28,7 +28,8 @@ size_t cpu_maxpool2d_workspace(const dl_kernel *k) {
     return (size_t)k->g.ys[3] * 2 * sizeof(int) + 64 + (size_t)k->threads * (size_t)k->g.xs[2] * (size_t)k->g.ys[3] * sizeof(float);
 }
 
-void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y, void *ws) {
+void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
     const dl_op_attrs *a = &k->g.a;
     const int64_t planes = k->g.xs[0] * k->g.xs[1];
     const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
@@ -112,7 +113,9 @@ void cpu_maxpool2d(const dl_kernel *k, const float *x, float *y, void *ws) {
     }
 }
 
-void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y) {
+void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
+    (void)ws;
     const dl_op_attrs *a = &k->g.a;
     const int64_t planes = k->g.xs[0] * k->g.xs[1];
     const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
@@ -142,7 +145,9 @@ void cpu_avgpool2d(const dl_kernel *k, const float *x, float *y) {
     }
 }
 
-void cpu_global_avgpool(const dl_kernel *k, const float *x, float *y) {
+void cpu_global_avgpool(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
+    (void)ws;
     const int64_t planes = k->g.xs[0] * k->g.xs[1], plane = k->g.xs[2] * k->g.xs[3];
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; p++) {

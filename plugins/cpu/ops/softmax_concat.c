@@ -5,7 +5,9 @@
 
 #include "cpu_ops.h"
 
-void cpu_softmax(const dl_kernel *k, const float *x, float *y) {
+void cpu_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const float *x = in[0].data;
+    (void)ws;
     int64_t outer = 1, inner = 1, len = k->g.xs[k->g.a.axis];
     for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.xs[d];
     for (int d = k->g.a.axis + 1; d < k->g.xnd; d++) inner *= k->g.xs[d];
@@ -21,7 +23,9 @@ void cpu_softmax(const dl_kernel *k, const float *x, float *y) {
     }
 }
 
-void cpu_concat(const dl_kernel *k, const dl_tensor *inputs, float *y) {
+void cpu_concat(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_tensor *inputs = in;
+    (void)ws;
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.ys[d];
     for (int d = k->g.a.axis + 1; d < k->g.ynd; d++) inner *= k->g.ys[d];
