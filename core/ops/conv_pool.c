@@ -130,12 +130,6 @@ static uint32_t maxpool_minor(const dl_op *op) {
     return op->attrs->dilation[0] != 1 || op->attrs->dilation[1] != 1 ? 2 : 0;
 }
 
-#define POOL_KERNEL_STRIDE_PADDING                                                                  \
-    {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},             \
-        {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},                        \
-        {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0}
-#define POOL_CEIL_MODE {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0}
-
 const dl_op_def dl_op_row_maxpool2d = {
     .name = "maxpool2d",
     .abi_minor = 0,
@@ -143,9 +137,11 @@ const dl_op_def dl_op_row_maxpool2d = {
     .max_inputs = 1,
     .attrs =
         (const dl_attr_def[]){
-            POOL_KERNEL_STRIDE_PADDING,
+            {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
+            {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, /* index POOL_STRIDE */
+            {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
             {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
-            POOL_CEIL_MODE,
+            {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
             {0}},
     .nmse = DL_NMSE_EXACT,
     .cases =
@@ -170,8 +166,10 @@ const dl_op_def dl_op_row_avgpool2d = {
     .max_inputs = 1,
     .attrs =
         (const dl_attr_def[]){
-            POOL_KERNEL_STRIDE_PADDING,
-            POOL_CEIL_MODE,
+            {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
+            {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, /* index POOL_STRIDE */
+            {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
+            {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
             {"count_include_pad", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.count_include_pad), 0, 1, 1, 0},
             {0}},
     .nmse = DL_NMSE_ROUNDING,

@@ -11,7 +11,9 @@ static int axis_of(int axis, int ndim, int extra) {
     return a >= 0 && a < ndim + extra ? a : -1;
 }
 
-#define AXIS_ATTR(def) {"axis", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.axis), -DL_MAX_DIMS, DL_MAX_DIMS - 1, def, 0}
+/* The `axis` key of flatten, softmax and concat, with its default. */
+#define AXIS_ATTR(def)                                                                \
+    { "axis", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.axis), -DL_MAX_DIMS, DL_MAX_DIMS - 1, def, 0 }
 
 /* ---- flatten ---- */
 
