@@ -32,17 +32,22 @@ static const bad_model models[] = {
     {HEAD "  - {name: a, op: relu}\n  - {name: a, op: relu}\n", ":6:12: duplicate layer name 'a'"},
     {HEAD "  - {op: relu, inputs: [nothere]}\n", ":5:25: relu 'relu_1' uses 'nothere', which is not defined before it"},
     {HEAD "  - {name: a, op: relu, inputs: [b]}\n  - {name: b, op: relu, inputs: [a]}\n",
-     ":5:34: relu 'a' uses 'b', which is not defined before it (layers must be listed in execution order; cycles are not allowed)"},
+     ":5:34: relu 'a' uses 'b', which is not defined before it (layers must be listed in execution order; cycles are "
+     "not allowed)"},
     {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 1}\n  - {name: s, op: add, inputs: [c, x]}\n",
      ":6:5: add 's': inputs 'c' [1, 4, 8, 8] and 'x' [1, 3, 8, 8] do not broadcast to one shape"},
     {HEAD "  - {name: p, op: maxpool2d, kernel: 2}\n  - {name: j, op: concat, inputs: [x, p]}\n",
      ":6:5: concat 'j': input 'p' [1, 3, 4, 4] does not match 'x' [1, 3, 8, 8] outside axis 1"},
-    {HEAD "  - {name: fc, op: linear, units: 10}\n", ":5:5: linear 'fc': needs a 2-D input [N, features], got [1, 3, 8, 8] (add a flatten layer before it)"},
-    {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 3, groups: 2}\n", ":5:5: conv2d 'c': input channels 3 are not divisible by groups 2"},
-    {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 11}\n", ":5:5: conv2d 'c': kernel 11x11 (dilation 1) does not fit the padded input [1, 3, 8, 8]"},
+    {HEAD "  - {name: fc, op: linear, units: 10}\n",
+     ":5:5: linear 'fc': needs a 2-D input [N, features], got [1, 3, 8, 8] (add a flatten layer before it)"},
+    {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 3, groups: 2}\n",
+     ":5:5: conv2d 'c': input channels 3 are not divisible by groups 2"},
+    {HEAD "  - {name: c, op: conv2d, filters: 4, kernel: 11}\n",
+     ":5:5: conv2d 'c': kernel 11x11 (dilation 1) does not fit the padded input [1, 3, 8, 8]"},
     {"model: m\ninputs:\n  - {name: x, shape: [1, 3]}\n", ":1:1: model needs 'layers'"},
     {"model: m\ninputs: []\nlayers:\n  - {op: relu}\n", ":2:9: inputs must be a non-empty list"},
-    {"model: m\ninputs:\n  - {name: x, shape: [1, 3], dtype: f16}\nlayers:\n  - {op: relu}\n", ":3:37: unsupported dtype 'f16'"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 3], dtype: f16}\nlayers:\n  - {op: relu}\n",
+     ":3:37: unsupported dtype 'f16'"},
     {HEAD "  - {op: relu, op: relu}\n", ":5:16: duplicate key 'op'"},
     {HEAD "  - {op: conv2d, filters: 4, kernel: 3, bias: maybe}\n", ":5:47: bias must be true or false, not 'maybe'"},
     {HEAD "  - {op: dropout, rate: 1.5}\n", ":5:25: dropout rate must be in [0, 1), not 1.5"},
@@ -50,20 +55,26 @@ static const bad_model models[] = {
     {"- just\n- a list\n", ":1:1: a model must be a mapping"},
     {"", ": empty model file"},
     {HEAD "  - {name: l, op: linear}\n", ":5:5: linear 'l' needs 'units'"},
-    {HEAD "  - {name: p, op: maxpool2d, kernel: 2, padding: 2}\n", ":5:5: maxpool2d 'p': padding 2 is not less than the window extent 2"},
-    {"model: m\ninputs:\n  - {name: x, shape: [1, 0, 4]}\nlayers:\n  - {op: relu}\n", ":3:26: a dimension must be at least 1, not 0"},
+    {HEAD "  - {name: p, op: maxpool2d, kernel: 2, padding: 2}\n",
+     ":5:5: maxpool2d 'p': padding 2 is not less than the window extent 2"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 0, 4]}\nlayers:\n  - {op: relu}\n",
+     ":3:26: a dimension must be at least 1, not 0"},
     {HEAD "  - {op: conv2d, filters: 4, kernel: [3, 3, 3]}\n", ":5:38: kernel must have 1 or 2 values, not 3"},
     {HEAD "  - {op: clip, min: 1, max: 0}\n", ":5:29: clip min 1 is above max 0"},
     {HEAD "  - {op: reshape, shape: [-1, -1]}\n", ":5:31: only one dimension may be -1"},
-    {HEAD "  - {op: reshape, shape: [5, 7]}\n", ":5:5: reshape 'reshape_1': cannot reshape [1, 3, 8, 8] (192 elements) to [5, 7]"},
+    {HEAD "  - {op: reshape, shape: [5, 7]}\n",
+     ":5:5: reshape 'reshape_1': cannot reshape [1, 3, 8, 8] (192 elements) to [5, 7]"},
     {HEAD "  - {op: reshape}\n", ":5:5: reshape 'reshape_1' needs 'shape'"},
     {HEAD "  - {op: matmul, inputs: [x]}\n", ":5:26: matmul 'matmul_1' takes at least 2 inputs, not 1"},
     {"model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nconstants:\n  - {name: w, shape: [5, 4]}\nlayers:\n"
-     "  - {op: matmul, inputs: [x, w]}\n", ":7:5: matmul 'matmul_1': inner dimensions differ: 'x' [1, 3, 8, 8] has 8, 'w' [5, 4] has 5"},
+     "  - {op: matmul, inputs: [x, w]}\n",
+     ":7:5: matmul 'matmul_1': inner dimensions differ: 'x' [1, 3, 8, 8] has 8, 'w' [5, 4] has 5"},
     {"model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nconstants:\n  - {name: x, shape: [3, 1, 1]}\nlayers:\n"
-     "  - {op: relu}\n", ":5:12: duplicate name 'x'"},
+     "  - {op: relu}\n",
+     ":5:12: duplicate name 'x'"},
     {HEAD "  - {op: avgpool2d, kernel: 2, dilation: 2}\n", ":5:32: avgpool2d 'avgpool2d_1': unknown key 'dilation'"},
-    {HEAD "  - {op: relu, \"\": 1}\n", ":5:16: relu 'relu_1': unknown key ''"}, /* once a hang, found by the mutation test */
+    {HEAD "  - {op: relu, \"\": 1}\n",
+     ":5:16: relu 'relu_1': unknown key ''"}, /* once a hang, found by the mutation test */
 };
 
 Test(bad_inputs, models_give_file_line_col_messages) {
@@ -124,21 +135,26 @@ static const bad_st sts[] = {
      "tensor 'fc.bias': data_offsets [32, 40] run past the end of the data (36 bytes; truncated file?)"},
     {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,8]}," B_OK_HDR "}", 40,
      "tensor 'fc.weight': data_offsets [0, 8] hold 8 bytes but shape [2, 4] of F32 needs 32"},
-    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]},\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[28,36]}}",
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]},\"fc.bias\":{\"dtype\":\"F32\","
+     "\"shape\":[2],\"data_offsets\":[28,36]}}",
      40, "tensors 'fc.weight' and 'fc.bias' overlap"},
-    {"{\"fc.weight\":{\"dtype\":\"F99\",\"shape\":[2,4],\"data_offsets\":[0,32]}}", 32, "tensor 'fc.weight': unknown dtype 'F99'"},
+    {"{\"fc.weight\":{\"dtype\":\"F99\",\"shape\":[2,4],\"data_offsets\":[0,32]}}", 32,
+     "tensor 'fc.weight': unknown dtype 'F99'"},
     {"{" B_OK_HDR "}", 40, "model needs tensor 'fc.weight' [2, 4], not in the file"},
     {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[4,2],\"data_offsets\":[0,32]}," B_OK_HDR "}", 40,
      "tensor 'fc.weight' has shape [4, 2], the model needs [2, 4]"},
-    {"{\"fc.weight\":{\"dtype\":\"I64\",\"shape\":[2,4],\"data_offsets\":[0,64]},\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[64,72]}}",
+    {"{\"fc.weight\":{\"dtype\":\"I64\",\"shape\":[2,4],\"data_offsets\":[0,64]},\"fc.bias\":{\"dtype\":\"F32\","
+     "\"shape\":[2],\"data_offsets\":[64,72]}}",
      72, "tensor 'fc.weight' is I64; weights must be F32, F16 or BF16"},
     {"{" W_OK_HDR "," B_OK_HDR ",\"conv9.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[40,44]}}", 44,
      "tensor 'conv9.weight' is not a weight of model 'tiny'"},
     {"{" W_OK_HDR "," W_OK_HDR "}", 40, "tensor 'fc.weight' appears twice"},
-    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,-4],\"data_offsets\":[0,32]}}", 32, "shape entries must be non-negative integers"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,-4],\"data_offsets\":[0,32]}}", 32,
+     "shape entries must be non-negative integers"},
     {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[32,0]}}", 32, "end before they begin"},
     {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4]}}", 32, "'data_offsets' must be [begin, end]"},
-    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32.5]}}", 32, "data_offsets must be non-negative integers"},
+    {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32.5]}}", 32,
+     "data_offsets must be non-negative integers"},
 };
 
 static dl_graph *tiny(void) {
@@ -205,7 +221,8 @@ Test(bad_inputs, corrupting_any_byte_never_crashes, .timeout = 120) {
             if (dl_safetensors_open(p, &st, &err) == DL_OK) {
                 ok++;
                 for (int t = 0; t < st->n_tensors; t++) /* touch every byte it claims */
-                    for (size_t b = 0; b < st->tensors[t].nbytes; b++) cr_assert_geq(((const unsigned char *)st->tensors[t].data)[b], 0);
+                    for (size_t b = 0; b < st->tensors[t].nbytes; b++)
+                        cr_assert_geq(((const unsigned char *)st->tensors[t].data)[b], 0);
                 dl_safetensors_close(st);
             } else {
                 failed++;
@@ -245,12 +262,15 @@ Test(bad_inputs, npy_files) {
         int version;
         const char *want;
     } cases[] = {
-        {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }\n", 24, 1, "Fortran-order arrays are not supported"},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n", 20, 1, "data is shorter than its shape needs"},
+        {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }\n", 24, 1,
+         "Fortran-order arrays are not supported"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n", 20, 1,
+         "data is shorter than its shape needs"},
         {"{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }\n", 16, 1, "dtype '<c8' is not supported"},
         {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", 8, 1, "dtype '>f4' is not supported"},
         {"['descr', '<f4']\n", 8, 1, ".npy header is not a dict"},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }\n", 4, 1, "more than 8 dimensions"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }\n", 4, 1,
+         "more than 8 dimensions"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }\n", 8, 1, "bad dimension"},
         {"{'descr': '<f4', 'shape': (2,), }\n", 8, 1, "lacks descr, fortran_order or shape"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", 8, 9, "format version 9 is not supported"},
@@ -303,9 +323,12 @@ Test(bad_inputs, mutated_models_never_crash, .timeout = 300) {
             size_t pos = (size_t)(u[0] * (float)(len - 1));
             switch (trial % 4) {
             case 0: mut[pos] = subst[(size_t)(u[1] * (sizeof subst - 1))]; break; /* replace */
-            case 1: memmove(mut + pos, mut + pos + 1, n - pos - 1), n--; break;    /* delete */
-            case 2: n = pos; break;                                                 /* truncate */
-            default: mut[pos] = (char)(u[1] * 255); mut[(size_t)(u[2] * (float)(len - 1))] = '\0'; break;
+            case 1: memmove(mut + pos, mut + pos + 1, n - pos - 1), n--; break;   /* delete */
+            case 2: n = pos; break;                                               /* truncate */
+            default:
+                mut[pos] = (char)(u[1] * 255);
+                mut[(size_t)(u[2] * (float)(len - 1))] = '\0';
+                break;
             }
             dl_graph *g = NULL;
             dl_error err = {{0}};

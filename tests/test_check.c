@@ -15,7 +15,8 @@
 static int dlrun(const char *args, char **out) {
     char *cmd;
     /* the fake backends in that folder make placement time ops: keep the cache out of $HOME */
-    cr_assert(asprintf(&cmd, "DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=/tmp/dlrun-test-check-cache %s %s", DLRUN_TEST_PLUGIN_DIR, DLRUN_CLI, args) > 0);
+    cr_assert(asprintf(&cmd, "DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=/tmp/dlrun-test-check-cache %s %s",
+                       DLRUN_TEST_PLUGIN_DIR, DLRUN_CLI, args) > 0);
     int rc = tu_run(cmd, out);
     free(cmd);
     return rc;

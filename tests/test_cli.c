@@ -160,7 +160,8 @@ Test(cli, output_is_deterministic_and_input_round_trips) {
 }
 
 Test(cli, bad_model_reports_file_line_col) {
-    const char text[] = "model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nlayers:\n  - {name: c, op: conv2d, kernel: 3}\n";
+    const char text[] =
+        "model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nlayers:\n  - {name: c, op: conv2d, kernel: 3}\n";
     char *path = tu_write_temp(".yaml", text, strlen(text));
     char *out, *args;
     cr_assert(asprintf(&args, "%s", path) > 0);
@@ -194,7 +195,8 @@ Test(cli, resnet18_runs_and_reports_its_memory_plan, .timeout = 300) {
     double peak = cJSON_GetObjectItem(mem, "peak_bytes")->valuedouble;
     double lb = cJSON_GetObjectItem(mem, "lower_bound_bytes")->valuedouble;
     double naive = cJSON_GetObjectItem(mem, "naive_bytes")->valuedouble;
-    cr_expect(lb > 0 && peak >= lb && peak <= 1.1 * lb && naive > peak, "peak %g lower bound %g naive %g", peak, lb, naive);
+    cr_expect(lb > 0 && peak >= lb && peak <= 1.1 * lb && naive > peak, "peak %g lower bound %g naive %g", peak, lb,
+              naive);
     cJSON_Delete(j);
     free(out);
     cr_assert_eq(dlrun(MODEL("resnet18.yaml") " --profile", &out), 0, "%s", out);
@@ -225,7 +227,8 @@ Test(cli, named_inputs_and_outputs) {
     char *path = tu_write_temp(".yaml", model, strlen(model));
     float a[6] = {1, -2, 3, -4, 5, -6}, b[6] = {0.5f, 0.5f, -5, 1, 1, 1};
     int64_t shape[2] = {2, 3};
-    char fa[] = "/tmp/dlrun-a-XXXXXX.npy", fb[] = "/tmp/dlrun-b-XXXXXX.npy", fs[] = "/tmp/dlrun-s-XXXXXX.npy", fr[] = "/tmp/dlrun-r-XXXXXX.npy";
+    char fa[] = "/tmp/dlrun-a-XXXXXX.npy", fb[] = "/tmp/dlrun-b-XXXXXX.npy", fs[] = "/tmp/dlrun-s-XXXXXX.npy",
+         fr[] = "/tmp/dlrun-r-XXXXXX.npy";
     close(mkstemps(fa, 4)), close(mkstemps(fb, 4)), close(mkstemps(fs, 4)), close(mkstemps(fr, 4));
     dl_error err;
     cr_assert_eq(dl_npy_write(fa, a, shape, 2, &err), DL_OK);
@@ -320,12 +323,30 @@ static void expect_help_lists(const char *args, const char *head, const char *co
 }
 
 Test(cli, help_lists_every_option) {
-    static const char *const run[] = {"backend", "batch", "input", "output", "weights", "seed", "iterations",
-                                      "warmup", "threads", "device", "precision f32|tf32|f16|bf16", "no-fuse",
-                                      "placement", "retune", "no-fallback", "max-memory BYTES", "profile", "json",
-                                      "list-backends", "version"};
-    static const char *const check[] = {"backend NAME", "precision f32|tf32|f16|bf16", "seed N", "op NAME",
-                                        "mode test|perf", "iterations N", "threads N", "json"};
+    static const char *const run[] = {"backend",
+                                      "batch",
+                                      "input",
+                                      "output",
+                                      "weights",
+                                      "seed",
+                                      "iterations",
+                                      "warmup",
+                                      "threads",
+                                      "device",
+                                      "precision f32|tf32|f16|bf16",
+                                      "no-fuse",
+                                      "placement",
+                                      "retune",
+                                      "no-fallback",
+                                      "max-memory BYTES",
+                                      "profile",
+                                      "json",
+                                      "list-backends",
+                                      "version"};
+    static const char *const check[] = {"backend NAME",   "precision f32|tf32|f16|bf16",
+                                        "seed N",         "op NAME",
+                                        "mode test|perf", "iterations N",
+                                        "threads N",      "json"};
     expect_help_lists("--help", "usage: dlrun MODEL.yaml [options]", run, sizeof run / sizeof *run);
     expect_help_lists("check --help", "usage: dlrun check MODEL.yaml", check, sizeof check / sizeof *check);
     expect_help_lists("test-ops --help", "dlrun test-ops [--backend NAME]...", check, sizeof check / sizeof *check);

@@ -116,7 +116,8 @@ static void check_conv(conv_case cc) {
     attrs(&a);
     a.kernel[0] = cc.kh, a.kernel[1] = cc.kw, a.stride[0] = cc.sh, a.stride[1] = cc.sw;
     a.pad_begin[0] = cc.pt, a.pad_begin[1] = cc.pl, a.pad_end[0] = cc.pb, a.pad_end[1] = cc.pr;
-    a.dilation[0] = cc.dh, a.dilation[1] = cc.dw, a.groups = cc.groups, a.activation = cc.relu ? DL_ACT_RELU : DL_ACT_NONE;
+    a.dilation[0] = cc.dh, a.dilation[1] = cc.dw, a.groups = cc.groups,
+    a.activation = cc.relu ? DL_ACT_RELU : DL_ACT_NONE;
     int oh = (cc.h + cc.pt + cc.pb - cc.dh * (cc.kh - 1) - 1) / cc.sh + 1;
     int ow = (cc.w + cc.pl + cc.pr - cc.dw * (cc.kw - 1) - 1) / cc.sw + 1;
     int cg = cc.c / cc.groups, ocg = cc.oc / cc.groups;
@@ -142,8 +143,9 @@ static void check_conv(conv_case cc) {
                     ref[(((size_t)i * cc.oc + o) * oh + oy) * ow + ox] = s;
                 }
     char what[160];
-    snprintf(what, sizeof what, "conv n%d c%d %dx%d oc%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d b%d r%d", cc.n, cc.c, cc.h,
-             cc.w, cc.oc, cc.kh, cc.kw, cc.sh, cc.sw, cc.pt, cc.pl, cc.pb, cc.pr, cc.dh, cc.dw, cc.groups, cc.bias, cc.relu);
+    snprintf(what, sizeof what, "conv n%d c%d %dx%d oc%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d b%d r%d", cc.n, cc.c,
+             cc.h, cc.w, cc.oc, cc.kh, cc.kw, cc.sh, cc.sw, cc.pt, cc.pl, cc.pb, cc.pr, cc.dh, cc.dw, cc.groups,
+             cc.bias, cc.relu);
     expect_close(&y, ref, 1e-8, what);
     free(ref);
     for (int i = 0; i < 3; i++) free(in[i].data);
@@ -236,7 +238,8 @@ static void check_pool(int maxp, int n, int c, int h, int w, int k, int s, int p
                 ref[((size_t)pl * o[0] + oy) * o[1] + ox] = maxp ? m : sum / (cip ? cnt_pad : cnt);
             }
     char what[96];
-    snprintf(what, sizeof what, "%s k%d s%d p%d ceil%d cip%d d%d", maxp ? "maxpool" : "avgpool", k, s, p, ceil_mode, cip, dil);
+    snprintf(what, sizeof what, "%s k%d s%d p%d ceil%d cip%d d%d", maxp ? "maxpool" : "avgpool", k, s, p, ceil_mode,
+             cip, dil);
     expect_close(&y, ref, 1e-10, what);
     free(ref);
     free(x.data);
@@ -285,7 +288,9 @@ Test(cpu_ops, relu_flatten_dropout_reshape) {
     double *ref = malloc((size_t)x.n * sizeof *ref);
     const dl_op_kind kinds[4] = {DL_OP_RELU, DL_OP_FLATTEN, DL_OP_DROPOUT, DL_OP_RESHAPE};
     for (int t = 0; t < 4; t++) {
-        tt y = kinds[t] == DL_OP_FLATTEN ? MAKE(0, 1, 2, 105) : kinds[t] == DL_OP_RESHAPE ? MAKE(0, 1, 7, 30) : MAKE(0, 1, 2, 3, 5, 7);
+        tt y = kinds[t] == DL_OP_FLATTEN   ? MAKE(0, 1, 2, 105)
+               : kinds[t] == DL_OP_RESHAPE ? MAKE(0, 1, 7, 30)
+                                           : MAKE(0, 1, 2, 3, 5, 7);
         run_op(kinds[t], &a, &x, 1, &y);
         for (int64_t i = 0; i < x.n; i++) ref[i] = kinds[t] == DL_OP_RELU && x.data[i] < 0 ? 0 : x.data[i];
         expect_close(&y, ref, 1e-12, kinds[t] == DL_OP_RELU ? "relu" : "copy");
@@ -418,7 +423,8 @@ Test(cpu_ops, batchnorm) {
     double *ref = malloc((size_t)y.n * sizeof *ref);
     for (int64_t i = 0; i < y.n; i++) {
         int c = (int)((i / 21) % 5);
-        ref[i] = (in[0].data[i] - (double)in[3].data[c]) / sqrt((double)in[4].data[c] + 1e-3) * in[1].data[c] + in[2].data[c];
+        ref[i] = (in[0].data[i] - (double)in[3].data[c]) / sqrt((double)in[4].data[c] + 1e-3) * in[1].data[c] +
+                 in[2].data[c];
     }
     expect_close(&y, ref, 1e-10, "batchnorm");
     free(ref);
@@ -559,7 +565,7 @@ static void check_unary(dl_op_kind kind, float scale, float p0, float p1, const 
     for (int64_t i = 0; i < y.n; i++) {
         double v = x.data[i];
         ref[i] = kind == DL_OP_LEAKY_RELU ? (v >= 0 ? v : p0 * v)
-               : kind == DL_OP_SIGMOID    ? 1.0 / (1.0 + exp(-v))
+                 : kind == DL_OP_SIGMOID  ? 1.0 / (1.0 + exp(-v))
                                           : fmin(fmax(v, p0), p1);
     }
     expect_close(&y, ref, kind == DL_OP_SIGMOID ? 1e-12 : 1e-14, what);
@@ -597,7 +603,8 @@ Test(cpu_ops, maxpool_propagates_nan) {
                 int hit = 0; /* does this output's window hold (4, 5)? */
                 for (int i = 0; i < cfg[c][0]; i++)
                     for (int j = 0; j < cfg[c][0]; j++)
-                        hit |= oy * cfg[c][1] - cfg[c][2] + i * cfg[c][3] == 4 && ox * cfg[c][1] - cfg[c][2] + j * cfg[c][3] == 5;
+                        hit |= oy * cfg[c][1] - cfg[c][2] + i * cfg[c][3] == 4 &&
+                               ox * cfg[c][1] - cfg[c][2] + j * cfg[c][3] == 5;
                 float v = y.data[oy * o + ox];
                 cr_expect(hit ? isnan(v) : !isnan(v), "config %d output (%d, %d): %g, window %s the NaN", c, oy, ox, v,
                           hit ? "holds" : "does not hold");

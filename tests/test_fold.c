@@ -28,10 +28,12 @@ static char *write_weights(const tensor_spec *t, int n) {
         char shape[64] = "";
         for (int d = 0; d < t[i].nd; d++) {
             cnt *= t[i].shape[d];
-            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "," : "",
+                     (long long)t[i].shape[d]);
         }
-        snprintf(header + strlen(header), sizeof header - strlen(header), "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                 i ? "," : "", t[i].name, shape, off, off + (size_t)cnt * 4);
+        snprintf(header + strlen(header), sizeof header - strlen(header),
+                 "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}", i ? "," : "", t[i].name,
+                 shape, off, off + (size_t)cnt * 4);
         off += (size_t)cnt * 4;
     }
     strcat(header, "}");
@@ -64,7 +66,8 @@ static float *run(const char *yaml, const char *weights, int no_fuse, int *folde
     dl_session_options_init(&so);
     so.weights_path = weights;
     so.no_fuse = no_fuse;
-    cr_assert_eq(tu_open_session(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(tu_open_session(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s",
+                 err.msg);
     *folded = 0;
     for (int i = 0; i < dl_session_step_count(s); i++) {
         dl_step_info st;
@@ -88,10 +91,11 @@ static float *run(const char *yaml, const char *weights, int no_fuse, int *folde
     return out;
 }
 
-
-#define BN(layer, c)                                                                                                  \
-    {layer ".weight", 1, {c}, 0.5f, 1.5f}, {layer ".bias", 1, {c}, -0.5f, 0.5f}, {layer ".running_mean", 1, {c}, -0.3f, 0.3f}, \
-        {layer ".running_var", 1, {c}, 0.3f, 2.0f}
+#define BN(layer, c)                                                             \
+    {layer ".weight", 1, {c}, 0.5f, 1.5f}, {layer ".bias", 1, {c}, -0.5f, 0.5f}, \
+        {layer ".running_mean", 1, {c}, -0.3f, 0.3f}, {                          \
+        layer ".running_var", 1, {c}, 0.3f, 2.0f                                 \
+    }
 
 Test(fold, batchnorm_folds_into_conv_and_agrees) {
     static const char yaml[] = "model: fold\ninputs:\n  - {name: x, shape: [2, 3, 9, 7]}\nlayers:\n"
@@ -100,8 +104,11 @@ Test(fold, batchnorm_folds_into_conv_and_agrees) {
                                "  - {name: r1, op: relu}\n"
                                "  - {name: c2, op: conv2d, filters: 4, kernel: 3, stride: 2}\n"
                                "  - {name: b2, op: batchnorm, eps: 0.001}\n";
-    const tensor_spec t[] = {{"c1.weight", 4, {5, 3, 3, 3}, -0.5f, 0.5f}, BN("b1", 5),
-                             {"c2.weight", 4, {4, 5, 3, 3}, -0.5f, 0.5f}, {"c2.bias", 1, {4}, -1, 1}, BN("b2", 4)};
+    const tensor_spec t[] = {{"c1.weight", 4, {5, 3, 3, 3}, -0.5f, 0.5f},
+                             BN("b1", 5),
+                             {"c2.weight", 4, {4, 5, 3, 3}, -0.5f, 0.5f},
+                             {"c2.bias", 1, {4}, -1, 1},
+                             BN("b2", 4)};
     char *w = write_weights(t, sizeof t / sizeof t[0]);
     int folded, plain;
     int64_t n, n2;

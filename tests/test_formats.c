@@ -88,23 +88,24 @@ Test(models, batch_changes_every_shape_and_leaves_the_model_alone) {
 }
 
 Test(models, dag_defaults_and_attributes) {
-    dl_graph *g = parse("model: dag\n"
-                        "inputs:\n  - {name: x, shape: [2, 4, 11, 13]}\n"
-                        "weights: w.safetensors\n"
-                        "layers:\n"
-                        "  - {name: a, op: conv2d, filters: 6, kernel: [3, 5], stride: 2, padding: [1, 2], dilation: 1}\n"
-                        "  - {name: b, op: conv2d, filters: 6, kernel: 3, stride: 2, padding: [0, 1, 2, 1], groups: 2, inputs: [x]}\n"
-                        "  - {name: j, op: concat, inputs: [a, b]}\n"
-                        "  - {name: d, op: conv2d, filters: 4, kernel: 3, dilation: 2, padding: 2, bias: false}\n"
-                        "  - {name: m, op: maxpool2d, kernel: 3, stride: 2, padding: 1, ceil_mode: true}\n"
-                        "  - {name: p, op: avgpool2d, kernel: 2, count_include_pad: false}\n"
-                        "  - {op: global_avgpool}\n"
-                        "  - {name: s, op: softmax, axis: 1}\n"
-                        "  - {name: bn, op: batchnorm, eps: 0.001, inputs: [a]}\n"
-                        "  - {name: lr, op: leaky_relu}\n"
-                        "  - {name: sg, op: sigmoid}\n"
-                        "  - {name: cl, op: clip, max: 6}\n"
-                        "outputs: [s, bn]\n");
+    dl_graph *g = parse(
+        "model: dag\n"
+        "inputs:\n  - {name: x, shape: [2, 4, 11, 13]}\n"
+        "weights: w.safetensors\n"
+        "layers:\n"
+        "  - {name: a, op: conv2d, filters: 6, kernel: [3, 5], stride: 2, padding: [1, 2], dilation: 1}\n"
+        "  - {name: b, op: conv2d, filters: 6, kernel: 3, stride: 2, padding: [0, 1, 2, 1], groups: 2, inputs: [x]}\n"
+        "  - {name: j, op: concat, inputs: [a, b]}\n"
+        "  - {name: d, op: conv2d, filters: 4, kernel: 3, dilation: 2, padding: 2, bias: false}\n"
+        "  - {name: m, op: maxpool2d, kernel: 3, stride: 2, padding: 1, ceil_mode: true}\n"
+        "  - {name: p, op: avgpool2d, kernel: 2, count_include_pad: false}\n"
+        "  - {op: global_avgpool}\n"
+        "  - {name: s, op: softmax, axis: 1}\n"
+        "  - {name: bn, op: batchnorm, eps: 0.001, inputs: [a]}\n"
+        "  - {name: lr, op: leaky_relu}\n"
+        "  - {name: sg, op: sigmoid}\n"
+        "  - {name: cl, op: clip, max: 6}\n"
+        "outputs: [s, bn]\n");
     expect_shape(g, "a", "[2, 6, 6, 7]");
     expect_shape(g, "b", "[2, 6, 6, 7]");
     expect_shape(g, "b.weight", "[6, 2, 3, 3]");
@@ -141,7 +142,8 @@ Test(models, dag_defaults_and_attributes) {
 }
 
 Test(models, weights_path_is_relative_to_the_model_file) {
-    const char *t = "model: m\ninputs:\n  - {name: x, shape: [1, 2]}\nweights: w.safetensors\nlayers:\n  - {op: relu}\n";
+    const char *t =
+        "model: m\ninputs:\n  - {name: x, shape: [1, 2]}\nweights: w.safetensors\nlayers:\n  - {op: relu}\n";
     dl_graph *g;
     dl_error err;
     cr_assert_eq(dl_model_parse_yaml(t, strlen(t), "some/dir/m.yaml", &g, &err), DL_OK, "%s", err.msg);
@@ -151,7 +153,8 @@ Test(models, weights_path_is_relative_to_the_model_file) {
 
 /* ---- safetensors and weights ---- */
 
-static const char fc_model[] = "model: fc\ninputs:\n  - {name: x, shape: [1, 3]}\nlayers:\n  - {name: fc, op: linear, units: 2}\n";
+static const char fc_model[] =
+    "model: fc\ninputs:\n  - {name: x, shape: [1, 3]}\nlayers:\n  - {name: fc, op: linear, units: 2}\n";
 
 Test(weights, f32_file_round_trip_in_place) {
     float w[6], b[2];
@@ -283,7 +286,8 @@ Test(npy, other_dtypes_are_converted) {
     };
     for (size_t c = 0; c < 4; c++) {
         char hdr[128];
-        int hl = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%zu,), }\n", cases[c].descr, cases[c].count);
+        int hl = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%zu,), }\n",
+                          cases[c].descr, cases[c].count);
         unsigned char file[256] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)hl, 0};
         memcpy(file + 10, hdr, (size_t)hl);
         memcpy(file + 10 + hl, cases[c].bytes, cases[c].n);

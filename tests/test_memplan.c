@@ -23,7 +23,8 @@ static void check(const dl_mem_request *r, int n, double max_ratio, const char *
         if (r[k].share >= 0) cr_expect_eq(off[k], off[r[k].share], "%s: in-place pair split", what);
     }
     cr_expect_geq(st.peak, st.lower_bound, "%s", what);
-    cr_expect_leq((double)st.peak, max_ratio * (double)st.lower_bound, "%s: peak %zu vs lower bound %zu", what, st.peak, st.lower_bound);
+    cr_expect_leq((double)st.peak, max_ratio * (double)st.lower_bound, "%s: peak %zu vs lower bound %zu", what, st.peak,
+                  st.lower_bound);
     cr_expect_leq(st.peak, st.naive, "%s", what);
     free(off);
 }
@@ -44,8 +45,8 @@ Test(memplan, diamond_and_residual_and_concat) {
     dl_mem_request dia[4] = {{4096, 0, 2, -1}, {4096, 1, 3, -1}, {4096, 2, 3, -1}, {4096, 3, 4, -1}};
     check(dia, 4, 1.0, "diamond");
     /* residual block: x feeds conv1 and the add; conv1 -> bn -> relu -> conv2 -> add */
-    dl_mem_request res[6] = {{8192, 0, 5, -1}, {8192, 1, 2, -1}, {8192, 2, 3, 1}, {8192, 3, 4, 2},
-                             {8192, 4, 5, -1}, {8192, 5, 6, 4}};
+    dl_mem_request res[6] = {{8192, 0, 5, -1}, {8192, 1, 2, -1}, {8192, 2, 3, 1},
+                             {8192, 3, 4, 2},  {8192, 4, 5, -1}, {8192, 5, 6, 4}};
     check(res, 6, 1.0, "residual (in place)");
     /* concat of three branches of different sizes */
     dl_mem_request cat[5] = {{1000, 0, 3, -1}, {3000, 1, 4, -1}, {2000, 2, 4, -1}, {500, 3, 4, -1}, {5500, 4, 5, -1}};
@@ -84,9 +85,11 @@ static void model_plan(const char *name, int64_t batch) {
     dl_memory_info mi;
     dl_session_memory(s, 0, &mi);
     cr_expect_str_eq(mi.domain, "host");
-    cr_expect_leq((double)mi.peak_bytes, 1.1 * (double)mi.lower_bound_bytes, "%s batch %lld: planned %llu, lower bound %llu", name,
-                  (long long)batch, (unsigned long long)mi.peak_bytes, (unsigned long long)mi.lower_bound_bytes);
-    if (batch > 1 || strstr(name, "vgg")) cr_expect_lt(mi.peak_bytes, mi.naive_bytes / 2, "%s: reuse should at least halve memory", name);
+    cr_expect_leq((double)mi.peak_bytes, 1.1 * (double)mi.lower_bound_bytes,
+                  "%s batch %lld: planned %llu, lower bound %llu", name, (long long)batch,
+                  (unsigned long long)mi.peak_bytes, (unsigned long long)mi.lower_bound_bytes);
+    if (batch > 1 || strstr(name, "vgg"))
+        cr_expect_lt(mi.peak_bytes, mi.naive_bytes / 2, "%s: reuse should at least halve memory", name);
     /* brute force over the session's own slots: simultaneously live slots never overlap */
     for (int i = 0; i < s->n_slots; i++)
         for (int j = i + 1; j < s->n_slots; j++) {

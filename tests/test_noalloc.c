@@ -21,11 +21,26 @@ static long allocations;
 static void note(void) {
     if (counting) __atomic_add_fetch(&allocations, 1, __ATOMIC_RELAXED);
 }
-void *malloc(size_t n) { note(); return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { note(); return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { note(); return __libc_realloc(p, n); }
-void *memalign(size_t a, size_t n) { note(); return __libc_memalign(a, n); }
-void *aligned_alloc(size_t a, size_t n) { note(); return __libc_memalign(a, n); }
+void *malloc(size_t n) {
+    note();
+    return __libc_malloc(n);
+}
+void *calloc(size_t a, size_t b) {
+    note();
+    return __libc_calloc(a, b);
+}
+void *realloc(void *p, size_t n) {
+    note();
+    return __libc_realloc(p, n);
+}
+void *memalign(size_t a, size_t n) {
+    note();
+    return __libc_memalign(a, n);
+}
+void *aligned_alloc(size_t a, size_t n) {
+    note();
+    return __libc_memalign(a, n);
+}
 int posix_memalign(void **p, size_t a, size_t n) {
     note();
     *p = __libc_memalign(a, n);

@@ -25,13 +25,15 @@ static void fresh_cache(void) {
 }
 
 static void fresh_env(void) {
-    static const char *vars[] = {"DLFAKE_FAKEDEV_US", "DLFAKE_FAKECPU_US", "DLFAKE_FAKEDEV_COPY_US", "DLFAKE_FAKEDEV_OPS",
-                                 "DLFAKE_FAKECPU_OPS", "DLFAKE_FAKEDEV_DROPOUT_US", "DLFAKE_FAKECPU_DROPOUT_US", "DLRUN_PLUGIN_PATH"};
+    static const char *vars[] = {"DLFAKE_FAKEDEV_US",         "DLFAKE_FAKECPU_US",  "DLFAKE_FAKEDEV_COPY_US",
+                                 "DLFAKE_FAKEDEV_OPS",        "DLFAKE_FAKECPU_OPS", "DLFAKE_FAKEDEV_DROPOUT_US",
+                                 "DLFAKE_FAKECPU_DROPOUT_US", "DLRUN_PLUGIN_PATH"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     fresh_cache();
 }
 
-static dl_session *session(const char *yaml, dl_session_options *so, dl_context **ctx, dl_model **m, dl_error *err, dl_status *st) {
+static dl_session *session(const char *yaml, dl_session_options *so, dl_context **ctx, dl_model **m, dl_error *err,
+                           dl_status *st) {
     dl_context_options co = {sizeof co, 1, 0, FAKES, 1};
     cr_assert_eq(dl_context_create(&co, ctx, err), DL_OK);
     char *path = tu_write_temp(".yaml", yaml, strlen(yaml));
@@ -129,8 +131,9 @@ Test(placement, pins_and_forced_backend_are_obeyed) {
     fresh_env();
     setenv("DLFAKE_FAKEDEV_US", "100", 1);
     setenv("DLFAKE_FAKECPU_US", "1000", 1);
-    const char pinned[] = "model: chain\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
-                          "  - {name: a, op: relu}\n  - {name: b, op: dropout, backend: fakecpu}\n  - {name: c, op: relu}\n";
+    const char pinned[] =
+        "model: chain\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
+        "  - {name: a, op: relu}\n  - {name: b, op: dropout, backend: fakecpu}\n  - {name: c, op: relu}\n";
     expect_placement(pinned, "fakedev fakecpu fakedev", NULL);
     dl_session_options so;
     dl_session_options_init(&so);
@@ -153,14 +156,16 @@ Test(placement, no_fallback_turns_fallbacks_into_errors) {
     dl_status st;
     dl_session *s = session(pinned, &so, &ctx, &m, &err, &st);
     cr_expect_eq(st, DL_E_UNSUPPORTED);
-    cr_expect(strstr(err.msg, "relu 'a' is pinned to backend 'fakecpu', but not in DLFAKE ops (--no-fallback)"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "relu 'a' is pinned to backend 'fakecpu', but not in DLFAKE ops (--no-fallback)"), "%s",
+              err.msg);
     close_all(s, m, ctx);
     /* a device backend is loaded but cannot run dropout: only the host one can */
     setenv("DLFAKE_FAKECPU_OPS", "RELU,DROPOUT", 1);
     setenv("DLFAKE_FAKEDEV_OPS", "RELU", 1);
     s = session(chain3, &so, &ctx, &m, &err, &st);
     cr_expect_eq(st, DL_E_UNSUPPORTED);
-    cr_expect(strstr(err.msg, "no device backend can run dropout 'b' and --no-fallback forbids the CPU"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "no device backend can run dropout 'b' and --no-fallback forbids the CPU"), "%s",
+              err.msg);
     close_all(s, m, ctx);
 }
 
@@ -216,7 +221,8 @@ Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_s
     free(out);
     const char *bad[] = {"garbage{", "{\"format\": \"dlrun-timing-cache\", \"version\": 99, \"entries\": {}}",
                          "{\"format\": \"dlrun-timing-cache\", \"version\": 1, \"entries\": {\"k\": \"fast\"}}"};
-    const char *why[] = {"(it is not JSON); rebuilding it", "(it was written by another version of dlrun); rebuilding it",
+    const char *why[] = {"(it is not JSON); rebuilding it",
+                         "(it was written by another version of dlrun); rebuilding it",
                          "(an entry is not a time); rebuilding it"};
     for (int i = 0; i < 3; i++) {
         FILE *f = fopen(path, "w");
@@ -232,14 +238,16 @@ Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_s
     }
     /* four processes re-timing at once: the file stays whole */
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "for i in 1 2 3 4; do DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s --retune >/dev/null 2>&1 & done; wait",
+    snprintf(cmd, sizeof cmd,
+             "for i in 1 2 3 4; do DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s --retune >/dev/null 2>&1 & done; wait",
              FAKES, cache_dir, DLRUN_CLI, model);
     cr_assert_eq(tu_run(cmd, NULL), 0);
     cr_assert_eq(dlrun(model, &out), 0);
     cr_expect(strstr(out, "placement: 0 timed, 9 cached"), "after concurrent writers: %s", out);
     cr_expect_null(strstr(out, "unusable"), "%s", out);
     free(out);
-    snprintf(cmd, sizeof cmd, "script -qec 'DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s --retune' /dev/null", FAKES, cache_dir, DLRUN_CLI, model);
+    snprintf(cmd, sizeof cmd, "script -qec 'DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s --retune' /dev/null", FAKES,
+             cache_dir, DLRUN_CLI, model);
     cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
     cr_expect(strstr(out, "placement: timing op 1 of 9"), "progress line on a terminal: %s", out);
     free(out);
@@ -267,8 +275,10 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
     dl_error err = {{0}};
     dl_session_options so;
     dl_session_options_init(&so);
-    cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev2.so",
-                                 yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR
+                                                       "/libdlrun-fakedev2.so",
+                                 yaml, &so, &ctx, &m, &s, &err),
+                 DL_OK, "%s", err.msg);
     char got[128] = "";
     for (int i = 0; i < dl_session_placement_count(s); i++) {
         dl_placement_info pi;

@@ -53,7 +53,8 @@ Test(plugins, broken_plugins_are_skipped_with_reasons) {
     const dl_plugin_info *ex = find(ctx, "example");
     cr_assert(ex && ex->loaded, "example plugin did not load: %s", ex && ex->reason ? ex->reason : "missing");
     const dl_plugin_info *old = find(ctx, "example10");
-    cr_expect(old && old->loaded, "an ABI 1.0 plugin (shorter table) must still load: %s", old && old->reason ? old->reason : "missing");
+    cr_expect(old && old->loaded, "an ABI 1.0 plugin (shorter table) must still load: %s",
+              old && old->reason ? old->reason : "missing");
     expect_skipped(ctx, "noentry", "no 'dl_plugin_init' symbol");
     expect_skipped(ctx, "badabi", "built for plugin ABI 99.3");
     expect_skipped(ctx, "initfail", "no CUDA device (test plugin)");
@@ -75,19 +76,17 @@ Test(plugins, env_path_is_searched) {
     unsetenv("DLRUN_PLUGIN_PATH");
 }
 
-static const char relu_model[] =
-    "model: tiny\n"
-    "inputs:\n"
-    "  - {name: x, shape: [2, 3, 5, 7]}\n"
-    "layers:\n"
-    "  - {name: r, op: relu}\n";
+static const char relu_model[] = "model: tiny\n"
+                                 "inputs:\n"
+                                 "  - {name: x, shape: [2, 3, 5, 7]}\n"
+                                 "layers:\n"
+                                 "  - {name: r, op: relu}\n";
 
-static const char conv_model[] =
-    "model: tinyconv\n"
-    "inputs:\n"
-    "  - {name: x, shape: [1, 3, 5, 5]}\n"
-    "layers:\n"
-    "  - {name: c, op: conv2d, filters: 2, kernel: 3}\n";
+static const char conv_model[] = "model: tinyconv\n"
+                                 "inputs:\n"
+                                 "  - {name: x, shape: [1, 3, 5, 5]}\n"
+                                 "layers:\n"
+                                 "  - {name: c, op: conv2d, filters: 2, kernel: 3}\n";
 
 static void run_relu_on(const char *backend);
 Test(plugins, session_runs_on_example_backend) {
@@ -127,7 +126,8 @@ static void run_relu_on(const char *backend) {
 
 Test(plugins, forced_backend_that_cannot_run_an_op_names_it) {
     unsetenv("DLRUN_PLUGIN_PATH");
-    dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR "/libdlrun-example.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-example10.so");
+    dl_context *ctx =
+        open_dir(DLRUN_TEST_PLUGIN_DIR "/libdlrun-example.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-example10.so");
     char *path = tu_write_temp(".yaml", conv_model, strlen(conv_model));
     dl_model *m;
     dl_session *s = NULL;
@@ -143,7 +143,8 @@ Test(plugins, forced_backend_that_cannot_run_an_op_names_it) {
     cr_expect(strstr(err.msg, "unknown backend 'nosuch' (loaded: example, example10)"), "%s", err.msg);
     so.backend = NULL; /* no backend can run conv here: the example only does relu */
     cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_UNSUPPORTED);
-    cr_expect(strstr(err.msg, "no backend can run conv2d 'c': example: only relu; example10: only relu"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "no backend can run conv2d 'c': example: only relu; example10: only relu"), "%s",
+              err.msg);
     dl_model_free(m);
     unlink(path);
     free(path);
@@ -162,7 +163,8 @@ static void expect_gpu_plugin(const char *file, const char *name, const char *de
         cr_expect_eq(p->device.device_type, DL_DEVICE_CUDA);
         cr_expect(strstr(p->description, describes), "%s", p->description);
     } else {
-        cr_expect(!strncmp(p->reason, "no CUDA device", 14) || strstr(p->reason, "libcudnn") || strstr(p->reason, "libcublas"),
+        cr_expect(!strncmp(p->reason, "no CUDA device", 14) || strstr(p->reason, "libcudnn") ||
+                      strstr(p->reason, "libcublas"),
                   "it must say what is missing: '%s'", p->reason);
         cr_expect_null(strchr(p->reason, '\n'), "one line: '%s'", p->reason);
     }
@@ -188,7 +190,10 @@ Test(plugins, cudnn_plugin_builds_and_loads_or_says_why) {
 
 /* ---- ABI minor gating: a plugin is never shown an op newer than the ABI it was built for ---- */
 
-static int accept_all(void *self, const dl_op *op, dl_error *why) { (void)self, (void)op, (void)why; return 1; }
+static int accept_all(void *self, const dl_op *op, dl_error *why) {
+    (void)self, (void)op, (void)why;
+    return 1;
+}
 
 Test(plugins, older_plugins_never_see_newer_ops) {
     dl_backend be = {.abi_version = (DL_ABI_MAJOR << 16) | 1u, .supports = accept_all};
@@ -200,7 +205,8 @@ Test(plugins, older_plugins_never_see_newer_ops) {
     dl_error why = {{0}};
     cr_expect(dl_backend_accepts(&be, &op, &why), "same-shape add is ABI 1.0: %s", why.msg);
     in[1].ndim = 1, in[1].shape = s1; /* broadcasting: ABI 1.2 */
-    cr_expect(!dl_backend_accepts(&be, &op, &why) && strstr(why.msg, "needs plugin ABI 1.2, the plugin speaks 1.1"), "%s", why.msg);
+    cr_expect(!dl_backend_accepts(&be, &op, &why) && strstr(why.msg, "needs plugin ABI 1.2, the plugin speaks 1.1"),
+              "%s", why.msg);
     op.kind = DL_OP_MATMUL;
     cr_expect(!dl_backend_accepts(&be, &op, &why), "matmul shown to an ABI 1.1 plugin");
     op.kind = DL_OP_MAXPOOL2D, op.n_inputs = 1, a.dilation[0] = 2;

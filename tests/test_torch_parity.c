@@ -21,8 +21,9 @@ static void check_model(const char *torch_name, const char *yaml) {
     cr_assert_eq(rc, 0, "reference generation failed (is python3-torch installed? run tools/setup): %s", out);
     free(cmd);
     free(out);
-    cr_assert(asprintf(&cmd, "env -u DLRUN_PLUGIN_PATH %s %s/models/%s --backend cpu --weights %s/%s.safetensors "
-                             "--input %s/input.npy --output %s/got.npy",
+    cr_assert(asprintf(&cmd,
+                       "env -u DLRUN_PLUGIN_PATH %s %s/models/%s --backend cpu --weights %s/%s.safetensors "
+                       "--input %s/input.npy --output %s/got.npy",
                        DLRUN_CLI, DLRUN_SOURCE_DIR, yaml, dir, torch_name, dir, dir) > 0);
     rc = tu_run(cmd, &out);
     cr_assert_eq(rc, 0, "dlrun failed: %s", out);

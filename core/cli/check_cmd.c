@@ -54,8 +54,8 @@ static const cli_opt check_opts[] = {
      .help = "test-ops: only cases of this op"},
     {"mode", CLI_WORD, FIELD(perf), .words = mode_words, .only_for = "test-ops",
      .help = "test-ops: test (default) checks each case; perf also times it"},
-    {"iterations", CLI_INT, FIELD(iterations), .lo = 1, .hi = INT_MAX, .value_name = "N",
-     .wants = "a positive integer", .help = "timed runs per case with --mode perf (default 10)"},
+    {"iterations", CLI_INT, FIELD(iterations), .lo = 1, .hi = INT_MAX, .value_name = "N", .wants = "a positive integer",
+     .help = "timed runs per case with --mode perf (default 10)"},
     {"threads", CLI_INT, FIELD(threads), .lo = 1, .hi = INT_MAX, .value_name = "N", .wants = "a positive integer",
      .help = "CPU threads"},
     {"json", CLI_FLAG, FIELD(json), .help = "rows and counts as JSON"},
@@ -79,7 +79,10 @@ static void print_row(void *user, const dl_check_row *r) {
         cJSON_AddStringToObject(e, "op", r->op);
         cJSON_AddStringToObject(e, "backend", r->backend);
         cJSON_AddStringToObject(e, "shape", r->shape);
-        cJSON_AddStringToObject(e, "result", r->result == DL_CHECK_PASS ? "pass" : r->result == DL_CHECK_FAIL ? "fail" : "not supported");
+        cJSON_AddStringToObject(e, "result",
+                                r->result == DL_CHECK_PASS   ? "pass"
+                                : r->result == DL_CHECK_FAIL ? "fail"
+                                                             : "not supported");
         if (r->result != DL_CHECK_UNSUPPORTED) {
             cJSON_AddNumberToObject(e, "max_abs", isfinite(r->max_abs) ? r->max_abs : -1);
             cJSON_AddNumberToObject(e, "max_rel", isfinite(r->max_rel) ? r->max_rel : -1);

@@ -6,7 +6,7 @@
 typedef struct cli_options {
     const char *model;
     const char *backend;
-    const char *inputs[16];  /* --input FILE or NAME=FILE, as given */
+    const char *inputs[16]; /* --input FILE or NAME=FILE, as given */
     int n_inputs;
     const char *outputs[16]; /* --output FILE or NAME=FILE */
     int n_outputs;
@@ -26,7 +26,7 @@ typedef struct cli_options {
     int placement;
     int retune;
     int no_fallback;
-    int version;             /* --version: print it, nothing else */
+    int version; /* --version: print it, nothing else */
 } cli_options;
 
 typedef struct cli_timing {
@@ -36,11 +36,9 @@ typedef struct cli_timing {
 } cli_timing;
 
 /* Text report: summary line, placement, top-5, latency; and the per-op table with --profile. */
-void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s,
-                    const cli_timing *t);
+void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s, const cli_timing *t);
 /* The same facts as one JSON object on stdout. */
-void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s,
-                    const cli_timing *t);
+void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s, const cli_timing *t);
 void cli_print_backends(const dl_context *ctx, int json);
 /* `dlrun check` (test_ops 0) and `dlrun test-ops` (1); argv[0] is the subcommand. */
 int cli_check_main(int argc, char **argv, int test_ops);

@@ -42,8 +42,8 @@ static const cli_opt run_opts[] = {
              "seeded PyTorch-style initialisation)"},
     {"seed", CLI_SEED, FIELD(seed), .value_name = "N", .wants = "a non-negative integer",
      .help = "seed for random weights and input (default 1)"},
-    {"iterations", CLI_INT, FIELD(iterations), .lo = 1, .hi = 1000000, .value_name = "N",
-     .wants = "a positive integer", .help = "timed runs (default 1); reports median, min, max, images/s"},
+    {"iterations", CLI_INT, FIELD(iterations), .lo = 1, .hi = 1000000, .value_name = "N", .wants = "a positive integer",
+     .help = "timed runs (default 1); reports median, min, max, images/s"},
     {"warmup", CLI_INT, FIELD(warmup), .lo = 0, .hi = 1000000, .value_name = "N", .wants = "a non-negative integer",
      .help = "untimed runs before timing (default 0)"},
     {"threads", CLI_INT, FIELD(threads), .lo = 1, .hi = 4096, .value_name = "N", .wants = "a positive integer",
@@ -75,9 +75,7 @@ static const cli_opt run_opts[] = {
 
 static const cli_command run_command = {"dlrun", usage_head, usage_tail, 22, CLI_TABLE(run_opts)};
 
-static int exit_for(dl_status st) {
-    return st == DL_E_INVALID || st == DL_E_IO ? EXIT_USAGE : EXIT_RUNTIME;
-}
+static int exit_for(dl_status st) { return st == DL_E_INVALID || st == DL_E_IO ? EXIT_USAGE : EXIT_RUNTIME; }
 
 static int fail(dl_status st, const dl_error *err) {
     fprintf(stderr, "dlrun: %s\n", err->msg);
@@ -141,7 +139,8 @@ static int split_named(const char *arg, const char *const *names, int n, const c
 
 static void shape_text(const int64_t *shape, int ndim, char *buf, size_t len) {
     size_t u = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < ndim && u < len; i++) u += (size_t)snprintf(buf + u, len - u, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    for (int i = 0; i < ndim && u < len; i++)
+        u += (size_t)snprintf(buf + u, len - u, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (u < len) snprintf(buf + u, len - u, "]");
 }
 
@@ -189,8 +188,10 @@ static int match_inputs(const cli_options *o, const dl_session *s, const char **
         if (i < 0 && n == 1) i = 0;
         if (i < 0) {
             char list[512] = "";
-            for (int k = 0; k < n; k++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", names[k]);
-            fprintf(stderr, "dlrun: --input %s: the model has %d inputs (%s); use --input NAME=FILE\n", o->inputs[a], n, list);
+            for (int k = 0; k < n; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", names[k]);
+            fprintf(stderr, "dlrun: --input %s: the model has %d inputs (%s); use --input NAME=FILE\n", o->inputs[a], n,
+                    list);
             return EXIT_USAGE;
         }
         if (files[i]) {
@@ -264,7 +265,8 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     int nin = dl_session_input_count(s);
     rc = match_inputs(o, s, files);
     for (int i = 0; !rc && i < nin; i++) {
-        rc = load_input(files[i], dl_session_input_name(s, i), dl_session_input(s, i), o->seed + (unsigned long long)i, &bufs[i]);
+        rc = load_input(files[i], dl_session_input_name(s, i), dl_session_input(s, i), o->seed + (unsigned long long)i,
+                        &bufs[i]);
         ins[i] = *dl_session_input(s, i);
         ins[i].data = bufs[i];
     }

@@ -31,9 +31,7 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...) {
     return CLI_EXIT_USAGE;
 }
 
-static int takes_value(cli_opt_kind kind) {
-    return kind != CLI_FLAG && kind != CLI_STOP && kind != CLI_HELP;
-}
+static int takes_value(cli_opt_kind kind) { return kind != CLI_FLAG && kind != CLI_STOP && kind != CLI_HELP; }
 
 /* The words joined by sep, the last two by last: "f32, tf32, f16 or bf16", "test|perf". */
 static void join_words(const cli_word *w, const char *sep, const char *last, char *buf, size_t len) {
@@ -101,9 +99,12 @@ static int parse_seed(const char *s, unsigned long long *out) {
 
 static double byte_suffix(char c) {
     switch (c) {
-    case 'K': case 'k': return 1024.0;
-    case 'M': case 'm': return 1048576.0;
-    case 'G': case 'g': return 1073741824.0;
+    case 'K':
+    case 'k': return 1024.0;
+    case 'M':
+    case 'm': return 1048576.0;
+    case 'G':
+    case 'g': return 1073741824.0;
     default: return 1.0;
     }
 }
@@ -197,7 +198,9 @@ static int apply(const cli_command *cmd, const char *sub, const cli_opt *o, cons
 static int row_fits(const cli_opt *o) {
     switch (o->kind) {
     case CLI_HELP: return 1;
-    case CLI_FLAG: case CLI_STOP: case CLI_WORD: return o->size == sizeof(int) && (o->kind != CLI_WORD || o->words);
+    case CLI_FLAG:
+    case CLI_STOP:
+    case CLI_WORD: return o->size == sizeof(int) && (o->kind != CLI_WORD || o->words);
     case CLI_STRING: return o->size == sizeof(const char *);
     case CLI_LIST: return o->size >= sizeof(const char *) && o->size % sizeof(const char *) == 0;
     case CLI_INT: return (o->size == sizeof(int) || o->size == sizeof(long long)) && o->lo <= o->hi;
@@ -213,8 +216,8 @@ static int build_longopts(const cli_command *cmd, struct option *longopts) {
     for (int i = 0; i < cmd->n_opts; i++) {
         const cli_opt *o = &cmd->opts[i];
         if (!row_fits(o)) return 0;
-        longopts[i] = (struct option){o->name, takes_value(o->kind) ? required_argument : no_argument, NULL,
-                                      CLI_OPT_BASE + i};
+        longopts[i] =
+            (struct option){o->name, takes_value(o->kind) ? required_argument : no_argument, NULL, CLI_OPT_BASE + i};
     }
     longopts[cmd->n_opts] = (struct option){NULL, 0, NULL, 0};
     return 1;

@@ -25,7 +25,7 @@ typedef struct cli_word {
 /* One option. Only CLI_FLAG, CLI_STOP and CLI_HELP take no value; the others take one, as
  * --name=VALUE or --name VALUE. */
 typedef struct cli_opt {
-    const char *name;       /* long name without the dashes */
+    const char *name; /* long name without the dashes */
     cli_opt_kind kind;
     size_t at, size;        /* the field filled in the command's options struct (CLI_FIELD); CLI_LIST: the array,
                                whose length is the most values it takes */

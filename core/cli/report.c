@@ -80,7 +80,8 @@ static void summarize(const dl_session *s, summary *sum) {
     }
     for (int b = 0; b < nb; b++) {
         size_t u = strlen(sum->placement);
-        snprintf(sum->placement + u, sizeof sum->placement - u, "%s%s %d op%s", b ? ", " : "", names[b], counts[b], counts[b] == 1 ? "" : "s");
+        snprintf(sum->placement + u, sizeof sum->placement - u, "%s%s %d op%s", b ? ", " : "", names[b], counts[b],
+                 counts[b] == 1 ? "" : "s");
     }
 }
 
@@ -133,10 +134,12 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     int timed, cached;
     const char *cache;
     dl_session_placement_stats(s, &timed, &cached, &cache);
-    if (timed || cached) printf("placement: %d timed, %d cached%s%s\n", timed, cached, cache ? " in " : "", cache ? cache : "");
+    if (timed || cached)
+        printf("placement: %d timed, %d cached%s%s\n", timed, cached, cache ? " in " : "", cache ? cache : "");
     if (o->placement) print_placement(s);
     if (o->profile) {
-        printf("\n%-28s %-15s %-18s %-20s %10s %9s %6s\n", "layer", "op", "backend", "output shape", "time ms", "GFLOP/s", "share");
+        printf("\n%-28s %-15s %-18s %-20s %10s %9s %6s\n", "layer", "op", "backend", "output shape", "time ms",
+               "GFLOP/s", "share");
         double total = 0;
         for (int i = 0; i < dl_session_step_count(s); i++) {
             dl_step_info st;
@@ -159,10 +162,12 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
             printf("%-28s %-15s %-18s %-20s %10.3f %9s %5.1f%%\n", st.layer, st.op, st.backend, sh, ms, rate,
                    total > 0 ? 100.0 * ms / total : 0.0);
         }
-        printf("%-28s %-15s %-18s %-20s %10.3f %9.1f\n\n", "total", "", "", "", total, total > 0 ? sum.flops / total * 1e-6 : 0.0);
+        printf("%-28s %-15s %-18s %-20s %10.3f %9.1f\n\n", "total", "", "", "", total,
+               total > 0 ? sum.flops / total * 1e-6 : 0.0);
     }
     if (o->profile) {
-        printf("memory plan (per domain): %-6s %12s %12s %12s %12s\n", "", "planned", "lower bound", "no reuse", "weights");
+        printf("memory plan (per domain): %-6s %12s %12s %12s %12s\n", "", "planned", "lower bound", "no reuse",
+               "weights");
         for (int i = 0; i < dl_session_memory_count(s); i++) {
             dl_memory_info mi;
             dl_session_memory(s, i, &mi);
@@ -180,7 +185,8 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
         for (int i = 0; i < k; i++) printf("  %d (%.4f)", idx[i], prob[i]);
         printf("\n");
     }
-    if (t->runs == 1) printf("latency: %.2f ms (1 run; use --iterations and --warmup for a measurement)\n", t->median_ms);
+    if (t->runs == 1)
+        printf("latency: %.2f ms (1 run; use --iterations and --warmup for a measurement)\n", t->median_ms);
     else
         printf("latency: median %.2f ms, min %.2f ms, max %.2f ms over %d runs; %.2f images/s\n", t->median_ms,
                t->min_ms, t->max_ms, t->runs, (double)t->batch * 1000.0 / t->median_ms);

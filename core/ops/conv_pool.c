@@ -20,10 +20,11 @@ static int infer_window(const dl_op *op, int conv, dl_shape *y, dl_error *why) {
         if (!conv && (a->pad_begin[i] >= ext || a->pad_end[i] >= ext))
             DL_NO(why, "padding %d is not less than the window extent %d",
                   a->pad_begin[i] >= ext ? a->pad_begin[i] : a->pad_end[i], ext);
-        y->d[2 + i] = dl_window_out(x->shape[2 + i], k, a->stride[i], a->pad_begin[i], a->pad_end[i], d,
-                                    conv ? 0 : a->ceil_mode);
+        y->d[2 + i] =
+            dl_window_out(x->shape[2 + i], k, a->stride[i], a->pad_begin[i], a->pad_end[i], d, conv ? 0 : a->ceil_mode);
         if (y->d[2 + i] < 1)
-            DL_NO(why, "kernel %dx%d (dilation %d) does not fit the padded input %s", a->kernel[0], a->kernel[1], d, xs);
+            DL_NO(why, "kernel %dx%d (dilation %d) does not fit the padded input %s", a->kernel[0], a->kernel[1], d,
+                  xs);
     }
     y->ndim = 4;
     y->d[0] = x->shape[0];
@@ -73,17 +74,16 @@ const dl_op_def dl_op_row_conv2d = {
     .flags = DL_OPF_FUSES_RELU,
     .min_inputs = 1,
     .max_inputs = 1,
-    .weights = (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
-    .attrs =
-        (const dl_attr_def[]){
-            {"filters", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
-            {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
-            {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},
-            {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
-            {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
-            {"groups", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.groups), 1, INT_MAX, 1, 0},
-            {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
-            {0}},
+    .weights =
+        (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
+    .attrs = (const dl_attr_def[]){{"filters", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
+                                   {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
+                                   {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},
+                                   {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
+                                   {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
+                                   {"groups", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.groups), 1, INT_MAX, 1, 0},
+                                   {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
+                                   {0}},
     .nmse = DL_NMSE_GEMM,
     .cases =
         (const dl_op_case[]){
@@ -136,23 +136,21 @@ const dl_op_def dl_op_row_maxpool2d = {
     .min_inputs = 1,
     .max_inputs = 1,
     .attrs =
-        (const dl_attr_def[]){
-            {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
-            {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, /* index POOL_STRIDE */
-            {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
-            {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
-            {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
-            {0}},
+        (const dl_attr_def[]){{"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
+                              {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, /* index POOL_STRIDE */
+                              {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
+                              {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
+                              {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
+                              {0}},
     .nmse = DL_NMSE_EXACT,
-    .cases =
-        (const dl_op_case[]){
-            {"maxpool 2", "[[2, 3, 11, 13]]", "kernel: 2", 1},
-            {"maxpool 3 s2 p1", "[[1, 5, 9, 9]]", "kernel: 3, stride: 2, padding: 1", 1},
-            {"maxpool ceil", "[[1, 4, 10, 7]]", "kernel: 3, stride: 2, padding: 1, ceil_mode: true", 1},
-            {"maxpool dilation 2", "[[1, 3, 13, 11]]", "kernel: 3, stride: 1, dilation: 2", 1},
-            {"maxpool dilated ceil pad", "[[2, 2, 12, 9]]",
-             "kernel: 2, stride: 2, padding: 1, dilation: 3, ceil_mode: true", 1},
-            {0}},
+    .cases = (const dl_op_case[]){{"maxpool 2", "[[2, 3, 11, 13]]", "kernel: 2", 1},
+                                  {"maxpool 3 s2 p1", "[[1, 5, 9, 9]]", "kernel: 3, stride: 2, padding: 1", 1},
+                                  {"maxpool ceil", "[[1, 4, 10, 7]]",
+                                   "kernel: 3, stride: 2, padding: 1, ceil_mode: true", 1},
+                                  {"maxpool dilation 2", "[[1, 3, 13, 11]]", "kernel: 3, stride: 1, dilation: 2", 1},
+                                  {"maxpool dilated ceil pad", "[[2, 2, 12, 9]]",
+                                   "kernel: 2, stride: 2, padding: 1, dilation: 3, ceil_mode: true", 1},
+                                  {0}},
     .complete = pool_complete,
     .infer = pool_infer,
     .flops = pool_flops,
@@ -165,13 +163,12 @@ const dl_op_def dl_op_row_avgpool2d = {
     .min_inputs = 1,
     .max_inputs = 1,
     .attrs =
-        (const dl_attr_def[]){
-            {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
-            {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, /* index POOL_STRIDE */
-            {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
-            {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
-            {"count_include_pad", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.count_include_pad), 0, 1, 1, 0},
-            {0}},
+        (const dl_attr_def[]){{"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
+                              {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, /* index POOL_STRIDE */
+                              {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
+                              {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
+                              {"count_include_pad", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.count_include_pad), 0, 1, 1, 0},
+                              {0}},
     .nmse = DL_NMSE_ROUNDING,
     .cases =
         (const dl_op_case[]){

@@ -34,8 +34,8 @@ const dl_op_def dl_op_row_leaky_relu = {
     .flags = DL_OPF_ELEMENTWISE,
     .min_inputs = 1,
     .max_inputs = 1,
-    .attrs = (const dl_attr_def[]){{"alpha", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.alpha), -INFINITY, INFINITY, 0.01, 0},
-                                   {0}},
+    .attrs =
+        (const dl_attr_def[]){{"alpha", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.alpha), -INFINITY, INFINITY, 0.01, 0}, {0}},
     .nmse = DL_NMSE_EXACT,
     .cases = (const dl_op_case[]){{"leaky_relu", "[[2, 3, 5, 7]]", "alpha: 0.2", 1}, {0}},
     .infer = dl_infer_same,
@@ -75,10 +75,9 @@ const dl_op_def dl_op_row_clip = {
     .min_inputs = 1,
     .max_inputs = 1,
     .attrs =
-        (const dl_attr_def[]){
-            {"min", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.clip_min), -INFINITY, INFINITY, -INFINITY, 0},
-            {"max", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.clip_max), -INFINITY, INFINITY, INFINITY, 0},
-            {0}},
+        (const dl_attr_def[]){{"min", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.clip_min), -INFINITY, INFINITY, -INFINITY, 0},
+                              {"max", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.clip_max), -INFINITY, INFINITY, INFINITY, 0},
+                              {0}},
     .nmse = DL_NMSE_EXACT,
     .cases = (const dl_op_case[]){{"clip", "[[2, 3, 5, 7]]", "min: -0.5, max: 0.25", 1},
                                   {"clip min only", "[[1, 77]]", "min: 0", 1},
@@ -94,8 +93,9 @@ const dl_op_def dl_op_row_dropout = {
     .flags = DL_OPF_ELEMENTWISE,
     .min_inputs = 1,
     .max_inputs = 1,
-    .attrs = (const dl_attr_def[]){{"rate", DL_ATTR_FLOAT, DL_ATTR_IGNORED | DL_ATTR_OPEN_HI, 0, 0, 1, 0, "dropout rate"},
-                                   {0}},
+    .attrs =
+        (const dl_attr_def[]){{"rate", DL_ATTR_FLOAT, DL_ATTR_IGNORED | DL_ATTR_OPEN_HI, 0, 0, 1, 0, "dropout rate"},
+                              {0}},
     .nmse = DL_NMSE_EXACT,
     .cases = (const dl_op_case[]){{"dropout", "[[2, 3, 5, 7]]", "rate: 0.5", 1}, {0}},
     .infer = dl_infer_same,
@@ -169,8 +169,9 @@ const dl_op_def dl_op_row_batchnorm = {
                                        {"running_mean", DL_INIT_ZEROS, 0},
                                        {"running_var", DL_INIT_ONES, 0},
                                        {0}},
-    .attrs = (const dl_attr_def[]){{"eps", DL_ATTR_FLOAT, DL_ATTR_OPEN_LO, DL_ATTR_AT(attrs.epsilon), 0, INFINITY, 1e-5, 0},
-                                   {0}},
+    .attrs =
+        (const dl_attr_def[]){{"eps", DL_ATTR_FLOAT, DL_ATTR_OPEN_LO, DL_ATTR_AT(attrs.epsilon), 0, INFINITY, 1e-5, 0},
+                              {0}},
     .nmse = DL_NMSE_ROUNDING,
     .cases = (const dl_op_case[]){{"batchnorm", "[[2, 5, 3, 7]]", "eps: 0.001", 2},
                                   {"batchnorm 2-D", "[[4, 9]]", "", 2},

@@ -12,7 +12,7 @@ static int axis_of(int axis, int ndim, int extra) {
 }
 
 /* The `axis` key of flatten, softmax and concat, with its default. */
-#define AXIS_ATTR(def)                                                                \
+#define AXIS_ATTR(def) \
     { "axis", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.axis), -DL_MAX_DIMS, DL_MAX_DIMS - 1, def, 0 }
 
 /* ---- flatten ---- */
@@ -61,7 +61,8 @@ static int reshape_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, d
     *y = *t;
     for (int i = 0; i < t->ndim; i++) {
         if (y->d[i] == 0) {
-            if (i >= x->ndim) DL_NO(why, "dimension %d is 0 (copy the input's) but input %s has only %d", i, xs, x->ndim);
+            if (i >= x->ndim)
+                DL_NO(why, "dimension %d is 0 (copy the input's) but input %s has only %d", i, xs, x->ndim);
             y->d[i] = x->shape[i];
         }
         if (y->d[i] == -1) infer = i;
@@ -101,7 +102,8 @@ static int concat_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl
         const dl_tensor *b = &op->inputs[i];
         int ok = b->ndim == x->ndim;
         for (int d = 0; ok && d < x->ndim; d++) ok = d == axis || b->shape[d] == x->shape[d];
-        if (!ok) DL_NO(why, "input %s does not match %s outside axis %d", dl_in_str(op, cx, i, bs, sizeof bs), xs, axis);
+        if (!ok)
+            DL_NO(why, "input %s does not match %s outside axis %d", dl_in_str(op, cx, i, bs, sizeof bs), xs, axis);
         y->d[axis] += b->shape[axis];
     }
     return 1;

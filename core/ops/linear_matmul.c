@@ -36,19 +36,16 @@ const dl_op_def dl_op_row_linear = {
     .flags = DL_OPF_FUSES_RELU,
     .min_inputs = 1,
     .max_inputs = 1,
-    .weights = (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
-    .attrs =
-        (const dl_attr_def[]){
-            {"units", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
-            {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
-            {0}},
+    .weights =
+        (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
+    .attrs = (const dl_attr_def[]){{"units", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
+                                   {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
+                                   {0}},
     .nmse = DL_NMSE_GEMM,
-    .cases =
-        (const dl_op_case[]){
-            {"linear batch 1", "[[1, 37]]", "units: 23", 1},
-            {"linear batch 5", "[[5, 129]]", "units: 67, bias: false", 1},
-            {"linear wide", "[[1, 513]]", "units: 1001", 1},
-            {0}},
+    .cases = (const dl_op_case[]){{"linear batch 1", "[[1, 37]]", "units: 23", 1},
+                                  {"linear batch 5", "[[5, 129]]", "units: 67, bias: false", 1},
+                                  {"linear wide", "[[1, 513]]", "units: 1001", 1},
+                                  {0}},
     .weight_shapes = linear_weights,
     .infer = linear_infer,
     .flops = linear_flops,
@@ -96,22 +93,18 @@ const dl_op_def dl_op_row_matmul = {
     .abi_minor = 2,
     .min_inputs = 2,
     .max_inputs = 3,
-    .attrs =
-        (const dl_attr_def[]){
-            {"trans_a", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.trans_a), 0, 1, 0, 0},
-            {"trans_b", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.trans_b), 0, 1, 0, 0},
-            {"alpha", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.alpha), -INFINITY, INFINITY, 1, 0},
-            {"beta", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.beta), -INFINITY, INFINITY, 1, 0},
-            {0}},
+    .attrs = (const dl_attr_def[]){{"trans_a", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.trans_a), 0, 1, 0, 0},
+                                   {"trans_b", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.trans_b), 0, 1, 0, 0},
+                                   {"alpha", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.alpha), -INFINITY, INFINITY, 1, 0},
+                                   {"beta", DL_ATTR_FLOAT, 0, DL_ATTR_AT(attrs.beta), -INFINITY, INFINITY, 1, 0},
+                                   {0}},
     .nmse = DL_NMSE_GEMM,
-    .cases =
-        (const dl_op_case[]){
-            {"matmul", "[[3, 5], [5, 7]]", "", 1},
-            {"matmul batch bcast + c", "[[2, 1, 4, 6], [3, 6, 5], [5]]", "", 1},
-            {"matmul trans alpha beta", "[[6, 4], [9, 6], [4, 1]]",
-             "trans_a: true, trans_b: true, alpha: 0.25, beta: -0.5", 1},
-            {"matmul wide", "[[37, 129], [301, 129], [37, 301]]", "trans_b: true", 1},
-            {0}},
+    .cases = (const dl_op_case[]){{"matmul", "[[3, 5], [5, 7]]", "", 1},
+                                  {"matmul batch bcast + c", "[[2, 1, 4, 6], [3, 6, 5], [5]]", "", 1},
+                                  {"matmul trans alpha beta", "[[6, 4], [9, 6], [4, 1]]",
+                                   "trans_a: true, trans_b: true, alpha: 0.25, beta: -0.5", 1},
+                                  {"matmul wide", "[[37, 129], [301, 129], [37, 301]]", "trans_b: true", 1},
+                                  {0}},
     .infer = matmul_infer,
     .flops = matmul_flops,
 };

@@ -26,15 +26,18 @@ int dl_op_check(const dl_op *op, dl_error *why) {
     int lo, hi;
     input_range(d, &lo, &hi);
     if (op->n_outputs != 1) DL_NO(why, "%s has one output, not %d", d->name, op->n_outputs);
-    if (op->n_inputs < lo || op->n_inputs > hi) DL_NO(why, "%s takes %d to %d inputs, not %d", d->name, lo, hi, op->n_inputs);
+    if (op->n_inputs < lo || op->n_inputs > hi)
+        DL_NO(why, "%s takes %d to %d inputs, not %d", d->name, lo, hi, op->n_inputs);
     for (int i = 0; i < op->n_inputs; i++) {
         const dl_tensor *t = &op->inputs[i];
         if (!dl_dtype_is_f32(t->dtype)) DL_NO(why, "only f32 tensors (input %d is not f32)", i + 1);
-        if (t->strides || t->byte_offset || t->ndim < 0 || t->ndim > DL_MAX_DIMS) DL_NO(why, "only dense tensors up to 8-D");
+        if (t->strides || t->byte_offset || t->ndim < 0 || t->ndim > DL_MAX_DIMS)
+            DL_NO(why, "only dense tensors up to 8-D");
     }
     const dl_tensor *y = &op->outputs[0];
     if (!dl_dtype_is_f32(y->dtype)) DL_NO(why, "only f32 tensors (the output is not f32)");
-    if (y->strides || y->byte_offset || y->ndim < 0 || y->ndim > DL_MAX_DIMS) DL_NO(why, "only dense tensors up to 8-D");
+    if (y->strides || y->byte_offset || y->ndim < 0 || y->ndim > DL_MAX_DIMS)
+        DL_NO(why, "only dense tensors up to 8-D");
     int act = op->attrs->activation;
     if (act != DL_ACT_NONE && !(act == DL_ACT_RELU && (d->flags & DL_OPF_FUSES_RELU)))
         DL_NO(why, "fused activation %d is not supported after %s", act, d->name);
@@ -84,8 +87,10 @@ int dl_op_geom_init(dl_op_geom *g, const dl_op *op) {
     g->ynd = op->outputs[0].ndim;
     memcpy(g->xs, op->inputs[0].shape, (size_t)g->xnd * sizeof(int64_t));
     memcpy(g->ys, op->outputs[0].shape, (size_t)g->ynd * sizeof(int64_t));
-    if (op->n_inputs > 1) g->bnd = op->inputs[1].ndim, memcpy(g->bs, op->inputs[1].shape, (size_t)g->bnd * sizeof(int64_t));
-    if (op->n_inputs > 2) g->cnd = op->inputs[2].ndim, memcpy(g->cs, op->inputs[2].shape, (size_t)g->cnd * sizeof(int64_t));
+    if (op->n_inputs > 1)
+        g->bnd = op->inputs[1].ndim, memcpy(g->bs, op->inputs[1].shape, (size_t)g->bnd * sizeof(int64_t));
+    if (op->n_inputs > 2)
+        g->cnd = op->inputs[2].ndim, memcpy(g->cs, op->inputs[2].shape, (size_t)g->cnd * sizeof(int64_t));
     g->numel = dl_tensor_numel(&op->outputs[0]);
     g->has_bias = (g->kind == DL_OP_CONV2D || g->kind == DL_OP_LINEAR) && op->n_inputs == 3;
     if (g->kind == DL_OP_CONCAT) {

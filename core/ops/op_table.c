@@ -7,11 +7,26 @@
 #include <string.h>
 
 /* The rows, by kind. Adding an op: one line here, its row in a family file (docs/adding-an-op.md). */
-#define DL_OP_ROWS(X)                                                                                       \
-    X(CONV2D, conv2d) X(RELU, relu) X(MAXPOOL2D, maxpool2d) X(AVGPOOL2D, avgpool2d)                        \
-    X(GLOBAL_AVGPOOL, global_avgpool) X(LINEAR, linear) X(FLATTEN, flatten) X(DROPOUT, dropout)            \
-    X(SOFTMAX, softmax) X(ADD, add) X(CONCAT, concat) X(BATCHNORM, batchnorm) X(LEAKY_RELU, leaky_relu)    \
-    X(SIGMOID, sigmoid) X(CLIP, clip) X(MATMUL, matmul) X(RESHAPE, reshape)
+/* clang-format off */
+#define DL_OP_ROWS(X)                 \
+    X(CONV2D, conv2d)                 \
+    X(RELU, relu)                     \
+    X(MAXPOOL2D, maxpool2d)           \
+    X(AVGPOOL2D, avgpool2d)           \
+    X(GLOBAL_AVGPOOL, global_avgpool) \
+    X(LINEAR, linear)                 \
+    X(FLATTEN, flatten)               \
+    X(DROPOUT, dropout)               \
+    X(SOFTMAX, softmax)               \
+    X(ADD, add)                       \
+    X(CONCAT, concat)                 \
+    X(BATCHNORM, batchnorm)           \
+    X(LEAKY_RELU, leaky_relu)         \
+    X(SIGMOID, sigmoid)               \
+    X(CLIP, clip)                     \
+    X(MATMUL, matmul)                 \
+    X(RESHAPE, reshape)
+/* clang-format on */
 
 #define DECLARE(kind, name) extern const dl_op_def dl_op_row_##name;
 DL_OP_ROWS(DECLARE)

@@ -100,14 +100,14 @@ enum {
 };
 
 typedef struct dl_op_def {
-    const char *name;         /* in YAML and messages */
-    uint32_t abi_minor;       /* the ABI 1.x that added the kind */
-    uint32_t flags;           /* DL_OPF_* */
-    int min_inputs, max_inputs; /* activation inputs a layer names */
+    const char *name;             /* in YAML and messages */
+    uint32_t abi_minor;           /* the ABI 1.x that added the kind */
+    uint32_t flags;               /* DL_OPF_* */
+    int min_inputs, max_inputs;   /* activation inputs a layer names */
     const dl_weight_def *weights; /* the layer's own weights, ending with {0}; NULL: none */
-    const dl_attr_def *attrs; /* YAML keys besides name, op, inputs, backend, ending with {0} */
-    double nmse[4];           /* `dlrun check` threshold on NMSE per dl_precision */
-    const dl_op_case *cases;  /* test-ops cases, ending with {0} */
+    const dl_attr_def *attrs;     /* YAML keys besides name, op, inputs, backend, ending with {0} */
+    double nmse[4];               /* `dlrun check` threshold on NMSE per dl_precision */
+    const dl_op_case *cases;      /* test-ops cases, ending with {0} */
     /* Optional: defaults that depend on what was given (`given`: bit i set = attrs[i] given). */
     void (*complete)(dl_op_params *p, uint32_t given);
     /* Optional: checks across keys; 0 with a message and the key to point at. */
@@ -126,9 +126,12 @@ typedef struct dl_op_def {
 } dl_op_def;
 
 /* Check thresholds (f32, tf32, f16, bf16) of the three kinds of op. docs/check.md explains them. */
-#define DL_NMSE_GEMM {1e-8, 1e-5, 1e-4, 1e-3}      /* long dot products: conv, linear, matmul */
-#define DL_NMSE_EXACT {1e-12, 1e-12, 1e-6, 1e-4}   /* exact in f32: only narrower storage rounds */
-#define DL_NMSE_ROUNDING {1e-10, 1e-10, 1e-6, 1e-4} /* sums and transcendental functions */
+#define DL_NMSE_GEMM \
+    { 1e-8, 1e-5, 1e-4, 1e-3 } /* long dot products: conv, linear, matmul */
+#define DL_NMSE_EXACT \
+    { 1e-12, 1e-12, 1e-6, 1e-4 } /* exact in f32: only narrower storage rounds */
+#define DL_NMSE_ROUNDING \
+    { 1e-10, 1e-10, 1e-6, 1e-4 } /* sums and transcendental functions */
 
 /* ---- the table ---- */
 

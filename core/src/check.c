@@ -18,7 +18,6 @@
 #include "oprun.h"
 #include "rng.h"
 
-
 double dl_check_threshold(int kind, int precision) { return dl_op_nmse(kind, precision); }
 
 static double end_to_end_threshold(int precision) {
@@ -43,7 +42,9 @@ static int compare(const float *ref, const float *got, int64_t n, double thresho
         double a = ref[i], b = got[i], d = fabs(a - b);
         den += a * a;
         if (isfinite(a) && !isfinite(b)) {
-            if (bad < 0) bad = i, why = is_poison(got[i]) ? "never written (still the poison value)" : "not finite where the reference is";
+            if (bad < 0)
+                bad = i, why = is_poison(got[i]) ? "never written (still the poison value)"
+                                                 : "not finite where the reference is";
             num = INFINITY;
             continue;
         }
@@ -62,8 +63,9 @@ static int compare(const float *ref, const float *got, int64_t n, double thresho
         for (int64_t i = 0; i < n && bad < 0; i++)
             if (fabs((double)ref[i] - got[i]) > tol) bad = i, why = "differs";
     }
-    if (bad >= 0) snprintf(detail, dlen, "first mismatch at index %lld: reference %.9g, got %.9g (%s)", (long long)bad,
-                           ref[bad], got[bad], why);
+    if (bad >= 0)
+        snprintf(detail, dlen, "first mismatch at index %lld: reference %.9g, got %.9g (%s)", (long long)bad, ref[bad],
+                 got[bad], why);
     return bad < 0 && nmse <= threshold;
 }
 
@@ -75,9 +77,9 @@ typedef struct reporter {
     dl_check_summary *sum;
 } reporter;
 
-static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const dl_op *op, const unsigned char *is_weight,
-                            const float *ref_or_null, const char *layer, int precision, int perf_iters, double flops,
-                            reporter *rep, dl_error *err) {
+static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const dl_op *op,
+                            const unsigned char *is_weight, const float *ref_or_null, const char *layer, int precision,
+                            int perf_iters, double flops, reporter *rep, dl_error *err) {
     int64_t n = dl_tensor_numel(&op->outputs[0]);
     float *got = malloc((size_t)(n ? n : 1) * sizeof *got), *ref = NULL;
     if (!got) return dl_fail(err, DL_E_NOMEM, "out of memory");
@@ -99,8 +101,19 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     if (st == DL_OK) {
         char shape[96], detail[DL_ERROR_LEN + 64] = "";
         dl_shape_str(op->outputs[0].shape, op->outputs[0].ndim, shape, sizeof shape);
-        dl_check_row row = {layer, dl_op_kind_name(op->kind), be->name, shape, DL_CHECK_PASS, 0, 0, 0,
-                            dl_op_nmse(op->kind, precision), detail, 0, 0, 0};
+        dl_check_row row = {layer,
+                            dl_op_kind_name(op->kind),
+                            be->name,
+                            shape,
+                            DL_CHECK_PASS,
+                            0,
+                            0,
+                            0,
+                            dl_op_nmse(op->kind, precision),
+                            detail,
+                            0,
+                            0,
+                            0};
         if (!r.supported) {
             row.result = DL_CHECK_UNSUPPORTED;
             snprintf(detail, sizeof detail, "%s", r.why);
@@ -108,7 +121,8 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
         } else if (r.guards_ok != 1) {
             row.result = DL_CHECK_FAIL;
             row.nmse = INFINITY;
-            snprintf(detail, sizeof detail, "%s", r.guards_ok == 0 ? "wrote past the end of its output (guard bytes changed)" : r.why);
+            snprintf(detail, sizeof detail, "%s",
+                     r.guards_ok == 0 ? "wrote past the end of its output (guard bytes changed)" : r.why);
             rep->sum->failed++;
         } else {
             int ok = compare(ref_or_null, got, n, row.threshold, &row, detail, sizeof detail);
@@ -131,12 +145,14 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
 }
 
 /* The backends to check: the ones named, or every loaded one but cpu (cpu alone if no other). */
-static dl_status pick_backends(dl_context *ctx, const dl_check_options *o, const dl_backend **out, int *n, dl_error *err) {
+static dl_status pick_backends(dl_context *ctx, const dl_check_options *o, const dl_backend **out, int *n,
+                               dl_error *err) {
     *n = 0;
     if (o->backends && o->n_backends > 0) {
         for (int i = 0; i < o->n_backends && *n < 32; i++) {
             const dl_backend *be = dl_context_backend(ctx, o->backends[i]);
-            if (!be) return dl_fail(err, DL_E_INVALID, "unknown backend '%s' (see dlrun --list-backends)", o->backends[i]);
+            if (!be)
+                return dl_fail(err, DL_E_INVALID, "unknown backend '%s' (see dlrun --list-backends)", o->backends[i]);
             out[(*n)++] = be;
         }
         return DL_OK;
@@ -160,8 +176,8 @@ static void default_options(const dl_check_options *in, dl_check_options *o) {
 
 /* ---- dlrun check ---- */
 
-static dl_status make_session(dl_context *ctx, dl_model *m, const char *backend, const char *prefer, int precision, int keep,
-                              uint64_t seed, dl_session **s, dl_error *err) {
+static dl_status make_session(dl_context *ctx, dl_model *m, const char *backend, const char *prefer, int precision,
+                              int keep, uint64_t seed, dl_session **s, dl_error *err) {
     dl_session_options so;
     dl_session_options_init(&so);
     so.backend = backend;
@@ -209,8 +225,8 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
             if (!op) continue;
             dl_step_info info;
             dl_session_step(ref, k, &info);
-            st = check_case(bes[b], NULL, op, constant, op->outputs[0].data, info.layer, o.precision, 0, info.flops, &rep,
-                            err);
+            st = check_case(bes[b], NULL, op, constant, op->outputs[0].data, info.layer, o.precision, 0, info.flops,
+                            &rep, err);
         }
         /* end to end: the model placed on this backend wherever it can run, cpu elsewhere */
         dl_session *s = NULL;
@@ -220,8 +236,19 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
             const dl_tensor *y = dl_session_output(s, 0), *yr = dl_session_output(ref, 0);
             char shape[96], detail[DL_ERROR_LEN + 64] = "";
             dl_shape_str(y->shape, y->ndim, shape, sizeof shape);
-            dl_check_row row = {"(end to end)", "model", bes[b]->name, shape, DL_CHECK_PASS, 0, 0, 0,
-                                end_to_end_threshold(o.precision), detail, 0, 0, 0};
+            dl_check_row row = {"(end to end)",
+                                "model",
+                                bes[b]->name,
+                                shape,
+                                DL_CHECK_PASS,
+                                0,
+                                0,
+                                0,
+                                end_to_end_threshold(o.precision),
+                                detail,
+                                0,
+                                0,
+                                0};
             int ok = compare(yr->data, y->data, dl_tensor_numel(y), row.threshold, &row, detail, sizeof detail);
             row.result = ok ? DL_CHECK_PASS : DL_CHECK_FAIL;
             if (ok) sum->passed++;
@@ -286,7 +313,8 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
     dl_tensor tin[DL_MAX_NODE_INPUTS], tout;
     unsigned char isw[DL_MAX_NODE_INPUTS];
     float *data[DL_MAX_NODE_INPUTS] = {0};
-    if (g->n_values > (int)(sizeof shapes / sizeof shapes[0])) st = dl_fail(err, DL_E_INVALID, "case '%s' is too big", c->name);
+    if (g->n_values > (int)(sizeof shapes / sizeof shapes[0]))
+        st = dl_fail(err, DL_E_INVALID, "case '%s' is too big", c->name);
     for (int v = 0; st == DL_OK && v < g->n_values; v++) shapes[v] = g->values[v].shape;
     dl_op op;
     dl_node_op(g, 0, nd->inputs, nd->n_inputs, shapes, &nd->params.attrs, o->precision, &op, tin, &tout);
@@ -299,7 +327,8 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
     }
     double flops = row->flops(&op);
     for (int b = 0; st == DL_OK && b < nb; b++)
-        st = check_case(bes[b], cpu, &op, isw, NULL, c->name, o->precision, o->perf ? o->iterations : 0, flops, rep, err);
+        st = check_case(bes[b], cpu, &op, isw, NULL, c->name, o->precision, o->perf ? o->iterations : 0, flops, rep,
+                        err);
     for (int j = 0; j < nd->n_inputs; j++) free(data[j]);
     dl_graph_free(g);
     return st;

@@ -42,29 +42,27 @@ static char *stem_of(const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
-    if (strncmp(base, "libdlrun-", 9) != 0 || n < 13 || strcmp(base + n - 3, ".so") != 0)
-        return NULL;
+    if (strncmp(base, "libdlrun-", 9) != 0 || n < 13 || strcmp(base + n - 3, ".so") != 0) return NULL;
     return strndup(base + 9, n - 12);
 }
 
-static const size_t required_members[] = {
-    offsetof(dl_backend, destroy), offsetof(dl_backend, alloc),   offsetof(dl_backend, free),
-    offsetof(dl_backend, copy),    offsetof(dl_backend, supports), offsetof(dl_backend, prepare),
-    offsetof(dl_backend, run),     offsetof(dl_backend, release)};
+static const size_t required_members[] = {offsetof(dl_backend, destroy),  offsetof(dl_backend, alloc),
+                                          offsetof(dl_backend, free),     offsetof(dl_backend, copy),
+                                          offsetof(dl_backend, supports), offsetof(dl_backend, prepare),
+                                          offsetof(dl_backend, run),      offsetof(dl_backend, release)};
 static const char *const required_names[] = {"destroy",  "alloc",   "free", "copy",
-                                              "supports", "prepare", "run",  "release"};
+                                             "supports", "prepare", "run",  "release"};
 
 /* Checks a table the plugin returned; NULL if usable, else the reason (static text or buf). */
 static const char *check_backend(const dl_backend *be, char *buf, size_t len) {
     if (DL_ABI_MAJOR_OF(be->abi_version) != DL_ABI_MAJOR) {
-        snprintf(buf, len, "built for plugin ABI %u.%u, this dlrun speaks %u.%u",
-                 DL_ABI_MAJOR_OF(be->abi_version), DL_ABI_MINOR_OF(be->abi_version), DL_ABI_MAJOR,
-                 DL_ABI_MINOR);
+        snprintf(buf, len, "built for plugin ABI %u.%u, this dlrun speaks %u.%u", DL_ABI_MAJOR_OF(be->abi_version),
+                 DL_ABI_MINOR_OF(be->abi_version), DL_ABI_MAJOR, DL_ABI_MINOR);
         return buf;
     }
     if (be->struct_size < offsetof(dl_backend, synchronize)) {
-        snprintf(buf, len, "backend table of %u bytes is smaller than ABI %u.0 requires",
-                 be->struct_size, DL_ABI_MAJOR);
+        snprintf(buf, len, "backend table of %u bytes is smaller than ABI %u.0 requires", be->struct_size,
+                 DL_ABI_MAJOR);
         return buf;
     }
     for (size_t i = 0; i < sizeof required_members / sizeof required_members[0]; i++) {
@@ -130,8 +128,7 @@ static void load_one(dl_context *ctx, const char *path) {
         return;
     }
     if (has_name(ctx, be->name)) {
-        snprintf(buf, sizeof buf, "a backend named '%s' was already loaded from another file",
-                 be->name);
+        snprintf(buf, sizeof buf, "a backend named '%s' was already loaded from another file", be->name);
         be->destroy(be->self);
         skip(p, buf);
         return;
@@ -147,9 +144,7 @@ static int is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Loads every libdlrun-*.so in a folder, in name order so the result is reproducible. */
 static void scan_dir(dl_context *ctx, const char *dir) {
@@ -244,7 +239,6 @@ const dl_plugin_info *dl_context_plugin(const dl_context *ctx, int i) {
 
 const dl_backend *dl_context_backend(const dl_context *ctx, const char *name) {
     for (int i = 0; i < ctx->n_plugins; i++)
-        if (ctx->plugins[i].be && strcmp(ctx->plugins[i].be->name, name) == 0)
-            return ctx->plugins[i].be;
+        if (ctx->plugins[i].be && strcmp(ctx->plugins[i].be->name, name) == 0) return ctx->plugins[i].be;
     return NULL;
 }

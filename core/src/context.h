@@ -4,10 +4,10 @@
 #include "dlrun/dlrun.h"
 
 typedef struct dl_plugin {
-    dl_plugin_info info;      /* what dl_context_plugin() shows */
+    dl_plugin_info info;                      /* what dl_context_plugin() shows */
     char *name, *path, *reason, *description; /* owned strings behind info */
-    void *handle;             /* dlopen handle */
-    const dl_backend *be;     /* the backend table, when loaded */
+    void *handle;                             /* dlopen handle */
+    const dl_backend *be;                     /* the backend table, when loaded */
 } dl_plugin;
 
 struct dl_context {

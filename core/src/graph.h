@@ -24,7 +24,7 @@ typedef enum dl_value_kind {
 } dl_value_kind;
 
 typedef struct dl_value {
-    char *name;     /* activations: the producing layer's name; weights: "layer.weight" etc. */
+    char *name; /* activations: the producing layer's name; weights: "layer.weight" etc. */
     dl_value_kind kind;
     dl_shape shape; /* at the model file's batch */
     dl_dtype dtype; /* f32 for every value in this version */
@@ -38,7 +38,7 @@ typedef struct dl_value {
 #define DL_MAX_NODE_INPUTS 68 /* 64 activations (concat) + at most 4 weights */
 
 typedef struct dl_node {
-    char *name;          /* unique layer name */
+    char *name; /* unique layer name */
     dl_op_kind kind;
     dl_op_params params; /* attributes as declared (axis made non-negative) */
     int n_inputs;        /* activations first, then the layer's weights in the ABI's order */
@@ -49,16 +49,16 @@ typedef struct dl_node {
 } dl_node;
 
 typedef struct dl_graph {
-    char *name;          /* `model:` */
-    char *path;          /* the YAML file, as given */
-    char *weights_path;  /* `weights:` resolved relative to the YAML file, or NULL */
+    char *name;         /* `model:` */
+    char *path;         /* the YAML file, as given */
+    char *weights_path; /* `weights:` resolved relative to the YAML file, or NULL */
     dl_value *values;
     int n_values, cap_values;
     dl_node *nodes;
     int n_nodes, cap_nodes;
-    int *inputs;         /* value indices of model inputs */
+    int *inputs; /* value indices of model inputs */
     int n_inputs;
-    int *outputs;        /* value indices of model outputs */
+    int *outputs; /* value indices of model outputs */
     int n_outputs;
 } dl_graph;
 
@@ -84,6 +84,6 @@ dl_status dl_graph_infer(const dl_graph *g, int64_t batch, dl_shape *shapes, dl_
 /* The dl_op a backend is shown for node n (nodeop.c): the node's inputs (ins[0..n_in), which may
  * differ from its own when fusion added one), shapes from `shapes`, host device, no data.
  * `in` needs room for n_in tensors. */
-void dl_node_op(const dl_graph *g, int n, const int *ins, int n_in, const dl_shape *shapes,
-                const dl_op_attrs *attrs, int precision, dl_op *op, dl_tensor *in, dl_tensor *out);
+void dl_node_op(const dl_graph *g, int n, const int *ins, int n_in, const dl_shape *shapes, const dl_op_attrs *attrs,
+                int precision, dl_op *op, dl_tensor *in, dl_tensor *out);
 #endif

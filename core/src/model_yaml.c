@@ -23,16 +23,16 @@ static dl_srcloc loc_of(const yaml_node_t *n) {
     return (dl_srcloc){(int)n->start_mark.line + 1, (int)n->start_mark.column + 1};
 }
 
-static dl_status failat(reader *r, const yaml_node_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static dl_status failat(reader *r, const yaml_node_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static dl_status failat(reader *r, const yaml_node_t *n, const char *fmt, ...) {
     char msg[DL_ERROR_LEN];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (n) dl_fail(r->err, DL_E_INVALID, "%s:%lu:%lu: %s", r->path, (unsigned long)n->start_mark.line + 1,
-                   (unsigned long)n->start_mark.column + 1, msg);
+    if (n)
+        dl_fail(r->err, DL_E_INVALID, "%s:%lu:%lu: %s", r->path, (unsigned long)n->start_mark.line + 1,
+                (unsigned long)n->start_mark.column + 1, msg);
     else dl_fail(r->err, DL_E_INVALID, "%s: %s", r->path, msg);
     return DL_E_INVALID;
 }
@@ -91,8 +91,8 @@ static dl_status get_float(reader *r, const yaml_node_t *n, const char *what, do
 }
 
 /* An int or a list of `count` ints (count 2; padding also accepts 4). Fills out[0..n-1]. */
-static dl_status get_ints(reader *r, const yaml_node_t *n, const char *what, int lo, int *out,
-                          int max_count, int *count) {
+static dl_status get_ints(reader *r, const yaml_node_t *n, const char *what, int lo, int *out, int max_count,
+                          int *count) {
     if (n->type == YAML_SCALAR_NODE) {
         dl_status st = get_int(r, n, what, lo, INT_MAX, &out[0]);
         *count = 1;
@@ -186,10 +186,12 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
     dl_status st = get_string(r, name, constant ? "constant name" : "input name", &nm);
     if (st != DL_OK) return st;
     if (dl_graph_find_value(r->g, nm) >= 0) return failat(r, name, "duplicate name '%s'", nm);
-    if (shape->type != YAML_SEQUENCE_NODE) return failat(r, shape, "shape must be a list of sizes, not %s", kind_name(shape));
+    if (shape->type != YAML_SEQUENCE_NODE)
+        return failat(r, shape, "shape must be a list of sizes, not %s", kind_name(shape));
     int nd = (int)(shape->data.sequence.items.top - shape->data.sequence.items.start);
     if (nd < 1 || nd > DL_MAX_DIMS)
-        return failat(r, shape, "shape must have 1 to %d dimensions%s, not %d", DL_MAX_DIMS, constant ? "" : " (batch first)", nd);
+        return failat(r, shape, "shape must have 1 to %d dimensions%s, not %d", DL_MAX_DIMS,
+                      constant ? "" : " (batch first)", nd);
     int v = dl_graph_add_value(r->g, nm, constant ? DL_VALUE_WEIGHT : DL_VALUE_INPUT, loc_of(m));
     if (v < 0) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < nd; i++) {
@@ -217,7 +219,8 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
 static dl_status get_dims(reader *r, yaml_node_t *v, const char *what, dl_shape *out) {
     if (v->type != YAML_SEQUENCE_NODE) return failat(r, v, "%s must be a list of sizes, not %s", what, kind_name(v));
     int nd = (int)(v->data.sequence.items.top - v->data.sequence.items.start), infer = 0;
-    if (nd < 1 || nd > DL_MAX_DIMS) return failat(r, v, "%s must have 1 to %d dimensions, not %d", what, DL_MAX_DIMS, nd);
+    if (nd < 1 || nd > DL_MAX_DIMS)
+        return failat(r, v, "%s must have 1 to %d dimensions, not %d", what, DL_MAX_DIMS, nd);
     for (int i = 0; i < nd; i++) {
         int d;
         yaml_node_t *item = node(r, v->data.sequence.items.start[i]);
@@ -238,7 +241,8 @@ static dl_status get_bounded(reader *r, yaml_node_t *v, const dl_attr_def *a, co
     int open_lo = a->flags & DL_ATTR_OPEN_LO, open_hi = a->flags & DL_ATTR_OPEN_HI;
     if (f < a->lo || f > a->hi || (open_lo && f == a->lo) || (open_hi && f == a->hi)) {
         if (a->lo == 0 && open_lo && isinf(a->hi)) return failat(r, v, "%s must be positive, not %g", what, f);
-        return failat(r, v, "%s must be in %c%g, %g%c, not %g", what, open_lo ? '(' : '[', a->lo, a->hi, open_hi ? ')' : ']', f);
+        return failat(r, v, "%s must be in %c%g, %g%c, not %g", what, open_lo ? '(' : '[', a->lo, a->hi,
+                      open_hi ? ')' : ']', f);
     }
     *out = (float)f;
     return DL_OK;
@@ -322,7 +326,7 @@ static const dl_attr_def *find_attr(const dl_op_def *row, const char *key, int *
 typedef struct layer_ctx {
     int node;
     const dl_op_def *row;
-    uint32_t given;               /* bit i: attrs[i] was given */
+    uint32_t given;                /* bit i: attrs[i] was given */
     yaml_node_t *value[MAX_ATTRS]; /* where each given attribute's value is, for messages */
     yaml_node_t *inputs;
 } layer_ctx;
@@ -346,8 +350,10 @@ static dl_status layer_pair(reader *r, const char *key, yaml_node_t *k, yaml_nod
         for (const dl_attr_def *e = lc->row->attrs; e && e->key; e++)
             snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s", keys[0] ? " " : "", e->key);
         if (keys[0])
-            return failat(r, k, "%s '%s': unknown key '%s' (expected %s, or name, op, inputs, backend)", op, n->name, key, keys);
-        return failat(r, k, "%s '%s': unknown key '%s' (%s takes only name, op, inputs, backend)", op, n->name, key, op);
+            return failat(r, k, "%s '%s': unknown key '%s' (expected %s, or name, op, inputs, backend)", op, n->name,
+                          key, keys);
+        return failat(r, k, "%s '%s': unknown key '%s' (%s takes only name, op, inputs, backend)", op, n->name, key,
+                      op);
     }
     lc->given |= 1u << index;
     lc->value[index] = v;
@@ -393,7 +399,8 @@ static dl_status read_inputs(reader *r, yaml_node_t *m, layer_ctx *lc, int prev,
     *nacts = 0;
     if (lc->inputs) {
         yaml_node_t *in = lc->inputs;
-        int count = in->type == YAML_SEQUENCE_NODE ? (int)(in->data.sequence.items.top - in->data.sequence.items.start) : 1;
+        int count =
+            in->type == YAML_SEQUENCE_NODE ? (int)(in->data.sequence.items.top - in->data.sequence.items.start) : 1;
         if (in->type == YAML_MAPPING_NODE) return failat(r, in, "inputs must be a list of names, not a mapping");
         if (count < 1 || count > 64) return failat(r, in, "inputs must list 1 to 64 names");
         for (int i = 0; i < count; i++) {
@@ -402,7 +409,10 @@ static dl_status read_inputs(reader *r, yaml_node_t *m, layer_ctx *lc, int prev,
             if ((st = get_string(r, item, "an input name", &src)) != DL_OK) return st;
             int v = dl_graph_find_value(r->g, src);
             if (v < 0 || (r->g->values[v].kind == DL_VALUE_WEIGHT && !r->g->values[v].constant))
-                return failat(r, item, "%s '%s' uses '%s', which is not defined before it (layers must be listed in execution order; cycles are not allowed)", op, name, src);
+                return failat(r, item,
+                              "%s '%s' uses '%s', which is not defined before it (layers must be listed in execution "
+                              "order; cycles are not allowed)",
+                              op, name, src);
             acts[(*nacts)++] = v;
         }
     } else {
@@ -412,7 +422,8 @@ static dl_status read_inputs(reader *r, yaml_node_t *m, layer_ctx *lc, int prev,
     int lo = lc->row->min_inputs, hi = lc->row->max_inputs;
     if (*nacts < lo || *nacts > hi) {
         yaml_node_t *at = lc->inputs ? lc->inputs : m;
-        if (lo == hi) return failat(r, at, "%s '%s' takes %d input%s, not %d", op, name, lo, lo == 1 ? "" : "s", *nacts);
+        if (lo == hi)
+            return failat(r, at, "%s '%s' takes %d input%s, not %d", op, name, lo, lo == 1 ? "" : "s", *nacts);
         return failat(r, at, "%s '%s' takes at least %d inputs, not %d", op, name, lo, *nacts);
     }
     return DL_OK;
@@ -438,7 +449,8 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     if (nn && (st = get_string(r, nn, "name", &name)) != DL_OK) return st;
     for (int i = 0; i < r->g->n_nodes; i++)
         if (!strcmp(r->g->nodes[i].name, name)) return failat(r, nn ? nn : m, "duplicate layer name '%s'", name);
-    if (dl_graph_find_value(r->g, name) >= 0) return failat(r, nn ? nn : m, "layer name '%s' is already used by an input or weight", name);
+    if (dl_graph_find_value(r->g, name) >= 0)
+        return failat(r, nn ? nn : m, "layer name '%s' is already used by an input or weight", name);
     int ni = dl_graph_add_node(r->g, name, (dl_op_kind)kind, loc_of(m));
     if (ni < 0) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     layer_ctx lc = {ni, dl_op_def_of(kind), 0, {0}, NULL};
@@ -452,7 +464,8 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     if (!n->inputs) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < nacts; i++) n->inputs[n->n_inputs++] = acts[i];
     for (const dl_weight_def *w = lc.row->weights; w && w->suffix; w++)
-        if ((!w->optional || r->g->nodes[ni].params.has_bias) && (st = add_weight(r, ni, w->suffix, w->init)) != DL_OK) return st;
+        if ((!w->optional || r->g->nodes[ni].params.has_bias) && (st = add_weight(r, ni, w->suffix, w->init)) != DL_OK)
+            return st;
     int out = dl_graph_add_value(r->g, name, DL_VALUE_ACTIVATION, loc_of(m));
     if (out < 0) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     r->g->values[out].producer = ni;
@@ -476,7 +489,8 @@ static dl_status finish_model(reader *r) {
         if (own) { /* a layer's weights take its first weight's fan-in (conv: C/groups*KH*KW) */
             const dl_shape *w = &g->values[n->inputs[n->n_inputs - own]].shape;
             double fan = w->d[0] > 0 ? (double)dl_shape_numel(w) / (double)w->d[0] : 0;
-            for (int j = n->n_inputs - own; j < n->n_inputs; j++) g->values[n->inputs[j]].fan_in = fan < INT_MAX ? (int)fan : INT_MAX;
+            for (int j = n->n_inputs - own; j < n->n_inputs; j++)
+                g->values[n->inputs[j]].fan_in = fan < INT_MAX ? (int)fan : INT_MAX;
         }
         if ((row->flags & DL_OPF_AXIS) && n->params.attrs.axis < 0)
             n->params.attrs.axis += g->values[n->inputs[0]].shape.ndim;
@@ -504,7 +518,8 @@ static dl_status top_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_
 
 static dl_status read_document(reader *r, yaml_node_t *root) {
     if (!root) return failat(r, NULL, "empty model file");
-    if (root->type != YAML_MAPPING_NODE) return failat(r, root, "a model must be a mapping with model, inputs and layers");
+    if (root->type != YAML_MAPPING_NODE)
+        return failat(r, root, "a model must be a mapping with model, inputs and layers");
     top_ctx t = {0};
     dl_status st = each_pair(r, root, top_pair, &t);
     if (st != DL_OK) return st;
@@ -523,19 +538,24 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
         if (!(r->g->weights_path = malloc(len))) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
         snprintf(r->g->weights_path, len, "%.*s%s", dirlen, r->path, w);
     }
-    if (t.inputs->type != YAML_SEQUENCE_NODE || t.inputs->data.sequence.items.top == t.inputs->data.sequence.items.start)
+    if (t.inputs->type != YAML_SEQUENCE_NODE ||
+        t.inputs->data.sequence.items.top == t.inputs->data.sequence.items.start)
         return failat(r, t.inputs, "inputs must be a non-empty list");
     for (yaml_node_item_t *i = t.inputs->data.sequence.items.start; i < t.inputs->data.sequence.items.top; i++)
         if ((st = read_tensor_decl(r, node(r, *i), 0)) != DL_OK) return st;
     if (t.constants) {
-        if (t.constants->type != YAML_SEQUENCE_NODE) return failat(r, t.constants, "constants must be a list of {name, shape}");
-        for (yaml_node_item_t *i = t.constants->data.sequence.items.start; i < t.constants->data.sequence.items.top; i++)
+        if (t.constants->type != YAML_SEQUENCE_NODE)
+            return failat(r, t.constants, "constants must be a list of {name, shape}");
+        for (yaml_node_item_t *i = t.constants->data.sequence.items.start; i < t.constants->data.sequence.items.top;
+             i++)
             if ((st = read_tensor_decl(r, node(r, *i), 1)) != DL_OK) return st;
     }
-    if (t.layers->type != YAML_SEQUENCE_NODE || t.layers->data.sequence.items.top == t.layers->data.sequence.items.start)
+    if (t.layers->type != YAML_SEQUENCE_NODE ||
+        t.layers->data.sequence.items.top == t.layers->data.sequence.items.start)
         return failat(r, t.layers, "layers must be a non-empty list");
     int prev = r->g->inputs[0], index = 0;
-    for (yaml_node_item_t *i = t.layers->data.sequence.items.start; i < t.layers->data.sequence.items.top; i++, index++) {
+    for (yaml_node_item_t *i = t.layers->data.sequence.items.start; i < t.layers->data.sequence.items.top;
+         i++, index++) {
         if ((st = read_layer(r, node(r, *i), index, prev)) != DL_OK) return st;
         prev = r->g->nodes[r->g->n_nodes - 1].output;
     }
@@ -550,7 +570,8 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
             const char *nm = NULL;
             if ((st = get_string(r, item, "an output name", &nm)) != DL_OK) return st;
             int v = dl_graph_find_value(r->g, nm);
-            if (v < 0 || r->g->values[v].kind == DL_VALUE_WEIGHT) return failat(r, item, "output '%s' is not a layer or input of this model", nm);
+            if (v < 0 || r->g->values[v].kind == DL_VALUE_WEIGHT)
+                return failat(r, item, "output '%s' is not a layer or input of this model", nm);
             r->g->outputs[r->g->n_outputs++] = v;
         }
     } else {
@@ -567,10 +588,10 @@ dl_status dl_model_parse_yaml(const char *text, size_t len, const char *path, dl
     if (!yaml_parser_initialize(&parser)) return dl_fail(err, DL_E_NOMEM, "out of memory");
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        dl_status st = dl_fail(err, DL_E_INVALID, "%s:%lu:%lu: malformed YAML: %s%s%s", path,
-                               (unsigned long)parser.problem_mark.line + 1, (unsigned long)parser.problem_mark.column + 1,
-                               parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
-                               parser.context ? parser.context : "");
+        dl_status st = dl_fail(
+            err, DL_E_INVALID, "%s:%lu:%lu: malformed YAML: %s%s%s", path, (unsigned long)parser.problem_mark.line + 1,
+            (unsigned long)parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error",
+            parser.context ? " " : "", parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
         return st;
     }

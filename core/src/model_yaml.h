@@ -8,6 +8,5 @@
  * it returns (batch from the file). */
 dl_status dl_model_read_yaml(const char *path, dl_graph **out, dl_error *err);
 /* Same, from text in memory; `path` is used in messages and to resolve `weights:`. */
-dl_status dl_model_parse_yaml(const char *text, size_t len, const char *path, dl_graph **out,
-                              dl_error *err);
+dl_status dl_model_parse_yaml(const char *text, size_t len, const char *path, dl_graph **out, dl_error *err);
 #endif

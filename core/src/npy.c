@@ -24,8 +24,8 @@ static const char *dict_value(const char *hdr, const char *key) {
     return p;
 }
 
-static dl_status parse_header(const char *path, const char *hdr, char descr[8], int *fortran, int64_t *shape,
-                              int *ndim, dl_error *err) {
+static dl_status parse_header(const char *path, const char *hdr, char descr[8], int *fortran, int64_t *shape, int *ndim,
+                              dl_error *err) {
     const char *p = hdr;
     while (*p == ' ') p++;
     if (*p != '{') return dl_fail(err, DL_E_INVALID, "%s: .npy header is not a dict", path);
@@ -49,7 +49,8 @@ static dl_status parse_header(const char *path, const char *hdr, char descr[8], 
         errno = 0;
         long long v = strtoll(s, &end, 10);
         if (end == s || errno || v < 0) return dl_fail(err, DL_E_INVALID, "%s: .npy shape has a bad dimension", path);
-        if (*ndim == DL_MAX_DIMS) return dl_fail(err, DL_E_INVALID, "%s: .npy array has more than %d dimensions", path, DL_MAX_DIMS);
+        if (*ndim == DL_MAX_DIMS)
+            return dl_fail(err, DL_E_INVALID, "%s: .npy array has more than %d dimensions", path, DL_MAX_DIMS);
         shape[(*ndim)++] = v;
         s = end;
         while (*s == ' ') s++;
@@ -69,18 +70,24 @@ dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim,
     void *raw = NULL;
     size_t got = fread(pre, 1, 10, f);
     uint32_t hlen = 0;
-    if (got < 10 || memcmp(pre, "\x93NUMPY", 6) != 0) rc = dl_fail(err, DL_E_INVALID, "%s: not a .npy file (bad magic)", path);
-    else if (pre[6] < 1 || pre[6] > 3) rc = dl_fail(err, DL_E_INVALID, "%s: .npy format version %d is not supported", path, pre[6]);
+    if (got < 10 || memcmp(pre, "\x93NUMPY", 6) != 0)
+        rc = dl_fail(err, DL_E_INVALID, "%s: not a .npy file (bad magic)", path);
+    else if (pre[6] < 1 || pre[6] > 3)
+        rc = dl_fail(err, DL_E_INVALID, "%s: .npy format version %d is not supported", path, pre[6]);
     else if (pre[6] == 1) hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
     else if (fread(pre + 10, 1, 2, f) != 2) rc = dl_fail(err, DL_E_INVALID, "%s: truncated .npy header", path);
     else hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8 | (uint32_t)pre[10] << 16 | (uint32_t)pre[11] << 24;
-    if (rc == DL_OK && hlen > (1u << 20)) rc = dl_fail(err, DL_E_INVALID, "%s: .npy header of %u bytes is implausible", path, hlen);
+    if (rc == DL_OK && hlen > (1u << 20))
+        rc = dl_fail(err, DL_E_INVALID, "%s: .npy header of %u bytes is implausible", path, hlen);
     if (rc == DL_OK && !(hdr = calloc(hlen + 1, 1))) rc = dl_fail(err, DL_E_NOMEM, "out of memory");
-    if (rc == DL_OK && fread(hdr, 1, hlen, f) != hlen) rc = dl_fail(err, DL_E_INVALID, "%s: truncated .npy header", path);
+    if (rc == DL_OK && fread(hdr, 1, hlen, f) != hlen)
+        rc = dl_fail(err, DL_E_INVALID, "%s: truncated .npy header", path);
     char descr[8];
     int fortran = 0;
     if (rc == DL_OK) rc = parse_header(path, hdr, descr, &fortran, shape, ndim, err);
-    if (rc == DL_OK && fortran) rc = dl_fail(err, DL_E_INVALID, "%s: Fortran-order arrays are not supported (save with numpy.ascontiguousarray)", path);
+    if (rc == DL_OK && fortran)
+        rc = dl_fail(err, DL_E_INVALID,
+                     "%s: Fortran-order arrays are not supported (save with numpy.ascontiguousarray)", path);
     int esize = 0;
     if (rc == DL_OK) {
         if (!strcmp(descr, "<f4") || !strcmp(descr, "<i4")) esize = 4;
@@ -91,7 +98,8 @@ dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim,
     }
     uint64_t count = 1;
     for (int i = 0; rc == DL_OK && i < *ndim; i++) {
-        if (shape[i] > 0 && count > (UINT64_MAX / 16) / (uint64_t)shape[i]) rc = dl_fail(err, DL_E_INVALID, "%s: .npy shape is too large", path);
+        if (shape[i] > 0 && count > (UINT64_MAX / 16) / (uint64_t)shape[i])
+            rc = dl_fail(err, DL_E_INVALID, "%s: .npy shape is too large", path);
         count *= (uint64_t)shape[i];
     }
     if (rc == DL_OK && (!(raw = malloc(count * (size_t)esize + 1)) || !(*data = malloc(count * sizeof(float) + 1))))
@@ -103,11 +111,23 @@ dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim,
         const unsigned char *b = raw;
         for (uint64_t i = 0; i < count; i++) {
             if (!strcmp(descr, "<f4")) memcpy(&o[i], b + 4 * i, 4);
-            else if (!strcmp(descr, "<f8")) { double v; memcpy(&v, b + 8 * i, 8); o[i] = (float)v; }
-            else if (!strcmp(descr, "<f2")) { uint16_t v; memcpy(&v, b + 2 * i, 2); o[i] = dl_f16_to_f32(v); }
-            else if (!strcmp(descr, "<i4")) { int32_t v; memcpy(&v, b + 4 * i, 4); o[i] = (float)v; }
-            else if (!strcmp(descr, "<i8")) { int64_t v; memcpy(&v, b + 8 * i, 8); o[i] = (float)v; }
-            else o[i] = (float)b[i];
+            else if (!strcmp(descr, "<f8")) {
+                double v;
+                memcpy(&v, b + 8 * i, 8);
+                o[i] = (float)v;
+            } else if (!strcmp(descr, "<f2")) {
+                uint16_t v;
+                memcpy(&v, b + 2 * i, 2);
+                o[i] = dl_f16_to_f32(v);
+            } else if (!strcmp(descr, "<i4")) {
+                int32_t v;
+                memcpy(&v, b + 4 * i, 4);
+                o[i] = (float)v;
+            } else if (!strcmp(descr, "<i8")) {
+                int64_t v;
+                memcpy(&v, b + 8 * i, 8);
+                o[i] = (float)v;
+            } else o[i] = (float)b[i];
         }
     }
     fclose(f);
@@ -125,7 +145,8 @@ dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape
     size_t u = (size_t)snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
     uint64_t count = 1;
     for (int i = 0; i < ndim; i++) {
-        u += (size_t)snprintf(dict + u, sizeof dict - u, "%lld%s", (long long)shape[i], ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));
+        u += (size_t)snprintf(dict + u, sizeof dict - u, "%lld%s", (long long)shape[i],
+                              ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));
         count *= (uint64_t)shape[i];
     }
     u += (size_t)snprintf(dict + u, sizeof dict - u, "), }");
@@ -133,7 +154,8 @@ dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape
     size_t hlen = total - 10;
     FILE *f = fopen(path, "wb");
     if (!f) return dl_fail(err, DL_E_IO, "%s: cannot create: %s", path, strerror(errno));
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
+    unsigned char pre[10] = {
+        0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
     int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, u, f) == u;
     for (size_t i = u; ok && i < hlen - 1; i++) ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF && fwrite(data, 4, count, f) == count;

@@ -6,6 +6,5 @@
 
 /* On success *data is malloc'd f32 in C order, shape/ndim filled (ndim <= DL_MAX_DIMS). */
 dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim, dl_error *err);
-dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape, int ndim,
-                       dl_error *err);
+dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape, int ndim, dl_error *err);
 #endif

@@ -15,7 +15,8 @@
 
 static dl_status be_copy(const dl_backend *be, void *dst, const void *src, size_t n, dl_copy_kind k, dl_error *err) {
     dl_error e = {{0}};
-    if (be->copy(be->self, dst, src, n, k, &e) != DL_OK) return dl_fail(err, DL_E_RUNTIME, "%s: copy failed: %s", be->name, e.msg);
+    if (be->copy(be->self, dst, src, n, k, &e) != DL_OK)
+        return dl_fail(err, DL_E_RUNTIME, "%s: copy failed: %s", be->name, e.msg);
     return DL_OK;
 }
 
@@ -30,14 +31,15 @@ int dl_backend_accepts(const dl_backend *be, const dl_op *op, dl_error *why) {
     uint32_t need = dl_op_min_minor(op), have = DL_ABI_MINOR_OF(be->abi_version);
     if (have < need)
         return dl_fail(why, DL_E_UNSUPPORTED, "needs plugin ABI %d.%u, the plugin speaks %d.%u", DL_ABI_MAJOR, need,
-                       DL_ABI_MAJOR, have), 0;
+                       DL_ABI_MAJOR, have),
+               0;
     return be->supports(be->self, op, why);
 }
 
 /* Runs `op` (shapes; inputs[i].data: host data; is_weight[i]: data given at prepare) on be and
  * writes the output to host `out`. iterations > 0 also times it. */
-dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out,
-                        int iterations, dl_op_result *r, dl_error *err) {
+dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out, int iterations,
+                    dl_op_result *r, dl_error *err) {
     memset(r, 0, sizeof *r);
     r->guards_ok = 1;
     int n = op->n_inputs;
@@ -68,11 +70,13 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     dl_error e = {{0}};
     for (int i = 0; st == DL_OK && i < n; i++) {
         size_t b = (size_t)dl_tensor_numel(&op->inputs[i]) * sizeof(float);
-        if (be->alloc(be->self, b ? b : 64, &dev[i], &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
+        if (be->alloc(be->self, b ? b : 64, &dev[i], &e) != DL_OK)
+            st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
         else st = be_copy(be, dev[i], op->inputs[i].data, b, DL_COPY_HOST_TO_DEVICE, err);
         if (is_weight[i]) in[i].data = dev[i];
     }
-    if (st == DL_OK && be->alloc(be->self, total, &odev, &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
+    if (st == DL_OK && be->alloc(be->self, total, &odev, &e) != DL_OK)
+        st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
     for (size_t i = 0; i < total / 4; i++) host[i] = DL_POISON;
     if (st == DL_OK) st = be_copy(be, odev, host, total, DL_COPY_HOST_TO_DEVICE, err);
     size_t wsb = 0;
@@ -82,7 +86,8 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
         r->guards_ok = -1;
         goto done;
     }
-    if (st == DL_OK && wsb && be->alloc(be->self, wsb, &ws, &e) != DL_OK) st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
+    if (st == DL_OK && wsb && be->alloc(be->self, wsb, &ws, &e) != DL_OK)
+        st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
     for (int i = 0; i < n; i++) in[i].data = dev[i];
     o.data = (char *)odev + DL_GUARD;
     if (st == DL_OK && be->run(be->self, k, in, &o, ws, &e) != DL_OK) {
@@ -102,7 +107,8 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
         double *t = malloc((size_t)iterations * sizeof *t);
         for (int it = -2; t && it < iterations && st == DL_OK; it++) { /* two warm-up runs */
             double t0 = dl_now_ms();
-            if (be->run(be->self, k, in, &o, ws, &e) != DL_OK) st = dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
+            if (be->run(be->self, k, in, &o, ws, &e) != DL_OK)
+                st = dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
             if (st == DL_OK) st = be_sync(be, err);
             if (it >= 0 && t) t[it] = dl_now_ms() - t0;
         }
@@ -123,4 +129,3 @@ done:
     free(host);
     return st;
 }
-

@@ -3,8 +3,8 @@
 #define DLRUN_OPRUN_H
 #include "dlrun/plugin.h"
 
-#define DL_GUARD 256u           /* bytes poisoned on each side of an output; keeps alignment */
-#define DL_POISON 0x7fa5a5a5u   /* a quiet NaN bit pattern no kernel computes by accident */
+#define DL_GUARD 256u         /* bytes poisoned on each side of an output; keeps alignment */
+#define DL_POISON 0x7fa5a5a5u /* a quiet NaN bit pattern no kernel computes by accident */
 
 typedef struct dl_op_result {
     int supported;          /* supports() said yes */

@@ -51,7 +51,8 @@ static dl_status candidates(const dl_session *s, dl_placement *pl, int i, dl_err
     if (s->opt.backend) {
         const dl_backend *be = dl_context_backend(s->ctx, s->opt.backend);
         if (!dl_session_accepts(s, be, i, attrs, &why))
-            return dl_fail(err, DL_E_UNSUPPORTED, "backend '%s' cannot run %s '%s': %s", s->opt.backend, op, n->name, why.msg);
+            return dl_fail(err, DL_E_UNSUPPORTED, "backend '%s' cannot run %s '%s': %s", s->opt.backend, op, n->name,
+                           why.msg);
         c->cand[c->n++] = (dl_placement_candidate){be->name, 0, 0, NULL};
         return DL_OK;
     }
@@ -66,10 +67,11 @@ static dl_status candidates(const dl_session *s, dl_placement *pl, int i, dl_err
             return DL_OK;
         }
         if (s->opt.no_fallback)
-            return dl_fail(err, DL_E_UNSUPPORTED, "%s%s '%s' is pinned to backend '%s', but %.300s (--no-fallback)", where, op, n->name,
-                           n->backend, reason);
+            return dl_fail(err, DL_E_UNSUPPORTED, "%s%s '%s' is pinned to backend '%s', but %.300s (--no-fallback)",
+                           where, op, n->name, n->backend, reason);
         char msg[2048];
-        snprintf(msg, sizeof msg, "%s%s '%s' is pinned to backend '%s', but %.300s; placing it elsewhere", where, op, n->name, n->backend, reason);
+        snprintf(msg, sizeof msg, "%s%s '%s' is pinned to backend '%s', but %.300s; placing it elsewhere", where, op,
+                 n->name, n->backend, reason);
         host_warn(s, msg);
     }
     if (s->opt.prefer_backend) { /* dlrun check: the checked backend wherever it can run */
@@ -97,7 +99,8 @@ static dl_status candidates(const dl_session *s, dl_placement *pl, int i, dl_err
         return dl_fail(err, DL_E_UNSUPPORTED, "no backend can run %s '%s'%s%s", op, n->name,
                        reasons[0] ? ": " : " (no backend is loaded)", reasons);
     if (s->opt.no_fallback && device_loaded && !device_ok)
-        return dl_fail(err, DL_E_UNSUPPORTED, "no device backend can run %s '%s' and --no-fallback forbids the CPU: %s", op, n->name, reasons);
+        return dl_fail(err, DL_E_UNSUPPORTED, "no device backend can run %s '%s' and --no-fallback forbids the CPU: %s",
+                       op, n->name, reasons);
     return DL_OK;
 }
 
@@ -106,10 +109,11 @@ static dl_status candidates(const dl_session *s, dl_placement *pl, int i, dl_err
 static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, size_t len) {
     const dl_node *n = &s->g->nodes[i];
     const dl_op_attrs *a = &s->fuse.attrs[i];
-    size_t u = (size_t)snprintf(key, len, "op=%s;k=%dx%d;s=%dx%d;p=%d,%d,%d,%d;d=%dx%d;g=%d;ceil=%d;cip=%d;axis=%d;eps=%g;act=%d;in=",
-                                dl_op_kind_name(n->kind), a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0],
-                                a->pad_begin[1], a->pad_end[0], a->pad_end[1], a->dilation[0], a->dilation[1], a->groups,
-                                a->ceil_mode, a->count_include_pad, a->axis, (double)a->epsilon, a->activation);
+    size_t u = (size_t)snprintf(
+        key, len, "op=%s;k=%dx%d;s=%dx%d;p=%d,%d,%d,%d;d=%dx%d;g=%d;ceil=%d;cip=%d;axis=%d;eps=%g;act=%d;in=",
+        dl_op_kind_name(n->kind), a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0],
+        a->pad_begin[1], a->pad_end[0], a->pad_end[1], a->dilation[0], a->dilation[1], a->groups, a->ceil_mode,
+        a->count_include_pad, a->axis, (double)a->epsilon, a->activation);
     for (int j = 0; j <= n->n_inputs && u < len; j++) {
         int v = j < n->n_inputs ? n->inputs[j] : n->output;
         char sh[128];
@@ -118,7 +122,8 @@ static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, 
                               s->g->values[v].dtype.bits == 32 ? "f32" : "?");
     }
     if (u < len)
-        u += (size_t)snprintf(key + u, len - u, ";alpha=%g;clip=%g,%g", (double)a->alpha, (double)a->clip_min, (double)a->clip_max);
+        u += (size_t)snprintf(key + u, len - u, ";alpha=%g;clip=%g,%g", (double)a->alpha, (double)a->clip_min,
+                              (double)a->clip_max);
     if (u < len)
         snprintf(key + u, len - u, ";prec=%d;backend=%s;device=%s;abi=%u;dlrun=%s", s->opt.precision, be->name,
                  be->description ? be->description : "", DL_ABI_VERSION, DLRUN_VERSION_STRING);
@@ -185,8 +190,10 @@ static double time_copy(const dl_backend *be, void *dev, void *host, size_t byte
 static void measure_transfer(xfer *x, dl_tcache *cache) {
     const dl_backend *be = x->be;
     char klat[512], kbw[512];
-    snprintf(klat, sizeof klat, "transfer-latency;backend=%s;device=%s;dlrun=%s", be->name, be->description ? be->description : "", DLRUN_VERSION_STRING);
-    snprintf(kbw, sizeof kbw, "transfer-ms-per-MiB;backend=%s;device=%s;dlrun=%s", be->name, be->description ? be->description : "", DLRUN_VERSION_STRING);
+    snprintf(klat, sizeof klat, "transfer-latency;backend=%s;device=%s;dlrun=%s", be->name,
+             be->description ? be->description : "", DLRUN_VERSION_STRING);
+    snprintf(kbw, sizeof kbw, "transfer-ms-per-MiB;backend=%s;device=%s;dlrun=%s", be->name,
+             be->description ? be->description : "", DLRUN_VERSION_STRING);
     double lat, per_mib;
     if (dl_tcache_get(cache, klat, &lat) && dl_tcache_get(cache, kbw, &per_mib)) {
         x->lat_ms = lat, x->ms_per_byte = per_mib / 1048576.0;
@@ -212,11 +219,11 @@ static void measure_transfer(xfer *x, dl_tcache *cache) {
 
 typedef struct planner {
     const dl_session *s;
-    int n;                       /* nodes */
+    int n; /* nodes */
     const dl_backend *be[MAX_CAND * 4];
     int nbe;
-    double *t;                   /* t[node * nbe + b]: op time, < 0 if not a candidate */
-    xfer x[MAX_CAND * 4];        /* per backend (device ones) */
+    double *t;            /* t[node * nbe + b]: op time, < 0 if not a candidate */
+    xfer x[MAX_CAND * 4]; /* per backend (device ones) */
 } planner;
 
 static int be_index(planner *p, const dl_backend *be) {
@@ -236,7 +243,6 @@ static double move(const planner *p, int a, int b, size_t bytes) {
     return c;
 }
 
-
 /* Cost of bringing `bytes` from host memory into backend d's domain, or back. */
 static double to_host(const planner *p, int d, size_t bytes) {
     return on_host(p->be[d]) ? 0 : p->x[d].lat_ms + p->x[d].ms_per_byte * (double)bytes;
@@ -250,7 +256,7 @@ static double total_cost(const planner *p, const int *as) {
     for (int i = 0; i < p->n; i++) c += p->t[i * p->nbe + as[i]];
     for (int v = 0; v < g->n_values; v++) {
         const dl_value *val = &g->values[v];
-        if (val->kind == DL_VALUE_WEIGHT) continue; /* copied once at session creation */
+        if (val->kind == DL_VALUE_WEIGHT) continue;            /* copied once at session creation */
         int src = val->producer >= 0 ? as[val->producer] : -1; /* -1: host (a model input) */
         size_t bytes = dl_session_value_bytes(p->s, v);
         int paid[MAX_CAND * 4] = {0}, host_has = src < 0 || on_host(p->be[src]);
@@ -317,7 +323,8 @@ static void choose_chain(planner *p, int *as) {
     double bc = DBL_MAX;
     for (int b = 0; b < nb; b++) {
         if (best[(n - 1) * nb + b] == DBL_MAX) continue;
-        double c = best[(n - 1) * nb + b] + (on_host(p->be[b]) ? 0 : p->x[b].lat_ms + p->x[b].ms_per_byte * (double)out_bytes);
+        double c =
+            best[(n - 1) * nb + b] + (on_host(p->be[b]) ? 0 : p->x[b].lat_ms + p->x[b].ms_per_byte * (double)out_bytes);
         if (c < bc) bc = c, bb = b;
     }
     for (int i = n - 1; i >= 0 && bb >= 0; i--) {
@@ -437,7 +444,8 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
         if (cache && dl_tcache_path(cache)) pl->cache_path = strdup(dl_tcache_path(cache));
     }
     for (int i = 0; i < n; i++) /* register backends in a fixed order, then mark non-candidates */
-        for (int c = 0; c < pl->choice[i].n; c++) be_index(&p, dl_context_backend(s->ctx, pl->choice[i].cand[c].backend));
+        for (int c = 0; c < pl->choice[i].n; c++)
+            be_index(&p, dl_context_backend(s->ctx, pl->choice[i].cand[c].backend));
     for (int i = 0; i < n * p.nbe; i++) p.t[i] = -1;
     for (int b = 0; b < p.nbe && need_timing; b++)
         if (!on_host(p.be[b])) measure_transfer(&p.x[b], cache);

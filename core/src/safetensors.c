@@ -20,7 +20,7 @@ static const struct {
     const char *name;
     int size;
 } dtypes[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-              {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},   {"BOOL", 1}};
+              {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},  {"BOOL", 1}};
 
 static int dtype_size(const char *s) {
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
@@ -49,12 +49,15 @@ static dl_status parse_entry(dl_safetensors *st, const cJSON *e, const unsigned 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-    if (!cJSON_IsString(dt)) return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': missing or non-string 'dtype'", p, name);
+    if (!cJSON_IsString(dt))
+        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': missing or non-string 'dtype'", p, name);
     int esize = dtype_size(dt->valuestring);
     if (!esize) return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': unknown dtype '%.16s'", p, name, dt->valuestring);
     if (!cJSON_IsArray(sh)) return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': missing or non-list 'shape'", p, name);
     int nd = cJSON_GetArraySize(sh);
-    if (nd > DL_MAX_DIMS) return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': %d dimensions, at most %d supported", p, name, nd, DL_MAX_DIMS);
+    if (nd > DL_MAX_DIMS)
+        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': %d dimensions, at most %d supported", p, name, nd,
+                       DL_MAX_DIMS);
     double numel = 1;
     uint64_t count = 1;
     for (int i = 0; i < nd; i++) {
@@ -69,17 +72,24 @@ static dl_status parse_entry(dl_safetensors *st, const cJSON *e, const unsigned 
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2)
         return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': 'data_offsets' must be [begin, end]", p, name);
     uint64_t b, en;
-    if (!whole(cJSON_GetArrayItem(off, 0), 9007199254740992.0, &b) || !whole(cJSON_GetArrayItem(off, 1), 9007199254740992.0, &en))
+    if (!whole(cJSON_GetArrayItem(off, 0), 9007199254740992.0, &b) ||
+        !whole(cJSON_GetArrayItem(off, 1), 9007199254740992.0, &en))
         return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': data_offsets must be non-negative integers", p, name);
-    if (b > en) return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin", p, name, (unsigned long long)b, (unsigned long long)en);
+    if (b > en)
+        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': data_offsets [%llu, %llu] end before they begin", p, name,
+                       (unsigned long long)b, (unsigned long long)en);
     if (en > data_len)
-        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': data_offsets [%llu, %llu] run past the end of the data (%llu bytes; truncated file?)",
-                       p, name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)data_len);
+        return dl_fail(
+            err, DL_E_INVALID,
+            "%s: tensor '%s': data_offsets [%llu, %llu] run past the end of the data (%llu bytes; truncated file?)", p,
+            name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)data_len);
     char shs[160];
     dl_shape_str(t->shape, nd, shs, sizeof shs);
     if (numel * esize > 9e18 || count * (uint64_t)esize != en - b)
-        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape %s of %s needs %.0f",
-                       p, name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)(en - b), shs, dt->valuestring, numel * esize);
+        return dl_fail(err, DL_E_INVALID,
+                       "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape %s of %s needs %.0f", p,
+                       name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)(en - b), shs,
+                       dt->valuestring, numel * esize);
     if (!(t->name = strdup(name))) return dl_fail(err, DL_E_NOMEM, "out of memory");
     snprintf(t->dtype, sizeof t->dtype, "%s", dt->valuestring);
     t->data = data + b;
@@ -91,7 +101,9 @@ static dl_status parse_header(dl_safetensors *st, const char *text, size_t n, co
                               uint64_t data_len, dl_error *err) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
-    if (!root) return dl_fail(err, DL_E_INVALID, "%s: header is not valid JSON (near byte %ld)", st->path, end ? (long)(end - text) + 8 : 8L);
+    if (!root)
+        return dl_fail(err, DL_E_INVALID, "%s: header is not valid JSON (near byte %ld)", st->path,
+                       end ? (long)(end - text) + 8 : 8L);
     dl_status rc = DL_OK;
     if (!cJSON_IsObject(root)) rc = dl_fail(err, DL_E_INVALID, "%s: header is not a JSON object", st->path);
     int count = rc == DL_OK ? cJSON_GetArraySize(root) : 0;
@@ -121,7 +133,8 @@ static dl_status parse_header(dl_safetensors *st, const char *text, size_t n, co
     for (int i = 1; i < st->n_tensors && rc == DL_OK; i++) {
         const char *prev_end = (const char *)sorted[i - 1].data + sorted[i - 1].nbytes;
         if ((const char *)sorted[i].data < prev_end && sorted[i].nbytes && sorted[i - 1].nbytes)
-            rc = dl_fail(err, DL_E_INVALID, "%s: tensors '%s' and '%s' overlap in the data section", st->path, sorted[i - 1].name, sorted[i].name);
+            rc = dl_fail(err, DL_E_INVALID, "%s: tensors '%s' and '%s' overlap in the data section", st->path,
+                         sorted[i - 1].name, sorted[i].name);
     }
     free(sorted);
     return rc;
@@ -139,7 +152,9 @@ dl_status dl_safetensors_open(const char *path, dl_safetensors **out, dl_error *
     struct stat sb;
     if (fd < 0) rc = dl_fail(err, DL_E_IO, "%s: cannot open: %s", path, strerror(errno));
     else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) rc = dl_fail(err, DL_E_IO, "%s: not a regular file", path);
-    else if (sb.st_size < 8) rc = dl_fail(err, DL_E_INVALID, "%s: %lld bytes is too short for a safetensors file", path, (long long)sb.st_size);
+    else if (sb.st_size < 8)
+        rc = dl_fail(err, DL_E_INVALID, "%s: %lld bytes is too short for a safetensors file", path,
+                     (long long)sb.st_size);
     if (rc == DL_OK) {
         st->map_len = (size_t)sb.st_size;
         st->map = mmap(NULL, st->map_len, PROT_READ, MAP_PRIVATE, fd, 0);

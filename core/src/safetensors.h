@@ -5,10 +5,10 @@
 
 typedef struct dl_st_tensor {
     char *name;
-    char dtype[8];      /* as stored: "F32", "F16", "BF16", "I64", ... */
+    char dtype[8]; /* as stored: "F32", "F16", "BF16", "I64", ... */
     int32_t ndim;
     int64_t shape[DL_MAX_DIMS];
-    const void *data;   /* inside the mapping */
+    const void *data; /* inside the mapping */
     size_t nbytes;
 } dl_st_tensor;
 
@@ -27,7 +27,6 @@ const dl_st_tensor *dl_safetensors_find(const dl_safetensors *st, const char *na
 void dl_safetensors_close(dl_safetensors *st);
 
 /* Write f32 tensors to a safetensors file (tests, tools). */
-dl_status dl_safetensors_write_f32(const char *path, int n, const char *const *names,
-                                   const float *const *data, const int *ndims,
-                                   const int64_t *const *shapes, dl_error *err);
+dl_status dl_safetensors_write_f32(const char *path, int n, const char *const *names, const float *const *data,
+                                   const int *ndims, const int64_t *const *shapes, dl_error *err);
 #endif

@@ -66,16 +66,13 @@ static int domain_of(dl_session *s, const dl_backend *be) {
     return s->n_doms++;
 }
 
-static const char *domain_name(const dl_session *s, int d) {
-    return d == 0 ? "host" : s->doms[d].be->name;
-}
+static const char *domain_name(const dl_session *s, int d) { return d == 0 ? "host" : s->doms[d].be->name; }
 
 dl_status dl_session_alloc(dl_session *s, int d, size_t bytes, void **p, dl_error *err) {
     if (bytes == 0) bytes = 64;
     if (d == 0) {
         *p = NULL;
-        if (posix_memalign(p, 64, bytes) != 0)
-            return dl_fail(err, DL_E_NOMEM, "out of host memory (%zu bytes)", bytes);
+        if (posix_memalign(p, 64, bytes) != 0) return dl_fail(err, DL_E_NOMEM, "out of host memory (%zu bytes)", bytes);
         return DL_OK;
     }
     const dl_backend *be = s->doms[d].be;
@@ -92,8 +89,8 @@ static void dom_free(dl_session *s, int d, void *p) {
 }
 
 /* Copy bytes of a value from domain `from` to domain `to`, staging through host if needed. */
-static dl_status dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n,
-                          void *staging, dl_error *err) {
+static dl_status dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n, void *staging,
+                          dl_error *err) {
     dl_error e = {{0}};
     dl_status st = DL_OK;
     if (from == 0 && to == 0) memcpy(dst, src, n);
@@ -103,8 +100,7 @@ static dl_status dom_copy(dl_session *s, int to, void *dst, int from, const void
         st = s->doms[from].be->copy(s->doms[from].be->self, staging, src, n, DL_COPY_DEVICE_TO_HOST, &e);
         if (st == DL_OK && DL_BACKEND_HAS(s->doms[from].be, synchronize))
             st = s->doms[from].be->synchronize(s->doms[from].be->self, &e);
-        if (st == DL_OK)
-            st = s->doms[to].be->copy(s->doms[to].be->self, dst, staging, n, DL_COPY_HOST_TO_DEVICE, &e);
+        if (st == DL_OK) st = s->doms[to].be->copy(s->doms[to].be->self, dst, staging, n, DL_COPY_HOST_TO_DEVICE, &e);
     }
     if (st != DL_OK)
         return dl_fail(err, DL_E_RUNTIME, "copy %s -> %s: %s", domain_name(s, from), domain_name(s, to), e.msg);
@@ -299,7 +295,8 @@ static dl_status build(dl_session *s, dl_error *err) {
     s->alias = malloc((size_t)nv * sizeof *s->alias);
     s->node_dom = calloc((size_t)nn + 1, sizeof *s->node_dom);
     s->slot_of = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->slot_of);
-    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom)
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int v = 0; v < nv; v++) s->alias[v] = v;
     s->n_doms = 1;
     s->doms[0] = (dl_domain){{DL_DEVICE_CPU, 0}, NULL};
@@ -454,14 +451,14 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
             rc = hand_over(last, st->src_dom, s->doms[st->src_dom].be, err);
             if (rc == DL_OK) rc = hand_over(last, st->dom, s->doms[st->dom].be, err);
             if (rc == DL_OK)
-                rc = dom_copy(s, st->dom, BUF(s, st->value, st->dom), st->src_dom,
-                          BUF(s, st->value, st->src_dom), st->bytes, st->staging, err);
+                rc = dom_copy(s, st->dom, BUF(s, st->value, st->dom), st->src_dom, BUF(s, st->value, st->src_dom),
+                              st->bytes, st->staging, err);
         } else {
             dl_error e = {{0}};
             rc = hand_over(last, st->dom, st->be, err);
             if (rc == DL_OK && (rc = st->be->run(st->be->self, st->kernel, st->in, &st->out, st->ws, &e)) != DL_OK)
-                dl_fail(err, rc, "%s '%s' failed on %s: %s", dl_op_kind_name(s->g->nodes[st->node].kind),
-                        st->op.name, st->be->name, e.msg);
+                dl_fail(err, rc, "%s '%s' failed on %s: %s", dl_op_kind_name(s->g->nodes[st->node].kind), st->op.name,
+                        st->be->name, e.msg);
         }
         if (rc == DL_OK && s->profiling && st->dom != 0) rc = sync_all(s, last, err);
         if (rc != DL_OK) return rc;

@@ -38,12 +38,12 @@ typedef struct dl_step {
     void *ws;             /* OP: its workspace inside the domain's arena */
     dl_kernel *kernel;
     dl_op op;
-    dl_op_attrs attrs;    /* the node's attributes plus fusion */
-    dl_tensor *in;        /* op.n_inputs tensors with data in the domain */
+    dl_op_attrs attrs;       /* the node's attributes plus fusion */
+    dl_tensor *in;           /* op.n_inputs tensors with data in the domain */
     unsigned char *constant; /* per input: 1 for a weight (given to the backend at prepare) */
     dl_tensor out;
     size_t workspace;
-    char *label;          /* COPY: "cpu->cuda"; FUSED: "into <layer>" */
+    char *label; /* COPY: "cpu->cuda"; FUSED: "into <layer>" */
     double flops;
     double last_ms, total_ms;
     int64_t runs;
@@ -94,9 +94,9 @@ typedef struct dl_placement {
 
 struct dl_session {
     dl_context *ctx;
-    const dl_graph *g;    /* the model's, read only */
+    const dl_graph *g; /* the model's, read only */
     dl_session_options opt;
-    dl_shape *shape;      /* value -> its shape at this session's batch */
+    dl_shape *shape; /* value -> its shape at this session's batch */
     dl_weights *weights;
     dl_fusion fuse;
     dl_placement place;
@@ -108,12 +108,12 @@ struct dl_session {
     int *node_dom;        /* node -> domain it runs in */
     dl_step *steps;
     int n_steps, cap_steps;
-    dl_slot *slots;       /* planned buffers */
+    dl_slot *slots; /* planned buffers */
     int n_slots, cap_slots;
-    int *slot_of;         /* value * DL_MAX_DOMAINS + dom -> slot index + 1 (0: none) */
+    int *slot_of; /* value * DL_MAX_DOMAINS + dom -> slot index + 1 (0: none) */
     dl_domain_memory mem[DL_MAX_DOMAINS];
-    dl_tensor *inputs;    /* descriptors of model inputs (host) */
-    dl_tensor *outputs;   /* model outputs (host), data in buf[...][0] */
+    dl_tensor *inputs;  /* descriptors of model inputs (host) */
+    dl_tensor *outputs; /* model outputs (host), data in buf[...][0] */
     int profiling;
 };
 

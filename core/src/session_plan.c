@@ -45,7 +45,8 @@ static void plan_in_place(dl_session *s) {
         const dl_node *n = &s->g->nodes[st->node];
         int out = dl_slot_find(s, dl_session_root(s, n->output), st->dom);
         int in = dl_slot_find(s, dl_session_root(s, n->inputs[0]), st->dom); /* in place means on input 0 */
-        if (out < 0 || in < 0 || taken[in] || s->slots[in].last != k || s->slots[in].size != s->slots[out].size) continue;
+        if (out < 0 || in < 0 || taken[in] || s->slots[in].last != k || s->slots[in].size != s->slots[out].size)
+            continue;
         s->slots[out].share = in;
         taken[in] = 1;
     }
@@ -86,7 +87,9 @@ static dl_status check_fits(dl_session *s, int d, dl_error *err) {
     char nb[32], ab[32];
     dl_format_bytes((double)need, nb, sizeof nb);
     dl_format_bytes((double)avail, ab, sizeof ab);
-    return dl_fail(err, DL_E_NOMEM, "model '%s' at batch %lld needs %s of %s memory (activations, scratch%s), but %s allows %s; use a smaller --batch",
+    return dl_fail(err, DL_E_NOMEM,
+                   "model '%s' at batch %lld needs %s of %s memory (activations, scratch%s), but %s allows %s; use a "
+                   "smaller --batch",
                    s->g->name, (long long)s->inputs[0].shape[0], nb, d == 0 ? "host" : s->doms[d].be->name,
                    s->mem[d].weights ? ", weights" : "", what, ab);
 }

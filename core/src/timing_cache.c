@@ -57,10 +57,13 @@ static cJSON *load(const char *path, const char **why) {
     cJSON *root = cJSON_ParseWithLength(buf, len);
     free(buf);
     if (!root || !cJSON_IsObject(root)) return cJSON_Delete(root), *why = "it is not JSON", NULL;
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format"), *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format"),
+                *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
     cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0) return cJSON_Delete(root), *why = "it is not a dlrun timing cache", NULL;
-    if (!cJSON_IsNumber(ver) || ver->valueint != VERSION) return cJSON_Delete(root), *why = "it was written by another version of dlrun", NULL;
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0)
+        return cJSON_Delete(root), *why = "it is not a dlrun timing cache", NULL;
+    if (!cJSON_IsNumber(ver) || ver->valueint != VERSION)
+        return cJSON_Delete(root), *why = "it was written by another version of dlrun", NULL;
     if (!cJSON_IsObject(entries)) return cJSON_Delete(root), *why = "its entries are not an object", NULL;
     for (const cJSON *e = entries->child; e; e = e->next)
         if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble))
@@ -123,7 +126,8 @@ int dl_tcache_save(dl_tcache *c, char *warning, size_t wlen) {
     const char *why;
     cJSON *disk = load(c->path, &why); /* keep what other processes added meanwhile */
     for (cJSON *e = disk ? disk->child : NULL; e; e = e->next)
-        if (!cJSON_GetObjectItemCaseSensitive(c->entries, e->string)) cJSON_AddNumberToObject(c->entries, e->string, e->valuedouble);
+        if (!cJSON_GetObjectItemCaseSensitive(c->entries, e->string))
+            cJSON_AddNumberToObject(c->entries, e->string, e->valuedouble);
     cJSON_Delete(disk);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", FORMAT);

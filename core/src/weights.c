@@ -38,9 +38,7 @@ static dl_status seeded(dl_weights *w, const dl_value *v, const dl_shape *shape,
         for (size_t i = 0; i < n; i++) d[i] = v->init == DL_INIT_ONES ? 1.0f : 0.0f;
     } else {
         /* kaiming_uniform_(a=sqrt(5)) and PyTorch's bias rule both give U(-1/sqrt(fan_in), ..) */
-        float bound = v->init == DL_INIT_UNIFORM ? 1.0f
-                      : v->fan_in > 0            ? (float)(1.0 / sqrt((double)v->fan_in))
-                                                 : 0.0f;
+        float bound = v->init == DL_INIT_UNIFORM ? 1.0f : v->fan_in > 0 ? (float)(1.0 / sqrt((double)v->fan_in)) : 0.0f;
         dl_rng r;
         dl_rng_seed(&r, dl_rng_derive(seed, v->name));
         for (size_t i = 0; i < n; i++) d[i] = dl_rng_uniform(&r, -bound, bound);
@@ -60,10 +58,13 @@ static dl_status from_file(dl_weights *w, const dl_value *v, const dl_shape *sha
     const dl_st_tensor *t = dl_safetensors_find(w->file, v->name);
     char want[160], got[160];
     dl_shape_str(shape->d, shape->ndim, want, sizeof want);
-    if (!t) return dl_fail(err, DL_E_INVALID, "%s: model needs tensor '%s' %s, not in the file", w->file->path, v->name, want);
+    if (!t)
+        return dl_fail(err, DL_E_INVALID, "%s: model needs tensor '%s' %s, not in the file", w->file->path, v->name,
+                       want);
     if (!same_shape(t, shape)) {
         dl_shape_str(t->shape, t->ndim, got, sizeof got);
-        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s' has shape %s, the model needs %s", w->file->path, v->name, got, want);
+        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s' has shape %s, the model needs %s", w->file->path, v->name,
+                       got, want);
     }
     size_t n = (size_t)dl_shape_numel(shape);
     if (!strcmp(t->dtype, "F32") && ((uintptr_t)t->data & 3u) == 0) {
@@ -72,7 +73,8 @@ static dl_status from_file(dl_weights *w, const dl_value *v, const dl_shape *sha
     }
     int f32 = !strcmp(t->dtype, "F32"), f16 = !strcmp(t->dtype, "F16"), bf16 = !strcmp(t->dtype, "BF16");
     if (!f32 && !f16 && !bf16)
-        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s' is %s; weights must be F32, F16 or BF16", w->file->path, v->name, t->dtype);
+        return dl_fail(err, DL_E_INVALID, "%s: tensor '%s' is %s; weights must be F32, F16 or BF16", w->file->path,
+                       v->name, t->dtype);
     float *d = own(w, n);
     if (!d) return dl_fail(err, DL_E_NOMEM, "out of memory for weight '%s'", v->name);
     const unsigned char *b = t->data;
@@ -109,8 +111,9 @@ dl_status dl_weights_bind(const dl_graph *g, const dl_shape *shapes, const char 
         const char *name = w->file->tensors[i].name;
         int v = dl_graph_find_value(g, name);
         if ((v < 0 || g->values[v].kind != DL_VALUE_WEIGHT) && !ends_with(name, ".num_batches_tracked"))
-            st = dl_fail(err, DL_E_INVALID, "%s: tensor '%s' is not a weight of model '%s' (wrong file, or a layer name differs?)",
-                         path, name, g->name ? g->name : "?");
+            st = dl_fail(err, DL_E_INVALID,
+                         "%s: tensor '%s' is not a weight of model '%s' (wrong file, or a layer name differs?)", path,
+                         name, g->name ? g->name : "?");
     }
     if (st != DL_OK) {
         dl_weights_free(w);

@@ -27,7 +27,8 @@ static void cpu_destroy(void *self) { free(self); }
 
 static dl_status cpu_alloc(void *self, size_t bytes, void **ptr, dl_error *err) {
     *ptr = NULL;
-    if (posix_memalign(ptr, 64, bytes ? bytes : 64) != 0) return dl_fail(err, DL_E_NOMEM, "cannot allocate %zu bytes", bytes);
+    if (posix_memalign(ptr, 64, bytes ? bytes : 64) != 0)
+        return dl_fail(err, DL_E_NOMEM, "cannot allocate %zu bytes", bytes);
     return DL_OK;
 }
 
@@ -40,12 +41,23 @@ static dl_status cpu_copy_mem(void *self, void *dst, const void *src, size_t byt
 
 /* The kernel of each kind: a kind the op table knows but this plugin has no kernel for is refused. */
 static const cpu_op_fn kernels[DL_OP_COUNT] = {
-    [DL_OP_CONV2D] = cpu_conv2d,       [DL_OP_RELU] = cpu_relu,        [DL_OP_MAXPOOL2D] = cpu_maxpool2d,
-    [DL_OP_AVGPOOL2D] = cpu_avgpool2d, [DL_OP_GLOBAL_AVGPOOL] = cpu_global_avgpool,
-    [DL_OP_LINEAR] = cpu_linear,       [DL_OP_FLATTEN] = cpu_copy,     [DL_OP_DROPOUT] = cpu_copy,
-    [DL_OP_SOFTMAX] = cpu_softmax,     [DL_OP_ADD] = cpu_add,          [DL_OP_CONCAT] = cpu_concat,
-    [DL_OP_BATCHNORM] = cpu_batchnorm, [DL_OP_LEAKY_RELU] = cpu_leaky_relu, [DL_OP_SIGMOID] = cpu_sigmoid,
-    [DL_OP_CLIP] = cpu_clip,           [DL_OP_MATMUL] = cpu_matmul,    [DL_OP_RESHAPE] = cpu_copy,
+    [DL_OP_CONV2D] = cpu_conv2d,
+    [DL_OP_RELU] = cpu_relu,
+    [DL_OP_MAXPOOL2D] = cpu_maxpool2d,
+    [DL_OP_AVGPOOL2D] = cpu_avgpool2d,
+    [DL_OP_GLOBAL_AVGPOOL] = cpu_global_avgpool,
+    [DL_OP_LINEAR] = cpu_linear,
+    [DL_OP_FLATTEN] = cpu_copy,
+    [DL_OP_DROPOUT] = cpu_copy,
+    [DL_OP_SOFTMAX] = cpu_softmax,
+    [DL_OP_ADD] = cpu_add,
+    [DL_OP_CONCAT] = cpu_concat,
+    [DL_OP_BATCHNORM] = cpu_batchnorm,
+    [DL_OP_LEAKY_RELU] = cpu_leaky_relu,
+    [DL_OP_SIGMOID] = cpu_sigmoid,
+    [DL_OP_CLIP] = cpu_clip,
+    [DL_OP_MATMUL] = cpu_matmul,
+    [DL_OP_RESHAPE] = cpu_copy,
 };
 
 static int cpu_supports(void *self, const dl_op *op, dl_error *why) {

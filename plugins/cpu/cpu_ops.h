@@ -18,13 +18,12 @@ static inline void omp_set_num_threads(int n) { (void)n; }
 enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2 };
 
 struct dl_kernel {
-    dl_op_geom g;          /* the op's kind, attributes and shapes */
-    int conv_mode;         /* CONV_* */
+    dl_op_geom g;  /* the op's kind, attributes and shapes */
+    int conv_mode; /* CONV_* */
     cpu_winograd wg;
-    size_t workspace;      /* bytes */
+    size_t workspace; /* bytes */
     int threads;
 };
-
 
 /* Every op runs with the same signature: the prepared kernel, the inputs (data in host memory),
  * the output and the workspace prepare asked for. cpu_backend.c maps each kind to one. */

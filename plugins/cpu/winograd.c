@@ -8,13 +8,12 @@
 #define TILE 6 /* input tile edge: 4 outputs + 3 - 1 */
 #define NPOS 36
 
-int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int c, int k,
-                       int oh, int ow) {
+int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int c, int k, int oh, int ow) {
     /* Few channels (the RGB input layer) make the GEMMs too thin to gain. Small maps (ResNet's
      * 7x7) give too few tiles to pay for reading the transformed filters, which are 4x larger
      * than the filters: measured slower than im2col there (docs/performance.md). */
-    return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && groups == 1 &&
-           c >= 16 && k >= 16 && oh >= 10 && ow >= 10;
+    return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && groups == 1 && c >= 16 && k >= 16 &&
+           oh >= 10 && ow >= 10;
 }
 
 /* U = G g G^T for one 3x3 filter, in double for accuracy. */
@@ -31,18 +30,15 @@ static void filter_transform(const float *g, float *u, size_t stride) {
     }
     for (int i = 0; i < 6; i++) {
         double g0 = t[i][0], g1 = t[i][1], g2 = t[i][2];
-        double r[6] = {g0 / 4,
-                       -(g0 + g1 + g2) / 6,
-                       -(g0 - g1 + g2) / 6,
-                       g0 / 24 + g1 / 12 + g2 / 6,
-                       g0 / 24 - g1 / 12 + g2 / 6,
-                       g2};
+        double r[6] = {
+            g0 / 4, -(g0 + g1 + g2) / 6, -(g0 - g1 + g2) / 6, g0 / 24 + g1 / 12 + g2 / 6, g0 / 24 - g1 / 12 + g2 / 6,
+            g2};
         for (int j = 0; j < 6; j++) u[(size_t)(i * 6 + j) * stride] = (float)r[j];
     }
 }
 
-int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int pad_t, int pad_l,
-                      int oh, int ow, const float *weight) {
+int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int pad_t, int pad_l, int oh, int ow,
+                      const float *weight) {
     memset(wg, 0, sizeof *wg);
     wg->n = n, wg->c = c, wg->h = h, wg->w = w, wg->k = k;
     wg->pad_t = pad_t, wg->pad_l = pad_l, wg->oh = oh, wg->ow = ow;
@@ -93,9 +89,8 @@ static inline void input_transform(const v8 d[6][6], float *v, size_t stride) {
     }
     for (int i = 0; i < 6; i++) {
         v8 d0 = t[i][0], d1 = t[i][1], d2 = t[i][2], d3 = t[i][3], d4 = t[i][4], d5 = t[i][5];
-        v8 r[6] = {4 * d0 - 5 * d2 + d4,        -4 * (d1 + d2) + d3 + d4,
-                   4 * (d1 - d2) - d3 + d4,     -2 * (d1 - d3) - d2 + d4,
-                   2 * (d1 - d3) - d2 + d4,     4 * d1 - 5 * d3 + d5};
+        v8 r[6] = {4 * d0 - 5 * d2 + d4,     -4 * (d1 + d2) + d3 + d4, 4 * (d1 - d2) - d3 + d4,
+                   -2 * (d1 - d3) - d2 + d4, 2 * (d1 - d3) - d2 + d4,  4 * d1 - 5 * d3 + d5};
         for (int j = 0; j < 6; j++) memcpy(v + (size_t)(i * 6 + j) * stride, &r[j], sizeof(v8));
     }
 }
@@ -119,8 +114,7 @@ static inline void output_transform(const v8 m[6][6], v8 y[4][4]) {
     }
 }
 
-void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, int relu, float *y,
-                      float *workspace) {
+void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, int relu, float *y, float *workspace) {
     const int c = wg->c, k = wg->k, h = wg->h, w = wg->w, oh = wg->oh, ow = wg->ow;
     const int tw = wg->tiles_w, per_image = wg->tiles_h * tw;
     const int64_t block = wg->block;
@@ -145,8 +139,8 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
                         int yy = y0 + i;
                         for (int j = 0; j < 6; j++) {
                             int xx = x0 + j;
-                            d[i][j][l] = inside || (yy >= 0 && yy < h && xx >= 0 && xx < w)
-                                             ? plane[(size_t)yy * w + xx] : 0.0f;
+                            d[i][j][l] =
+                                inside || (yy >= 0 && yy < h && xx >= 0 && xx < w) ? plane[(size_t)yy * w + xx] : 0.0f;
                         }
                     }
                 }
@@ -157,9 +151,8 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
          * plugin runs OpenBLAS with one thread so that only OpenMP's pool is ever busy). */
 #pragma omp parallel for schedule(dynamic, 1)
         for (int p = 0; p < NPOS; p++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, k, nb, c, 1.0f,
-                        wg->u + (size_t)p * k * c, c, v + (size_t)p * vstride, (int)block, 0.0f,
-                        m + (size_t)p * mstride, (int)block);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, k, nb, c, 1.0f, wg->u + (size_t)p * k * c, c,
+                        v + (size_t)p * vstride, (int)block, 0.0f, m + (size_t)p * mstride, (int)block);
 #pragma omp parallel for collapse(2) schedule(static)
         for (int ki = 0; ki < k; ki++) {
             for (int gi = 0; gi < ngroups; gi++) {

@@ -11,24 +11,22 @@
 #include <stdint.h>
 
 typedef struct cpu_winograd {
-    int n, c, h, w, k;     /* input [n, c, h, w], k filters */
-    int pad_t, pad_l;      /* padding before; padding after is implied by oh, ow */
-    int oh, ow;            /* output size */
-    int tiles_h, tiles_w;  /* 4x4 output tiles per image */
-    int64_t tiles;         /* n * tiles_h * tiles_w */
-    int block;             /* tiles transformed per block */
-    float *u;              /* transformed filters: [36][k][c] */
+    int n, c, h, w, k;    /* input [n, c, h, w], k filters */
+    int pad_t, pad_l;     /* padding before; padding after is implied by oh, ow */
+    int oh, ow;           /* output size */
+    int tiles_h, tiles_w; /* 4x4 output tiles per image */
+    int64_t tiles;        /* n * tiles_h * tiles_w */
+    int block;            /* tiles transformed per block */
+    float *u;             /* transformed filters: [36][k][c] */
 } cpu_winograd;
 
 /* 1 if a conv with these parameters can go through Winograd and is likely faster. */
-int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int c, int k,
-                       int oh, int ow);
+int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int c, int k, int oh, int ow);
 /* Transforms the filters (weight [k, c, 3, 3]); returns 0 when out of memory. */
-int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int pad_t, int pad_l,
-                      int oh, int ow, const float *weight);
+int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int pad_t, int pad_l, int oh, int ow,
+                      const float *weight);
 size_t cpu_winograd_workspace(const cpu_winograd *wg);
 /* y[n, k, oh, ow] = conv(x) + bias (may be NULL), then relu if asked. */
-void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, int relu, float *y,
-                      float *workspace);
+void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, int relu, float *y, float *workspace);
 void cpu_winograd_free(cpu_winograd *wg);
 #endif

@@ -68,8 +68,7 @@ typedef struct gemm_trial {
     cudaStream_t s;
 } gemm_trial;
 
-static int launch_gemm(const dl_kernel *k, const float *x, const float *w, const float *b, float *y,
-                       cudaStream_t s) {
+static int launch_gemm(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, cudaStream_t s) {
     if (k->g.kind == DL_OP_CONV2D) return dlk_conv2d(&k->p.conv, x, w, b, y, k->relu, k->variant, s);
     return dlk_linear(&k->p.linear, x, w, b, y, k->relu, k->variant, s);
 }
@@ -109,9 +108,10 @@ static void launch_params(dl_kernel *k, const dl_op *op) {
     k->relu = a->activation == DL_ACT_RELU;
     switch (k->g.kind) {
     case DL_OP_CONV2D:
-        k->p.conv = (dlk_conv){(int)xs[0], (int)xs[1], (int)xs[2], (int)xs[3], (int)ys[1], (int)ys[2], (int)ys[3],
-                               a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->pad_begin[0], a->pad_begin[1],
-                               a->dilation[0], a->dilation[1], a->groups};
+        k->p.conv =
+            (dlk_conv){(int)xs[0],      (int)xs[1],     (int)xs[2],     (int)xs[3],   (int)ys[1],   (int)ys[2],
+                       (int)ys[3],      a->kernel[0],   a->kernel[1],   a->stride[0], a->stride[1], a->pad_begin[0],
+                       a->pad_begin[1], a->dilation[0], a->dilation[1], a->groups};
         break;
     case DL_OP_LINEAR: k->p.linear = (dlk_linear_p){(int)xs[0], (int)xs[1], (int)ys[1]}; break;
     case DL_OP_RELU: k->p.unary = (dlk_unary_p){DLK_RELU, 0, 0}; break;
@@ -131,10 +131,10 @@ static void launch_params(dl_kernel *k, const dl_op *op) {
         break;
     case DL_OP_MAXPOOL2D:
     case DL_OP_AVGPOOL2D:
-        k->p.pool = (dlk_pool){xs[0] * xs[1], (int)xs[2], (int)xs[3], (int)ys[2], (int)ys[3],
-                               a->kernel[0], a->kernel[1], a->stride[0], a->stride[1],
-                               a->pad_begin[0], a->pad_begin[1], a->pad_end[0], a->pad_end[1],
-                               a->dilation[0], a->dilation[1], a->count_include_pad};
+        k->p.pool = (dlk_pool){xs[0] * xs[1], (int)xs[2],      (int)xs[3],      (int)ys[2],
+                               (int)ys[3],    a->kernel[0],    a->kernel[1],    a->stride[0],
+                               a->stride[1],  a->pad_begin[0], a->pad_begin[1], a->pad_end[0],
+                               a->pad_end[1], a->dilation[0],  a->dilation[1],  a->count_include_pad};
         break;
     case DL_OP_SOFTMAX:
         k->p.softmax =
@@ -214,12 +214,22 @@ static int run_concat(const dl_kernel *k, const dl_tensor *in, float *y, cudaStr
  * table gains before its kernel is written: supports() refuses them, and the placer runs them on
  * another backend. */
 static const cu_launch_fn launchers[DL_OP_COUNT] = {
-    [DL_OP_CONV2D] = run_gemm,           [DL_OP_LINEAR] = run_gemm,         [DL_OP_RELU] = run_unary,
-    [DL_OP_LEAKY_RELU] = run_unary,      [DL_OP_SIGMOID] = run_unary,       [DL_OP_CLIP] = run_unary,
-    [DL_OP_ADD] = run_add,               [DL_OP_FLATTEN] = run_copy,        [DL_OP_DROPOUT] = run_copy,
-    [DL_OP_RESHAPE] = run_copy,          [DL_OP_BATCHNORM] = run_batchnorm, [DL_OP_MAXPOOL2D] = run_maxpool,
-    [DL_OP_AVGPOOL2D] = run_avgpool,     [DL_OP_GLOBAL_AVGPOOL] = run_global_avgpool,
-    [DL_OP_SOFTMAX] = run_softmax,       [DL_OP_CONCAT] = run_concat,
+    [DL_OP_CONV2D] = run_gemm,
+    [DL_OP_LINEAR] = run_gemm,
+    [DL_OP_RELU] = run_unary,
+    [DL_OP_LEAKY_RELU] = run_unary,
+    [DL_OP_SIGMOID] = run_unary,
+    [DL_OP_CLIP] = run_unary,
+    [DL_OP_ADD] = run_add,
+    [DL_OP_FLATTEN] = run_copy,
+    [DL_OP_DROPOUT] = run_copy,
+    [DL_OP_RESHAPE] = run_copy,
+    [DL_OP_BATCHNORM] = run_batchnorm,
+    [DL_OP_MAXPOOL2D] = run_maxpool,
+    [DL_OP_AVGPOOL2D] = run_avgpool,
+    [DL_OP_GLOBAL_AVGPOOL] = run_global_avgpool,
+    [DL_OP_SOFTMAX] = run_softmax,
+    [DL_OP_CONCAT] = run_concat,
 };
 
 static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {

@@ -14,21 +14,21 @@ extern "C" {
 /* ---- GEMM problems (ops/gemm.cu) ---- */
 
 typedef struct dlk_conv {
-    int n, c, h, w;          /* input */
-    int oc, oh, ow;          /* output */
+    int n, c, h, w; /* input */
+    int oc, oh, ow; /* output */
     int kh, kw, sh, sw, ph, pw, dh, dw, groups;
 } dlk_conv;
 
 typedef struct dlk_linear_p {
-    int n, in, out;          /* y[n, out] = x[n, in] w[out, in]^T + b */
+    int n, in, out; /* y[n, out] = x[n, in] w[out, in]^T + b */
 } dlk_linear_p;
 
-enum { DLK_VARIANTS = 2 };   /* GEMM tile shapes: 0 = 64x64 (4x4 per thread), 1 = 32x32 (2x2) */
+enum { DLK_VARIANTS = 2 }; /* GEMM tile shapes: 0 = 64x64 (4x4 per thread), 1 = 32x32 (2x2) */
 
 int dlk_conv2d(const dlk_conv *p, const float *x, const float *w, const float *b, float *y, int relu, int variant,
                cudaStream_t s);
-int dlk_linear(const dlk_linear_p *p, const float *x, const float *w, const float *b, float *y, int relu,
-               int variant, cudaStream_t s);
+int dlk_linear(const dlk_linear_p *p, const float *x, const float *w, const float *b, float *y, int relu, int variant,
+               cudaStream_t s);
 
 /* ---- elementwise (ops/elementwise.cu) ---- */
 
@@ -41,7 +41,7 @@ typedef enum dlk_unary_kind {
 
 typedef struct dlk_unary_p {
     dlk_unary_kind kind;
-    float a, b;              /* leaky relu: a = alpha; clip: a = min, b = max; unused otherwise */
+    float a, b; /* leaky relu: a = alpha; clip: a = min, b = max; unused otherwise */
 } dlk_unary_p;
 
 int dlk_unary(const dlk_unary_p *p, const float *x, float *y, int64_t n, cudaStream_t s);
@@ -51,15 +51,14 @@ typedef struct dlk_bcast {
     int nd;
     int64_t ys[8], sa[8], sb[8];
 } dlk_bcast;
-int dlk_add_bcast(const float *a, const float *b, float *y, int64_t n, const dlk_bcast *bc, int relu,
-                  cudaStream_t s);
+int dlk_add_bcast(const float *a, const float *b, float *y, int64_t n, const dlk_bcast *bc, int relu, cudaStream_t s);
 
 typedef struct dlk_batchnorm_p {
-    int64_t planes;          /* n * c */
-    int c;                   /* channels */
-    int64_t inner;           /* elements per channel plane */
+    int64_t planes; /* n * c */
+    int c;          /* channels */
+    int64_t inner;  /* elements per channel plane */
     float eps;
-    int relu;                /* relu fused after */
+    int relu; /* relu fused after */
 } dlk_batchnorm_p;
 
 int dlk_batchnorm(const dlk_batchnorm_p *p, const float *x, const float *gamma, const float *beta, const float *mean,
@@ -68,12 +67,12 @@ int dlk_batchnorm(const dlk_batchnorm_p *p, const float *x, const float *gamma, 
 /* ---- pooling (ops/pool.cu) ---- */
 
 typedef struct dlk_pool {
-    int64_t planes;          /* n * c */
-    int h, w, oh, ow;        /* input and output plane */
-    int kh, kw, sh, sw;      /* window and stride */
-    int pt, pl, pb, pr;      /* padding top, left, bottom, right */
-    int dh, dw;              /* dilation (max pooling) */
-    int count_include_pad;   /* average pooling: pads count in the divisor */
+    int64_t planes;        /* n * c */
+    int h, w, oh, ow;      /* input and output plane */
+    int kh, kw, sh, sw;    /* window and stride */
+    int pt, pl, pb, pr;    /* padding top, left, bottom, right */
+    int dh, dw;            /* dilation (max pooling) */
+    int count_include_pad; /* average pooling: pads count in the divisor */
 } dlk_pool;
 
 int dlk_maxpool(const dlk_pool *p, const float *x, float *y, cudaStream_t s);

@@ -22,8 +22,7 @@ dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err) {
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaErrorNoDevice || (e == cudaSuccess && count == 0))
         return dl_fail(err, DL_E_NODEVICE, "no CUDA device");
-    if (e != cudaSuccess)
-        return dl_fail(err, DL_E_NODEVICE, "no CUDA device (%s)", cudaGetErrorString(e));
+    if (e != cudaSuccess) return dl_fail(err, DL_E_NODEVICE, "no CUDA device (%s)", cudaGetErrorString(e));
     if (index < 0 || index >= count)
         return dl_fail(err, DL_E_NODEVICE, "no CUDA device %d (this machine has %d)", index, count);
     g->device = index;
@@ -78,19 +77,16 @@ void dl_gpu_free(dl_gpu *g, void *ptr) {
 
 /* A copy to or from host memory, chunk by chunk through the staging buffer; the caller holds the
  * lock for the whole loop (the buffer is the plugin's one). */
-static dl_status copy_staged(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
-                             dl_error *err) {
+static dl_status copy_staged(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
     for (size_t off = 0; off < bytes; off += DL_GPU_STAGING) {
         size_t n = bytes - off < DL_GPU_STAGING ? bytes - off : DL_GPU_STAGING;
         /* the staging buffer is reused: wait until the previous chunk has left it */
         DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
         if (kind == DL_COPY_HOST_TO_DEVICE) {
             memcpy(g->staging, (const char *)src + off, n);
-            DL_GPU_TRY(cudaMemcpyAsync((char *)dst + off, g->staging, n, cudaMemcpyHostToDevice, g->stream),
-                       err);
+            DL_GPU_TRY(cudaMemcpyAsync((char *)dst + off, g->staging, n, cudaMemcpyHostToDevice, g->stream), err);
         } else {
-            DL_GPU_TRY(cudaMemcpyAsync(g->staging, (const char *)src + off, n, cudaMemcpyDeviceToHost, g->stream),
-                       err);
+            DL_GPU_TRY(cudaMemcpyAsync(g->staging, (const char *)src + off, n, cudaMemcpyDeviceToHost, g->stream), err);
             DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
             memcpy((char *)dst + off, g->staging, n);
         }
@@ -157,8 +153,7 @@ dl_status dl_gpu_be_alloc(void *self, size_t bytes, void **ptr, dl_error *err) {
     return dl_gpu_alloc(self, bytes, ptr, err);
 }
 void dl_gpu_be_free(void *self, void *ptr) { dl_gpu_free(self, ptr); }
-dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
-                         dl_error *err) {
+dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
     return dl_gpu_copy(self, dst, src, bytes, kind, err);
 }
 dl_status dl_gpu_be_synchronize(void *self, dl_error *err) { return dl_gpu_synchronize(self, err); }

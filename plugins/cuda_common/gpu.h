@@ -34,14 +34,14 @@ typedef struct dl_gpu {
     int device;
     cudaStream_t stream;
     cudaEvent_t ev_start, ev_stop; /* dl_gpu_time's, under `lock` */
-    void *staging;          /* pinned host buffer for uploads and downloads, under `lock` */
-    pthread_mutex_t lock;   /* see the thread rules above */
-    int has_lock;           /* `lock` was initialised (dl_gpu_close destroys it) */
+    void *staging;                 /* pinned host buffer for uploads and downloads, under `lock` */
+    pthread_mutex_t lock;          /* see the thread rules above */
+    int has_lock;                  /* `lock` was initialised (dl_gpu_close destroys it) */
     char name[256];
     size_t total_mem;
     int cc_major, cc_minor;
     int driver_version, runtime_version;
-    char description[512];  /* "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB, driver 13.0, runtime 13.0" */
+    char description[512]; /* "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB, driver 13.0, runtime 13.0" */
 } dl_gpu;
 
 /* Turns a CUDA status into a dlrun error naming the call (DL_GPU_TRY returns it on failure). */
@@ -84,8 +84,7 @@ void dl_gpu_free(dl_gpu *g, void *ptr);
 /* Copies ordered on the plugin's stream; host memory goes through the pinned staging buffer
  * (under the lock, chunk after chunk). Downloads are complete when this returns; uploads may
  * still be in flight (synchronize). */
-dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
-                      dl_error *err);
+dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
 /* Waits for the stream (without the lock: other threads may keep queuing meanwhile). */
 dl_status dl_gpu_synchronize(dl_gpu *g, dl_error *err);
 dl_status dl_gpu_memory_info(dl_gpu *g, size_t *free_bytes, size_t *total_bytes, dl_error *err);
@@ -93,8 +92,7 @@ dl_status dl_gpu_memory_info(dl_gpu *g, size_t *free_bytes, size_t *total_bytes,
  * it): memory, copies, synchronize and memory_info are the same in every CUDA plugin. */
 dl_status dl_gpu_be_alloc(void *self, size_t bytes, void **ptr, dl_error *err);
 void dl_gpu_be_free(void *self, void *ptr);
-dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
-                         dl_error *err);
+dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
 dl_status dl_gpu_be_synchronize(void *self, dl_error *err);
 dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
 /* Milliseconds of `fn(arg)` on the stream, measured with CUDA events: median of `runs` after

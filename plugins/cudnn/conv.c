@@ -41,9 +41,9 @@ dl_status dn_prepare_conv(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_erro
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0;
     if (st == DL_OK) {
-        cudnnStatus_t r = cudnnFindConvolutionForwardAlgorithmEx(s->dnn, k->x, x, k->w, w->data, k->conv, k->y, y,
-                                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws,
-                                                                 ws_cap);
+        cudnnStatus_t r =
+            cudnnFindConvolutionForwardAlgorithmEx(s->dnn, k->x, x, k->w, w->data, k->conv, k->y, y,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws, ws_cap);
         if (r != CUDNN_STATUS_SUCCESS) st = dnn_fail(r, "cudnnFindConvolutionForwardAlgorithmEx", err);
     }
     dl_gpu_free(&s->gpu, x);
@@ -69,8 +69,7 @@ dl_status dn_run_conv(cudnn_state *s, dl_kernel *k, const dl_tensor *in, float *
     int relu = k->g.a.activation == DL_ACT_RELU;
     if (k->fused)
         DNN_TRY(cudnnConvolutionBiasActivationForward(s->dnn, &one, k->x, x, k->w, in[1].data, k->conv, k->algo, ws,
-                                                      k->workspace, &zero, k->y, y, k->b, in[2].data, k->act, k->y,
-                                                      y));
+                                                      k->workspace, &zero, k->y, y, k->b, in[2].data, k->act, k->y, y));
     else {
         DNN_TRY(cudnnConvolutionForward(s->dnn, &one, k->x, x, k->w, in[1].data, k->conv, k->algo, ws, k->workspace,
                                         &zero, k->y, y));

@@ -15,26 +15,26 @@
 typedef struct cudnn_state {
     dl_gpu gpu; /* first: the dl_gpu_be_* table members take the state as a dl_gpu */
     dl_backend table;
-    cudnnHandle_t dnn;     /* under gpu.lock: one thread at a time */
-    cublasLtHandle_t lt;   /* under gpu.lock */
+    cudnnHandle_t dnn;   /* under gpu.lock: one thread at a time */
+    cublasLtHandle_t lt; /* under gpu.lock */
     char description[768];
 } cudnn_state;
 
 struct dl_kernel {
     dl_op_geom g;
-    cudnnTensorDescriptor_t x, y, b;     /* input, output, bias or batchnorm parameters */
+    cudnnTensorDescriptor_t x, y, b; /* input, output, bias or batchnorm parameters */
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
-    cudnnActivationDescriptor_t act;     /* relu / sigmoid / clipped relu, or identity */
+    cudnnActivationDescriptor_t act; /* relu / sigmoid / clipped relu, or identity */
     cudnnPoolingDescriptor_t pool;
     cudnnOpTensorDescriptor_t op;
     cudnnConvolutionFwdAlgo_t algo;
-    int fused;                           /* conv + bias + relu in one call */
+    int fused; /* conv + bias + relu in one call */
     size_t workspace;
-    cublasLtMatmulDesc_t mm;             /* the kernel's own: run sets its bias pointer */
+    cublasLtMatmulDesc_t mm; /* the kernel's own: run sets its bias pointer */
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t lt_algo;
-    int64_t outer, inner;                /* softmax / concat views */
+    int64_t outer, inner; /* softmax / concat views */
 };
 
 dl_status dnn_fail(cudnnStatus_t s, const char *call, dl_error *err);
@@ -43,11 +43,11 @@ dl_status dnn_fail(cudnnStatus_t s, const char *call, dl_error *err);
         cudnnStatus_t dnn_s_ = (call);                                           \
         if (dnn_s_ != CUDNN_STATUS_SUCCESS) return dnn_fail(dnn_s_, #call, err); \
     } while (0)
-#define LT_TRY(call)                                                                           \
-    do {                                                                                       \
-        cublasStatus_t lt_s_ = (call);                                                         \
-        if (lt_s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return dl_fail(err, DL_E_RUNTIME, "%s: cuBLAS status %d", #call, (int)lt_s_);      \
+#define LT_TRY(call)                                                                      \
+    do {                                                                                  \
+        cublasStatus_t lt_s_ = (call);                                                    \
+        if (lt_s_ != CUBLAS_STATUS_SUCCESS)                                               \
+            return dl_fail(err, DL_E_RUNTIME, "%s: cuBLAS status %d", #call, (int)lt_s_); \
     } while (0)
 
 /* descriptors (ops.c) */

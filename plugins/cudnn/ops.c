@@ -32,8 +32,8 @@ static dl_status prepare_pool(dl_kernel *k, dl_error *err) {
     if ((st = dn_tensor4(&k->y, ys[0], ys[1], ys[2], ys[3], err)) != DL_OK) return st;
     DNN_TRY(cudnnCreatePoolingDescriptor(&k->pool));
     cudnnPoolingMode_t mode = k->g.kind == DL_OP_MAXPOOL2D ? CUDNN_POOLING_MAX_DETERMINISTIC
-                              : a->count_include_pad    ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                                        : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+                              : a->count_include_pad       ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                           : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
     if (k->g.kind == DL_OP_GLOBAL_AVGPOOL)
         DNN_TRY(cudnnSetPooling2dDescriptor(k->pool, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, CUDNN_PROPAGATE_NAN,
                                             (int)xs[2], (int)xs[3], 0, 0, 1, 1));

@@ -30,8 +30,7 @@ static void ex_free(void *self, void *ptr) {
     free(ptr);
 }
 
-static dl_status ex_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
-                         dl_error *err) {
+static dl_status ex_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
     (void)self, (void)kind, (void)err;
     memcpy(dst, src, bytes); /* host memory on both sides */
     return DL_OK;
@@ -49,8 +48,7 @@ static int ex_supports(void *self, const dl_op *op, dl_error *why) {
     return 1;
 }
 
-static dl_status ex_prepare(void *self, const dl_op *op, dl_kernel **kernel, size_t *workspace,
-                            dl_error *err) {
+static dl_status ex_prepare(void *self, const dl_op *op, dl_kernel **kernel, size_t *workspace, dl_error *err) {
     (void)self;
     dl_kernel *k = malloc(sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
@@ -60,8 +58,8 @@ static dl_status ex_prepare(void *self, const dl_op *op, dl_kernel **kernel, siz
     return DL_OK;
 }
 
-static dl_status ex_run(void *self, dl_kernel *k, const dl_tensor *inputs, const dl_tensor *outputs,
-                        void *workspace, dl_error *err) {
+static dl_status ex_run(void *self, dl_kernel *k, const dl_tensor *inputs, const dl_tensor *outputs, void *workspace,
+                        dl_error *err) {
     (void)self, (void)workspace, (void)err;
     const float *x = inputs[0].data;
     float *y = outputs[0].data;

@@ -19,7 +19,8 @@ static dl_status broken_run(void *self, dl_kernel *k, const dl_tensor *inputs, c
 #elif defined(BROKEN_OVERRUN)
     n = n + 1; /* one element too many */
 #endif
-    for (int64_t i = 0; i < n; i++) y[i] = x[i > k->numel - 1 ? k->numel - 1 : i] > 0 ? x[i > k->numel - 1 ? k->numel - 1 : i] : 0;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i > k->numel - 1 ? k->numel - 1 : i] > 0 ? x[i > k->numel - 1 ? k->numel - 1 : i] : 0;
 #if defined(BROKEN_OFF)
     for (int64_t i = 0; i < n; i++) y[i] *= 1.001f; /* a little off */
 #elif defined(BROKEN_NAN)

@@ -37,8 +37,9 @@ typedef struct fake {
     pending queue[64];
 } fake;
 
-static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D", "RELU", "MAXPOOL2D", "AVGPOOL2D", "GLOBAL_AVGPOOL", "LINEAR",
-                                                 "FLATTEN", "DROPOUT", "SOFTMAX", "ADD", "CONCAT", "BATCHNORM"};
+static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D",         "RELU",   "MAXPOOL2D", "AVGPOOL2D",
+                                                    "GLOBAL_AVGPOOL", "LINEAR", "FLATTEN",   "DROPOUT",
+                                                    "SOFTMAX",        "ADD",    "CONCAT",    "BATCHNORM"};
 
 static void wait_us(double us) { /* busy-wait: sleeps overshoot by more than the times we model */
     struct timespec a, b;
@@ -87,10 +88,12 @@ static dl_status fk_copy(void *self, void *dst, const void *src, size_t n, dl_co
 }
 static int fk_supports(void *self, const dl_op *op, dl_error *why) {
     fake *f = self;
-    if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1_0 || !f->ok[op->kind]) return dl_fail(why, DL_E_UNSUPPORTED, "not in DLFAKE ops"), 0;
+    if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1_0 || !f->ok[op->kind])
+        return dl_fail(why, DL_E_UNSUPPORTED, "not in DLFAKE ops"), 0;
     if (op->attrs->activation) return dl_fail(why, DL_E_UNSUPPORTED, "no fused activation"), 0;
     for (int i = 0; i < op->n_inputs; i++)
-        if (!dl_dtype_is_f32(op->inputs[i].dtype) || dl_tensor_numel(&op->inputs[i]) != dl_tensor_numel(&op->outputs[0]))
+        if (!dl_dtype_is_f32(op->inputs[i].dtype) ||
+            dl_tensor_numel(&op->inputs[i]) != dl_tensor_numel(&op->outputs[0]))
             return dl_fail(why, DL_E_UNSUPPORTED, "elementwise f32 only"), 0;
     return (op->kind == DL_OP_ADD) == (op->n_inputs == 2) ? 1 : (dl_fail(why, DL_E_UNSUPPORTED, "input count"), 0);
 }
@@ -136,11 +139,21 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         f->ok[i] = ops ? strstr(ops, names[i]) != NULL : elementwise;
         if (!elementwise) f->ok[i] = 0;
     }
-    f->table = (dl_backend){
-        .abi_version = DL_ABI_VERSION, .struct_size = sizeof(dl_backend), .name = FAKE_NAME,
-        .description = "fake backend for placement tests", .device = {FAKE_DEVICE_TYPE, 0}, .self = f,
-        .destroy = fk_destroy, .alloc = fk_alloc, .free = fk_free, .copy = fk_copy, .supports = fk_supports,
-        .prepare = fk_prepare, .run = fk_run, .release = fk_release, .synchronize = fk_synchronize};
+    f->table = (dl_backend){.abi_version = DL_ABI_VERSION,
+                            .struct_size = sizeof(dl_backend),
+                            .name = FAKE_NAME,
+                            .description = "fake backend for placement tests",
+                            .device = {FAKE_DEVICE_TYPE, 0},
+                            .self = f,
+                            .destroy = fk_destroy,
+                            .alloc = fk_alloc,
+                            .free = fk_free,
+                            .copy = fk_copy,
+                            .supports = fk_supports,
+                            .prepare = fk_prepare,
+                            .run = fk_run,
+                            .release = fk_release,
+                            .synchronize = fk_synchronize};
     (void)host, (void)err;
     return &f->table;
 }

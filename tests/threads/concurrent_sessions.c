@@ -15,14 +15,14 @@
 #include "test_util.h"
 
 /* A failed check: say which and where, and exit 1 (the test's only way to fail). */
-#define CHECK(cond, ...)                                                                            \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                \
-            fprintf(stderr, __VA_ARGS__);                                                           \
-            fputc('\n', stderr);                                                                    \
-            exit(1);                                                                                \
-        }                                                                                           \
+#define CHECK(cond, ...)                                                             \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+            exit(1);                                                                 \
+        }                                                                            \
     } while (0)
 
 #define THREADS 4
@@ -83,8 +83,8 @@ static void *work(void *arg) {
     for (int b = 0; b < BATCHES && !w->failure[0]; b++) {
         dl_session_options so = options(batch_of[b], w->id % 2 ? "cpu" : NULL, w->id == 2);
         if (dl_session_create(sh->ctx, sh->m, &so, &s[b], &err) != DL_OK)
-            snprintf(w->failure, sizeof w->failure, "worker %d: create at batch %lld: %s", w->id, (long long)batch_of[b],
-                     err.msg);
+            snprintf(w->failure, sizeof w->failure, "worker %d: create at batch %lld: %s", w->id,
+                     (long long)batch_of[b], err.msg);
     }
     for (int r = 0; r < 2 * BATCHES && !w->failure[0]; r++) {
         int b = r % BATCHES;
@@ -93,10 +93,12 @@ static void *work(void *arg) {
             break;
         }
         const dl_tensor *y = dl_session_output(s[b], 0);
-        int64_t at = dl_tensor_numel(y) != sh->out_numel[b] ? 0 : first_difference(sh->expect[b], y->data, sh->out_numel[b]);
+        int64_t at =
+            dl_tensor_numel(y) != sh->out_numel[b] ? 0 : first_difference(sh->expect[b], y->data, sh->out_numel[b]);
         if (at >= 0)
-            snprintf(w->failure, sizeof w->failure, "worker %d, batch %lld, run %d: output differs from the serial run at %lld",
-                     w->id, (long long)batch_of[b], r / BATCHES, (long long)at);
+            snprintf(w->failure, sizeof w->failure,
+                     "worker %d, batch %lld, run %d: output differs from the serial run at %lld", w->id,
+                     (long long)batch_of[b], r / BATCHES, (long long)at);
     }
     for (int b = 0; b < BATCHES; b++) dl_session_free(s[b]);
     return NULL;
@@ -151,6 +153,7 @@ int main(void) {
     CHECK(system(cmd) == 0, "cannot remove %s", cache);
     if (failed) return 1;
     printf("%d threads x %d sessions of resnet18 (batches 1 and 3, cpu and measured placement): every output equals "
-           "the serial run's\n", THREADS, BATCHES);
+           "the serial run's\n",
+           THREADS, BATCHES);
     return 0;
 }

@@ -91,19 +91,19 @@ DL_API const char *dl_model_weights_path(const dl_model *m);
 typedef struct dl_session dl_session;
 
 typedef struct dl_session_options {
-    uint32_t struct_size;     /* sizeof(dl_session_options) */
-    int64_t batch;            /* 0: the batch the model file declares */
-    uint64_t seed;            /* seeded weights when the model has no weights file */
-    const char *weights_path; /* overrides the model's `weights:` */
-    const char *backend;      /* run every op on this backend (error if it cannot), or NULL */
-    int32_t precision;        /* dl_precision */
-    int32_t no_fuse;          /* 1: no relu fused into the op before it, no batchnorm folded into a conv */
-    int64_t max_memory;       /* > 0: bytes any one memory domain may use (else what it has) */
+    uint32_t struct_size;       /* sizeof(dl_session_options) */
+    int64_t batch;              /* 0: the batch the model file declares */
+    uint64_t seed;              /* seeded weights when the model has no weights file */
+    const char *weights_path;   /* overrides the model's `weights:` */
+    const char *backend;        /* run every op on this backend (error if it cannot), or NULL */
+    int32_t precision;          /* dl_precision */
+    int32_t no_fuse;            /* 1: no relu fused into the op before it, no batchnorm folded into a conv */
+    int64_t max_memory;         /* > 0: bytes any one memory domain may use (else what it has) */
     const char *prefer_backend; /* place ops on this backend where it supports them (dlrun check) */
-    int32_t keep_activations; /* 1: no buffer reuse, every activation readable after a run */
-    int32_t retune;           /* 1: ignore the timing cache, measure again (and store) */
-    int32_t no_fallback;      /* 1: a pinned layer its backend cannot run, or an op no device
-                                 backend can run while one is loaded, is an error */
+    int32_t keep_activations;   /* 1: no buffer reuse, every activation readable after a run */
+    int32_t retune;             /* 1: ignore the timing cache, measure again (and store) */
+    int32_t no_fallback;        /* 1: a pinned layer its backend cannot run, or an op no device
+                                   backend can run while one is loaded, is an error */
     /* Called before each op is timed for placement (a progress line), or NULL. */
     void (*progress)(void *user, int op_index, int n_ops, const char *layer, const char *backend);
     void *progress_user;
@@ -113,8 +113,8 @@ DL_API void dl_session_options_init(dl_session_options *o);
 /* Infers shapes at the session's batch, binds weights, places each op on a backend, allocates
  * memory and prepares kernels. The model must outlive the session; it is only read, so any
  * number of sessions of one model may exist and run at once (see Threads above). */
-DL_API dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt,
-                                   dl_session **out, dl_error *err);
+DL_API dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt, dl_session **out,
+                                   dl_error *err);
 DL_API void dl_session_free(dl_session *s);
 
 /* Input i as the session expects it (host, f32, batch applied); data is NULL. */
@@ -122,8 +122,7 @@ DL_API const dl_tensor *dl_session_input(const dl_session *s, int i);
 DL_API int dl_session_input_count(const dl_session *s);
 DL_API const char *dl_session_input_name(const dl_session *s, int i);
 /* Runs the model. inputs[i] must be host f32 tensors with dl_session_input(s, i)'s shape. */
-DL_API dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs,
-                                dl_error *err);
+DL_API dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 DL_API int dl_session_output_count(const dl_session *s);
 /* Output i after the last run: host f32, owned by the session, valid until the next run. */
 DL_API const dl_tensor *dl_session_output(const dl_session *s, int i);
@@ -134,16 +133,16 @@ DL_API const char *dl_session_output_name(const dl_session *s, int i);
 typedef enum dl_step_kind { DL_STEP_OP = 0, DL_STEP_COPY = 1, DL_STEP_FUSED = 2 } dl_step_kind;
 
 typedef struct dl_step_info {
-    int32_t kind;          /* dl_step_kind; FUSED: an op folded into the previous one */
-    const char *layer;     /* layer name (copies: the tensor's name) */
-    const char *op;        /* "conv2d", ...; copies: "copy" */
-    const char *backend;   /* where it ran; copies: "host->cuda" etc.; fused: the op it joined */
-    int32_t ndim;          /* output shape */
+    int32_t kind;        /* dl_step_kind; FUSED: an op folded into the previous one */
+    const char *layer;   /* layer name (copies: the tensor's name) */
+    const char *op;      /* "conv2d", ...; copies: "copy" */
+    const char *backend; /* where it ran; copies: "host->cuda" etc.; fused: the op it joined */
+    int32_t ndim;        /* output shape */
     const int64_t *shape;
-    double flops;          /* floating-point operations per run */
-    double bytes;          /* copies: bytes moved */
-    double last_ms;        /* time of the last run */
-    double total_ms;       /* sum over runs since the last reset */
+    double flops;    /* floating-point operations per run */
+    double bytes;    /* copies: bytes moved */
+    double last_ms;  /* time of the last run */
+    double total_ms; /* sum over runs since the last reset */
     int64_t runs;
 } dl_step_info;
 
@@ -151,14 +150,14 @@ typedef struct dl_step_info {
 
 typedef struct dl_placement_candidate {
     const char *backend;
-    double ms;      /* measured (or cached) time of the op there; < 0: not supported */
-    int32_t cached; /* 1: the time came from the timing cache */
-    const char *why;/* not supported: the backend's reason */
+    double ms;       /* measured (or cached) time of the op there; < 0: not supported */
+    int32_t cached;  /* 1: the time came from the timing cache */
+    const char *why; /* not supported: the backend's reason */
 } dl_placement_candidate;
 
 typedef struct dl_placement_info {
     const char *layer, *op;
-    const char *chosen;    /* backend it runs on ("fused" relus: their producer's) */
+    const char *chosen; /* backend it runs on ("fused" relus: their producer's) */
     int32_t n_candidates;
     const dl_placement_candidate *candidates;
 } dl_placement_info;
@@ -171,11 +170,11 @@ DL_API void dl_session_placement_stats(const dl_session *s, int *timed, int *cac
 /* ---- memory plan: one arena per memory domain ------------------------------------------------ */
 
 typedef struct dl_memory_info {
-    const char *domain;        /* "host", or the device backend's name */
-    uint64_t peak_bytes;       /* the planned arena: activations and scratch */
-    uint64_t naive_bytes;      /* every buffer on its own, no reuse */
-    uint64_t lower_bound_bytes;/* the largest total of bytes live at any one step */
-    uint64_t weight_bytes;     /* weights copied into this domain (host weights are mapped: 0) */
+    const char *domain;         /* "host", or the device backend's name */
+    uint64_t peak_bytes;        /* the planned arena: activations and scratch */
+    uint64_t naive_bytes;       /* every buffer on its own, no reuse */
+    uint64_t lower_bound_bytes; /* the largest total of bytes live at any one step */
+    uint64_t weight_bytes;      /* weights copied into this domain (host weights are mapped: 0) */
 } dl_memory_info;
 
 DL_API int dl_session_memory_count(const dl_session *s);
@@ -200,14 +199,14 @@ typedef enum dl_check_result { DL_CHECK_PASS = 0, DL_CHECK_FAIL = 1, DL_CHECK_UN
 /* One op case on one backend, compared with the CPU reference. Strings live until the callback
  * returns. */
 typedef struct dl_check_row {
-    const char *layer;    /* layer name (check) or case name (test-ops); "(end to end)" for the model */
-    const char *op;       /* op kind, "model" for the end-to-end row */
+    const char *layer; /* layer name (check) or case name (test-ops); "(end to end)" for the model */
+    const char *op;    /* op kind, "model" for the end-to-end row */
     const char *backend;
-    const char *shape;    /* output shape, "[1, 64, 224, 224]" */
-    int32_t result;       /* dl_check_result */
+    const char *shape;                        /* output shape, "[1, 64, 224, 224]" */
+    int32_t result;                           /* dl_check_result */
     double max_abs, max_rel, nmse, threshold; /* errors against the reference; threshold on nmse */
-    const char *detail;   /* FAIL: the first mismatch or broken guard; UNSUPPORTED: the reason */
-    double ms, gflops, gbps; /* perf mode: median time, rates (0 if not applicable) */
+    const char *detail;                       /* FAIL: the first mismatch or broken guard; UNSUPPORTED: the reason */
+    double ms, gflops, gbps;                  /* perf mode: median time, rates (0 if not applicable) */
 } dl_check_row;
 
 typedef void (*dl_check_fn)(void *user, const dl_check_row *row);
@@ -217,11 +216,11 @@ typedef struct dl_check_options {
     const char *const *backends; /* backends to check; NULL: every loaded backend but cpu
                                     (cpu itself if it is the only one) */
     int32_t n_backends;
-    int32_t precision;           /* dl_precision asked of the backends checked */
-    uint64_t seed;               /* inputs are drawn from it; print it so a run can be replayed */
-    const char *op;              /* test-ops: only this op kind ("conv2d"), or NULL */
-    int32_t perf;                /* test-ops: also time each case */
-    int32_t iterations;          /* perf: timed runs per case (default 10) */
+    int32_t precision;  /* dl_precision asked of the backends checked */
+    uint64_t seed;      /* inputs are drawn from it; print it so a run can be replayed */
+    const char *op;     /* test-ops: only this op kind ("conv2d"), or NULL */
+    int32_t perf;       /* test-ops: also time each case */
+    int32_t iterations; /* perf: timed runs per case (default 10) */
 } dl_check_options;
 
 typedef struct dl_check_summary {
@@ -232,8 +231,8 @@ typedef struct dl_check_summary {
  * backend with exactly the inputs the reference op saw, and the whole model placed on that
  * backend wherever it can run; calls fn once per row. Returns DL_OK when it could check (a
  * failing comparison is a row, not an error). */
-DL_API dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *opt, dl_check_fn fn,
-                                void *user, dl_check_summary *sum, dl_error *err);
+DL_API dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *opt, dl_check_fn fn, void *user,
+                                dl_check_summary *sum, dl_error *err);
 /* The built-in table of op cases (odd sizes, strides, padding, dilation, groups, batch > 1), each
  * on each checked backend against the CPU reference, with fresh random inputs from the seed. */
 DL_API dl_status dl_test_ops(dl_context *ctx, const dl_check_options *opt, dl_check_fn fn, void *user,
@@ -245,10 +244,8 @@ DL_API double dl_check_threshold(int op_kind, int precision);
 
 /* Reads an .npy file (f32, f64, f16, i32, i64, u8 converted to f32, C order). *data is malloc'd;
  * shape must have room for 8 dims. */
-DL_API dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim,
-                             dl_error *err);
-DL_API dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape, int ndim,
-                              dl_error *err);
+DL_API dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim, dl_error *err);
+DL_API dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape, int ndim, dl_error *err);
 
 #ifdef __cplusplus
 }

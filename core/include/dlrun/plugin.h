@@ -52,8 +52,7 @@ extern "C" {
 struct dl_host;
 struct dl_backend;
 struct dl_error;
-typedef const struct dl_backend *(*dl_plugin_init_fn)(const struct dl_host *host,
-                                                      struct dl_error *err);
+typedef const struct dl_backend *(*dl_plugin_init_fn)(const struct dl_host *host, struct dl_error *err);
 
 #if defined(_WIN32)
 #define DL_PLUGIN_EXPORT __declspec(dllexport)
@@ -118,7 +117,7 @@ typedef struct dl_dtype {
 /* Same layout as DLPack's DLTensor. dlrun always passes dense row-major tensors: strides NULL,
  * byte_offset 0. Activations are NCHW unless an op says otherwise. */
 typedef struct dl_tensor {
-    void *data;           /* NULL where only the shape is known (supports, prepare) */
+    void *data; /* NULL where only the shape is known (supports, prepare) */
     dl_device device;
     int32_t ndim;
     dl_dtype dtype;
@@ -277,8 +276,7 @@ typedef struct dl_backend {
     /* (1.0) Copy bytes; for HOST_TO_DEVICE `src` is host memory, for DEVICE_TO_HOST `dst` is.
      * Complete when it returns (or ordered before any later run/copy and finished by
      * synchronize). */
-    dl_status (*copy)(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind,
-                      dl_error *err);
+    dl_status (*copy)(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
 
     /* (1.0) 1 if the backend can run exactly this op (kind, attributes, shapes, dtypes,
      * precision), else 0 with the reason in `why`. Must be exact: claiming an op and failing
@@ -287,14 +285,13 @@ typedef struct dl_backend {
     int (*supports)(void *self, const dl_op *op, dl_error *why);
 
     /* (1.0) Prepare a kernel for op: choose an algorithm, state the scratch space it needs. */
-    dl_status (*prepare)(void *self, const dl_op *op, dl_kernel **kernel, size_t *workspace_bytes,
-                         dl_error *err);
+    dl_status (*prepare)(void *self, const dl_op *op, dl_kernel **kernel, size_t *workspace_bytes, dl_error *err);
     /* (1.0) Run a prepared kernel. inputs/outputs have the op's shapes, with data in the
      * backend's domain; workspace has the size prepare asked for (NULL if 0). Outputs never
      * alias inputs, except outputs[0].data == inputs[0].data for an op supports_in_place
      * accepted. */
-    dl_status (*run)(void *self, dl_kernel *kernel, const dl_tensor *inputs,
-                     const dl_tensor *outputs, void *workspace, dl_error *err);
+    dl_status (*run)(void *self, dl_kernel *kernel, const dl_tensor *inputs, const dl_tensor *outputs, void *workspace,
+                     dl_error *err);
     /* (1.0) Free a prepared kernel. */
     void (*release)(void *self, dl_kernel *kernel);
 
@@ -326,10 +323,8 @@ static inline int dl_dtype_is_f32(dl_dtype d) { return dl_dtype_eq(d, DL_F32); }
 
 /* Does a table cover member `m` and set it (append-only ABI: members past struct_size are
  * absent)? The host asks it of a backend before calling an optional or newer member. */
-#define DL_BACKEND_HAS(be, m) \
-    ((be)->struct_size >= offsetof(dl_backend, m) + sizeof((be)->m) && (be)->m != NULL)
-#define DL_HOST_HAS(host, m) \
-    ((host)->struct_size >= offsetof(dl_host, m) + sizeof((host)->m) && (host)->m != NULL)
+#define DL_BACKEND_HAS(be, m) ((be)->struct_size >= offsetof(dl_backend, m) + sizeof((be)->m) && (be)->m != NULL)
+#define DL_HOST_HAS(host, m) ((host)->struct_size >= offsetof(dl_host, m) + sizeof((host)->m) && (host)->m != NULL)
 
 /* For a plugin's dl_plugin_init: 1 if the host speaks this header's major ABI version with a
  * complete table, else 0 with the reason in err (return NULL then). */
@@ -337,14 +332,11 @@ static inline int dl_plugin_host_ok(const dl_host *host, dl_error *err) {
     if (!host) return dl_fail(err, DL_E_UNSUPPORTED, "no host table"), 0;
     if (DL_ABI_MAJOR_OF(host->abi_version) != DL_ABI_MAJOR)
         return dl_fail(err, DL_E_UNSUPPORTED, "host speaks plugin ABI %u.%u, this plugin %u.%u",
-                       (unsigned)DL_ABI_MAJOR_OF(host->abi_version),
-                       (unsigned)DL_ABI_MINOR_OF(host->abi_version), (unsigned)DL_ABI_MAJOR,
-                       (unsigned)DL_ABI_MINOR),
+                       (unsigned)DL_ABI_MAJOR_OF(host->abi_version), (unsigned)DL_ABI_MINOR_OF(host->abi_version),
+                       (unsigned)DL_ABI_MAJOR, (unsigned)DL_ABI_MINOR),
                0;
     if (!DL_HOST_HAS(host, log))
-        return dl_fail(err, DL_E_UNSUPPORTED, "host table of %u bytes is incomplete",
-                       (unsigned)host->struct_size),
-               0;
+        return dl_fail(err, DL_E_UNSUPPORTED, "host table of %u bytes is incomplete", (unsigned)host->struct_size), 0;
     return 1;
 }
 

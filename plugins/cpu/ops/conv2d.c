@@ -71,8 +71,8 @@ static void gemm_split(int m, int64_t n, int kdim, const float *w, const float *
             int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
             int64_t c0 = (int64_t)t * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
             if (c1 > c0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, kdim,
-                            b + c0, (int)n, 0.0f, y + c0, (int)n);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, kdim, b + c0,
+                            (int)n, 0.0f, y + c0, (int)n);
         } else {
             int chunk = ((m + nt - 1) / nt + 7) / 8 * 8;
             int r0 = t * chunk, r1 = r0 + chunk < m ? r0 + chunk : m;

@@ -16,10 +16,11 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
         int o0 = t * chunk, o1 = o0 + chunk < out ? o0 + chunk : out;
         if (o1 > o0) {
             if (n == 1)
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, o1 - o0, in, 1.0f, w + (size_t)o0 * in, in, x, 1, 0.0f, y + o0, 1);
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, o1 - o0, in, 1.0f, w + (size_t)o0 * in, in, x, 1, 0.0f, y + o0,
+                            1);
             else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o1 - o0, in, 1.0f, x, in,
-                            w + (size_t)o0 * in, in, 0.0f, y + o0, out);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o1 - o0, in, 1.0f, x, in, w + (size_t)o0 * in,
+                            in, 0.0f, y + o0, out);
             for (int i = 0; i < n; i++)
                 for (int o = o0; o < o1; o++) {
                     float v = y[(size_t)i * out + o] + (b ? b[o] : 0.0f);

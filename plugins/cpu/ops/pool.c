@@ -25,7 +25,8 @@ size_t cpu_maxpool2d_workspace(const dl_kernel *k) {
     const dl_op_attrs *a = &k->g.a;
     if (a->dilation[0] != 1 || a->dilation[1] != 1) return 0;
     /* per output column its window [lo, hi), then one row-max buffer per thread */
-    return (size_t)k->g.ys[3] * 2 * sizeof(int) + 64 + (size_t)k->threads * (size_t)k->g.xs[2] * (size_t)k->g.ys[3] * sizeof(float);
+    return (size_t)k->g.ys[3] * 2 * sizeof(int) + 64 +
+           (size_t)k->threads * (size_t)k->g.xs[2] * (size_t)k->g.ys[3] * sizeof(float);
 }
 
 void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
@@ -33,8 +34,9 @@ void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     const dl_op_attrs *a = &k->g.a;
     const int64_t planes = k->g.xs[0] * k->g.xs[1];
     const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
-    if (a->kernel[0] == 2 && a->kernel[1] == 2 && a->stride[0] == 2 && a->stride[1] == 2 && !a->pad_begin[0] && a->dilation[0] == 1 && a->dilation[1] == 1 &&
-        !a->pad_begin[1] && 2 * oh <= h && 2 * ow <= w) { /* VGG's pools: every window inside */
+    if (a->kernel[0] == 2 && a->kernel[1] == 2 && a->stride[0] == 2 && a->stride[1] == 2 && !a->pad_begin[0] &&
+        a->dilation[0] == 1 && a->dilation[1] == 1 && !a->pad_begin[1] && 2 * oh <= h &&
+        2 * ow <= w) { /* VGG's pools: every window inside */
 #pragma omp parallel for schedule(static)
         for (int64_t p = 0; p < planes; p++)
             for (int oy = 0; oy < oh; oy++) {

@@ -7,8 +7,7 @@ namespace {
 
 using namespace dlk;
 
-template <dlk_unary_kind K>
-__global__ void unary_k(const float *x, float *y, int64_t n, float p0, float p1) {
+template <dlk_unary_kind K> __global__ void unary_k(const float *x, float *y, int64_t n, float p0, float p1) {
     for (int64_t i = grid_first(); i < n; i += grid_step()) {
         float v = x[i];
         if constexpr (K == DLK_RELU) y[i] = v > 0.f ? v : 0.f;

@@ -12,8 +12,7 @@ using namespace dlk;
 // registers; A and B pass through shared memory BK columns/rows at a time. The problem type P
 // says where A, B and C live, so convolution gathers B from the input image on the fly
 // (implicit GEMM: no im2col buffer) and linear reads x transposed.
-template <int BM, int BN, int BK, int TM, int TN, class P>
-__global__ void gemm_tiles(P p) {
+template <int BM, int BN, int BK, int TM, int TN, class P> __global__ void gemm_tiles(P p) {
     constexpr int THREADS = (BM / TM) * (BN / TN);
     __shared__ float As[BK][BM + 1];
     __shared__ float Bs[BK][BN];
@@ -93,8 +92,7 @@ struct LinearProblem {
     }
 };
 
-template <class P>
-int run_gemm(const P &p, int groups, int variant, cudaStream_t s) {
+template <class P> int run_gemm(const P &p, int groups, int variant, cudaStream_t s) {
     if (variant == 1) {
         dim3 grid(blocks_for(p.N, 32), blocks_for(p.M, 32), groups);
         gemm_tiles<32, 32, 16, 2, 2, P><<<grid, 256, 0, s>>>(p);
