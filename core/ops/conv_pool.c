@@ -107,7 +107,14 @@ const dl_op_def dl_op_row_conv2d = {
 
 /* ---- pools ---- */
 
-enum { POOL_STRIDE = 1 }; /* the index of `stride` in both pools' attribute lists */
+/* The keys both pools start with; `stride` is the second (POOL_STRIDE). */
+/* clang-format off */
+#define POOL_WINDOW_ATTRS                                                             \
+    {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0}, \
+    {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},                \
+    {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0}
+/* clang-format on */
+enum { POOL_STRIDE = 1 };
 
 /* A pool's stride defaults to its kernel (PyTorch's rule). */
 static void pool_complete(dl_op_params *p, uint32_t given) {
@@ -135,13 +142,10 @@ const dl_op_def dl_op_row_maxpool2d = {
     .abi_minor = 0,
     .min_inputs = 1,
     .max_inputs = 1,
-    .attrs =
-        (const dl_attr_def[]){{"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
-                              {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, /* index POOL_STRIDE */
-                              {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
-                              {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
-                              {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
-                              {0}},
+    .attrs = (const dl_attr_def[]){POOL_WINDOW_ATTRS,
+                                   {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
+                                   {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
+                                   {0}},
     .nmse = DL_NMSE_EXACT,
     .cases = (const dl_op_case[]){{"maxpool 2", "[[2, 3, 11, 13]]", "kernel: 2", 1},
                                   {"maxpool 3 s2 p1", "[[1, 5, 9, 9]]", "kernel: 3, stride: 2, padding: 1", 1},
@@ -163,9 +167,7 @@ const dl_op_def dl_op_row_avgpool2d = {
     .min_inputs = 1,
     .max_inputs = 1,
     .attrs =
-        (const dl_attr_def[]){{"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
-                              {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, /* index POOL_STRIDE */
-                              {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
+        (const dl_attr_def[]){POOL_WINDOW_ATTRS,
                               {"ceil_mode", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.ceil_mode), 0, 1, 0, 0},
                               {"count_include_pad", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.count_include_pad), 0, 1, 1, 0},
                               {0}},

@@ -165,13 +165,28 @@ static dl_status pick_backends(dl_context *ctx, const dl_check_options *o, const
     return *n ? DL_OK : dl_fail(err, DL_E_INVALID, "no backend to check");
 }
 
-static void default_options(const dl_check_options *in, dl_check_options *o) {
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->seed = 1;
-    o->iterations = 10;
-    if (in) memcpy(o, in, in->struct_size < sizeof *o ? in->struct_size : sizeof *o);
-    if (o->iterations <= 0) o->iterations = 10;
+/* What both checks start from: the options with their defaults, an empty summary, the backends
+ * to check and the CPU reference. */
+typedef struct check_setup {
+    dl_check_options o;
+    const dl_backend *bes[32];
+    int nb;
+    const dl_backend *cpu;
+} check_setup;
+
+static dl_status setup(dl_context *ctx, const dl_check_options *in, dl_check_summary *sum, check_setup *c,
+                       dl_error *err) {
+    memset(c, 0, sizeof *c);
+    memset(sum, 0, sizeof *sum);
+    c->o.struct_size = sizeof c->o;
+    c->o.seed = 1;
+    c->o.iterations = 10;
+    if (in) memcpy(&c->o, in, in->struct_size < sizeof c->o ? in->struct_size : sizeof c->o);
+    if (c->o.iterations <= 0) c->o.iterations = 10;
+    dl_status st = pick_backends(ctx, &c->o, c->bes, &c->nb, err);
+    c->cpu = dl_context_backend(ctx, "cpu");
+    if (st == DL_OK && !c->cpu) st = dl_fail(err, DL_E_NODEVICE, "the CPU reference plugin is not loaded");
+    return st;
 }
 
 /* ---- dlrun check ---- */
@@ -191,14 +206,12 @@ static dl_status make_session(dl_context *ctx, dl_model *m, const char *backend,
 
 dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *opt, dl_check_fn fn, void *user,
                          dl_check_summary *sum, dl_error *err) {
-    dl_check_options o;
-    default_options(opt, &o);
-    memset(sum, 0, sizeof *sum);
-    const dl_backend *bes[32];
-    int nb;
-    dl_status st = pick_backends(ctx, &o, bes, &nb, err);
+    check_setup c;
+    dl_status st = setup(ctx, opt, sum, &c, err);
     if (st != DL_OK) return st;
-    if (!dl_context_backend(ctx, "cpu")) return dl_fail(err, DL_E_NODEVICE, "the CPU reference plugin is not loaded");
+    const dl_check_options o = c.o;
+    const dl_backend *const *bes = c.bes;
+    int nb = c.nb;
     dl_session *ref = NULL;
     st = make_session(ctx, m, "cpu", NULL, DL_PRECISION_F32, 1, o.seed, &ref, err);
     if (st != DL_OK) return st;
@@ -336,21 +349,17 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
 
 dl_status dl_test_ops(dl_context *ctx, const dl_check_options *opt, dl_check_fn fn, void *user, dl_check_summary *sum,
                       dl_error *err) {
-    dl_check_options o;
-    default_options(opt, &o);
-    memset(sum, 0, sizeof *sum);
-    const dl_backend *bes[32];
-    int nb;
-    dl_status st = pick_backends(ctx, &o, bes, &nb, err);
-    const dl_backend *cpu = dl_context_backend(ctx, "cpu");
-    if (st == DL_OK && !cpu) st = dl_fail(err, DL_E_NODEVICE, "the CPU reference plugin is not loaded");
+    check_setup c;
+    dl_status st = setup(ctx, opt, sum, &c, err);
+    const dl_check_options o = c.o;
     if (st == DL_OK && o.op && dl_op_kind_from_name(o.op) < 0) st = dl_fail(err, DL_E_INVALID, "unknown op '%s'", o.op);
     reporter rep = {fn, user, sum};
     uint64_t index = 0;
     for (int k = 0; st == DL_OK && k < DL_OP_COUNT; k++) {
         const dl_op_def *row = dl_op_def_of(k);
-        for (const dl_op_case *c = row->cases; st == DL_OK && c && c->name; c++, index++)
-            if (!o.op || !strcmp(o.op, row->name)) st = run_case(row, c, o.seed + index, &o, bes, nb, cpu, &rep, err);
+        for (const dl_op_case *k_case = row->cases; st == DL_OK && k_case && k_case->name; k_case++, index++)
+            if (!o.op || !strcmp(o.op, row->name))
+                st = run_case(row, k_case, o.seed + index, &o, c.bes, c.nb, c.cpu, &rep, err);
     }
     return st;
 }

@@ -322,9 +322,11 @@ static inline int dl_dtype_eq(dl_dtype a, dl_dtype b) {
 static inline int dl_dtype_is_f32(dl_dtype d) { return dl_dtype_eq(d, DL_F32); }
 
 /* Does a table cover member `m` and set it (append-only ABI: members past struct_size are
- * absent)? The host asks it of a backend before calling an optional or newer member. */
-#define DL_BACKEND_HAS(be, m) ((be)->struct_size >= offsetof(dl_backend, m) + sizeof((be)->m) && (be)->m != NULL)
-#define DL_HOST_HAS(host, m) ((host)->struct_size >= offsetof(dl_host, m) + sizeof((host)->m) && (host)->m != NULL)
+ * absent)? The host asks it of a backend before calling an optional or newer member; a plugin of
+ * the host table. */
+#define DL_TABLE_HAS(type, t, m) ((t)->struct_size >= offsetof(type, m) + sizeof((t)->m) && (t)->m != NULL)
+#define DL_BACKEND_HAS(be, m) DL_TABLE_HAS(dl_backend, be, m)
+#define DL_HOST_HAS(host, m) DL_TABLE_HAS(dl_host, host, m)
 
 /* For a plugin's dl_plugin_init: 1 if the host speaks this header's major ABI version with a
  * complete table, else 0 with the reason in err (return NULL then). */
