@@ -355,6 +355,7 @@ static dl_status layer_pair(reader *r, const char *key, yaml_node_t *k, yaml_nod
         return failat(r, k, "%s '%s': unknown key '%s' (%s takes only name, op, inputs, backend)", op, n->name, key,
                       op);
     }
+    if (index >= MAX_ATTRS) return failat(r, k, "%s: key '%s' is past the %d keys an op may have", op, key, MAX_ATTRS);
     lc->given |= 1u << index;
     lc->value[index] = v;
     return read_attr(r, a, v, &n->params);
