@@ -75,6 +75,14 @@ static const bad_model models[] = {
     {HEAD "  - {op: avgpool2d, kernel: 2, dilation: 2}\n", ":5:32: avgpool2d 'avgpool2d_1': unknown key 'dilation'"},
     {HEAD "  - {op: relu, \"\": 1}\n",
      ":5:16: relu 'relu_1': unknown key ''"}, /* once a hang, found by the mutation test */
+    /* sizes that would overflow an int or an int64_t if computed naively */
+    {HEAD "  - {op: maxpool2d, kernel: 65536, dilation: 65536}\n",
+     ":5:5: maxpool2d 'maxpool2d_1': kernel 65536x65536 (dilation 65536) does not fit the padded input [1, 3, 8, 8]"},
+    {HEAD "  - {op: reshape, shape: [2147483647, 2147483647, 2147483647, 2147483647, 2147483647]}\n",
+     ":5:5: reshape 'reshape_1': cannot reshape [1, 3, 8, 8] (192 elements) to [2147483647, 2147483647, 2147483647, "
+     "2147483647, 2147483647]"},
+    {"model: m\ninputs:\n  - {name: x, shape: [2147483647, 2147483647, 4]}\nlayers:\n  - {op: relu}\n",
+     ": input 'x' of 1.84e+19 elements at batch 2147483647 is too large"},
 };
 
 Test(bad_inputs, models_give_file_line_col_messages) {
@@ -379,4 +387,20 @@ Test(bad_inputs, mutated_npy_files_never_crash, .timeout = 120) {
         free(p);
     }
     cr_expect_gt(failed, 50);
+}
+
+Test(bad_inputs, a_huge_batch_is_refused_before_anything_is_allocated) {
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.batch = (int64_t)1 << 40;
+    dl_error err = {{0}};
+    dl_status st = tu_open_session(DLRUN_PLUGIN_DIR, tiny_model, &so, &ctx, &m, &s, &err);
+    cr_expect_eq(st, DL_E_INVALID, "%s", err.msg);
+    cr_expect_null(s);
+    cr_expect(strstr(err.msg, "input 'x' of 4.4e+12 elements at batch 1099511627776 is too large"), "%s", err.msg);
+    dl_model_free(m);
+    dl_context_free(ctx);
 }

@@ -13,13 +13,14 @@ static int infer_window(const dl_op *op, int conv, dl_shape *y, dl_error *why) {
     dl_shape_txt(x, xs, sizeof xs);
     if (x->ndim != 4) DL_NO(why, "needs a 4-D input [N, C, H, W], got %s", xs);
     for (int i = 0; i < 2; i++) {
-        int k = a->kernel[i], d = a->dilation[i], ext = d * (k - 1) + 1;
+        int k = a->kernel[i], d = a->dilation[i];
+        int64_t ext = (int64_t)d * (k - 1) + 1; /* the window's extent: no int overflow for any attributes */
         if (k < 1 || a->stride[i] < 1 || d < 1 || a->pad_begin[i] < 0 || a->pad_end[i] < 0)
             DL_NO(why, "kernel, stride and dilation must be at least 1 and padding at least 0");
         if (op->kind == DL_OP_AVGPOOL2D && d != 1) DL_NO(why, "avgpool2d has no dilation");
         if (!conv && (a->pad_begin[i] >= ext || a->pad_end[i] >= ext))
-            DL_NO(why, "padding %d is not less than the window extent %d",
-                  a->pad_begin[i] >= ext ? a->pad_begin[i] : a->pad_end[i], ext);
+            DL_NO(why, "padding %d is not less than the window extent %lld",
+                  a->pad_begin[i] >= ext ? a->pad_begin[i] : a->pad_end[i], (long long)ext);
         y->d[2 + i] =
             dl_window_out(x->shape[2 + i], k, a->stride[i], a->pad_begin[i], a->pad_end[i], d, conv ? 0 : a->ceil_mode);
         if (y->d[2 + i] < 1)

@@ -66,6 +66,7 @@ static int reshape_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, d
             y->d[i] = x->shape[i];
         }
         if (y->d[i] == -1) infer = i;
+        else if (known < 0 || y->d[i] < 1 || known > total / y->d[i]) known = -2; /* more than the input: no wrap */
         else known *= y->d[i];
     }
     if (infer >= 0 && known > 0 && total % known == 0) y->d[infer] = total / known;

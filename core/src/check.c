@@ -101,19 +101,13 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     if (st == DL_OK) {
         char shape[96], detail[DL_ERROR_LEN + 64] = "";
         dl_shape_str(op->outputs[0].shape, op->outputs[0].ndim, shape, sizeof shape);
-        dl_check_row row = {layer,
-                            dl_op_kind_name(op->kind),
-                            be->name,
-                            shape,
-                            DL_CHECK_PASS,
-                            0,
-                            0,
-                            0,
-                            dl_op_nmse(op->kind, precision),
-                            detail,
-                            0,
-                            0,
-                            0};
+        dl_check_row row = {.layer = layer,
+                            .op = dl_op_kind_name(op->kind),
+                            .backend = be->name,
+                            .shape = shape,
+                            .result = DL_CHECK_PASS,
+                            .threshold = dl_op_nmse(op->kind, precision),
+                            .detail = detail};
         if (!r.supported) {
             row.result = DL_CHECK_UNSUPPORTED;
             snprintf(detail, sizeof detail, "%s", r.why);
@@ -209,11 +203,9 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
     check_setup c;
     dl_status st = setup(ctx, opt, sum, &c, err);
     if (st != DL_OK) return st;
-    const dl_check_options o = c.o;
-    const dl_backend *const *bes = c.bes;
-    int nb = c.nb;
+    const dl_check_options *o = &c.o;
     dl_session *ref = NULL;
-    st = make_session(ctx, m, "cpu", NULL, DL_PRECISION_F32, 1, o.seed, &ref, err);
+    st = make_session(ctx, m, "cpu", NULL, DL_PRECISION_F32, 1, o->seed, &ref, err);
     if (st != DL_OK) return st;
     /* one seeded input per model input */
     int nin = dl_session_input_count(ref);
@@ -224,44 +216,39 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
         float *x = malloc((size_t)n * sizeof *x);
         if (!x) break;
         dl_rng r;
-        dl_rng_seed(&r, dl_rng_derive(o.seed, "input"));
+        dl_rng_seed(&r, dl_rng_derive(o->seed, "input"));
         for (int64_t j = 0; j < n; j++) x[j] = dl_rng_uniform(&r, -1, 1);
         ins[i].data = x;
     }
     st = ins && (nin == 0 || ins[nin - 1].data) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
     if (st == DL_OK) st = dl_session_run(ref, ins, nin, err);
     reporter rep = {fn, user, sum};
-    for (int b = 0; st == DL_OK && b < nb; b++) {
+    for (int b = 0; st == DL_OK && b < c.nb; b++) {
         for (int k = 0; st == DL_OK && k < dl_session_step_count(ref); k++) {
             const unsigned char *constant;
             const dl_op *op = dl_session_step_op(ref, k, &constant); /* host data: the reference's */
             if (!op) continue;
             dl_step_info info;
             dl_session_step(ref, k, &info);
-            st = check_case(bes[b], NULL, op, constant, op->outputs[0].data, info.layer, o.precision, 0, info.flops,
+            st = check_case(c.bes[b], NULL, op, constant, op->outputs[0].data, info.layer, o->precision, 0, info.flops,
                             &rep, err);
         }
         /* end to end: the model placed on this backend wherever it can run, cpu elsewhere */
         dl_session *s = NULL;
-        dl_status est = st == DL_OK ? make_session(ctx, m, NULL, bes[b]->name, o.precision, 0, o.seed, &s, err) : st;
+        dl_status est =
+            st == DL_OK ? make_session(ctx, m, NULL, c.bes[b]->name, o->precision, 0, o->seed, &s, err) : st;
         if (est == DL_OK) est = dl_session_run(s, ins, nin, err);
         if (st == DL_OK && est == DL_OK) {
             const dl_tensor *y = dl_session_output(s, 0), *yr = dl_session_output(ref, 0);
             char shape[96], detail[DL_ERROR_LEN + 64] = "";
             dl_shape_str(y->shape, y->ndim, shape, sizeof shape);
-            dl_check_row row = {"(end to end)",
-                                "model",
-                                bes[b]->name,
-                                shape,
-                                DL_CHECK_PASS,
-                                0,
-                                0,
-                                0,
-                                end_to_end_threshold(o.precision),
-                                detail,
-                                0,
-                                0,
-                                0};
+            dl_check_row row = {.layer = "(end to end)",
+                                .op = "model",
+                                .backend = c.bes[b]->name,
+                                .shape = shape,
+                                .result = DL_CHECK_PASS,
+                                .threshold = end_to_end_threshold(o->precision),
+                                .detail = detail};
             int ok = compare(yr->data, y->data, dl_tensor_numel(y), row.threshold, &row, detail, sizeof detail);
             row.result = ok ? DL_CHECK_PASS : DL_CHECK_FAIL;
             if (ok) sum->passed++;
@@ -316,8 +303,9 @@ static float *draw(const dl_value *v, uint64_t seed, float scale) {
 }
 
 /* One case on every checked backend against the CPU reference. */
-static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t seed, const dl_check_options *o,
-                          const dl_backend *const *bes, int nb, const dl_backend *cpu, reporter *rep, dl_error *err) {
+static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t seed, const check_setup *cs,
+                          reporter *rep, dl_error *err) {
+    const dl_check_options *o = &cs->o;
     dl_graph *g = NULL;
     dl_status st = case_graph(row, c, &g, err);
     if (st != DL_OK) return st;
@@ -339,9 +327,9 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
         isw[j] = v->kind == DL_VALUE_WEIGHT;
     }
     double flops = row->flops(&op);
-    for (int b = 0; st == DL_OK && b < nb; b++)
-        st = check_case(bes[b], cpu, &op, isw, NULL, c->name, o->precision, o->perf ? o->iterations : 0, flops, rep,
-                        err);
+    for (int b = 0; st == DL_OK && b < cs->nb; b++)
+        st = check_case(cs->bes[b], cs->cpu, &op, isw, NULL, c->name, o->precision, o->perf ? o->iterations : 0, flops,
+                        rep, err);
     for (int j = 0; j < nd->n_inputs; j++) free(data[j]);
     dl_graph_free(g);
     return st;
@@ -351,15 +339,14 @@ dl_status dl_test_ops(dl_context *ctx, const dl_check_options *opt, dl_check_fn 
                       dl_error *err) {
     check_setup c;
     dl_status st = setup(ctx, opt, sum, &c, err);
-    const dl_check_options o = c.o;
-    if (st == DL_OK && o.op && dl_op_kind_from_name(o.op) < 0) st = dl_fail(err, DL_E_INVALID, "unknown op '%s'", o.op);
+    const char *only = c.o.op;
+    if (st == DL_OK && only && dl_op_kind_from_name(only) < 0) st = dl_fail(err, DL_E_INVALID, "unknown op '%s'", only);
     reporter rep = {fn, user, sum};
     uint64_t index = 0;
     for (int k = 0; st == DL_OK && k < DL_OP_COUNT; k++) {
         const dl_op_def *row = dl_op_def_of(k);
         for (const dl_op_case *k_case = row->cases; st == DL_OK && k_case && k_case->name; k_case++, index++)
-            if (!o.op || !strcmp(o.op, row->name))
-                st = run_case(row, k_case, o.seed + index, &o, c.bes, c.nb, c.cpu, &rep, err);
+            if (!only || !strcmp(only, row->name)) st = run_case(row, k_case, c.o.seed + index, &c, &rep, err);
     }
     return st;
 }

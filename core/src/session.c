@@ -13,7 +13,6 @@
 size_t dl_session_value_bytes(const dl_session *s, int v) {
     return (size_t)dl_shape_numel(&s->shape[v]) * dl_dtype_size(s->g->values[v].dtype);
 }
-#define value_bytes(s, v) dl_session_value_bytes(s, v)
 
 const float *dl_session_weight(const dl_session *s, int v) {
     return s->fuse.weight && s->fuse.weight[v] ? s->fuse.weight[v] : dl_weights_data(s->weights, v);
@@ -134,7 +133,7 @@ static int home_of(const dl_session *s, int v) {
  * activations get a copy step placed here in the run order and a planned slot. */
 static dl_status ensure_in(dl_session *s, int v, int d, dl_error *err) {
     if (BUF(s, v, d) || dl_slot_find(s, v, d) >= 0) return DL_OK;
-    size_t n = value_bytes(s, v);
+    size_t n = dl_session_value_bytes(s, v);
     int from = home_of(s, v);
     if (s->g->values[v].kind == DL_VALUE_WEIGHT) {
         dl_status st = dl_session_alloc(s, d, n, &BUF(s, v, d), err);
@@ -190,7 +189,7 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     }
     st->out.device = st->be->device;
     int o = root(s, n->output);
-    if (dl_slot_find(s, o, d) < 0 && dl_slot_add(s, o, d, value_bytes(s, o), k) < 0)
+    if (dl_slot_find(s, o, d) < 0 && dl_slot_add(s, o, d, dl_session_value_bytes(s, o), k) < 0)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     return DL_OK;
 }
@@ -256,7 +255,7 @@ static dl_tensor host_view(const dl_session *s, int v) {
 static dl_status build_steps(dl_session *s, dl_error *err) {
     const dl_graph *g = s->g;
     for (int v = 0; v < g->n_values; v++) /* inputs get a host buffer, written before step 0 */
-        if (g->values[v].kind == DL_VALUE_INPUT && dl_slot_add(s, v, 0, value_bytes(s, v), -1) < 0)
+        if (g->values[v].kind == DL_VALUE_INPUT && dl_slot_add(s, v, 0, dl_session_value_bytes(s, v), -1) < 0)
             return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
         if (s->fuse.into[i] < 0) {
@@ -439,7 +438,8 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
             return dl_fail(err, DL_E_INVALID, "input '%s' must be a dense host f32 tensor of shape %s, got %s",
                            g->values[g->inputs[i]].name, want, got);
         }
-        memcpy(BUF(s, g->inputs[i], 0), (const char *)t->data + t->byte_offset, value_bytes(s, g->inputs[i]));
+        memcpy(BUF(s, g->inputs[i], 0), (const char *)t->data + t->byte_offset,
+               dl_session_value_bytes(s, g->inputs[i]));
     }
     const dl_backend *last[DL_MAX_DOMAINS] = {0};
     for (int k = 0; k < s->n_steps; k++) {

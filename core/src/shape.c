@@ -61,8 +61,14 @@ dl_status dl_graph_infer(const dl_graph *g, int64_t batch, dl_shape *shapes, dl_
         memset(&shapes[v], 0, sizeof shapes[v]);
         if (val->kind == DL_VALUE_INPUT || val->constant) shapes[v] = val->shape; /* as declared */
     }
-    if (batch > 0)
-        for (int i = 0; i < g->n_inputs; i++) shapes[g->inputs[i]].d[0] = batch;
+    for (int i = 0; i < g->n_inputs; i++) {
+        dl_shape *x = &shapes[g->inputs[i]];
+        if (batch > 0) x->d[0] = batch;
+        if (elements(x) > MAX_ELEMENTS)
+            return dl_fail(err, DL_E_INVALID, "%s: input '%s' of %.3g elements at batch %lld is too large",
+                           g->path ? g->path : "<model>", g->values[g->inputs[i]].name, elements(x),
+                           (long long)x->d[0]);
+    }
     for (int i = 0; i < g->n_nodes; i++) {
         dl_status st = infer_node(g, i, shapes, err);
         if (st != DL_OK) return st;
