@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "half.h"
 #include "model_yaml.h"
 #include "npy.h"
 #include "safetensors.h"

@@ -1,12 +1,14 @@
 /* op_check.c — the exact op check the in-tree plugins' supports() share, driven by the op table:
  * what passes here the cpu and cuda plugins can run (f32, NCHW, dense), so nothing they accept
- * fails later. Also broadcast indexing and dl_op_geom (see op_check.h). */
+ * fails later; dl_op_check_as adds the storage dtypes and layouts a plugin converts. Also broadcast indexing and
+ * dl_op_geom (see op_check.h). */
 #include "op_check.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "op_rows.h"
+#include "tensor_convert.h"
 
 /* Inputs an op of this row takes: its activations, then its weights (optional ones may be absent). */
 static void input_range(const dl_op_def *d, int *lo, int *hi) {
@@ -17,7 +19,23 @@ static void input_range(const dl_op_def *d, int *lo, int *hi) {
     }
 }
 
-int dl_op_check(const dl_op *op, dl_error *why) {
+/* 1 if tensor t's dtype and layout are among those `formats` (DL_ACCEPT_*) adds to f32 row-major. */
+static int format_ok(const dl_tensor *t, unsigned formats, const char *what, int i, dl_error *why) {
+    dl_dtype d = t->dtype;
+    int ok = dl_dtype_is_f32(d) || ((formats & DL_ACCEPT_F16) && dl_dtype_eq(d, DL_F16)) ||
+             ((formats & DL_ACCEPT_BF16) && dl_dtype_eq(d, DL_BF16));
+    if (!ok) DL_NO(why, "%s%.0d is %s, not a dtype this backend takes", what, i, dl_dtype_name(d));
+    if (t->byte_offset || t->ndim < 0 || t->ndim > DL_MAX_DIMS) DL_NO(why, "only dense tensors up to 8-D");
+    dl_layout l = dl_tensor_layout(t);
+    if (l != DL_LAYOUT_ROW_MAJOR && !(l == DL_LAYOUT_CHANNELS_LAST && (formats & DL_ACCEPT_CHANNELS_LAST)))
+        DL_NO(why, "%s%.0d is not in a layout this backend takes (%s)", what, i,
+              l == DL_LAYOUT_CHANNELS_LAST ? "channels-last" : "strided");
+    return 1;
+}
+
+int dl_op_check(const dl_op *op, dl_error *why) { return dl_op_check_as(op, 0, why); }
+
+int dl_op_check_as(const dl_op *op, unsigned formats, dl_error *why) {
     const dl_op_def *d = dl_op_def_of(op->kind);
     if (!d) DL_NO(why, "op kind %d is unknown to this plugin", op->kind);
     uint32_t minor = dl_op_min_minor(op);
@@ -28,22 +46,16 @@ int dl_op_check(const dl_op *op, dl_error *why) {
     if (op->n_outputs != 1) DL_NO(why, "%s has one output, not %d", d->name, op->n_outputs);
     if (op->n_inputs < lo || op->n_inputs > hi)
         DL_NO(why, "%s takes %d to %d inputs, not %d", d->name, lo, hi, op->n_inputs);
-    for (int i = 0; i < op->n_inputs; i++) {
-        const dl_tensor *t = &op->inputs[i];
-        if (!dl_dtype_is_f32(t->dtype)) DL_NO(why, "only f32 tensors (input %d is not f32)", i + 1);
-        if (t->strides || t->byte_offset || t->ndim < 0 || t->ndim > DL_MAX_DIMS)
-            DL_NO(why, "only dense tensors up to 8-D");
-    }
-    const dl_tensor *y = &op->outputs[0];
-    if (!dl_dtype_is_f32(y->dtype)) DL_NO(why, "only f32 tensors (the output is not f32)");
-    if (y->strides || y->byte_offset || y->ndim < 0 || y->ndim > DL_MAX_DIMS)
-        DL_NO(why, "only dense tensors up to 8-D");
+    for (int i = 0; i < op->n_inputs; i++)
+        if (!format_ok(&op->inputs[i], formats, "input ", i + 1, why)) return 0;
+    if (!format_ok(&op->outputs[0], formats, "the output", 0, why)) return 0;
     int act = op->attrs->activation;
     if (act != DL_ACT_NONE && !(act == DL_ACT_RELU && (d->flags & DL_OPF_FUSES_RELU)))
         DL_NO(why, "fused activation %d is not supported after %s", act, d->name);
     if ((d->flags & DL_OPF_AXIS) && op->attrs->axis < 0) DL_NO(why, "axis %d is negative", op->attrs->axis);
     dl_shape want;
     if (!d->infer(op, NULL, &want, why)) return 0;
+    const dl_tensor *y = &op->outputs[0];
     if (!dl_shape_eq(&want, y)) {
         char ws[128], ys[128];
         dl_shape_str(want.d, want.ndim, ws, sizeof ws);

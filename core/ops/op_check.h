@@ -11,6 +11,10 @@ extern "C" {
  * version, input and output counts, dtypes, fused activation and every shape (the row's infer
  * must give the output's shape); else 0 with the reason. */
 int dl_op_check(const dl_op *op, dl_error *why);
+/* The same check, also accepting the storage formats in `formats` (ABI 1.3): f16 and bf16 tensors
+ * and channels-last 4-D tensors, for a plugin that converts them. */
+enum { DL_ACCEPT_F16 = 1, DL_ACCEPT_BF16 = 2, DL_ACCEPT_CHANNELS_LAST = 4 };
+int dl_op_check_as(const dl_op *op, unsigned formats, dl_error *why);
 /* 1 for the kinds the table marks elementwise (a kernel reading element i before writing it may
  * overwrite input 0). */
 int dl_op_is_elementwise(int kind);

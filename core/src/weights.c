@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
 #include "rng.h"
 #include "safetensors.h"
 

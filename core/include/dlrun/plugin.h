@@ -24,6 +24,9 @@
  * staging buffer).
  * Tensors are described DLPack-style (dl_tensor has DLTensor's exact layout), so a plugin can hand
  * them to any DLPack consumer. The header includes only C standard headers.
+ * Storage (1.3): a plugin of ABI 1.3 or later may be shown f16 and bf16 tensors and 4-D activations
+ * in channels-last order (NHWC in memory, see dl_layout); it accepts or refuses them in supports().
+ * An older plugin is only ever shown f32 row-major tensors.
  * docs/plugins.md walks through writing a plugin; plugins/example is a complete minimal one. */
 #ifndef DLRUN_PLUGIN_H
 #define DLRUN_PLUGIN_H
@@ -32,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 2
+#define DL_ABI_MINOR 3
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -114,8 +118,10 @@ typedef struct dl_dtype {
 #define DL_F16 ((dl_dtype){DL_DTYPE_FLOAT, 16, 1})
 #define DL_BF16 ((dl_dtype){DL_DTYPE_BFLOAT, 16, 1})
 
-/* Same layout as DLPack's DLTensor. dlrun always passes dense row-major tensors: strides NULL,
- * byte_offset 0. Activations are NCHW unless an op says otherwise. */
+/* Same layout as DLPack's DLTensor. Tensors are dense; byte_offset is always 0. The shape is always
+ * the logical one (a conv's input is [N,C,H,W] whatever its memory order); strides NULL means
+ * row-major (NCHW). From ABI 1.3 a 4-D activation may carry channels-last strides
+ * {H*W*C, 1, W*C, C} (NHWC in memory, PyTorch's channels_last); dl_tensor_layout tells which. */
 typedef struct dl_tensor {
     void *data; /* NULL where only the shape is known (supports, prepare) */
     dl_device device;
@@ -125,6 +131,13 @@ typedef struct dl_tensor {
     int64_t *strides;     /* always NULL from dlrun: compact row-major */
     uint64_t byte_offset; /* always 0 from dlrun */
 } dl_tensor;
+
+/* Memory orders of a tensor (1.3). */
+typedef enum dl_layout {
+    DL_LAYOUT_ROW_MAJOR = 0,     /* strides NULL: dense row-major (NCHW for a 4-D activation) */
+    DL_LAYOUT_CHANNELS_LAST = 1, /* 4-D only: strides {H*W*C, 1, W*C, C}, NHWC in memory */
+    DL_LAYOUT_OTHER = -1         /* any other strides: dlrun never passes these */
+} dl_layout;
 
 /* ---- operators ----------------------------------------------------------------------------- */
 
@@ -178,14 +191,17 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_0 12
 #define DL_OP_COUNT_V1_1 15
 #define DL_OP_COUNT_V1_2 17
-#define DL_OP_COUNT DL_OP_COUNT_V1_2 /* kinds in this version of the header */
+#define DL_OP_COUNT_V1_3 17          /* 1.3 added storage dtypes and layouts, no kinds */
+#define DL_OP_COUNT DL_OP_COUNT_V1_3 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
 typedef enum dl_activation { DL_ACT_NONE = 0, DL_ACT_RELU = 1 } dl_activation;
 
 /* Compute precision a session asks for (1.0). F32 is exact IEEE float; the others allow tensor
- * cores. Tensors are f32 whatever the precision: it says how much rounding inside an op is
- * acceptable, and a backend may always compute more exactly than asked. */
+ * cores: it says how much rounding inside an op is acceptable, and a backend may always compute
+ * more exactly than asked. From ABI 1.3, with F16 or BF16 the host also stores the op's tensors
+ * in that dtype where the backend's supports() accepts them (the dtypes are in the tensors);
+ * before 1.3, and wherever a backend refuses, tensors are f32. */
 typedef enum dl_precision {
     DL_PRECISION_F32 = 0,
     DL_PRECISION_TF32 = 1,
@@ -306,6 +322,19 @@ typedef struct dl_backend {
     /* (1.1) Optional: free and total bytes of the backend's memory domain, so the host can
      * refuse a batch that cannot fit before running anything. */
     dl_status (*memory_info)(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
+
+    /* (1.3) Optional: the layout (dl_layout) this backend prefers for op's 4-D activations and
+     * output, e.g. DL_LAYOUT_CHANNELS_LAST where its fastest convolutions read NHWC. The host then
+     * asks supports() with that layout first and keeps row-major if refused. NULL: row-major. */
+    int (*preferred_layout)(void *self, const dl_op *op);
+    /* (1.3) Optional: 1 if convert() can copy src to dst in this direction (their data NULL),
+     * changing dtype and/or layout on the way; 0 and the host converts in host memory instead.
+     * dst and src have the same shape. */
+    int (*supports_convert)(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind);
+    /* (1.3) Optional (with supports_convert): a copy that converts, as copy() does for bytes:
+     * for HOST_TO_DEVICE src is in host memory, for DEVICE_TO_HOST dst is; DEVICE_TO_DEVICE
+     * converts within the backend's domain. Ordered and completed as copy() is. */
+    dl_status (*convert)(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err);
 } dl_backend;
 
 /* ---- small helpers (header-only, for plugins and host alike) ------------------------------- */
@@ -320,6 +349,70 @@ static inline int dl_dtype_eq(dl_dtype a, dl_dtype b) {
     return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
 static inline int dl_dtype_is_f32(dl_dtype d) { return dl_dtype_eq(d, DL_F32); }
+
+/* The layout a tensor's strides describe (1.3): row-major, channels-last or other. */
+static inline dl_layout dl_tensor_layout(const dl_tensor *t) {
+    if (!t->strides) return DL_LAYOUT_ROW_MAJOR;
+    if (t->ndim != 4) return DL_LAYOUT_OTHER;
+    const int64_t *s = t->shape, *st = t->strides;
+    if (st[1] == 1 && st[3] == s[1] && st[2] == s[3] * s[1] && st[0] == s[2] * s[3] * s[1])
+        return DL_LAYOUT_CHANNELS_LAST;
+    return DL_LAYOUT_OTHER;
+}
+/* Fills strides[4] for a channels-last tensor of logical shape [N,C,H,W]. */
+static inline void dl_channels_last_strides(const int64_t *shape, int64_t *strides) {
+    strides[1] = 1;
+    strides[3] = shape[1];
+    strides[2] = shape[3] * shape[1];
+    strides[0] = shape[2] * shape[3] * shape[1];
+}
+
+/* Scalar conversions between f32 and the 16-bit floats (1.3), rounding to nearest even as
+ * hardware does; NaN stays NaN, overflow becomes infinity. */
+static inline float dl_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint16_t dl_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN: keep it quiet */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float dl_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 0x1f) u = sign | 0x7f800000u | (m << 13); /* infinity, NaN */
+    else if (e) u = sign | ((e + 112) << 23) | (m << 13);
+    else if (!m) u = sign;
+    else { /* subnormal: m * 2^-24, normalised */ e = 113;
+        while (!(m & 0x400u)) m <<= 1, e--;
+        u = sign | (e << 23) | ((m & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint16_t dl_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds past 65504: infinity */
+    if (a >= 0x38800000u) {                                  /* a normal f16 */
+        uint32_t r = a - 0x38000000u;                        /* exponent rebiased from 127 to 15 */
+        r += 0xfffu + ((r >> 13) & 1u);
+        return (uint16_t)(sign | (r >> 13));
+    }
+    if (a < 0x33000000u) return sign; /* below half the smallest subnormal */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return (uint16_t)(sign | q);
+}
 
 /* Does a table cover member `m` and set it (append-only ABI: members past struct_size are
  * absent)? The host asks it of a backend before calling an optional or newer member; a plugin of

@@ -1,0 +1,66 @@
+/* tensor_convert.c — dtype and layout conversion of host tensors (see tensor_convert.h). Casts
+ * are contiguous loops; a layout change walks the destination in order and gathers from the
+ * source, one channel row at a time. */
+#include "tensor_convert.h"
+
+int dl_dtype_is_float(dl_dtype d) {
+    return dl_dtype_eq(d, DL_F32) || dl_dtype_eq(d, DL_F16) || dl_dtype_eq(d, DL_BF16);
+}
+
+const char *dl_dtype_name(dl_dtype d) {
+    if (dl_dtype_eq(d, DL_F32)) return "f32";
+    if (dl_dtype_eq(d, DL_F16)) return "f16";
+    if (dl_dtype_eq(d, DL_BF16)) return "bf16";
+    return "?";
+}
+
+static float load(const void *p, dl_dtype t, int64_t i) {
+    if (t.bits == 32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return t.code == DL_DTYPE_BFLOAT ? dl_bf16_to_f32(h) : dl_f16_to_f32(h);
+}
+
+static void store(void *p, dl_dtype t, int64_t i, float v) {
+    if (t.bits == 32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = t.code == DL_DTYPE_BFLOAT ? dl_f32_to_bf16(v) : dl_f32_to_f16(v);
+}
+
+int dl_convert_elements(void *dst, dl_dtype dt, const void *src, dl_dtype st, int64_t n) {
+    if (!dl_dtype_is_float(dt) || !dl_dtype_is_float(st)) return 0;
+    if (dl_dtype_eq(dt, st)) {
+        memmove(dst, src, (size_t)n * dl_dtype_size(dt));
+        return 1;
+    }
+    if (dl_dtype_is_f32(st)) { /* the common casts get their own loops */
+        const float *x = src;
+        uint16_t *y = dst;
+        if (dt.code == DL_DTYPE_BFLOAT)
+            for (int64_t i = 0; i < n; i++) y[i] = dl_f32_to_bf16(x[i]);
+        else
+            for (int64_t i = 0; i < n; i++) y[i] = dl_f32_to_f16(x[i]);
+        return 1;
+    }
+    for (int64_t i = 0; i < n; i++) store(dst, dt, i, load(src, st, i));
+    return 1;
+}
+
+int dl_convert_host(const dl_tensor *dst, const dl_tensor *src) {
+    dl_layout dl = dl_tensor_layout(dst), sl = dl_tensor_layout(src);
+    if (dl == DL_LAYOUT_OTHER || sl == DL_LAYOUT_OTHER || dst->ndim != src->ndim) return 0;
+    if (!dl_dtype_is_float(dst->dtype) || !dl_dtype_is_float(src->dtype)) return 0;
+    for (int i = 0; i < dst->ndim; i++)
+        if (dst->shape[i] != src->shape[i]) return 0;
+    const char *s = (const char *)src->data + src->byte_offset;
+    char *d = (char *)dst->data + dst->byte_offset;
+    if (dl == sl) return dl_convert_elements(d, dst->dtype, s, src->dtype, dl_tensor_numel(src));
+    /* NCHW <-> NHWC: for each image, element (c, p) of the [C, HW] view is element (p, c) of [HW, C] */
+    int64_t n = src->shape[0], c = src->shape[1], hw = src->shape[2] * src->shape[3];
+    int to_last = dl == DL_LAYOUT_CHANNELS_LAST;
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t p = 0; p < hw; p++)
+            for (int64_t k = 0; k < c; k++) {
+                int64_t rm = b * c * hw + k * hw + p, cl = b * c * hw + p * c + k;
+                store(d, dst->dtype, to_last ? cl : rm, load(s, src->dtype, to_last ? rm : cl));
+            }
+    return 1;
+}
