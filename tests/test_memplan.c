@@ -97,7 +97,7 @@ static void model_plan(const char *name, int64_t batch) {
             int ra = i, rb = j;
             while (s->slots[ra].share >= 0) ra = s->slots[ra].share;
             while (s->slots[rb].share >= 0) rb = s->slots[rb].share;
-            if (a->dom != b->dom || ra == rb) continue;
+            if (s->places[a->place].dom != s->places[b->place].dom || ra == rb) continue;
             int live = a->first <= b->last && b->first <= a->last;
             int clash = a->offset < b->offset + b->size && b->offset < a->offset + a->size;
             cr_assert(!(live && clash), "%s: slots %d and %d overlap while live", name, i, j);

@@ -216,7 +216,7 @@ Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_s
     cr_assert_eq(dlrun(args, &out), 0, "%s", out);
     cr_expect(strstr(out, "placement: 6 timed, 3 cached in"), "%s", out);
     cr_expect(strstr(out, "fakedev 0."), "--placement lists measured times: %s", out);
-    cr_expect(strstr(out, "copies inserted:"), "%s", out);
+    cr_expect(strstr(out, "copies and casts inserted:"), "%s", out);
     cr_expect_null(strstr(out, "timing op"), "no progress line when stderr is not a terminal: %s", out);
     free(out);
     const char *bad[] = {"garbage{", "{\"format\": \"dlrun-timing-cache\", \"version\": 99, \"entries\": {}}",

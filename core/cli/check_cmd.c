@@ -79,6 +79,8 @@ static void print_row(void *user, const dl_check_row *r) {
         cJSON_AddStringToObject(e, "op", r->op);
         cJSON_AddStringToObject(e, "backend", r->backend);
         cJSON_AddStringToObject(e, "shape", r->shape);
+        if (r->storage) cJSON_AddStringToObject(e, "storage", r->storage);
+        if (r->reference) cJSON_AddStringToObject(e, "reference", r->reference);
         cJSON_AddStringToObject(e, "result",
                                 r->result == DL_CHECK_PASS   ? "pass"
                                 : r->result == DL_CHECK_FAIL ? "fail"
@@ -99,11 +101,15 @@ static void print_row(void *user, const dl_check_row *r) {
         cJSON_AddItemToArray(p->rows, e);
         return;
     }
+    char be[64]; /* the backend, with its storage when not f32: "cudnn bf16 nhwc" */
+    snprintf(be, sizeof be, "%s%s%s", r->backend, r->storage && strcmp(r->storage, "f32") ? " " : "",
+             r->storage && strcmp(r->storage, "f32") ? r->storage : "");
+    const char *vs = r->reference ? r->reference : "cpu f32";
     if (r->result == DL_CHECK_UNSUPPORTED) {
-        printf("%-26s %-14s %-14s %-20s %s: %s\n", r->layer, r->op, r->backend, r->shape, res[2], r->detail);
+        printf("%-26s %-14s %-18s %-9s %-20s %s: %s\n", r->layer, r->op, be, vs, r->shape, res[2], r->detail);
         return;
     }
-    printf("%-26s %-14s %-14s %-20s %9.2e %9.2e %9.2e %9.1e  %s", r->layer, r->op, r->backend, r->shape, r->max_abs,
+    printf("%-26s %-14s %-18s %-9s %-20s %9.2e %9.2e %9.2e %9.1e  %s", r->layer, r->op, be, vs, r->shape, r->max_abs,
            r->max_rel, r->nmse, r->threshold, res[r->result]);
     if (r->ms > 0) {
         if (r->gflops > 0.01) printf("  %8.3f ms %8.1f GFLOP/s", r->ms, r->gflops);
@@ -134,8 +140,8 @@ static int parse_check_args(int argc, char **argv, int test_ops, check_args *a, 
 /* The seed line and the column titles of the text table. */
 static void print_table_head(const char *what, unsigned long long seed, const char *first_column) {
     printf("%s: seed %llu (replay with --seed %llu)\n", what, seed, seed);
-    printf("%-26s %-14s %-14s %-20s %9s %9s %9s %9s  %s\n", first_column, "op", "backend", "output shape", "max abs",
-           "max rel", "nmse", "threshold", "result");
+    printf("%-26s %-14s %-18s %-9s %-20s %9s %9s %9s %9s  %s\n", first_column, "op", "backend", "vs", "output shape",
+           "max abs", "max rel", "nmse", "threshold", "result");
 }
 
 /* The closing count line, or the JSON document holding the rows and the counts. */

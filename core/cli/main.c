@@ -51,7 +51,9 @@ static const cli_opt run_opts[] = {
     {"device", CLI_INT, FIELD(device), .lo = 0, .hi = 1024, .value_name = "N", .wants = "a GPU ordinal",
      .help = "GPU ordinal for GPU backends (default 0)"},
     {"precision", CLI_WORD, FIELD(precision), .words = cli_precision_words,
-     .help = "arithmetic of the backends (default f32, exact)"},
+     .help = "arithmetic of the backends (default f32, exact);\n"
+             "f16/bf16 also store tensors and weights in that\n"
+             "dtype where a backend takes it (docs/storage.md)"},
     {"no-fuse", CLI_FLAG, FIELD(no_fuse),
      .help = "do not fuse relu into the op before it nor fold\n"
              "batchnorm into the conv before it"},

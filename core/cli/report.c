@@ -52,8 +52,8 @@ static int top_k(const dl_tensor *y, int k, int *idx, double *prob) {
 
 typedef struct summary {
     double flops;
-    int ops, copies;
-    char placement[512]; /* "cpu 38" or "cpu 30, cuda 8" */
+    int ops, copies, casts; /* COPY steps: moves between domains, conversions of format */
+    char placement[512];    /* "cpu 38" or "cpu 30, cuda 8" */
 } summary;
 
 static void summarize(const dl_session *s, summary *sum) {
@@ -64,7 +64,8 @@ static void summarize(const dl_session *s, summary *sum) {
         dl_step_info st;
         dl_session_step(s, i, &st);
         if (st.kind == DL_STEP_COPY) {
-            sum->copies++;
+            sum->copies += !strncmp(st.op, "copy", 4);
+            sum->casts += strcmp(st.op, "copy") != 0;
             continue;
         }
         sum->ops++;
@@ -86,11 +87,11 @@ static void summarize(const dl_session *s, summary *sum) {
 }
 
 static void print_placement(const dl_session *s) {
-    printf("\n%-28s %-15s %-10s %s\n", "layer", "op", "chosen", "candidates (measured ms; * cached)");
+    printf("\n%-28s %-15s %-10s %-10s %s\n", "layer", "op", "chosen", "storage", "candidates (measured ms; * cached)");
     for (int i = 0; i < dl_session_placement_count(s); i++) {
         dl_placement_info pi;
         dl_session_placement(s, i, &pi);
-        printf("%-28s %-15s %-10s", pi.layer, pi.op, pi.chosen);
+        printf("%-28s %-15s %-10s %-10s", pi.layer, pi.op, pi.chosen, pi.storage ? pi.storage : "f32");
         for (int c = 0; c < pi.n_candidates; c++) {
             const dl_placement_candidate *pc = &pi.candidates[c];
             if (pi.n_candidates == 1) printf(" %s (only candidate)", pc->backend);
@@ -104,10 +105,10 @@ static void print_placement(const dl_session *s) {
         dl_step_info st;
         dl_session_step(s, i, &st);
         if (st.kind != DL_STEP_COPY) continue;
-        if (!copies++) printf("copies inserted:\n");
-        printf("  %-26s %s (%.0f bytes)\n", st.layer, st.backend, st.bytes);
+        if (!copies++) printf("copies and casts inserted:\n");
+        printf("  %-26s %-20s %s (%.0f bytes)\n", st.layer, st.op, st.backend, st.bytes);
     }
-    if (!copies) printf("copies inserted: none\n");
+    if (!copies) printf("copies and casts inserted: none\n");
     printf("\n");
 }
 
@@ -130,6 +131,7 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     if (fused) printf(" (+%d relu fused)", fused);
     if (folded) printf(" (+%d batchnorm folded)", folded);
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");
+    if (sum.casts) printf("; %d conversion%s of storage format", sum.casts, sum.casts == 1 ? "" : "s");
     printf("\n");
     int timed, cached;
     const char *cache;

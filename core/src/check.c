@@ -17,6 +17,7 @@
 #include "model_yaml.h"
 #include "oprun.h"
 #include "rng.h"
+#include "tensor_convert.h"
 
 double dl_check_threshold(int kind, int precision) { return dl_op_nmse(kind, precision); }
 
@@ -77,64 +78,156 @@ typedef struct reporter {
     dl_check_summary *sum;
 } reporter;
 
+/* The storage format a backend takes op in at this precision (ABI 1.3): the precision's dtype,
+ * channels-last first where the backend prefers it; f32 row-major when it refuses those or the
+ * precision is f32/tf32. Fills sop (tensors in sin/sout, strides 4 per tensor) and its name. */
+static void storage_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, int precision, dl_op *sop,
+                       dl_tensor *sin, dl_tensor *sout, int64_t *strides, char *name, size_t len) {
+    *sop = *op;
+    memcpy(sin, op->inputs, (size_t)op->n_inputs * sizeof *sin);
+    *sout = op->outputs[0];
+    sop->inputs = sin, sop->outputs = sout, sop->precision = precision;
+    snprintf(name, len, "f32");
+    dl_dtype low = precision == DL_PRECISION_F16 ? DL_F16 : DL_BF16;
+    if ((precision != DL_PRECISION_F16 && precision != DL_PRECISION_BF16) || DL_ABI_MINOR_OF(be->abi_version) < 3)
+        return;
+    int prefer_cl =
+        DL_BACKEND_HAS(be, preferred_layout) && be->preferred_layout(be->self, op) == DL_LAYOUT_CHANNELS_LAST;
+    for (int cl = prefer_cl; cl >= 0; cl--) {
+        for (int i = 0; i < op->n_inputs; i++) {
+            sin[i].dtype = low, sin[i].strides = NULL, sin[i].device = be->device;
+            if (cl && !is_weight[i] && sin[i].ndim == 4)
+                dl_channels_last_strides(sin[i].shape, strides + 4 * i), sin[i].strides = strides + 4 * i;
+        }
+        sout->dtype = low, sout->strides = NULL, sout->device = be->device;
+        if (cl && sout->ndim == 4)
+            dl_channels_last_strides(sout->shape, strides + 4 * op->n_inputs),
+                sout->strides = strides + 4 * op->n_inputs;
+        dl_error why;
+        if (dl_backend_accepts(be, sop, &why)) {
+            int any_cl = 0;
+            for (int i = 0; i < op->n_inputs; i++) any_cl |= sin[i].strides != NULL;
+            snprintf(name, len, "%s%s", dl_dtype_name(low), any_cl || sout->strides ? " nhwc" : "");
+            return;
+        }
+    }
+    memcpy(sin, op->inputs, (size_t)op->n_inputs * sizeof *sin); /* refused: f32 as the op came */
+    *sout = op->outputs[0];
+}
+
+/* Against the same storage, the only differences are the order of sums and the final rounding:
+ * the TF32 threshold of the op plus about one output in 64 one unit of the dtype off. */
+static double same_storage_threshold(int kind, dl_dtype d) {
+    double u = dl_dtype_eq(d, DL_BF16) ? 1.0 / 256 : 1.0 / 2048;
+    return dl_op_nmse(kind, DL_PRECISION_TF32) + u * u / 64;
+}
+
+/* One comparison of a checked run against a reference: a row, counted and reported. */
+static void report(reporter *rep, dl_check_row row, const dl_op *op, const dl_op_result *r, const float *ref,
+                   const float *got, double flops) {
+    char detail[DL_ERROR_LEN + 64] = "";
+    int64_t n = dl_tensor_numel(&op->outputs[0]);
+    row.detail = detail;
+    if (!r->supported) {
+        row.result = DL_CHECK_UNSUPPORTED;
+        snprintf(detail, sizeof detail, "%s", r->why);
+        rep->sum->unsupported++;
+    } else if (r->guards_ok != 1) {
+        row.result = DL_CHECK_FAIL;
+        row.nmse = INFINITY;
+        snprintf(detail, sizeof detail, "%s",
+                 r->guards_ok == 0 ? "wrote past the end of its output (guard bytes changed)" : r->why);
+        rep->sum->failed++;
+    } else {
+        int ok = compare(ref, got, n, row.threshold, &row, detail, sizeof detail);
+        row.result = ok ? DL_CHECK_PASS : DL_CHECK_FAIL;
+        if (ok) rep->sum->passed++;
+        else rep->sum->failed++;
+        if (r->ms > 0) {
+            row.ms = r->ms;
+            row.gflops = flops / r->ms * 1e-6;
+            double bytes = (double)n * (double)dl_dtype_size(op->outputs[0].dtype);
+            for (int i = 0; i < op->n_inputs; i++)
+                bytes += (double)dl_tensor_numel(&op->inputs[i]) * (double)dl_dtype_size(op->inputs[i].dtype);
+            row.gbps = bytes / r->ms * 1e-6;
+        }
+    }
+    rep->fn(rep->user, &row);
+}
+
+/* Runs the CPU reference on op (its formats, computing exactly); an error if it cannot. */
+static dl_status run_reference(const dl_backend *cpu, const dl_op *op, const unsigned char *is_weight, float *out,
+                               const char *layer, dl_error *err) {
+    dl_op_result rr;
+    dl_op refop = *op;
+    refop.precision = DL_PRECISION_F32;
+    dl_status st = dl_run_op(cpu, &refop, is_weight, out, 0, &rr, err);
+    if (st == DL_OK && (!rr.supported || rr.guards_ok != 1))
+        st = dl_fail(err, DL_E_RUNTIME, "the CPU reference cannot run %s '%s' in %s: %s", dl_op_kind_name(op->kind),
+                     layer, dl_dtype_name(op->outputs[0].dtype), rr.why[0] ? rr.why : "guard bytes changed");
+    return st;
+}
+
+/* One op on one backend at the asked precision. The backend stores the op's tensors as it
+ * accepts them (storage_op). In f32 storage: one row against the f32 CPU reference (given, or
+ * run here on the same inputs). In f16/bf16 storage: one row against the CPU reference run at the
+ * same storage (tight threshold) and one against the f32 reference (the op's threshold at that
+ * precision). */
 static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const dl_op *op,
-                            const unsigned char *is_weight, const float *ref_or_null, const char *layer, int precision,
+                            const unsigned char *is_weight, const float *ref_f32, const char *layer, int precision,
                             int perf_iters, double flops, reporter *rep, dl_error *err) {
     int64_t n = dl_tensor_numel(&op->outputs[0]);
-    float *got = malloc((size_t)(n ? n : 1) * sizeof *got), *ref = NULL;
+    size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
+    float *got = malloc(bytes), *own_f32 = NULL, *same = NULL;
     if (!got) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    dl_op_result rr, r;
     dl_status st = DL_OK;
-    if (!ref_or_null) { /* test-ops: the reference is the CPU backend on the same inputs */
-        ref = malloc((size_t)(n ? n : 1) * sizeof *ref);
-        dl_op refop = *op;
-        refop.precision = DL_PRECISION_F32;
-        st = ref ? dl_run_op(cpu, &refop, is_weight, ref, 0, &rr, err) : dl_fail(err, DL_E_NOMEM, "out of memory");
-        if (st == DL_OK && (!rr.supported || rr.guards_ok != 1))
-            st = dl_fail(err, DL_E_RUNTIME, "the CPU reference cannot run %s '%s': %s", dl_op_kind_name(op->kind),
-                         layer, rr.why[0] ? rr.why : "guard bytes changed");
-        ref_or_null = ref;
+    if (!ref_f32) { /* test-ops: the reference is the CPU backend on the same inputs */
+        own_f32 = malloc(bytes);
+        st = own_f32 ? run_reference(cpu, op, is_weight, own_f32, layer, err)
+                     : dl_fail(err, DL_E_NOMEM, "out of memory");
+        ref_f32 = own_f32;
     }
-    dl_op bop = *op;
-    bop.precision = precision;
-    if (st == DL_OK) st = dl_run_op(be, &bop, is_weight, got, perf_iters, &r, err);
+    dl_op sop;
+    dl_tensor sin[DL_MAX_NODE_INPUTS + 1], sout;
+    int64_t strides[4 * (DL_MAX_NODE_INPUTS + 2)];
+    char storage[32];
+    storage_op(be, op, is_weight, precision, &sop, sin, &sout, strides, storage, sizeof storage);
+    dl_op_result r;
+    if (st == DL_OK) st = dl_run_op(be, &sop, is_weight, got, perf_iters, &r, err);
+    int stored = !dl_dtype_is_f32(sout.dtype);
+    if (st == DL_OK && stored && r.supported) { /* the CPU at the same storage, row-major */
+        dl_op cop = sop;
+        dl_tensor cin[DL_MAX_NODE_INPUTS + 1], cout = sout;
+        memcpy(cin, sin, (size_t)op->n_inputs * sizeof *cin);
+        for (int i = 0; i < op->n_inputs; i++) cin[i].strides = NULL;
+        cout.strides = NULL;
+        cop.inputs = cin, cop.outputs = &cout;
+        same = malloc(bytes);
+        st = same ? run_reference(cpu, &cop, is_weight, same, layer, err) : dl_fail(err, DL_E_NOMEM, "out of memory");
+    }
     if (st == DL_OK) {
-        char shape[96], detail[DL_ERROR_LEN + 64] = "";
+        char shape[96], vs_same[32];
         dl_shape_str(op->outputs[0].shape, op->outputs[0].ndim, shape, sizeof shape);
+        snprintf(vs_same, sizeof vs_same, "cpu %s", dl_dtype_name(sout.dtype));
         dl_check_row row = {.layer = layer,
                             .op = dl_op_kind_name(op->kind),
                             .backend = be->name,
                             .shape = shape,
-                            .result = DL_CHECK_PASS,
-                            .threshold = dl_op_nmse(op->kind, precision),
-                            .detail = detail};
-        if (!r.supported) {
-            row.result = DL_CHECK_UNSUPPORTED;
-            snprintf(detail, sizeof detail, "%s", r.why);
-            rep->sum->unsupported++;
-        } else if (r.guards_ok != 1) {
-            row.result = DL_CHECK_FAIL;
-            row.nmse = INFINITY;
-            snprintf(detail, sizeof detail, "%s",
-                     r.guards_ok == 0 ? "wrote past the end of its output (guard bytes changed)" : r.why);
-            rep->sum->failed++;
-        } else {
-            int ok = compare(ref_or_null, got, n, row.threshold, &row, detail, sizeof detail);
-            row.result = ok ? DL_CHECK_PASS : DL_CHECK_FAIL;
-            if (ok) rep->sum->passed++;
-            else rep->sum->failed++;
-            if (perf_iters > 0 && r.ms > 0) {
-                row.ms = r.ms;
-                row.gflops = flops / r.ms * 1e-6;
-                double bytes = (double)n * 4;
-                for (int i = 0; i < op->n_inputs; i++) bytes += (double)dl_tensor_numel(&op->inputs[i]) * 4;
-                row.gbps = bytes / r.ms * 1e-6;
-            }
+                            .storage = storage,
+                            .reference = "cpu f32"};
+        if (stored && r.supported) {
+            dl_check_row tight = row;
+            tight.reference = vs_same;
+            tight.threshold = same_storage_threshold(op->kind, sout.dtype);
+            report(rep, tight, &sop, &r, same, got, flops);
+            r.ms = 0; /* timed once */
         }
-        rep->fn(rep->user, &row);
+        row.threshold = dl_op_nmse(op->kind, precision);
+        report(rep, row, &sop, &r, ref_f32, got, flops);
     }
     free(got);
-    free(ref);
+    free(own_f32);
+    free(same);
     return st;
 }
 

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "context.h"
 #include "op_table.h"
+#include "tensor_convert.h"
 
 static dl_status be_copy(const dl_backend *be, void *dst, const void *src, size_t n, dl_copy_kind k, dl_error *err) {
     dl_error e = {{0}};
@@ -36,6 +37,20 @@ int dl_backend_accepts(const dl_backend *be, const dl_op *op, dl_error *why) {
     return be->supports(be->self, op, why);
 }
 
+/* Host f32 row-major data `f32` as tensor t's dtype and layout, in a new buffer (or f32 itself
+ * when t is f32 row-major; *owned says which). NULL when out of memory. */
+static const void *as_stored(const dl_tensor *t, const float *f32, void **owned) {
+    *owned = NULL;
+    if (dl_dtype_is_f32(t->dtype) && !t->strides) return f32;
+    size_t b = (size_t)dl_tensor_numel(t) * dl_dtype_size(t->dtype);
+    if (!(*owned = malloc(b ? b : 1))) return NULL;
+    dl_tensor d = *t, src = *t;
+    d.data = *owned, d.byte_offset = 0, d.device = (dl_device){DL_DEVICE_CPU, 0};
+    src.data = (void *)f32, src.dtype = DL_F32, src.strides = NULL, src.byte_offset = 0, src.device = d.device;
+    if (!dl_convert_host(&d, &src)) free(*owned), *owned = NULL;
+    return *owned;
+}
+
 /* Runs `op` (shapes; inputs[i].data: host data; is_weight[i]: data given at prepare) on be and
  * writes the output to host `out`. iterations > 0 also times it. */
 dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out, int iterations,
@@ -46,7 +61,7 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     dl_tensor *in = calloc((size_t)n, sizeof *in);
     void **dev = calloc((size_t)n, sizeof *dev);
     dl_tensor o = op->outputs[0];
-    size_t obytes = (size_t)dl_tensor_numel(&o) * sizeof(float), total = obytes + 2 * DL_GUARD;
+    size_t obytes = (size_t)dl_tensor_numel(&o) * dl_dtype_size(o.dtype), total = (obytes + 3) / 4 * 4 + 2 * DL_GUARD;
     uint32_t *host = malloc(total);
     void *odev = NULL, *ws = NULL;
     dl_kernel *k = NULL;
@@ -69,15 +84,20 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     if (st != DL_OK || !r->supported) goto done;
     dl_error e = {{0}};
     for (int i = 0; st == DL_OK && i < n; i++) {
-        size_t b = (size_t)dl_tensor_numel(&op->inputs[i]) * sizeof(float);
-        if (be->alloc(be->self, b ? b : 64, &dev[i], &e) != DL_OK)
+        size_t b = (size_t)dl_tensor_numel(&op->inputs[i]) * dl_dtype_size(op->inputs[i].dtype);
+        void *owned;
+        const void *src = as_stored(&op->inputs[i], op->inputs[i].data, &owned);
+        if (!src) st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        else if (be->alloc(be->self, b ? b : 64, &dev[i], &e) != DL_OK)
             st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
-        else st = be_copy(be, dev[i], op->inputs[i].data, b, DL_COPY_HOST_TO_DEVICE, err);
+        else st = be_copy(be, dev[i], src, b, DL_COPY_HOST_TO_DEVICE, err);
+        free(owned);
         if (is_weight[i]) in[i].data = dev[i];
     }
     if (st == DL_OK && be->alloc(be->self, total, &odev, &e) != DL_OK)
         st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
-    for (size_t i = 0; i < total / 4; i++) host[i] = DL_POISON;
+    uint32_t poison = dl_dtype_size(o.dtype) == 2 ? DL_POISON16 : DL_POISON;
+    for (size_t i = 0; host && i < total / 4; i++) host[i] = poison;
     if (st == DL_OK) st = be_copy(be, odev, host, total, DL_COPY_HOST_TO_DEVICE, err);
     size_t wsb = 0;
     if (st == DL_OK && be->prepare(be->self, &view, &k, &wsb, &e) != DL_OK) {
@@ -99,9 +119,14 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     if (st == DL_OK) st = be_copy(be, host, odev, total, DL_COPY_DEVICE_TO_HOST, err);
     if (st == DL_OK) st = be_sync(be, err);
     if (st == DL_OK) {
-        for (size_t i = 0; i < DL_GUARD / 4; i++)
-            if (host[i] != DL_POISON || host[(DL_GUARD + obytes) / 4 + i] != DL_POISON) r->guards_ok = 0;
-        memcpy(out, (char *)host + DL_GUARD, obytes);
+        const unsigned char *b = (const unsigned char *)host, *pb = (const unsigned char *)&poison;
+        for (size_t i = 0; i < total; i++) /* every byte outside the output still the poison's */
+            if ((i < DL_GUARD || i >= DL_GUARD + obytes) && b[i] != pb[i % 4]) r->guards_ok = 0;
+        dl_tensor got = o, want = o;
+        got.data = (char *)host + DL_GUARD, got.device = (dl_device){DL_DEVICE_CPU, 0};
+        want.data = out, want.dtype = DL_F32, want.strides = NULL, want.device = got.device;
+        if (!dl_convert_host(&want, &got))
+            st = dl_fail(err, DL_E_UNSUPPORTED, "cannot read a %s output", dl_dtype_name(o.dtype));
     }
     if (st == DL_OK && iterations > 0) {
         double *t = malloc((size_t)iterations * sizeof *t);

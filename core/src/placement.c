@@ -26,6 +26,7 @@
 #include "oprun.h"
 #include "rng.h"
 #include "session.h"
+#include "tensor_convert.h"
 #include "timing_cache.h"
 
 #define MAX_CAND 16
@@ -138,7 +139,12 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error
     int ins[DL_MAX_NODE_INPUTS + 1];
     dl_session_node_inputs(s, i, ins);
     dl_op op;
+    dl_format f;
+    dl_error why;
+    int64_t strides[4 * (DL_MAX_NODE_INPUTS + 2)];
     dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
+    if (dl_session_accepts_as(s, be, i, &s->fuse.attrs[i], &f, &why)) /* timed in the storage it will run in */
+        dl_session_apply_format(s, i, f, &op, in, &out, strides);
     double ms = -1;
     int ok = 1;
     for (int j = 0; j < op.n_inputs; j++) {
@@ -222,30 +228,66 @@ typedef struct planner {
     int n; /* nodes */
     const dl_backend *be[MAX_CAND * 4];
     int nbe;
-    double *t;            /* t[node * nbe + b]: op time, < 0 if not a candidate */
-    xfer x[MAX_CAND * 4]; /* per backend (device ones) */
+    double *t;                /* t[node * nbe + b]: op time, < 0 if not a candidate */
+    xfer x[MAX_CAND * 4];     /* per backend (device ones) */
+    size_t esz[MAX_CAND * 4]; /* per backend: bytes per element it will likely store (4, or 2 at f16/bf16) */
+    double cast_ms_per_elem;  /* converting between dtypes, measured in host memory */
 } planner;
+
+/* Bytes per element backend be will likely store at the session's precision: 2 where it speaks
+ * ABI 1.3 and the precision is f16/bf16 (storage.c asks it later), else 4. */
+static size_t likely_element_size(const dl_session *s, const dl_backend *be) {
+    int low = s->opt.precision == DL_PRECISION_F16 || s->opt.precision == DL_PRECISION_BF16;
+    return low && DL_ABI_MINOR_OF(be->abi_version) >= 3 ? 2 : 4;
+}
+
+/* Time per element of an f32 -> bf16 conversion in host memory (the host converts where a backend
+ * cannot; a device converting is faster, so this errs on the side of fewer casts). */
+static double time_cast(void) {
+    enum { N = 1 << 18 };
+    float *x = malloc(N * sizeof *x);
+    uint16_t *y = malloc(N * sizeof *y);
+    double best = 1e-6;
+    for (int i = 0; x && i < N; i++) x[i] = (float)i * 0.001f;
+    for (int k = 0; x && y && k < 3; k++) {
+        double t0 = dl_now_ms();
+        dl_convert_elements(y, DL_BF16, x, DL_F32, N);
+        double t = (dl_now_ms() - t0) / N;
+        if (k == 0 || t < best) best = t;
+    }
+    free(x), free(y);
+    return best;
+}
 
 static int be_index(planner *p, const dl_backend *be) {
     for (int b = 0; b < p->nbe; b++)
         if (p->be[b] == be) return b;
     p->be[p->nbe] = be;
     p->x[p->nbe] = (xfer){be, 0, 0};
+    p->esz[p->nbe] = likely_element_size(p->s, be);
     return p->nbe++;
 }
 
-/* Cost of moving `bytes` from backend a's domain to backend b's (through host memory). */
+/* Cost of converting n elements between backends a and b's storage dtypes (0 if the same). */
+static double cast(const planner *p, int a, int b, double n) {
+    return p->esz[a] == p->esz[b] ? 0 : n * p->cast_ms_per_elem;
+}
+
+/* Cost of moving the value of `bytes` f32 bytes from backend a's domain to backend b's (through
+ * host memory), each side moving its own storage, plus a cast where their dtypes differ. */
 static double move(const planner *p, int a, int b, size_t bytes) {
-    if (same_domain(p->be[a], p->be[b])) return 0;
-    double c = 0;
-    if (!on_host(p->be[a])) c += p->x[a].lat_ms + p->x[a].ms_per_byte * (double)bytes;
-    if (!on_host(p->be[b])) c += p->x[b].lat_ms + p->x[b].ms_per_byte * (double)bytes;
+    double n = (double)bytes / 4, c = cast(p, a, b, n);
+    if (same_domain(p->be[a], p->be[b])) return c;
+    if (!on_host(p->be[a])) c += p->x[a].lat_ms + p->x[a].ms_per_byte * n * (double)p->esz[a];
+    if (!on_host(p->be[b])) c += p->x[b].lat_ms + p->x[b].ms_per_byte * n * (double)p->esz[b];
     return c;
 }
 
-/* Cost of bringing `bytes` from host memory into backend d's domain, or back. */
+/* Cost of bringing a value of `bytes` f32 bytes from host memory (f32) into backend d's domain,
+ * or back. */
 static double to_host(const planner *p, int d, size_t bytes) {
-    return on_host(p->be[d]) ? 0 : p->x[d].lat_ms + p->x[d].ms_per_byte * (double)bytes;
+    double n = (double)bytes / 4, c = p->esz[d] == 4 ? 0 : n * p->cast_ms_per_elem;
+    return c + (on_host(p->be[d]) ? 0 : p->x[d].lat_ms + p->x[d].ms_per_byte * n * (double)p->esz[d]);
 }
 
 /* Total cost of an assignment (backend index per node): op times, plus each activation copied
@@ -308,7 +350,7 @@ static void choose_chain(planner *p, int *as) {
             double t = p->t[i * nb + b];
             if (t < 0) continue;
             if (i == 0) {
-                best[b] = t + (on_host(p->be[b]) ? 0 : p->x[b].lat_ms + p->x[b].ms_per_byte * (double)in_bytes);
+                best[b] = t + to_host(p, b, in_bytes);
                 continue;
             }
             for (int a = 0; a < nb; a++) {
@@ -323,8 +365,7 @@ static void choose_chain(planner *p, int *as) {
     double bc = DBL_MAX;
     for (int b = 0; b < nb; b++) {
         if (best[(n - 1) * nb + b] == DBL_MAX) continue;
-        double c =
-            best[(n - 1) * nb + b] + (on_host(p->be[b]) ? 0 : p->x[b].lat_ms + p->x[b].ms_per_byte * (double)out_bytes);
+        double c = best[(n - 1) * nb + b] + to_host(p, b, out_bytes);
         if (c < bc) bc = c, bb = b;
     }
     for (int i = n - 1; i >= 0 && bb >= 0; i--) {
@@ -430,7 +471,7 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
         if (st != DL_OK) return st;
         need_timing |= pl->choice[i].n > 1;
     }
-    planner p = {s, n, {0}, 0, calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double)), {{0}}};
+    planner p = {.s = s, .n = n, .t = calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double))};
     int *as = calloc((size_t)n + 1, sizeof *as);
     if (!p.t || !as) {
         free(p.t), free(as);
@@ -447,6 +488,8 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
         for (int c = 0; c < pl->choice[i].n; c++)
             be_index(&p, dl_context_backend(s->ctx, pl->choice[i].cand[c].backend));
     for (int i = 0; i < n * p.nbe; i++) p.t[i] = -1;
+    if (need_timing && (s->opt.precision == DL_PRECISION_F16 || s->opt.precision == DL_PRECISION_BF16))
+        p.cast_ms_per_elem = time_cast();
     for (int b = 0; b < p.nbe && need_timing; b++)
         if (!on_host(p.be[b])) measure_transfer(&p.x[b], cache);
     dl_status st = measure_ops(s, pl, &p, cache, err);
@@ -480,6 +523,8 @@ void dl_session_placement(const dl_session *s, int i, dl_placement_info *info) {
     info->layer = n->name;
     info->op = dl_op_kind_name(n->kind);
     info->chosen = s->place.be && s->place.be[i] ? s->place.be[i]->name : "";
+    int at = s->fuse.into && s->fuse.into[i] >= 0 ? s->fuse.into[i] : i;
+    info->storage = s->node_place && s->n_places ? s->place_name[s->node_place[at]] : "f32";
     info->n_candidates = s->place.choice ? s->place.choice[i].n : 0;
     info->candidates = s->place.choice ? s->place.choice[i].cand : NULL;
 }

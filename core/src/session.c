@@ -32,16 +32,6 @@ void dl_session_op_view(const dl_session *s, int node, const dl_op_attrs *attrs,
     dl_node_op(s->g, node, ins, count, s->shape, attrs, s->opt.precision, op, in, out);
 }
 
-int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {
-    dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
-    dl_op op;
-    dl_session_op_view(s, node, attrs, &op, in, &out);
-    for (int i = 0; i < op.n_inputs; i++) in[i].device = be->device;
-    out.device = be->device;
-    why->msg[0] = 0;
-    return dl_backend_accepts(be, &op, why);
-}
-
 void dl_session_options_init(dl_session_options *o) {
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
@@ -65,8 +55,6 @@ static int domain_of(dl_session *s, const dl_backend *be) {
     return s->n_doms++;
 }
 
-static const char *domain_name(const dl_session *s, int d) { return d == 0 ? "host" : s->doms[d].be->name; }
-
 dl_status dl_session_alloc(dl_session *s, int d, size_t bytes, void **p, dl_error *err) {
     if (bytes == 0) bytes = 64;
     if (d == 0) {
@@ -87,25 +75,6 @@ static void dom_free(dl_session *s, int d, void *p) {
     else s->doms[d].be->free(s->doms[d].be->self, p);
 }
 
-/* Copy bytes of a value from domain `from` to domain `to`, staging through host if needed. */
-static dl_status dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n, void *staging,
-                          dl_error *err) {
-    dl_error e = {{0}};
-    dl_status st = DL_OK;
-    if (from == 0 && to == 0) memcpy(dst, src, n);
-    else if (from == 0) st = s->doms[to].be->copy(s->doms[to].be->self, dst, src, n, DL_COPY_HOST_TO_DEVICE, &e);
-    else if (to == 0) st = s->doms[from].be->copy(s->doms[from].be->self, dst, src, n, DL_COPY_DEVICE_TO_HOST, &e);
-    else {
-        st = s->doms[from].be->copy(s->doms[from].be->self, staging, src, n, DL_COPY_DEVICE_TO_HOST, &e);
-        if (st == DL_OK && DL_BACKEND_HAS(s->doms[from].be, synchronize))
-            st = s->doms[from].be->synchronize(s->doms[from].be->self, &e);
-        if (st == DL_OK) st = s->doms[to].be->copy(s->doms[to].be->self, dst, staging, n, DL_COPY_HOST_TO_DEVICE, &e);
-    }
-    if (st != DL_OK)
-        return dl_fail(err, DL_E_RUNTIME, "copy %s -> %s: %s", domain_name(s, from), domain_name(s, to), e.msg);
-    return DL_OK;
-}
-
 static dl_step *add_step(dl_session *s, dl_step_kind kind, dl_error *err) {
     if (s->n_steps == s->cap_steps) {
         int cap = s->cap_steps ? 2 * s->cap_steps : 64;
@@ -122,74 +91,70 @@ static dl_step *add_step(dl_session *s, dl_step_kind kind, dl_error *err) {
     return st;
 }
 
-/* The domain where a value is produced (inputs and weights start in host memory). */
+/* The place where a value is produced (inputs start in host f32, weights are placed apart). */
 static int home_of(const dl_session *s, int v) {
     int p = s->g->values[v].producer;
     if (p < 0) return 0;
-    return s->node_dom[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p];
+    return s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p];
 }
 
-/* Make value v (a root) available in domain d: weights are copied now, once, outside the plan;
- * activations get a copy step placed here in the run order and a planned slot. */
-static dl_status ensure_in(dl_session *s, int v, int d, dl_error *err) {
-    if (BUF(s, v, d) || dl_slot_find(s, v, d) >= 0) return DL_OK;
-    size_t n = dl_session_value_bytes(s, v);
-    int from = home_of(s, v);
-    if (s->g->values[v].kind == DL_VALUE_WEIGHT) {
-        dl_status st = dl_session_alloc(s, d, n, &BUF(s, v, d), err);
-        if (st != DL_OK) return st;
-        s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d] = 1;
-        s->mem[d].weights += n;
-        return dom_copy(s, d, BUF(s, v, d), 0, BUF(s, v, 0), n, NULL, err); /* the session's weights: maybe folded */
-    }
-    int k = s->n_steps;
+/* Make value v (a root) available in place p (or its row-major twin for weights and tensors that
+ * are not 4-D); returns that place, or -1 with err set. Weights are converted and copied now,
+ * once, outside the plan; activations get a COPY step here in the run order and a planned slot. */
+static int ensure_in(dl_session *s, int v, int p, dl_error *err) {
+    p = dl_place_of_value(s, v, p);
+    if (BUF(s, v, p) || dl_slot_find(s, v, p) >= 0) return p;
+    if (s->g->values[v].kind == DL_VALUE_WEIGHT) return dl_place_weight(s, v, p, err) == DL_OK ? p : -1;
+    int from = home_of(s, v), k = s->n_steps;
+    size_t n = dl_session_place_bytes(s, v, p);
     dl_slot_use(s, dl_slot_find(s, v, from), k);
-    if (dl_slot_add(s, v, d, n, k) < 0) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (dl_slot_add(s, v, p, n, k) < 0) return dl_fail(err, DL_E_NOMEM, "out of memory"), -1;
     dl_step *cp = add_step(s, DL_STEP_COPY, err);
-    if (!cp) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (!cp) return dl_fail(err, DL_E_NOMEM, "out of memory"), -1;
     cp->value = v;
-    cp->src_dom = from;
-    cp->dom = d;
+    cp->src_place = from;
+    cp->src_dom = s->places[from].dom;
+    cp->place = p;
+    cp->dom = s->places[p].dom;
     cp->bytes = n;
-    if (asprintf(&cp->label, "%s->%s", domain_name(s, from), domain_name(s, d)) < 0) cp->label = NULL;
-    if (from != 0 && d != 0) return dl_session_alloc(s, 0, n, &cp->staging, err);
-    return DL_OK;
+    return dl_step_plan_transfer(s, cp, err) == DL_OK ? p : -1;
 }
 
 static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
-    int d = s->node_dom[i];
-    int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, i, ins);
-    for (int j = 0; j < n_in; j++) {
-        dl_status st = ensure_in(s, root(s, ins[j]), d, err);
-        if (st != DL_OK) return st;
-    }
+    int p = s->node_place[i], d = s->node_dom[i];
+    int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, i, ins), at[DL_MAX_NODE_INPUTS + 1];
+    for (int j = 0; j < n_in; j++)
+        if ((at[j] = ensure_in(s, root(s, ins[j]), p, err)) < 0) return DL_E_NOMEM;
     int k = s->n_steps;
-    for (int j = 0; j < n_in; j++) dl_slot_use(s, dl_slot_find(s, root(s, ins[j]), d), k);
+    for (int j = 0; j < n_in; j++) dl_slot_use(s, dl_slot_find(s, root(s, ins[j]), at[j]), k);
     dl_step *st = add_step(s, DL_STEP_OP, err);
     if (!st) return dl_fail(err, DL_E_NOMEM, "out of memory");
     st->node = i;
     st->ws_slot = -1;
     st->be = s->place.be[i];
+    st->place = p;
     st->dom = d;
     st->attrs = s->fuse.attrs[i];
     st->in = calloc((size_t)n_in + 1, sizeof *st->in);
     st->constant = calloc((size_t)n_in + 1, 1);
-    if (!st->in || !st->constant) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    st->strides = calloc(4 * ((size_t)n_in + 2), sizeof *st->strides);
+    if (!st->in || !st->constant || !st->strides) return dl_fail(err, DL_E_NOMEM, "out of memory");
     /* st->attrs is stored in the step; op.attrs must point at the step's own copy, and the
      * steps array may still grow, so the pointer is fixed up after building (fix_pointers). */
     dl_session_op_view(s, i, &st->attrs, &st->op, st->in, &st->out);
+    dl_session_apply_format(s, i, s->places[p].fmt, &st->op, st->in, &st->out, st->strides);
     st->flops = dl_op_def_of(n->kind)->flops(&st->op);
     for (int j = 0; j < n_in; j++) {
         int r = root(s, ins[j]);
         st->in[j].device = st->be->device;
         /* Weights carry data at prepare time; activations only at run time. */
         st->constant[j] = s->g->values[r].kind == DL_VALUE_WEIGHT;
-        st->in[j].data = st->constant[j] ? BUF(s, r, d) : NULL;
+        st->in[j].data = st->constant[j] ? BUF(s, r, at[j]) : NULL;
     }
     st->out.device = st->be->device;
-    int o = root(s, n->output);
-    if (dl_slot_find(s, o, d) < 0 && dl_slot_add(s, o, d, dl_session_value_bytes(s, o), k) < 0)
+    int o = root(s, n->output), po = dl_place_of_value(s, o, p);
+    if (dl_slot_find(s, o, po) < 0 && dl_slot_add(s, o, po, dl_session_place_bytes(s, o, po), k) < 0)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     return DL_OK;
 }
@@ -213,7 +178,7 @@ static dl_status prepare_kernels(dl_session *s, dl_error *err) {
         if (st->be->prepare(st->be->self, &st->op, &st->kernel, &st->workspace, &e) != DL_OK)
             return dl_fail(err, DL_E_RUNTIME, "%s: cannot prepare %s '%s': %s", st->be->name,
                            dl_op_kind_name(s->g->nodes[st->node].kind), st->op.name, e.msg);
-        if (st->workspace && (st->ws_slot = dl_slot_add(s, -1, st->dom, st->workspace, k)) < 0)
+        if (st->workspace && (st->ws_slot = dl_slot_add(s, -1, st->place, st->workspace, k)) < 0)
             return dl_fail(err, DL_E_NOMEM, "out of memory");
     }
     return DL_OK;
@@ -226,8 +191,12 @@ static void point_steps(dl_session *s) {
         if (st->kind != DL_STEP_OP) continue;
         const dl_node *n = &s->g->nodes[st->node];
         int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, st->node, ins);
-        for (int j = 0; j < n_in; j++) st->in[j].data = BUF(s, root(s, ins[j]), st->dom);
-        st->out.data = BUF(s, root(s, n->output), st->dom);
+        for (int j = 0; j < n_in; j++) {
+            int r = root(s, ins[j]);
+            st->in[j].data = BUF(s, r, dl_place_of_value(s, r, st->place));
+        }
+        int o = root(s, n->output);
+        st->out.data = BUF(s, o, dl_place_of_value(s, o, st->place));
     }
     for (int i = 0; i < s->g->n_outputs; i++) s->outputs[i].data = BUF(s, root(s, s->g->outputs[i]), 0);
 }
@@ -273,8 +242,7 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
     s->inputs = calloc((size_t)g->n_inputs, sizeof *s->inputs);
     if (!s->outputs || !s->inputs) return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_outputs; i++) {
-        dl_status st = ensure_in(s, root(s, g->outputs[i]), 0, err);
-        if (st != DL_OK) return st;
+        if (ensure_in(s, root(s, g->outputs[i]), 0, err) < 0) return DL_E_NOMEM;
         s->outputs[i] = host_view(s, g->outputs[i]);
     }
     for (int i = 0; i < g->n_inputs; i++) s->inputs[i] = host_view(s, g->inputs[i]);
@@ -289,12 +257,13 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
 static dl_status build(dl_session *s, dl_error *err) {
     const dl_graph *g = s->g;
     int nv = g->n_values, nn = g->n_nodes;
-    s->buf = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->buf);
-    s->owned = calloc((size_t)nv * DL_MAX_DOMAINS, 1);
+    s->buf = calloc((size_t)nv * DL_MAX_PLACES, sizeof *s->buf);
+    s->owned = calloc((size_t)nv * DL_MAX_PLACES, 1);
     s->alias = malloc((size_t)nv * sizeof *s->alias);
     s->node_dom = calloc((size_t)nn + 1, sizeof *s->node_dom);
-    s->slot_of = calloc((size_t)nv * DL_MAX_DOMAINS, sizeof *s->slot_of);
-    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom)
+    s->node_place = calloc((size_t)nn + 1, sizeof *s->node_place);
+    s->slot_of = calloc((size_t)nv * DL_MAX_PLACES, sizeof *s->slot_of);
+    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_place)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int v = 0; v < nv; v++) s->alias[v] = v;
     s->n_doms = 1;
@@ -307,6 +276,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     for (int v = 0; v < nv; v++)
         if (g->values[v].kind == DL_VALUE_WEIGHT) BUF(s, v, 0) = (void *)dl_session_weight(s, v);
     st = assign_domains(s, err);
+    if (st == DL_OK) st = dl_choose_storage(s, err);
     if (st == DL_OK) st = build_steps(s, err);
     if (st != DL_OK) return st;
     fix_pointers(s);
@@ -367,13 +337,15 @@ void dl_session_free(dl_session *s) {
         free(st->in);
         free(st->constant);
         free(st->label);
+        free(st->strides);
         free(st->staging);
+        free(st->staging2);
     }
     free(s->steps);
     if (s->buf) {
         for (int v = 0; v < s->g->n_values; v++)
-            for (int d = 0; d < s->n_doms; d++)
-                if (s->owned[(size_t)v * DL_MAX_DOMAINS + (size_t)d]) dom_free(s, d, BUF(s, v, d));
+            for (int p = 0; p < s->n_places; p++)
+                if (s->owned[(size_t)v * DL_MAX_PLACES + (size_t)p]) dom_free(s, s->places[p].dom, BUF(s, v, p));
     }
     for (int d = 0; d < s->n_doms; d++) dom_free(s, d, s->mem[d].arena);
     free(s->slots);
@@ -382,6 +354,7 @@ void dl_session_free(dl_session *s) {
     free(s->owned);
     free(s->alias);
     free(s->node_dom);
+    free(s->node_place);
     dl_fusion_free(&s->fuse);
     dl_placement_free(&s->place);
     free(s->inputs);
@@ -450,9 +423,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         if (st->kind == DL_STEP_COPY) { /* the domains' owners copy */
             rc = hand_over(last, st->src_dom, s->doms[st->src_dom].be, err);
             if (rc == DL_OK) rc = hand_over(last, st->dom, s->doms[st->dom].be, err);
-            if (rc == DL_OK)
-                rc = dom_copy(s, st->dom, BUF(s, st->value, st->dom), st->src_dom, BUF(s, st->value, st->src_dom),
-                              st->bytes, st->staging, err);
+            if (rc == DL_OK) rc = dl_step_transfer(s, st, err);
         } else {
             dl_error e = {{0}};
             rc = hand_over(last, st->dom, st->be, err);
@@ -501,7 +472,7 @@ void dl_session_step(const dl_session *s, int i, dl_step_info *info) {
     info->shape = s->shape[v].d;
     if (st->kind == DL_STEP_COPY) {
         info->layer = s->g->values[v].name;
-        info->op = "copy";
+        info->op = st->what;
         info->backend = st->label;
         info->bytes = (double)st->bytes;
         return;
@@ -532,7 +503,7 @@ int dl_session_memory_count(const dl_session *s) { return s->n_doms; }
 void dl_session_memory(const dl_session *s, int i, dl_memory_info *info) {
     memset(info, 0, sizeof *info);
     if (i < 0 || i >= s->n_doms) return;
-    info->domain = domain_name(s, i);
+    info->domain = dl_domain_name(s, i);
     info->peak_bytes = s->mem[i].peak;
     info->naive_bytes = s->mem[i].naive;
     info->lower_bound_bytes = s->mem[i].lower_bound;

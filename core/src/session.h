@@ -2,8 +2,12 @@
  * producing its own part of the session from the read-only model and the earlier parts:
  *
  *   shapes at its batch (shape.c) -> weights (weights.c) -> batchnorm folding (fuse.c)
- *   -> placement (placement.c) -> relu fusion (fuse.c) -> steps and copies (session.c)
- *   -> kernels prepared -> memory plan (session_plan.c) -> run
+ *   -> placement (placement.c) -> relu fusion (fuse.c) -> storage formats (storage.c)
+ *   -> steps, copies and casts (session.c) -> kernels prepared -> memory plan (session_plan.c)
+ *   -> run
+ * A value may be stored in several places: a place is a memory domain plus a storage format
+ * (dtype and layout). Place 0 is host memory in f32 row-major, where model inputs arrive and
+ * outputs leave; a step of kind COPY moves and/or converts a value from one place to another.
  */
 #ifndef DLRUN_SESSION_H
 #define DLRUN_SESSION_H
@@ -16,8 +20,9 @@ struct dl_model {
 };
 
 #define DL_MAX_DOMAINS 8
-/* s->buf's entry for value v in domain d: its storage there, or NULL */
-#define BUF(s, v, d) ((s)->buf[(size_t)(v)*DL_MAX_DOMAINS + (size_t)(d)])
+#define DL_MAX_PLACES 24
+/* s->buf's entry for value v in place p: its storage there, or NULL */
+#define BUF(s, v, p) ((s)->buf[(size_t)(v)*DL_MAX_PLACES + (size_t)(p)])
 
 /* A memory domain in use by the session; domain 0 is always host memory (owned by the core). */
 typedef struct dl_domain {
@@ -25,34 +30,60 @@ typedef struct dl_domain {
     const dl_backend *be; /* allocates and copies for this domain; NULL for the host */
 } dl_domain;
 
+/* How a value is stored: dtype and, for 4-D activations, layout (dl_layout). */
+typedef struct dl_format {
+    dl_dtype dtype;
+    int layout;
+} dl_format;
+
+/* Where a value is stored: a memory domain and a format. */
+typedef struct dl_store {
+    int dom;
+    dl_format fmt;
+} dl_store;
+
+/* How a COPY step moves a value between places (storage.c). */
+typedef enum dl_xfer {
+    DL_XFER_COPY = 0,    /* same format, another domain: the backends' copy() */
+    DL_XFER_HOST = 1,    /* both in host memory: converted by the host */
+    DL_XFER_BACKEND = 2, /* the device backend's convert(): a copy that converts */
+    DL_XFER_VIA_HOST = 3 /* copied into host memory, converted there, copied out */
+} dl_xfer;
+
 typedef struct dl_step {
     dl_step_kind kind;
     int node;             /* OP / FUSED: node index; COPY: -1 */
     int value;            /* COPY: value index moved */
     const dl_backend *be; /* OP: where it runs */
-    int dom;              /* OP: the backend's domain; COPY: destination domain */
+    int place;            /* OP: where its activations live; COPY: destination place */
+    int dom;              /* the place's domain */
+    int src_place;        /* COPY: source place */
     int src_dom;          /* COPY: source domain */
-    void *staging;        /* COPY between two devices: host staging buffer */
-    size_t bytes;         /* COPY: bytes moved */
+    dl_xfer xfer;         /* COPY: how */
+    void *staging;        /* COPY through host memory: the source's format there */
+    void *staging2;       /* DL_XFER_VIA_HOST: the destination's format there */
+    size_t bytes;         /* COPY: bytes written at the destination */
     int ws_slot;          /* OP: memory-plan slot of its workspace, or -1 */
     void *ws;             /* OP: its workspace inside the domain's arena */
     dl_kernel *kernel;
     dl_op op;
     dl_op_attrs attrs;       /* the node's attributes plus fusion */
     dl_tensor *in;           /* op.n_inputs tensors with data in the domain */
+    int64_t *strides;        /* 4 per tensor (inputs, then output) for channels-last ones */
     unsigned char *constant; /* per input: 1 for a weight (given to the backend at prepare) */
     dl_tensor out;
     size_t workspace;
-    char *label; /* COPY: "cpu->cuda"; FUSED: "into <layer>" */
+    char *label;      /* COPY: "host->cuda bf16"; FUSED: "into <layer>" */
+    const char *what; /* COPY: "copy", "cast", "transpose", "copy+cast", ... */
     double flops;
     double last_ms, total_ms;
     int64_t runs;
 } dl_step;
 
-/* A buffer the memory plan places: value `value`'s storage in domain `dom`, or an op's workspace
+/* A buffer the memory plan places: value `value`'s storage in place `place`, or an op's workspace
  * (value -1). Steps are indices into the session's steps; -1 is "before the run", n_steps "after". */
 typedef struct dl_slot {
-    int value, dom;
+    int value, place;
     size_t size;
     int first, last;
     int share; /* slot whose storage this one takes over in place, or -1 */
@@ -102,15 +133,20 @@ struct dl_session {
     dl_placement place;
     dl_domain doms[DL_MAX_DOMAINS];
     int n_doms;
-    void **buf;           /* buf[value * DL_MAX_DOMAINS + dom]: the value's storage there */
+    dl_store places[DL_MAX_PLACES];
+    char place_name[DL_MAX_PLACES][24]; /* "f32", "bf16 nhwc", ... */
+    int n_places;
+    void **buf;           /* buf[value * DL_MAX_PLACES + place]: the value's storage there */
     unsigned char *owned; /* same index: 1 if the session allocated it */
     int *alias;           /* value -> value whose storage it shares (fused relu), or itself */
     int *node_dom;        /* node -> domain it runs in */
+    int *node_place;      /* node -> place of its activations (storage.c) */
+    int casts;            /* COPY steps that convert (dtype or layout) */
     dl_step *steps;
     int n_steps, cap_steps;
     dl_slot *slots; /* planned buffers */
     int n_slots, cap_slots;
-    int *slot_of; /* value * DL_MAX_DOMAINS + dom -> slot index + 1 (0: none) */
+    int *slot_of; /* value * DL_MAX_PLACES + place -> slot index + 1 (0: none) */
     dl_domain_memory mem[DL_MAX_DOMAINS];
     dl_tensor *inputs;  /* descriptors of model inputs (host) */
     dl_tensor *outputs; /* model outputs (host), data in buf[...][0] */
@@ -129,8 +165,6 @@ int dl_session_node_inputs(const dl_session *s, int node, int *ins);
  * node's inputs + 1). */
 void dl_session_op_view(const dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op, dl_tensor *in,
                         dl_tensor *out);
-/* 1 if backend be accepts node `node` with these attributes (ABI version and supports()). */
-int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why);
 dl_status dl_session_alloc(dl_session *s, int dom, size_t bytes, void **p, dl_error *err);
 int dl_session_root(const dl_session *s, int value);
 void dl_format_bytes(double bytes, char *buf, size_t len);
@@ -151,11 +185,49 @@ void dl_fusion_free(dl_fusion *f);
 dl_status dl_place(const dl_session *s, dl_placement *out, dl_error *err);
 void dl_placement_free(dl_placement *p);
 
+/* ---- storage.c ---- */
+/* After relu fusion: the storage format of each node's activations on its backend. With
+ * --precision f16/bf16 a backend of ABI 1.3 is asked (supports()) for that dtype first, and for
+ * channels-last where it prefers it or its input already is; f32 row-major otherwise. Fills
+ * s->places and s->node_place. */
+dl_status dl_choose_storage(dl_session *s, dl_error *err);
+/* Gives the node's op view (dl_session_op_view) format f: every tensor's dtype, channels-last
+ * strides (room for 4 per tensor in `strides`) on its 4-D activations and output. */
+void dl_session_apply_format(const dl_session *s, int node, dl_format f, dl_op *op, dl_tensor *in, dl_tensor *out,
+                             int64_t *strides);
+/* 1 if backend be accepts node `node` with these attributes (ABI version and supports()) in some
+ * storage format: the precision's dtype (channels-last first where the backend prefers it or the
+ * input already is), then f32; the first accepted goes to *f (if not NULL). Else 0, with the
+ * backend's reason for f32 row-major in why. dl_session_accepts is the same without *f. */
+int dl_session_accepts_as(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_format *f,
+                          dl_error *why);
+int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why);
+/* The place index for (dom, fmt), added if new; -1 when there are too many. */
+int dl_place_index(dl_session *s, int dom, dl_format fmt);
+/* The place value v really uses when asked for place p: weights and tensors that are not 4-D are
+ * row-major whatever p's layout. */
+int dl_place_of_value(dl_session *s, int v, int p);
+/* Bytes of value v stored in place p. */
+size_t dl_session_place_bytes(const dl_session *s, int v, int p);
+/* A host view of value v in place p (data NULL; strides in strides[4] when channels-last). */
+dl_tensor dl_place_view(const dl_session *s, int v, int p, int64_t *strides);
+/* Plans a COPY step's transfer (st->xfer, staging) from its places; run by dl_step_transfer. */
+dl_status dl_step_plan_transfer(dl_session *s, dl_step *st, dl_error *err);
+dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err);
+/* Stores weight v in place p (allocated, converted and copied once, outside the plan). */
+dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err);
+/* "f32", "bf16", "f16 nhwc", ... */
+void dl_format_str(dl_format f, char *buf, size_t len);
+/* Copies n bytes from domain `from` to domain `to` (staging through host memory between two devices). */
+dl_status dl_dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n, void *staging,
+                      dl_error *err);
+const char *dl_domain_name(const dl_session *s, int d);
+
 /* ---- session_plan.c ---- */
-/* Memory-plan slots: add one for value (or -1: a workspace) in dom, first written at step
+/* Memory-plan slots: add one for value (or -1: a workspace) in place p, first written at step
  * `first`; find a value's slot (-1 if none); extend a slot's life to `step`. */
-int dl_slot_add(dl_session *s, int value, int dom, size_t size, int first);
-int dl_slot_find(const dl_session *s, int value, int dom);
+int dl_slot_add(dl_session *s, int value, int place, size_t size, int first);
+int dl_slot_find(const dl_session *s, int value, int place);
 void dl_slot_use(dl_session *s, int slot, int step);
 /* Plans every domain's arena, refuses what does not fit, allocates and points buffers into it. */
 dl_status dl_session_plan_memory(dl_session *s, dl_error *err);

@@ -13,7 +13,7 @@
 
 #define PLAN_ALIGN 64
 
-int dl_slot_add(dl_session *s, int value, int dom, size_t size, int first) {
+int dl_slot_add(dl_session *s, int value, int place, size_t size, int first) {
     if (s->n_slots == s->cap_slots) {
         int cap = s->cap_slots ? 2 * s->cap_slots : 128;
         dl_slot *p = realloc(s->slots, (size_t)cap * sizeof *p);
@@ -21,13 +21,13 @@ int dl_slot_add(dl_session *s, int value, int dom, size_t size, int first) {
         s->slots = p;
         s->cap_slots = cap;
     }
-    s->slots[s->n_slots] = (dl_slot){value, dom, size ? size : 1, first, first, -1, 0};
-    if (value >= 0) s->slot_of[(size_t)value * DL_MAX_DOMAINS + (size_t)dom] = s->n_slots + 1;
+    s->slots[s->n_slots] = (dl_slot){value, place, size ? size : 1, first, first, -1, 0};
+    if (value >= 0) s->slot_of[(size_t)value * DL_MAX_PLACES + (size_t)place] = s->n_slots + 1;
     return s->n_slots++;
 }
 
-int dl_slot_find(const dl_session *s, int value, int dom) {
-    return s->slot_of[(size_t)value * DL_MAX_DOMAINS + (size_t)dom] - 1;
+int dl_slot_find(const dl_session *s, int value, int place) {
+    return s->slot_of[(size_t)value * DL_MAX_PLACES + (size_t)place] - 1;
 }
 
 void dl_slot_use(dl_session *s, int slot, int step) {
@@ -43,8 +43,9 @@ static void plan_in_place(dl_session *s) {
         if (st->kind != DL_STEP_OP || !(dl_op_def_of(st->op.kind)->flags & DL_OPF_ELEMENTWISE)) continue;
         if (!DL_BACKEND_HAS(st->be, supports_in_place) || !st->be->supports_in_place(st->be->self, &st->op)) continue;
         const dl_node *n = &s->g->nodes[st->node];
-        int out = dl_slot_find(s, dl_session_root(s, n->output), st->dom);
-        int in = dl_slot_find(s, dl_session_root(s, n->inputs[0]), st->dom); /* in place means on input 0 */
+        int o = dl_session_root(s, n->output), i0 = dl_session_root(s, n->inputs[0]);
+        int out = dl_slot_find(s, o, dl_place_of_value(s, o, st->place));
+        int in = dl_slot_find(s, i0, dl_place_of_value(s, i0, st->place)); /* in place means on input 0 */
         if (out < 0 || in < 0 || taken[in] || s->slots[in].last != k || s->slots[in].size != s->slots[out].size)
             continue;
         s->slots[out].share = in;
@@ -104,7 +105,7 @@ dl_status dl_session_plan_memory(dl_session *s, dl_error *err) {
     for (int d = 0; st == DL_OK && d < s->n_doms; d++) {
         int n = 0;
         for (int i = 0; i < s->n_slots; i++)
-            if (s->slots[i].dom == d) local[i] = n, global[n++] = i;
+            if (s->places[s->slots[i].place].dom == d) local[i] = n, global[n++] = i;
         for (int k = 0; k < n; k++) {
             const dl_slot *sl = &s->slots[global[k]];
             req[k] = (dl_mem_request){sl->size, sl->first, sl->last, sl->share >= 0 ? local[sl->share] : -1};
@@ -126,13 +127,13 @@ dl_status dl_session_plan_memory(dl_session *s, dl_error *err) {
     if (st != DL_OK) return st;
     for (int i = 0; i < s->n_slots; i++) {
         const dl_slot *sl = &s->slots[i];
-        void *p = (char *)s->mem[sl->dom].arena + sl->offset;
-        if (sl->value >= 0) s->buf[(size_t)sl->value * DL_MAX_DOMAINS + (size_t)sl->dom] = p;
+        void *p = (char *)s->mem[s->places[sl->place].dom].arena + sl->offset;
+        if (sl->value >= 0) s->buf[(size_t)sl->value * DL_MAX_PLACES + (size_t)sl->place] = p;
     }
     for (int k = 0; k < s->n_steps; k++)
         if (s->steps[k].kind == DL_STEP_OP && s->steps[k].ws_slot >= 0) {
             const dl_slot *sl = &s->slots[s->steps[k].ws_slot];
-            s->steps[k].ws = (char *)s->mem[sl->dom].arena + sl->offset;
+            s->steps[k].ws = (char *)s->mem[s->places[sl->place].dom].arena + sl->offset;
         }
     return DL_OK;
 }

@@ -135,8 +135,10 @@ typedef enum dl_step_kind { DL_STEP_OP = 0, DL_STEP_COPY = 1, DL_STEP_FUSED = 2 
 typedef struct dl_step_info {
     int32_t kind;        /* dl_step_kind; FUSED: an op folded into the previous one */
     const char *layer;   /* layer name (copies: the tensor's name) */
-    const char *op;      /* "conv2d", ...; copies: "copy" */
-    const char *backend; /* where it ran; copies: "host->cuda" etc.; fused: the op it joined */
+    const char *op;      /* "conv2d", ...; copies: "copy", or "cast", "transpose", "copy+cast", ...
+                            where the storage format changes */
+    const char *backend; /* where it ran; copies: "host->cuda", "host f32->cuda bf16" etc.; fused:
+                            the op it joined */
     int32_t ndim;        /* output shape */
     const int64_t *shape;
     double flops;    /* floating-point operations per run */
@@ -160,6 +162,7 @@ typedef struct dl_placement_info {
     const char *chosen; /* backend it runs on ("fused" relus: their producer's) */
     int32_t n_candidates;
     const dl_placement_candidate *candidates;
+    const char *storage; /* its tensors' storage there: "f32", "bf16", "f16 nhwc" (--precision) */
 } dl_placement_info;
 
 DL_API int dl_session_placement_count(const dl_session *s);
@@ -207,6 +210,8 @@ typedef struct dl_check_row {
     double max_abs, max_rel, nmse, threshold; /* errors against the reference; threshold on nmse */
     const char *detail;                       /* FAIL: the first mismatch or broken guard; UNSUPPORTED: the reason */
     double ms, gflops, gbps;                  /* perf mode: median time, rates (0 if not applicable) */
+    const char *storage;                      /* how the backend stored the op's tensors: "f32", "bf16", "f16 nhwc" */
+    const char *reference;                    /* what it was compared with: "cpu f32", or "cpu bf16" (same storage) */
 } dl_check_row;
 
 typedef void (*dl_check_fn)(void *user, const dl_check_row *row);

@@ -1,0 +1,322 @@
+/* storage.c — where a session stores each value and how values move between those places. A
+ * place is a memory domain plus a storage format (dtype, layout); place 0 is host memory in f32
+ * row-major. This module chooses each node's format (asking its backend's supports() with the real
+ * dtypes and layouts), converts weights once into the places that read them, and plans and runs
+ * the COPY steps that move or convert an activation: a plain copy, a host conversion, the
+ * backend's own converting copy (ABI 1.3 convert) or, failing that, a conversion through host
+ * memory. docs/storage.md describes the choices. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oprun.h"
+#include "session.h"
+#include "tensor_convert.h"
+
+static const dl_format F32_ROW_MAJOR = {{DL_DTYPE_FLOAT, 32, 1}, DL_LAYOUT_ROW_MAJOR};
+
+static int format_eq(dl_format a, dl_format b) { return dl_dtype_eq(a.dtype, b.dtype) && a.layout == b.layout; }
+
+void dl_format_str(dl_format f, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s", dl_dtype_name(f.dtype), f.layout == DL_LAYOUT_CHANNELS_LAST ? " nhwc" : "");
+}
+
+const char *dl_domain_name(const dl_session *s, int d) { return d == 0 ? "host" : s->doms[d].be->name; }
+
+int dl_place_index(dl_session *s, int dom, dl_format fmt) {
+    for (int p = 0; p < s->n_places; p++)
+        if (s->places[p].dom == dom && format_eq(s->places[p].fmt, fmt)) return p;
+    if (s->n_places == DL_MAX_PLACES) return -1;
+    s->places[s->n_places] = (dl_store){dom, fmt};
+    dl_format_str(fmt, s->place_name[s->n_places], sizeof s->place_name[0]);
+    return s->n_places++;
+}
+
+static int is_4d_activation(const dl_session *s, int v) {
+    return s->g->values[v].kind != DL_VALUE_WEIGHT && s->shape[v].ndim == 4;
+}
+
+int dl_place_of_value(dl_session *s, int v, int p) {
+    dl_store pl = s->places[p];
+    if (pl.fmt.layout == DL_LAYOUT_ROW_MAJOR || is_4d_activation(s, v)) return p;
+    return dl_place_index(s, pl.dom, (dl_format){pl.fmt.dtype, DL_LAYOUT_ROW_MAJOR}); /* exists or fits */
+}
+
+size_t dl_session_place_bytes(const dl_session *s, int v, int p) {
+    return (size_t)dl_shape_numel(&s->shape[v]) * dl_dtype_size(s->places[p].fmt.dtype);
+}
+
+dl_tensor dl_place_view(const dl_session *s, int v, int p, int64_t *strides) {
+    const dl_store *pl = &s->places[p];
+    dl_tensor t = {NULL, {DL_DEVICE_CPU, 0}, s->shape[v].ndim, pl->fmt.dtype, (int64_t *)s->shape[v].d, NULL, 0};
+    if (pl->dom) t.device = s->doms[pl->dom].device;
+    if (pl->fmt.layout == DL_LAYOUT_CHANNELS_LAST && t.ndim == 4) {
+        dl_channels_last_strides(t.shape, strides);
+        t.strides = strides;
+    }
+    return t;
+}
+
+/* ---- choosing each node's format ---- */
+
+/* Sets the dtype of every tensor of op (node's view) to f's, and channels-last strides on its 4-D
+ * activations and output when f says so. strides has room for 4 per tensor. */
+void dl_session_apply_format(const dl_session *s, int node, dl_format f, dl_op *op, dl_tensor *in, dl_tensor *out,
+                             int64_t *strides) {
+    int ins[DL_MAX_NODE_INPUTS + 1], n = dl_session_node_inputs(s, node, ins);
+    for (int j = 0; j < n && j < op->n_inputs; j++) {
+        in[j].dtype = f.dtype;
+        in[j].strides = NULL;
+        if (f.layout == DL_LAYOUT_CHANNELS_LAST && is_4d_activation(s, ins[j]) && in[j].ndim == 4) {
+            dl_channels_last_strides(in[j].shape, strides + 4 * j);
+            in[j].strides = strides + 4 * j;
+        }
+    }
+    out->dtype = f.dtype;
+    out->strides = NULL;
+    if (f.layout == DL_LAYOUT_CHANNELS_LAST && out->ndim == 4) {
+        dl_channels_last_strides(out->shape, strides + 4 * n);
+        out->strides = strides + 4 * n;
+    }
+}
+
+static dl_dtype storage_dtype(const dl_session *s) {
+    if (s->opt.precision == DL_PRECISION_F16) return DL_F16;
+    if (s->opt.precision == DL_PRECISION_BF16) return DL_BF16;
+    return DL_F32;
+}
+
+/* Does node i touch a 4-D activation (so that a layout means something)? Is its first 4-D
+ * activation input already channels-last in be's domain (known once formats are chosen)? */
+static void layout_facts(const dl_session *s, const dl_backend *be, int i, int *has4d, int *input_cl) {
+    const dl_node *n = &s->g->nodes[i];
+    *has4d = s->shape[n->output].ndim == 4, *input_cl = 0;
+    int first = 1;
+    for (int j = 0; j < n->n_inputs; j++) {
+        int v = n->inputs[j];
+        if (!is_4d_activation(s, v)) continue;
+        int p = s->g->values[v].producer;
+        if (first && p >= 0 && s->n_places > 0) {
+            const dl_store *home = &s->places[s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p]];
+            int same = home->dom == 0 ? be->device.device_type == DL_DEVICE_CPU
+                                      : home->dom < s->n_doms && s->doms[home->dom].be &&
+                                            s->doms[home->dom].device.device_type == be->device.device_type &&
+                                            s->doms[home->dom].device.device_id == be->device.device_id;
+            *input_cl = same && home->fmt.layout == DL_LAYOUT_CHANNELS_LAST;
+        }
+        *has4d = 1, first = 0;
+    }
+}
+
+/* The storage formats to try for node i on be, best first; the last is always f32 row-major. */
+static int format_tries(const dl_session *s, const dl_backend *be, int i, const dl_op *op, dl_format *tries) {
+    int n = 0;
+    if (DL_ABI_MINOR_OF(be->abi_version) >= 3) { /* older plugins see f32 row-major only */
+        int has4d, input_cl;
+        layout_facts(s, be, i, &has4d, &input_cl);
+        int want_cl = has4d && (input_cl || (DL_BACKEND_HAS(be, preferred_layout) &&
+                                             be->preferred_layout(be->self, op) == DL_LAYOUT_CHANNELS_LAST));
+        dl_dtype low = storage_dtype(s);
+        if (!dl_dtype_is_f32(low)) {
+            if (want_cl) tries[n++] = (dl_format){low, DL_LAYOUT_CHANNELS_LAST};
+            tries[n++] = (dl_format){low, DL_LAYOUT_ROW_MAJOR};
+        }
+        if (want_cl) tries[n++] = (dl_format){DL_F32, DL_LAYOUT_CHANNELS_LAST};
+    }
+    tries[n++] = F32_ROW_MAJOR;
+    return n;
+}
+
+int dl_session_accepts_as(const dl_session *s, const dl_backend *be, int i, const dl_op_attrs *attrs, dl_format *f,
+                          dl_error *why) {
+    dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
+    int64_t strides[4 * (DL_MAX_NODE_INPUTS + 2)];
+    dl_op op;
+    dl_session_op_view(s, i, attrs, &op, in, &out);
+    for (int j = 0; j < op.n_inputs; j++) in[j].device = be->device;
+    out.device = be->device;
+    dl_format tries[4];
+    int n = format_tries(s, be, i, &op, tries);
+    for (int t = 0; t < n; t++) {
+        dl_session_apply_format(s, i, tries[t], &op, in, &out, strides);
+        why->msg[0] = 0;
+        if (dl_backend_accepts(be, &op, why)) {
+            if (f) *f = tries[t];
+            return 1;
+        }
+    }
+    return 0; /* why: the reason for f32 row-major, the format every backend is asked last */
+}
+
+int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {
+    return dl_session_accepts_as(s, be, node, attrs, NULL, why);
+}
+
+dl_status dl_choose_storage(dl_session *s, dl_error *err) {
+    s->n_places = 0;
+    dl_place_index(s, 0, F32_ROW_MAJOR);
+    for (int i = 0; i < s->g->n_nodes; i++) {
+        if (s->fuse.into[i] >= 0) continue;
+        dl_format pick = F32_ROW_MAJOR;
+        dl_error why;
+        if (!dl_session_accepts_as(s, s->place.be[i], i, &s->fuse.attrs[i], &pick, &why)) pick = F32_ROW_MAJOR;
+        int p = dl_place_index(s, s->node_dom[i], pick);
+        /* the row-major twin too, so dl_place_of_value always finds room */
+        if (p < 0 || dl_place_index(s, s->node_dom[i], (dl_format){pick.dtype, DL_LAYOUT_ROW_MAJOR}) < 0)
+            return dl_fail(err, DL_E_UNSUPPORTED, "too many storage places (domains x formats)");
+        s->node_place[i] = p;
+    }
+    return DL_OK;
+}
+
+/* ---- moving values ---- */
+
+dl_status dl_dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n, void *staging,
+                      dl_error *err) {
+    dl_error e = {{0}};
+    dl_status st = DL_OK;
+    if (from == 0 && to == 0) memcpy(dst, src, n);
+    else if (from == 0) st = s->doms[to].be->copy(s->doms[to].be->self, dst, src, n, DL_COPY_HOST_TO_DEVICE, &e);
+    else if (to == 0) st = s->doms[from].be->copy(s->doms[from].be->self, dst, src, n, DL_COPY_DEVICE_TO_HOST, &e);
+    else {
+        st = s->doms[from].be->copy(s->doms[from].be->self, staging, src, n, DL_COPY_DEVICE_TO_HOST, &e);
+        if (st == DL_OK && DL_BACKEND_HAS(s->doms[from].be, synchronize))
+            st = s->doms[from].be->synchronize(s->doms[from].be->self, &e);
+        if (st == DL_OK) st = s->doms[to].be->copy(s->doms[to].be->self, dst, staging, n, DL_COPY_HOST_TO_DEVICE, &e);
+    }
+    if (st != DL_OK)
+        return dl_fail(err, DL_E_RUNTIME, "copy %s -> %s: %s", dl_domain_name(s, from), dl_domain_name(s, to), e.msg);
+    return DL_OK;
+}
+
+/* The device backend that would convert from place a to place b in one call, and the direction. */
+static const dl_backend *converter(const dl_session *s, int a, int b, dl_copy_kind *kind) {
+    int da = s->places[a].dom, db = s->places[b].dom;
+    const dl_backend *be = NULL;
+    if (da == 0 && db != 0) be = s->doms[db].be, *kind = DL_COPY_HOST_TO_DEVICE;
+    else if (da != 0 && db == 0) be = s->doms[da].be, *kind = DL_COPY_DEVICE_TO_HOST;
+    else if (da != 0 && da == db) be = s->doms[da].be, *kind = DL_COPY_DEVICE_TO_DEVICE;
+    if (!be || DL_ABI_MINOR_OF(be->abi_version) < 3 || !DL_BACKEND_HAS(be, supports_convert) ||
+        !DL_BACKEND_HAS(be, convert))
+        return NULL;
+    return be;
+}
+
+dl_status dl_step_plan_transfer(dl_session *s, dl_step *st, dl_error *err) {
+    int a = st->src_place, b = st->place, v = st->value;
+    dl_format fa = s->places[a].fmt, fb = s->places[b].fmt;
+    int moves = st->src_dom != st->dom, casts = !dl_dtype_eq(fa.dtype, fb.dtype);
+    int transposes = fa.layout != fb.layout;
+    static const char *const what[8] = {"copy", "transpose",      "cast",      "cast+transpose",
+                                        "copy", "copy+transpose", "copy+cast", "copy+cast+transpose"};
+    st->what = what[moves << 2 | casts << 1 | transposes];
+    char sa[32] = "", sb[32] = "";
+    if (casts || transposes || !dl_dtype_is_f32(fa.dtype)) {
+        dl_format_str(fa, sa + 1, sizeof sa - 1), sa[0] = ' ';
+        dl_format_str(fb, sb + 1, sizeof sb - 1), sb[0] = ' ';
+    }
+    int r = moves ? asprintf(&st->label, "%s%s->%s%s", dl_domain_name(s, st->src_dom), casts || transposes ? sa : "",
+                             dl_domain_name(s, st->dom), sb)
+                  : asprintf(&st->label, "%s%s->%s", dl_domain_name(s, st->dom), sa, sb + 1);
+    if (r < 0) st->label = NULL;
+    s->casts += casts || transposes;
+    if (!casts && !transposes) {
+        st->xfer = DL_XFER_COPY;
+        if (st->src_dom != 0 && st->dom != 0)
+            return dl_session_alloc(s, 0, dl_session_place_bytes(s, v, a), &st->staging, err);
+        return DL_OK;
+    }
+    if (st->src_dom == 0 && st->dom == 0) return st->xfer = DL_XFER_HOST, DL_OK;
+    dl_copy_kind kind;
+    const dl_backend *be = converter(s, a, b, &kind);
+    if (be) {
+        int64_t sa4[4], sb4[4];
+        dl_tensor src = dl_place_view(s, v, a, sa4), dst = dl_place_view(s, v, b, sb4);
+        if (be->supports_convert(be->self, &dst, &src, kind)) return st->xfer = DL_XFER_BACKEND, DL_OK;
+    }
+    st->xfer = DL_XFER_VIA_HOST;
+    dl_status rc = DL_OK;
+    if (st->src_dom != 0) rc = dl_session_alloc(s, 0, dl_session_place_bytes(s, v, a), &st->staging, err);
+    if (rc == DL_OK && st->dom != 0) rc = dl_session_alloc(s, 0, st->bytes, &st->staging2, err);
+    return rc;
+}
+
+static dl_status host_convert(const dl_tensor *dst, const dl_tensor *src, dl_error *err) {
+    if (!dl_convert_host(dst, src))
+        return dl_fail(err, DL_E_UNSUPPORTED, "cannot convert %s to %s", dl_dtype_name(src->dtype),
+                       dl_dtype_name(dst->dtype));
+    return DL_OK;
+}
+
+static dl_status sync_dom(dl_session *s, int d, dl_error *err) {
+    const dl_backend *be = s->doms[d].be;
+    dl_error e = {{0}};
+    if (d && DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
+        return dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
+    return DL_OK;
+}
+
+/* Converts host or device data `src` (place a) into `dst` (place b) for value v, by the plan of
+ * the transfer `x` (staging buffers as dl_step_plan_transfer made them). */
+static dl_status transfer(dl_session *s, int v, int a, const void *src, int b, void *dst, dl_xfer x, void *staging,
+                          void *staging2, dl_error *err) {
+    int da = s->places[a].dom, db = s->places[b].dom;
+    int64_t sa4[4], sb4[4];
+    dl_tensor ts = dl_place_view(s, v, a, sa4), td = dl_place_view(s, v, b, sb4);
+    ts.data = (void *)src, td.data = dst;
+    if (x == DL_XFER_COPY) return dl_dom_copy(s, db, dst, da, src, dl_session_place_bytes(s, v, b), staging, err);
+    if (x == DL_XFER_HOST) return host_convert(&td, &ts, err);
+    if (x == DL_XFER_BACKEND) {
+        dl_copy_kind kind;
+        const dl_backend *be = converter(s, a, b, &kind);
+        dl_error e = {{0}};
+        if (be->convert(be->self, &td, &ts, kind, &e) != DL_OK)
+            return dl_fail(err, DL_E_RUNTIME, "%s: converting '%s': %s", be->name, s->g->values[v].name, e.msg);
+        return DL_OK;
+    }
+    dl_status rc = DL_OK; /* through host memory */
+    if (da != 0) {
+        rc = dl_dom_copy(s, 0, staging, da, src, dl_session_place_bytes(s, v, a), NULL, err);
+        if (rc == DL_OK) rc = sync_dom(s, da, err);
+        ts.data = staging, ts.device = (dl_device){DL_DEVICE_CPU, 0};
+    }
+    dl_tensor th = td;
+    if (db != 0) th.data = staging2, th.device = (dl_device){DL_DEVICE_CPU, 0};
+    if (rc == DL_OK) rc = host_convert(&th, &ts, err);
+    if (rc == DL_OK && db != 0) rc = dl_dom_copy(s, db, dst, 0, staging2, dl_session_place_bytes(s, v, b), NULL, err);
+    return rc;
+}
+
+dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err) {
+    int v = st->value;
+    return transfer(s, v, st->src_place, BUF(s, v, st->src_place), st->place, BUF(s, v, st->place), st->xfer,
+                    st->staging, st->staging2, err);
+}
+
+dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err) {
+    if (BUF(s, v, p)) return DL_OK;
+    int d = s->places[p].dom;
+    size_t n = dl_session_place_bytes(s, v, p);
+    dl_status st = dl_session_alloc(s, d, n, &BUF(s, v, p), err);
+    if (st != DL_OK) return st;
+    s->owned[(size_t)v * DL_MAX_PLACES + (size_t)p] = 1;
+    s->mem[d].weights += n;
+    dl_xfer x = DL_XFER_COPY;
+    dl_copy_kind kind;
+    void *staging = NULL;
+    if (!format_eq(s->places[p].fmt, F32_ROW_MAJOR)) {
+        const dl_backend *be = d ? converter(s, 0, p, &kind) : NULL;
+        int64_t s4[4];
+        dl_tensor src = dl_place_view(s, v, 0, s4), dst = dl_place_view(s, v, p, s4);
+        x = d == 0                                                   ? DL_XFER_HOST
+            : be && be->supports_convert(be->self, &dst, &src, kind) ? DL_XFER_BACKEND
+                                                                     : DL_XFER_VIA_HOST;
+        if (x == DL_XFER_VIA_HOST) st = dl_session_alloc(s, 0, n, &staging, err);
+    }
+    /* the session's weights, maybe folded, are host f32 in place 0 */
+    if (st == DL_OK) st = transfer(s, v, 0, BUF(s, v, 0), p, BUF(s, v, p), x, NULL, staging, err);
+    if (st == DL_OK && d) st = sync_dom(s, d, err); /* the staging buffer must outlive the copy */
+    free(staging);
+    return st;
+}

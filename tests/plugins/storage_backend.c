@@ -1,0 +1,117 @@
+/* storage_backend.c — a test backend that takes only bf16 tensors, with every 4-D activation in
+ * channels-last order (NHWC), in its own memory domain (host memory behind a device type of its
+ * own). It computes through the CPU plugin, which it loads (STORAGE_CPU_PLUGIN) and forwards to,
+ * so results are real. It prefers channels-last for every op with a 4-D tensor and converts in
+ * its copies (ABI 1.3 convert) unless DLFAKE_BF16NHWC_CONVERT=0, which makes the host convert in
+ * host memory instead. The session tests count the casts and transposes it causes. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrun/plugin.h"
+#include "tensor_convert.h"
+
+typedef struct proxy {
+    dl_backend table;
+    void *so;
+    const dl_backend *cpu;
+    int convert;
+} proxy;
+
+static int is_cl(const dl_tensor *t) { return dl_tensor_layout(t) == DL_LAYOUT_CHANNELS_LAST; }
+
+static void px_destroy(void *self) {
+    proxy *p = self;
+    if (p->cpu) p->cpu->destroy(p->cpu->self);
+    if (p->so) dlclose(p->so);
+    free(p);
+}
+static dl_status px_alloc(void *self, size_t bytes, void **ptr, dl_error *err) {
+    *ptr = NULL;
+    if (posix_memalign(ptr, 64, bytes ? bytes : 64)) return dl_fail(err, DL_E_NOMEM, "no memory");
+    return DL_OK;
+}
+static void px_free(void *self, void *ptr) { free(ptr); }
+static dl_status px_copy(void *self, void *dst, const void *src, size_t n, dl_copy_kind kind, dl_error *err) {
+    memcpy(dst, src, n);
+    return DL_OK;
+}
+
+/* Only bf16; a 4-D tensor that is not a weight must be channels-last (weights are row-major). */
+static int px_supports(void *self, const dl_op *op, dl_error *why) {
+    proxy *p = self;
+    for (int i = 0; i <= op->n_inputs; i++) {
+        const dl_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->outputs[0];
+        if (!dl_dtype_eq(t->dtype, DL_BF16)) return dl_fail(why, DL_E_UNSUPPORTED, "bf16 tensors only"), 0;
+        int conv_weight = op->kind == DL_OP_CONV2D && i == 1;
+        if (t->ndim == 4 && !is_cl(t) && !conv_weight)
+            return dl_fail(why, DL_E_UNSUPPORTED, "4-D activations in NHWC only"), 0;
+    }
+    return p->cpu->supports(p->cpu->self, op, why);
+}
+static dl_status px_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *ws, dl_error *err) {
+    proxy *p = self;
+    if (!px_supports(self, op, err)) return DL_E_UNSUPPORTED;
+    return p->cpu->prepare(p->cpu->self, op, k, ws, err);
+}
+static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
+    proxy *p = self;
+    return p->cpu->run(p->cpu->self, k, in, out, ws, err);
+}
+static void px_release(void *self, dl_kernel *k) {
+    proxy *p = self;
+    p->cpu->release(p->cpu->self, k);
+}
+static int px_in_place(void *self, const dl_op *op) {
+    proxy *p = self;
+    return DL_BACKEND_HAS(p->cpu, supports_in_place) && p->cpu->supports_in_place(p->cpu->self, op);
+}
+static int px_preferred_layout(void *self, const dl_op *op) {
+    for (int i = 0; i < op->n_inputs; i++)
+        if (op->inputs[i].ndim == 4) return DL_LAYOUT_CHANNELS_LAST;
+    return op->outputs[0].ndim == 4 ? DL_LAYOUT_CHANNELS_LAST : DL_LAYOUT_ROW_MAJOR;
+}
+static int px_supports_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind) {
+    proxy *p = self;
+    return p->convert && dl_dtype_is_float(dst->dtype) && dl_dtype_is_float(src->dtype);
+}
+static dl_status px_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err) {
+    if (!dl_convert_host(dst, src)) return dl_fail(err, DL_E_UNSUPPORTED, "cannot convert");
+    return DL_OK;
+}
+
+DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
+    if (!dl_plugin_host_ok(host, err)) return NULL;
+    proxy *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    const char *conv = getenv("DLFAKE_BF16NHWC_CONVERT");
+    p->convert = !conv || strcmp(conv, "0") != 0;
+    p->so = dlopen(STORAGE_CPU_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    dl_plugin_init_fn init = p->so ? (dl_plugin_init_fn)dlsym(p->so, DL_PLUGIN_ENTRY) : NULL;
+    if (!init || !(p->cpu = init(host, err))) {
+        if (!init) dl_fail(err, DL_E_NODEVICE, "cannot load the cpu plugin %s", STORAGE_CPU_PLUGIN);
+        px_destroy(p);
+        return NULL;
+    }
+    p->table = (dl_backend){.abi_version = DL_ABI_VERSION,
+                            .struct_size = sizeof(dl_backend),
+                            .name = "bf16nhwc",
+                            .description = "test backend: bf16 NHWC only, computing through the cpu plugin",
+                            .device = {12, 7},
+                            .self = p,
+                            .destroy = px_destroy,
+                            .alloc = px_alloc,
+                            .free = px_free,
+                            .copy = px_copy,
+                            .supports = px_supports,
+                            .prepare = px_prepare,
+                            .run = px_run,
+                            .release = px_release,
+                            .supports_in_place = px_in_place,
+                            .preferred_layout = px_preferred_layout,
+                            .supports_convert = px_supports_convert,
+                            .convert = px_convert};
+    return &p->table;
+}

@@ -1,0 +1,257 @@
+/* test_session_storage.c — storage dtypes and layouts chosen by the session (ABI 1.3): with a
+ * backend that takes only bf16 NHWC (tests/plugins/storage_backend.c, computing through the cpu
+ * plugin) the session inserts exactly the casts and transposes expected, converts each tensor at
+ * most once per place, converts weights once to half their bytes, agrees with the f32 run, and
+ * keeps older plugins and f32 runs unchanged; errors stay one clear line. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrun/dlrun.h"
+#include "session.h"
+#include "test_util.h"
+
+#define BF16NHWC DLRUN_TEST_PLUGIN_DIR "/libdlrun-bf16nhwc.so"
+#define CPU_AND_BF16 DLRUN_PLUGIN_DIR ":" BF16NHWC
+
+static void fresh_env(void) {
+    unsetenv("DLFAKE_BF16NHWC_CONVERT");
+    unsetenv("DLRUN_PLUGIN_PATH");
+    char dir[] = "/tmp/dlrun-cache-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    setenv("XDG_CACHE_HOME", dir, 1);
+}
+
+static dl_session *open_model(const char *path, const char *backend, int precision, int64_t batch, dl_context **ctx,
+                              dl_model **m) {
+    dl_context_options co = {sizeof co, 2, 0, CPU_AND_BF16, 1};
+    dl_error err = {{0}};
+    cr_assert_eq(dl_context_create(&co, ctx, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(dl_model_load(path, m, &err), DL_OK, "%s", err.msg);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = backend;
+    so.precision = precision;
+    so.batch = batch;
+    dl_session *s = NULL;
+    cr_assert_eq(dl_session_create(*ctx, *m, &so, &s, &err), DL_OK, "%s: %s", path, err.msg);
+    return s;
+}
+
+static float *run_seeded(dl_session *s, uint64_t seed) {
+    dl_tensor in = *dl_session_input(s, 0);
+    size_t n = (size_t)dl_tensor_numel(&in);
+    float *x = malloc(n * sizeof *x);
+    tu_fill_uniform(x, n, seed, -1, 1);
+    in.data = x;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    free(x);
+    const dl_tensor *y = dl_session_output(s, 0);
+    size_t ny = (size_t)dl_tensor_numel(y);
+    float *out = malloc(ny * sizeof *out);
+    memcpy(out, y->data, ny * sizeof *out);
+    return out;
+}
+
+static int64_t argmax(const float *y, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (y[i] > y[b]) b = i;
+    return b;
+}
+
+/* "copy+cast+transpose conv1, copy+cast fc": the COPY steps in run order */
+static void copy_steps(const dl_session *s, char *buf, size_t len) {
+    buf[0] = 0;
+    for (int i = 0; i < dl_session_step_count(s); i++) {
+        dl_step_info st;
+        dl_session_step(s, i, &st);
+        if (st.kind != DL_STEP_COPY) continue;
+        size_t u = strlen(buf);
+        snprintf(buf + u, len - u, "%s%s %s", u ? ", " : "", st.op, st.layer);
+    }
+}
+
+/* The whole of ResNet-18 on the bf16 NHWC backend: the input is converted once on the way in
+ * (cast to bf16 and transposed to NHWC in the copy), the logits once on the way out; nothing
+ * in between, since every op there takes bf16 NHWC (flatten's output and fc are 2-D, row-major). */
+static void resnet_on_bf16(const char *convert) {
+    fresh_env();
+    if (convert) setenv("DLFAKE_BF16NHWC_CONVERT", convert, 1);
+    dl_context *ctx, *rctx;
+    dl_model *m, *rm;
+    dl_session *s = open_model(DLRUN_SOURCE_DIR "/models/resnet18.yaml", "bf16nhwc", DL_PRECISION_BF16, 1, &ctx, &m);
+    dl_session *ref = open_model(DLRUN_SOURCE_DIR "/models/resnet18.yaml", "cpu", DL_PRECISION_F32, 1, &rctx, &rm);
+    char steps[512];
+    copy_steps(s, steps, sizeof steps);
+    cr_expect_str_eq(steps, "copy+cast+transpose input, copy+cast fc");
+    cr_expect_eq(s->casts, 2);
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        int four_d = strcmp(pi.op, "flatten") && strcmp(pi.op, "linear");
+        cr_expect_str_eq(pi.storage, four_d ? "bf16 nhwc" : "bf16", "%s (%s)", pi.layer, pi.op);
+    }
+    /* the transfers went through the backend's convert(), or through host memory when it has none */
+    int via_host = 0, backend = 0;
+    for (int k = 0; k < s->n_steps; k++)
+        if (s->steps[k].kind == DL_STEP_COPY) {
+            via_host += s->steps[k].xfer == DL_XFER_VIA_HOST;
+            backend += s->steps[k].xfer == DL_XFER_BACKEND;
+        }
+    cr_expect_eq(convert ? via_host : backend, 2);
+    float *y = run_seeded(s, 5), *yr = run_seeded(ref, 5);
+    double e = tu_nmse(yr, y, 1000);
+    cr_log_info("resnet18 bf16 nhwc vs f32: nmse %.3g, top-1 %lld vs %lld\n", e, (long long)argmax(y, 1000),
+                (long long)argmax(yr, 1000));
+    cr_expect_lt(e, 1e-3, "bf16 storage vs f32: nmse %g (docs/storage.md bound 1e-3)", e);
+    cr_expect_eq(argmax(y, 1000), argmax(yr, 1000), "top-1 changed");
+    free(y), free(yr);
+    dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
+    dl_session_free(ref), dl_model_free(rm), dl_context_free(rctx);
+}
+
+Test(session_storage, resnet18_bf16_nhwc_backend_converting_copies) { resnet_on_bf16(NULL); }
+Test(session_storage, resnet18_bf16_nhwc_backend_host_converts) { resnet_on_bf16("0"); }
+
+/* Weights are converted once into the backend's domain at half their f32 bytes, and the
+ * activations it holds are half their f32 bytes too. */
+static void half_the_bytes(const char *model, int64_t batch) {
+    fresh_env();
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s = open_model(model, "bf16nhwc", DL_PRECISION_BF16, batch, &ctx, &m);
+    double f32_weights = 0, act_bf16 = 0, act_f32 = 0;
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        const unsigned char *constant;
+        const dl_op *op = dl_session_step_op(s, k, &constant);
+        for (int j = 0; op && j < op->n_inputs; j++)
+            if (constant[j]) f32_weights += 4.0 * (double)dl_tensor_numel(&op->inputs[j]);
+    }
+    int d = -1;
+    for (int i = 0; i < dl_session_memory_count(s); i++) {
+        dl_memory_info mi;
+        dl_session_memory(s, i, &mi);
+        if (!strcmp(mi.domain, "bf16nhwc")) {
+            d = i;
+            cr_expect_eq((double)mi.weight_bytes, f32_weights / 2, "%s: weights %llu bytes, f32 %.0f", model,
+                         (unsigned long long)mi.weight_bytes, f32_weights);
+            cr_log_info("%s: bf16nhwc arena %llu bytes, weights %llu bytes (f32 %.0f)\n", model,
+                        (unsigned long long)mi.peak_bytes, (unsigned long long)mi.weight_bytes, f32_weights);
+        }
+    }
+    cr_assert_geq(d, 1, "no bf16nhwc domain");
+    for (int i = 0; i < s->n_slots; i++) {
+        const dl_slot *sl = &s->slots[i];
+        if (sl->value < 0 || s->places[sl->place].dom != d) continue;
+        act_bf16 += (double)sl->size;
+        act_f32 += 4.0 * (double)dl_shape_numel(&s->shape[sl->value]);
+    }
+    cr_expect_eq(act_bf16, act_f32 / 2, "%s: activations %.0f bytes, f32 %.0f", model, act_bf16, act_f32);
+    dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
+}
+
+Test(session_storage, vgg16_memory_halves) { half_the_bytes(DLRUN_SOURCE_DIR "/models/vgg.yaml", 1); }
+Test(session_storage, resnet18_memory_halves) { half_the_bytes(DLRUN_SOURCE_DIR "/models/resnet18.yaml", 2); }
+
+/* Pinned layers alternate between the bf16 NHWC backend and the cpu (bf16 row-major there): each
+ * value crossing is converted once per consumer place, however many consumers it has. */
+static const char pinned[] = "model: pinned\ninputs:\n  - {name: x, shape: [1, 3, 9, 7]}\nlayers:\n"
+                             "  - {name: c1, op: conv2d, filters: 5, kernel: 3, padding: 1, backend: bf16nhwc}\n"
+                             "  - {name: r1, op: relu, backend: cpu}\n"
+                             "  - {name: s1, op: sigmoid, inputs: [c1], backend: cpu}\n"
+                             "  - {name: a1, op: add, inputs: [r1, s1], backend: cpu}\n"
+                             "  - {name: c2, op: conv2d, filters: 4, kernel: 3, backend: bf16nhwc}\n";
+
+Test(session_storage, pinned_layers_convert_once_per_place) {
+    fresh_env();
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.precision = DL_PRECISION_BF16;
+    so.no_fuse = 1;
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    cr_assert_eq(tu_open_session(CPU_AND_BF16, pinned, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
+    char steps[512];
+    copy_steps(s, steps, sizeof steps);
+    cr_expect_str_eq(steps, "copy+cast+transpose x, copy+transpose c1, copy+transpose a1, copy+cast+transpose c2");
+    /* and the numbers: the same model all in f32 on the cpu */
+    so.precision = DL_PRECISION_F32;
+    dl_context *rctx;
+    dl_model *rm;
+    dl_session *ref;
+    cr_assert_eq(tu_open_session(DLRUN_PLUGIN_DIR, pinned, &so, &rctx, &rm, &ref, &err), DL_OK, "%s", err.msg);
+    float *y = run_seeded(s, 3), *yr = run_seeded(ref, 3);
+    int64_t n = dl_tensor_numel(dl_session_output(s, 0));
+    double e = tu_nmse(yr, y, (size_t)n);
+    cr_expect_lt(e, 1e-4, "nmse %g", e);
+    free(y), free(yr);
+    dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
+    dl_session_free(ref), dl_model_free(rm), dl_context_free(rctx);
+}
+
+/* CPU alone at bf16 storage: every op stores bf16; VGG-16 and ResNet-18 agree with f32 within the
+ * documented bound, top-1 unchanged on the seeded input. */
+static void cpu_bf16(const char *model) {
+    fresh_env();
+    dl_context *ctx, *rctx;
+    dl_model *m, *rm;
+    dl_session *s = open_model(model, "cpu", DL_PRECISION_BF16, 1, &ctx, &m);
+    dl_session *ref = open_model(model, "cpu", DL_PRECISION_F32, 1, &rctx, &rm);
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        cr_expect_str_eq(pi.storage, "bf16", "%s", pi.layer);
+    }
+    char steps[256];
+    copy_steps(s, steps, sizeof steps);
+    cr_expect(strstr(steps, "cast") == steps && strstr(steps, ", cast "), "one cast in, one out: %s", steps);
+    int64_t n = dl_tensor_numel(dl_session_output(s, 0));
+    float *y = run_seeded(s, 9), *yr = run_seeded(ref, 9);
+    double e = tu_nmse(yr, y, (size_t)n);
+    cr_log_info("%s cpu bf16 vs f32: nmse %.3g\n", model, e);
+    cr_expect_lt(e, 1e-3, "%s: nmse %g", model, e);
+    cr_expect_eq(argmax(y, n), argmax(yr, n), "%s: top-1 changed", model);
+    free(y), free(yr);
+    dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
+    dl_session_free(ref), dl_model_free(rm), dl_context_free(rctx);
+}
+
+Test(session_storage, cpu_bf16_resnet18) { cpu_bf16(DLRUN_SOURCE_DIR "/models/resnet18.yaml"); }
+Test(session_storage, cpu_bf16_vgg16) { cpu_bf16(DLRUN_SOURCE_DIR "/models/vgg.yaml"); }
+
+/* f32 runs are as before: no conversion, f32 everywhere, even with a 1.3 backend present. */
+Test(session_storage, f32_unchanged) {
+    fresh_env();
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s = open_model(DLRUN_SOURCE_DIR "/models/resnet18.yaml", "cpu", DL_PRECISION_F32, 1, &ctx, &m);
+    cr_expect_eq(s->casts, 0);
+    cr_expect_eq(s->n_places, 1);
+    dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
+}
+
+/* A backend that takes only bf16 asked for f32: one line naming the op and the reason. */
+Test(session_storage, f32_on_a_bf16_only_backend_is_refused_clearly) {
+    fresh_env();
+    dl_context_options co = {sizeof co, 2, 0, CPU_AND_BF16, 1};
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_context_create(&co, &ctx, &err), DL_OK);
+    cr_assert_eq(dl_model_load(DLRUN_SOURCE_DIR "/models/resnet18.yaml", &m, &err), DL_OK);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = "bf16nhwc";
+    dl_session *s = NULL;
+    cr_expect_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "backend 'bf16nhwc' cannot run conv2d 'conv1': bf16 tensors only"), "%s", err.msg);
+    cr_expect(!strchr(err.msg, '\n'));
+    dl_model_free(m), dl_context_free(ctx);
+}
