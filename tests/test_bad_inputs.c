@@ -146,6 +146,15 @@ static const bad_st sts[] = {
     {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]},\"fc.bias\":{\"dtype\":\"F32\","
      "\"shape\":[2],\"data_offsets\":[28,36]}}",
      40, "tensors 'fc.weight' and 'fc.bias' overlap"},
+    {"{\"fc.weight\":{\"dtype\":\"F16\",\"shape\":[2,4],\"data_offsets\":[0,32]}}", 32,
+     "tensor 'fc.weight': data_offsets [0, 32] hold 32 bytes but shape [2, 4] of F16 needs 16"},
+    {"{\"fc.weight\":{\"dtype\":\"F16\",\"shape\":[2,4],\"data_offsets\":[0,15]}}", 32,
+     "tensor 'fc.weight': data_offsets [0, 15] hold 15 bytes but shape [2, 4] of F16 needs 16"},
+    {"{\"fc.weight\":{\"dtype\":\"BF16\",\"shape\":[2,4],\"data_offsets\":[0,8]}}", 32,
+     "tensor 'fc.weight': data_offsets [0, 8] hold 8 bytes but shape [2, 4] of BF16 needs 16"},
+    {"{\"fc.weight\":{\"dtype\":\"F64\",\"shape\":[2,4],\"data_offsets\":[0,64]},\"fc.bias\":{\"dtype\":\"F16\","
+     "\"shape\":[2],\"data_offsets\":[64,68]}}",
+     68, "tensor 'fc.weight' is F64; weights must be F32, F16 or BF16"},
     {"{\"fc.weight\":{\"dtype\":\"F99\",\"shape\":[2,4],\"data_offsets\":[0,32]}}", 32,
      "tensor 'fc.weight': unknown dtype 'F99'"},
     {"{" B_OK_HDR "}", 40, "model needs tensor 'fc.weight' [2, 4], not in the file"},
@@ -184,6 +193,7 @@ Test(bad_inputs, safetensors_files_are_never_trusted) {
         cr_expect_null(w);
         cr_expect(strstr(err.msg, sts[i].want), "case %zu:\n  got:  %s\n  want: %s", i, err.msg, sts[i].want);
         cr_expect(strstr(err.msg, path) == err.msg, "case %zu: message does not start with the file: %s", i, err.msg);
+        cr_expect_null(strchr(err.msg, '\n'), "case %zu: not one line: %s", i, err.msg);
         dl_graph_free(g);
         unlink(path);
         free(path);

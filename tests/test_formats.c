@@ -1,6 +1,7 @@
 /* test_formats.c — the good paths of the file formats and model reading: every shipped model
  * parses with torchvision's tensor names and shapes, shape inference per op and per batch,
- * safetensors (f32 in place, f16/bf16 converted), .npy round trips, seeded weights. */
+ * safetensors (each dtype kept, in place when aligned; f16/bf16 converted to f32 only on request),
+ * .npy round trips, seeded weights. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 #include "model_yaml.h"
 #include "npy.h"
 #include "safetensors.h"
+#include "tensor_convert.h"
 #include "test_util.h"
 #include "weights.h"
 
@@ -175,6 +177,10 @@ Test(weights, f32_file_round_trip_in_place) {
     cr_expect_eq(memcmp(dl_weights_data(wt, wi), w, sizeof w), 0);
     cr_expect_eq(memcmp(dl_weights_data(wt, bi), b, sizeof b), 0);
     cr_expect_null(dl_weights_data(wt, dl_graph_find_value(g, "x")), "an input has no weight data");
+    dl_dtype dt;
+    cr_expect_eq(dl_weights_raw(wt, wi, &dt), (const void *)dl_weights_data(wt, wi), "f32 raw is its data");
+    cr_expect(dl_dtype_is_f32(dt));
+    cr_expect_eq(dl_weights_f32_bytes(wt), 0, "aligned f32 is used in place, not copied");
     dl_weights_free(wt);
     dl_graph_free(g);
     unlink(path);
@@ -182,33 +188,158 @@ Test(weights, f32_file_round_trip_in_place) {
 
 static void put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)(v & 0xff), p[1] = (unsigned char)(v >> 8); }
 
-Test(weights, f16_and_bf16_are_converted_exactly) {
-    /* f16: 1.0, -2.5, 65504 (max), 2^-24 (smallest subnormal), 0.5, -0 ; bf16: 1.0, -3.0 */
-    const uint16_t h[6] = {0x3c00, 0xc100, 0x7bff, 0x0001, 0x3800, 0x8000};
-    const float hf[6] = {1.0f, -2.5f, 65504.0f, 5.9604644775390625e-08f, 0.5f, -0.0f};
+/* A safetensors file from a JSON header and the data section; the header is padded with spaces
+ * so that the data starts at a multiple of 8 bytes (aligned) or at an odd byte (not). */
+static char *st_file(const char *json, const void *data, size_t n, int aligned) {
+    size_t hl = strlen(json), pad = aligned ? (8 - hl % 8) % 8 : (hl % 2 ? 0 : 1);
+    unsigned char *buf = malloc(8 + hl + pad + n);
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)(hl + pad) >> (8 * i));
+    memcpy(buf + 8, json, hl);
+    memset(buf + 8 + hl, ' ', pad);
+    if (n) memcpy(buf + 8 + hl + pad, data, n);
+    char *path = tu_write_temp(".safetensors", buf, 8 + hl + pad + n);
+    free(buf);
+    return path;
+}
+
+static int same_bits(float a, float b) { return !memcmp(&a, &b, sizeof a); }
+
+/* fc.weight [2, 3] and fc.bias [2] of fc_model in one 16-bit dtype, then f32 on request. */
+static void expect_16bit_file(const char *dtype, dl_dtype want, const uint16_t *h, const float *exact) {
     unsigned char data[16];
-    for (int i = 0; i < 6; i++) put16(data + 2 * i, h[i]);
-    put16(data + 12, 0x3f80);
-    put16(data + 14, 0xc040);
-    const char *json = "{\"fc.weight\":{\"dtype\":\"F16\",\"shape\":[2,3],\"data_offsets\":[0,12]},"
-                       "\"fc.bias\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[12,16]}}";
-    size_t hl = strlen(json);
-    unsigned char file[512];
-    for (int i = 0; i < 8; i++) file[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-    memcpy(file + 8, json, hl);
-    memcpy(file + 8 + hl, data, 16);
-    char *path = tu_write_temp(".safetensors", file, 8 + hl + 16);
-    dl_graph *g = parse(fc_model);
+    for (int i = 0; i < 8; i++) put16(data + 2 * i, h[i]);
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"fc.weight\":{\"dtype\":\"%s\",\"shape\":[2,3],\"data_offsets\":[0,12]},"
+             "\"fc.bias\":{\"dtype\":\"%s\",\"shape\":[2],\"data_offsets\":[12,16]}}",
+             dtype, dtype);
+    for (int aligned = 1; aligned >= 0; aligned--) {
+        char *path = st_file(json, data, sizeof data, aligned);
+        dl_graph *g = parse(fc_model);
+        int wi = dl_graph_find_value(g, "fc.weight"), bi = dl_graph_find_value(g, "fc.bias");
+        dl_weights *wt;
+        dl_error err;
+        cr_assert_eq(dl_weights_bind(g, NULL, path, 0, &wt, &err), DL_OK, "%s", err.msg);
+        cr_expect_eq(dl_weights_f32_bytes(wt), 0, "%s (aligned %d): an f32 copy made at bind", dtype, aligned);
+        dl_dtype dt = DL_F32;
+        const void *raw = dl_weights_raw(wt, wi, &dt);
+        cr_assert_not_null(raw);
+        cr_expect(dl_dtype_eq(dt, want), "%s: stored as %s", dtype, dl_dtype_name(dt));
+        cr_expect_eq(((uintptr_t)raw) % 2, 0, "%s: raw data not aligned for its dtype", dtype);
+        cr_expect_eq(memcmp(raw, data, 12), 0, "%s (aligned %d): raw bits differ from the file", dtype, aligned);
+        cr_expect_eq(memcmp(dl_weights_raw(wt, bi, NULL), data + 12, 4), 0, "%s: bias bits differ", dtype);
+        cr_expect_eq(dl_weights_f32_bytes(wt), 0, "%s: dl_weights_raw made an f32 copy", dtype);
+        cr_expect_null(dl_weights_raw(wt, dl_graph_find_value(g, "x"), &dt), "an input has no weight data");
+        const float *w = dl_weights_data(wt, wi);
+        cr_assert_not_null(w);
+        cr_expect_eq(dl_weights_f32_bytes(wt), 6 * sizeof(float), "%s: only the weight asked for is converted", dtype);
+        for (int i = 0; i < 6; i++) cr_expect(same_bits(w[i], exact[i]), "%s %d: %g != %g", dtype, i, w[i], exact[i]);
+        cr_expect_eq(dl_weights_data(wt, wi), w, "%s: the f32 copy is not cached", dtype);
+        cr_expect_eq(dl_weights_f32_bytes(wt), 6 * sizeof(float), "%s: converted twice", dtype);
+        const float *b = dl_weights_data(wt, bi);
+        for (int i = 0; i < 2; i++)
+            cr_expect(same_bits(b[i], exact[6 + i]), "%s bias %d: %g != %g", dtype, i, b[i], exact[6 + i]);
+        cr_expect_eq(dl_weights_f32_bytes(wt), 8 * sizeof(float));
+        cr_expect_eq(memcmp(dl_weights_raw(wt, wi, NULL), data, 12), 0, "%s: raw data changed", dtype);
+        dl_weights_free(wt);
+        dl_graph_free(g);
+        unlink(path);
+        free(path);
+    }
+}
+
+Test(weights, f16_file_binds_raw_and_converts_on_request) {
+    /* 1.0, -2.5, 65504 (max), 2^-24 (smallest subnormal), 0.5, -0, inf, -inf */
+    const uint16_t h[8] = {0x3c00, 0xc100, 0x7bff, 0x0001, 0x3800, 0x8000, 0x7c00, 0xfc00};
+    const float f[8] = {1.0f, -2.5f, 65504.0f, 5.9604644775390625e-08f, 0.5f, -0.0f, INFINITY, -INFINITY};
+    expect_16bit_file("F16", DL_F16, h, f);
+}
+
+Test(weights, bf16_file_binds_raw_and_converts_on_request) {
+    /* 1.0, -3.0, 2^-133 (subnormal), max finite, -0, 1/3 rounded, inf, 0 */
+    const uint16_t h[8] = {0x3f80, 0xc040, 0x0001, 0x7f7f, 0x8000, 0x3eab, 0x7f80, 0x0000};
+    const float f[8] = {1.0f,     -3.0f, 9.18354961579912e-41f, 3.3895313892515355e38f, -0.0f, 0.333984375f,
+                        INFINITY, 0.0f};
+    expect_16bit_file("BF16", DL_BF16, h, f);
+}
+
+Test(weights, every_16bit_pattern_converts_exactly) {
+    /* fc.weight [256, 256] holds each of the 65536 patterns once: the bulk conversion of
+     * dl_weights_data must give the bits of the scalar conversions (NaNs included). */
+    static const char model[] =
+        "model: wide\ninputs:\n  - {name: x, shape: [1, 256]}\nlayers:\n  - {name: fc, op: linear, units: 256}\n";
+    unsigned char *data = malloc(2 * 65536 + 2 * 256);
+    for (int i = 0; i < 65536; i++) put16(data + 2 * i, (uint16_t)i);
+    for (int i = 0; i < 256; i++) put16(data + 2 * 65536 + 2 * i, (uint16_t)(i * 257));
+    for (int bf = 0; bf < 2; bf++) {
+        const char *dt = bf ? "BF16" : "F16";
+        char json[256];
+        snprintf(json, sizeof json,
+                 "{\"fc.weight\":{\"dtype\":\"%s\",\"shape\":[256,256],\"data_offsets\":[0,131072]},"
+                 "\"fc.bias\":{\"dtype\":\"%s\",\"shape\":[256],\"data_offsets\":[131072,131584]}}",
+                 dt, dt);
+        char *path = st_file(json, data, 2 * 65536 + 2 * 256, 1);
+        dl_graph *g = parse(model);
+        dl_weights *wt;
+        dl_error err;
+        cr_assert_eq(dl_weights_bind(g, NULL, path, 0, &wt, &err), DL_OK, "%s", err.msg);
+        const float *w = dl_weights_data(wt, dl_graph_find_value(g, "fc.weight"));
+        int bad = 0;
+        for (int i = 0; i < 65536 && bad < 5; i++) {
+            float want = bf ? dl_bf16_to_f32((uint16_t)i) : dl_f16_to_f32((uint16_t)i);
+            if (!same_bits(w[i], want)) {
+                cr_expect_fail("%s 0x%04x: %g != %g", dt, i, w[i], want);
+                bad++;
+            }
+        }
+        cr_expect_eq(dl_weights_f32_bytes(wt), 65536 * sizeof(float), "%s: the bias was converted too", dt);
+        dl_weights_free(wt);
+        dl_graph_free(g);
+        unlink(path);
+        free(path);
+    }
+    free(data);
+}
+
+Test(weights, mixed_dtype_file) {
+    /* two layers, each weight in another dtype: in place where f32, converted only on request */
+    static const char model[] = "model: two\ninputs:\n  - {name: x, shape: [1, 2]}\nlayers:\n"
+                                "  - {name: fc1, op: linear, units: 2}\n  - {name: fc2, op: linear, units: 1}\n";
+    unsigned char data[28];
+    const float f32w[2] = {0.25f, -7.0f}, f32b = 3.5f;
+    memcpy(data, f32w, 8);                              /* fc1.weight [2, 2] F32, first row... */
+    memcpy(data + 8, f32w, 8);                          /* ...and second */
+    put16(data + 16, 0x3c00);                           /* fc1.bias [2] F16: 1, -2 */
+    put16(data + 18, 0xc000);                           /* */
+    put16(data + 20, 0x4040), put16(data + 22, 0xbf00); /* fc2.weight [1, 2] BF16: 3, -0.5 */
+    memcpy(data + 24, &f32b, 4);                        /* fc2.bias [1] F32 */
+    const char *json = "{\"fc1.weight\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                       "\"fc1.bias\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[16,20]},"
+                       "\"fc2.weight\":{\"dtype\":\"BF16\",\"shape\":[1,2],\"data_offsets\":[20,24]},"
+                       "\"fc2.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[24,28]}}";
+    char *path = st_file(json, data, sizeof data, 1);
+    dl_graph *g = parse(model);
     dl_weights *wt;
     dl_error err;
     cr_assert_eq(dl_weights_bind(g, NULL, path, 0, &wt, &err), DL_OK, "%s", err.msg);
-    const float *w = dl_weights_data(wt, dl_graph_find_value(g, "fc.weight"));
-    const float *b = dl_weights_data(wt, dl_graph_find_value(g, "fc.bias"));
-    for (int i = 0; i < 6; i++) cr_expect_eq(w[i], hf[i], "f16 %d: %g != %g", i, w[i], hf[i]);
-    cr_expect(signbit(w[5]));
-    cr_expect_eq(b[0], 1.0f);
-    cr_expect_eq(b[1], -3.0f);
-    cr_expect(isinf(dl_f16_to_f32(0x7c00)) && isnan(dl_f16_to_f32(0x7e00)));
+    const char *names[4] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+    const dl_dtype want[4] = {DL_F32, DL_F16, DL_BF16, DL_F32};
+    const float values[4][4] = {{0.25f, -7.0f, 0.25f, -7.0f}, {1.0f, -2.0f}, {3.0f, -0.5f}, {3.5f}};
+    const int counts[4] = {4, 2, 2, 1}, offsets[4] = {0, 16, 20, 24};
+    for (int i = 0; i < 4; i++) {
+        int v = dl_graph_find_value(g, names[i]);
+        dl_dtype dt;
+        const void *raw = dl_weights_raw(wt, v, &dt);
+        cr_expect(dl_dtype_eq(dt, want[i]), "%s is stored as %s", names[i], dl_dtype_name(dt));
+        cr_expect_eq(memcmp(raw, data + offsets[i], (size_t)counts[i] * dl_dtype_size(dt)), 0, "%s", names[i]);
+        if (dl_dtype_is_f32(dt)) cr_expect_eq((const void *)dl_weights_data(wt, v), raw, "%s not in place", names[i]);
+    }
+    cr_expect_eq(dl_weights_f32_bytes(wt), 0, "the f32 weights are used in place, the others not asked for yet");
+    for (int i = 0; i < 4; i++) {
+        const float *d = dl_weights_data(wt, dl_graph_find_value(g, names[i]));
+        for (int j = 0; j < counts[i]; j++) cr_expect_eq(d[j], values[i][j], "%s[%d]: %g", names[i], j, d[j]);
+    }
+    cr_expect_eq(dl_weights_f32_bytes(wt), 4 * sizeof(float), "only fc1.bias and fc2.weight were converted");
     dl_weights_free(wt);
     dl_graph_free(g);
     unlink(path);
@@ -232,6 +363,13 @@ Test(weights, seeded_init_is_deterministic_and_pytorch_like) {
     const float *mean = dl_weights_data(a, dl_graph_find_value(g, "bn1.running_mean"));
     const float *var = dl_weights_data(a, dl_graph_find_value(g, "bn1.running_var"));
     cr_expect(gamma[0] == 1 && mean[0] == 0 && var[63] == 1);
+    dl_dtype dt;
+    cr_expect_eq(dl_weights_raw(a, ci, &dt), (const void *)dl_weights_data(a, ci), "seeded weights are f32");
+    cr_expect(dl_dtype_is_f32(dt));
+    size_t all = 0;
+    for (int i = 0; i < g->n_values; i++)
+        if (g->values[i].kind == DL_VALUE_WEIGHT) all += (size_t)dl_shape_numel(&g->values[i].shape) * sizeof(float);
+    cr_expect_eq(dl_weights_f32_bytes(a), all, "seeded weights are counted as allocated f32");
     dl_weights_free(a);
     cr_assert_eq(dl_weights_bind(g, NULL, NULL, 7, &b, &err), DL_OK);
     cr_expect_eq(memcmp(first, dl_weights_data(b, ci), n * sizeof *first), 0, "same seed, different weights");

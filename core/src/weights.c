@@ -1,6 +1,7 @@
 /* weights.c — gives every weight value of a model its data for one session: from a safetensors
- * file (f32 used in place from the mapping, f16/bf16 converted once) or drawn from a seed as
- * PyTorch initialises. Reads the model, writes only its own dl_weights. */
+ * file (kept in the file's dtype, F32, F16 or BF16, in place from the mapping when aligned) or
+ * drawn from a seed as PyTorch initialises. f32 copies of f16/bf16 weights are made only when
+ * dl_weights_data asks for one. Reads the model, writes only its own dl_weights. */
 #define _POSIX_C_SOURCE 200809L
 #include "weights.h"
 
@@ -11,38 +12,44 @@
 
 #include "rng.h"
 #include "safetensors.h"
+#include "tensor_convert.h"
 
 struct dl_weights {
     dl_safetensors *file; /* NULL for seeded weights */
-    const float **data;   /* per value: the weight's host data, NULL for other values */
-    float **copies;       /* converted or generated tensors we own */
+    const void **raw;     /* per value: the weight's data as stored, NULL for other values */
+    dl_dtype *dtype;      /* per value: the dtype of raw */
+    const float **f32;    /* per value: f32 data (raw itself for f32), NULL until converted */
+    size_t *numel;        /* per value: elements of a weight */
+    void **copies;        /* buffers we own: converted, generated, or copied for alignment */
     int n_copies;
+    size_t f32_bytes; /* f32 data in copies (dl_weights_f32_bytes) */
 };
 
-static float *own(dl_weights *w, size_t count) {
-    float **p = realloc(w->copies, (size_t)(w->n_copies + 1) * sizeof *p);
+static void *own(dl_weights *w, size_t bytes) {
+    void **p = realloc(w->copies, (size_t)(w->n_copies + 1) * sizeof *p);
     if (!p) return NULL;
     w->copies = p;
-    float *buf = malloc(count * sizeof(float) + 1);
+    void *buf = malloc(bytes + 1);
     if (buf) w->copies[w->n_copies++] = buf;
     return buf;
 }
 
-static dl_status seeded(dl_weights *w, const dl_value *v, const dl_shape *shape, uint64_t seed, const float **out,
-                        dl_error *err) {
+static dl_status seeded(dl_weights *w, const dl_value *v, const dl_shape *shape, uint64_t seed, int i, dl_error *err) {
     size_t n = (size_t)dl_shape_numel(shape);
-    float *d = own(w, n);
+    float *d = own(w, n * sizeof *d);
     if (!d) return dl_fail(err, DL_E_NOMEM, "out of memory for weight '%s'", v->name);
+    w->f32_bytes += n * sizeof *d;
     if (v->init == DL_INIT_ONES || v->init == DL_INIT_ZEROS) {
-        for (size_t i = 0; i < n; i++) d[i] = v->init == DL_INIT_ONES ? 1.0f : 0.0f;
+        for (size_t j = 0; j < n; j++) d[j] = v->init == DL_INIT_ONES ? 1.0f : 0.0f;
     } else {
         /* kaiming_uniform_(a=sqrt(5)) and PyTorch's bias rule both give U(-1/sqrt(fan_in), ..) */
         float bound = v->init == DL_INIT_UNIFORM ? 1.0f : v->fan_in > 0 ? (float)(1.0 / sqrt((double)v->fan_in)) : 0.0f;
         dl_rng r;
         dl_rng_seed(&r, dl_rng_derive(seed, v->name));
-        for (size_t i = 0; i < n; i++) d[i] = dl_rng_uniform(&r, -bound, bound);
+        for (size_t j = 0; j < n; j++) d[j] = dl_rng_uniform(&r, -bound, bound);
     }
-    *out = d;
+    w->raw[i] = w->f32[i] = d;
+    w->dtype[i] = DL_F32;
     return DL_OK;
 }
 
@@ -53,7 +60,7 @@ static int same_shape(const dl_st_tensor *t, const dl_shape *s) {
     return 1;
 }
 
-static dl_status from_file(dl_weights *w, const dl_value *v, const dl_shape *shape, const float **out, dl_error *err) {
+static dl_status from_file(dl_weights *w, const dl_value *v, const dl_shape *shape, int i, dl_error *err) {
     const dl_st_tensor *t = dl_safetensors_find(w->file, v->name);
     char want[160], got[160];
     dl_shape_str(shape->d, shape->ndim, want, sizeof want);
@@ -65,24 +72,25 @@ static dl_status from_file(dl_weights *w, const dl_value *v, const dl_shape *sha
         return dl_fail(err, DL_E_INVALID, "%s: tensor '%s' has shape %s, the model needs %s", w->file->path, v->name,
                        got, want);
     }
-    size_t n = (size_t)dl_shape_numel(shape);
-    if (!strcmp(t->dtype, "F32") && ((uintptr_t)t->data & 3u) == 0) {
-        *out = (const float *)t->data; /* in place: the mapping is read-only, never written */
-        return DL_OK;
-    }
-    int f32 = !strcmp(t->dtype, "F32"), f16 = !strcmp(t->dtype, "F16"), bf16 = !strcmp(t->dtype, "BF16");
-    if (!f32 && !f16 && !bf16)
+    dl_dtype dt;
+    if (!strcmp(t->dtype, "F32")) dt = DL_F32;
+    else if (!strcmp(t->dtype, "F16")) dt = DL_F16;
+    else if (!strcmp(t->dtype, "BF16")) dt = DL_BF16;
+    else
         return dl_fail(err, DL_E_INVALID, "%s: tensor '%s' is %s; weights must be F32, F16 or BF16", w->file->path,
                        v->name, t->dtype);
-    float *d = own(w, n);
-    if (!d) return dl_fail(err, DL_E_NOMEM, "out of memory for weight '%s'", v->name);
-    const unsigned char *b = t->data;
-    if (f32) memcpy(d, b, n * sizeof *d);
-    for (size_t i = 0; !f32 && i < n; i++) {
-        uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
-        d[i] = f16 ? dl_f16_to_f32(h) : dl_bf16_to_f32(h);
+    size_t size = dl_dtype_size(dt), bytes = (size_t)dl_shape_numel(shape) * size;
+    const void *data = t->data;   /* in place: the mapping is read-only, never written */
+    if ((uintptr_t)data % size) { /* an odd offset: an aligned copy, still in the file's dtype */
+        void *d = own(w, bytes);
+        if (!d) return dl_fail(err, DL_E_NOMEM, "out of memory for weight '%s'", v->name);
+        memcpy(d, t->data, bytes);
+        if (dl_dtype_is_f32(dt)) w->f32_bytes += bytes;
+        data = d;
     }
-    *out = d;
+    w->raw[i] = data;
+    w->dtype[i] = dt;
+    if (dl_dtype_is_f32(dt)) w->f32[i] = data;
     return DL_OK;
 }
 
@@ -95,8 +103,10 @@ dl_status dl_weights_bind(const dl_graph *g, const dl_shape *shapes, const char 
                           dl_error *err) {
     *out = NULL;
     dl_weights *w = calloc(1, sizeof *w);
-    if (!w || !(w->data = calloc((size_t)g->n_values + 1, sizeof *w->data))) {
-        free(w);
+    size_t nv = (size_t)g->n_values + 1;
+    if (!w || !(w->raw = calloc(nv, sizeof *w->raw)) || !(w->dtype = calloc(nv, sizeof *w->dtype)) ||
+        !(w->f32 = calloc(nv, sizeof *w->f32)) || !(w->numel = calloc(nv, sizeof *w->numel))) {
+        dl_weights_free(w);
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     }
     dl_status st = path ? dl_safetensors_open(path, &w->file, err) : DL_OK;
@@ -104,7 +114,8 @@ dl_status dl_weights_bind(const dl_graph *g, const dl_shape *shapes, const char 
         const dl_value *v = &g->values[i];
         const dl_shape *shape = shapes ? &shapes[i] : &v->shape;
         if (v->kind != DL_VALUE_WEIGHT) continue;
-        st = w->file ? from_file(w, v, shape, &w->data[i], err) : seeded(w, v, shape, seed, &w->data[i], err);
+        w->numel[i] = (size_t)dl_shape_numel(shape);
+        st = w->file ? from_file(w, v, shape, i, err) : seeded(w, v, shape, seed, i, err);
     }
     for (int i = 0; st == DL_OK && w->file && i < w->file->n_tensors; i++) {
         const char *name = w->file->tensors[i].name;
@@ -122,13 +133,32 @@ dl_status dl_weights_bind(const dl_graph *g, const dl_shape *shapes, const char 
     return DL_OK;
 }
 
-const float *dl_weights_data(const dl_weights *w, int v) { return w->data[v]; }
+const void *dl_weights_raw(const dl_weights *w, int v, dl_dtype *dtype) {
+    if (w->raw[v] && dtype) *dtype = w->dtype[v];
+    return w->raw[v];
+}
+
+const float *dl_weights_data(dl_weights *w, int v) {
+    if (w->f32[v] || !w->raw[v]) return w->f32[v];
+    /* an f16/bf16 weight asked for in f32 the first time: convert it once (exact) and keep it */
+    size_t n = w->numel[v];
+    float *d = own(w, n * sizeof *d);
+    if (!d) return NULL;
+    dl_convert_elements(d, DL_F32, w->raw[v], w->dtype[v], (int64_t)n);
+    w->f32_bytes += n * sizeof *d;
+    return w->f32[v] = d;
+}
+
+size_t dl_weights_f32_bytes(const dl_weights *w) { return w->f32_bytes; }
 
 void dl_weights_free(dl_weights *w) {
     if (!w) return;
     for (int i = 0; i < w->n_copies; i++) free(w->copies[i]);
     free(w->copies);
-    free(w->data);
+    free(w->raw);
+    free(w->dtype);
+    free(w->f32);
+    free(w->numel);
     dl_safetensors_close(w->file);
     free(w);
 }

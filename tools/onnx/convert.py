@@ -11,6 +11,13 @@ so `--output NAME=FILE` takes ONNX names. Constants that are operands (a bias ad
 become the model's `constants:`; weights of conv, linear and batchnorm layers are stored under
 `<layer>.weight` and friends. Anything dlrun cannot express is a ConvertError naming the node
 and what is unsupported; nothing is silently approximated.
+
+16-bit weights: a constant whose values are float16 or bfloat16 (an initializer or Constant of
+that type, or one only cast to float or moved: Cast, Identity, Reshape, Transpose, Squeeze,
+Unsqueeze, Flatten, Dropout) is written to the safetensors file as F16 or BF16 wherever the weight or
+constant it becomes still holds values exact in that type (checked when writing); everything else
+is F32. Runtime tensors stay float32: dlrun computes in f32 from the f16 weights, which is what
+the usual export (f16 initializers -> Cast(to=FLOAT) -> Conv/Gemm/...) asks for.
 """
 import json
 
@@ -18,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from safetensors_write import write_safetensors
+from safetensors_write import to_bf16_bits, write_safetensors
 
 # ONNX ops with a dlrun mapping (the issue's list); the helpers below fold constants or are views.
 MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAveragePool Gemm MatMul "
@@ -27,6 +34,11 @@ HELPER_OPS = "Constant Identity Cast Reshape Transpose Squeeze Unsqueeze Shape".
 
 # Element types a runtime tensor may have (dlrun computes in f32).
 RUNTIME_TYPES = {onnx.TensorProto.FLOAT: "float32"}
+
+# 16-bit float element types a constant may be stored in (safetensors dtype names).
+HALF_TYPES = {onnx.TensorProto.FLOAT16: "F16", onnx.TensorProto.BFLOAT16: "BF16"}
+# Helper ops that only move a constant's values (Cast: to float, double or its own type).
+MOVE_OPS = {"Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Dropout"}
 
 
 class ConvertError(Exception):
@@ -50,6 +62,27 @@ class Runtime:
 
 def _dtype_name(elem_type):
     return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _to_array(t):
+    """A TensorProto as a NumPy array; bfloat16 as float32 holding the exact values (NumPy has no
+    bfloat16, and onnx versions differ in what to_array gives for it)."""
+    if t.data_type != onnx.TensorProto.BFLOAT16:
+        return numpy_helper.to_array(t)
+    if t.HasField("raw_data"):
+        bits = np.frombuffer(t.raw_data, dtype="<u2")
+    else:
+        bits = np.asarray(t.int32_data, dtype=np.uint32).astype(np.uint16)
+    return (bits.astype(np.uint32) << 16).view(np.float32).reshape(tuple(t.dims))
+
+
+def _exact_in(arr, half):
+    """Whether every value of arr (float) is exact in half ("F16" or "BF16")."""
+    a = np.asarray(arr, dtype=np.float32)
+    if half == "F16":
+        with np.errstate(over="ignore"):
+            return bool(np.array_equal(a.astype(np.float16).astype(np.float32), a, equal_nan=True))
+    return not (np.ascontiguousarray(a).view(np.uint32) & 0xFFFF).any()
 
 
 def _window_out(n, k, s, pb, pe, d, ceil_mode):
@@ -97,6 +130,8 @@ class Converter:
         self.constants = []        # (dlrun name, shape)
         self.layers = []           # dicts, in order
         self.tensors = {}          # safetensors name -> float32 array
+        self.stored = {}           # safetensors name -> "F16" | "BF16" (absent: F32)
+        self.halves = {}           # ONNX constant name -> "F16" | "BF16": its values are 16-bit floats
         self.node = None
 
     # ---- errors and names ----
@@ -142,6 +177,21 @@ class Converter:
             self.fail(f"{what} '{name}' must be a constant (an initializer) for dlrun, but is computed at run time")
         return v
 
+    def half(self, name):
+        """"F16" or "BF16" when constant `name` holds 16-bit float values (see the top), else None."""
+        if name is None:
+            return None
+        if name in self.halves:
+            return self.halves[name]
+        v = self.values.get(name)
+        return "F16" if isinstance(v, np.ndarray) and v.dtype == np.float16 else None
+
+    def store(self, key, arr, half):
+        """Records safetensors tensor `key` (float32) and, when its values allow, a 16-bit dtype."""
+        self.tensors[key] = arr
+        if half and _exact_in(arr, half):
+            self.stored[key] = half
+
     def opt_input(self, i):
         n = self.node
         return n.input[i] if len(n.input) > i and n.input[i] else None
@@ -163,7 +213,7 @@ class Converter:
             self.fail(f"constant '{name}' is empty")
         dl = self.fresh(name, own=True)
         self.constants.append((dl, tuple(shape) if len(shape) else (1,)))
-        self.tensors[dl] = arr.reshape(tuple(shape) if len(shape) else (1,))
+        self.store(dl, arr.reshape(tuple(shape) if len(shape) else (1,)), self.half(name))
         return Runtime(dl, shape)
 
     def operand(self, name, shape):
@@ -186,18 +236,19 @@ class Converter:
 
     # ---- emitting layers ----
 
-    def layer(self, out_name, op, inputs, weights=None, **attrs):
-        """Adds a dlrun layer named after ONNX output out_name (or, taken, a fresh helper name)."""
+    def layer(self, out_name, op, inputs, weights=None, halves=None, **attrs):
+        """Adds a dlrun layer named after ONNX output out_name (or, taken, a fresh helper name).
+        halves: weight suffix -> "F16"/"BF16" for weights made from 16-bit constants."""
         name = self.fresh(out_name, own=True)
         entry = {"name": name, "op": op, "inputs": [i.name for i in inputs]}
         entry.update(attrs)
         self.layers.append(entry)
         for suffix, arr in (weights or {}).items():
-            self.tensors[f"{name}.{suffix}"] = np.ascontiguousarray(arr, dtype=np.float32)
+            self.store(f"{name}.{suffix}", np.ascontiguousarray(arr, dtype=np.float32), (halves or {}).get(suffix))
         return name
 
-    def emit(self, onnx_out, op, inputs, shape, weights=None, **attrs):
-        name = self.layer(onnx_out, op, inputs, weights, **attrs)
+    def emit(self, onnx_out, op, inputs, shape, weights=None, halves=None, **attrs):
+        name = self.layer(onnx_out, op, inputs, weights, halves, **attrs)
         self.values[onnx_out] = Runtime(name, shape)
         return self.values[onnx_out]
 
@@ -222,7 +273,9 @@ class Converter:
     def convert(self):
         g = self.graph
         for init in g.initializer:
-            self.values[init.name] = numpy_helper.to_array(init)
+            self.values[init.name] = _to_array(init)
+            if init.data_type in HALF_TYPES:
+                self.halves[init.name] = HALF_TYPES[init.data_type]
         for inp in g.input:
             if inp.name in self.values:
                 continue  # an initializer listed as an input too (older exporters)
@@ -248,6 +301,7 @@ class Converter:
             if fn is None:
                 self.fail(f"op {node.op_type} is not supported by dlrun")
             fn()
+            self.follow_half(node)
         self.node = None
         outputs = []
         for o in g.output:
@@ -268,13 +322,29 @@ class Converter:
             raise ConvertError("the graph has no operations dlrun runs")
         return outputs
 
+    def follow_half(self, node):
+        """A constant only moved or cast to float keeps the 16-bit origin of its input."""
+        h = self.half(node.input[0]) if node.op_type in MOVE_OPS and node.input else None
+        out = node.output[0] if node.output else None
+        if not h or out is None or out not in self.values or isinstance(self.values[out], Runtime):
+            return
+        if node.op_type == "Cast":
+            to = next(onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "to")
+            keeps = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE}
+            keeps.add(onnx.TensorProto.FLOAT16 if h == "F16" else onnx.TensorProto.BFLOAT16)
+            if to not in keeps:
+                return
+        self.halves[out] = h
+
     # ---- helper ops: constants and views ----
 
     def op_Constant(self):
         a = self.attrs({"value", "value_float", "value_floats", "value_int", "value_ints", "sparse_value",
                         "value_string", "value_strings"})
         if "value" in a:
-            v = numpy_helper.to_array(a["value"])
+            v = _to_array(a["value"])
+            if a["value"].data_type in HALF_TYPES:
+                self.halves[self.node.output[0]] = HALF_TYPES[a["value"].data_type]
         elif "value_float" in a:
             v = np.array(a["value_float"], dtype=np.float32)
         elif "value_floats" in a:
@@ -296,9 +366,15 @@ class Converter:
         v = self.get(self.node.input[0])
         if isinstance(v, Runtime):
             if a["to"] != onnx.TensorProto.FLOAT:
-                self.fail(f"casts a runtime tensor to {_dtype_name(a['to'])}", UnsupportedDtype)
+                self.fail(f"casts a runtime tensor to {_dtype_name(a['to'])}; dlrun runs float32 tensors only",
+                          UnsupportedDtype)
             self.values[self.node.output[0]] = v
         else:
+            if a["to"] == onnx.TensorProto.BFLOAT16:  # NumPy has none: float32 rounded to bfloat16's values
+                bits = to_bf16_bits(np.asarray(v, dtype=np.float32)).astype(np.uint32) << 16
+                self.values[self.node.output[0]] = bits.view(np.float32).reshape(np.shape(v))
+                self.halves[self.node.output[0]] = "BF16"
+                return
             np_type = onnx.helper.tensor_dtype_to_np_dtype(a["to"]) if hasattr(onnx.helper, "tensor_dtype_to_np_dtype") \
                 else onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[a["to"]]
             self.values[self.node.output[0]] = np.asarray(v).astype(np_type)
@@ -471,6 +547,7 @@ class Converter:
         w = np.asarray(self.const(self.node.input[1], "weight"), dtype=np.float32)
         b = self.opt_input(2)
         bias = np.asarray(self.const(b, "bias"), dtype=np.float32).reshape(-1) if b else None
+        halves = {"weight": self.half(self.node.input[1]), "bias": self.half(b)}
         nsp = len(x0.shape) - 2
         if nsp not in (1, 2, 3):
             self.fail(f"{nsp}-D convolution (input {list(x0.shape)}): 1-D, 2-D and 3-D are supported")
@@ -494,10 +571,10 @@ class Converter:
         if nsp == 1:  # [N, C, L] as [N, C, 1, L], the weight as [OC, C/g, 1, k]
             x = self.reshape_to(x0, (n, c, 1, sp[0]), out + "/as2d")
             y = self._conv2d(out + "/2d", x, w.reshape(oc, w.shape[1], 1, kernel[0]), bias, [1, strides[0]],
-                             [0, begin[0], 0, end[0]], [1, dil[0]], group, (n, oc, 1, osp[0]))
+                             [0, begin[0], 0, end[0]], [1, dil[0]], group, (n, oc, 1, osp[0]), halves)
         elif nsp == 2:
             y = self._conv2d(out, x0, w, bias, strides, [begin[0], begin[1], end[0], end[1]], dil, group,
-                             (n, oc, osp[0], osp[1]))
+                             (n, oc, osp[0], osp[1]), halves)
         else:
             # 3-D: depth folded into channels. Input [N, C*D, H, W] (channel c*D + d); output
             # channel oc*OD + od sums, over the depth taps t that land inside the input,
@@ -518,14 +595,14 @@ class Converter:
             x = self.reshape_to(x0, (n, c * d, sp[1], sp[2]), out + "/as2d")
             y = self._conv2d(out + "/2d", x, w2.reshape(oc * od, cg * d, kernel[1], kernel[2]),
                              None if bias is None else np.repeat(bias, od), strides[1:],
-                             [begin[1], begin[2], end[1], end[2]], dil[1:], group, (n, oc * od, osp[1], osp[2]))
+                             [begin[1], begin[2], end[1], end[2]], dil[1:], group, (n, oc * od, osp[1], osp[2]), halves)
         self.set_out(out, self.reshape_to(y, (n, oc) + tuple(osp), out))
 
-    def _conv2d(self, name, x, w, bias, strides, pad, dil, group, yshape):
+    def _conv2d(self, name, x, w, bias, strides, pad, dil, group, yshape, halves=None):
         weights = {"weight": w}
         if bias is not None:
             weights["bias"] = bias
-        return Runtime(self.layer(name, "conv2d", [x], weights, filters=int(w.shape[0]), kernel=list(w.shape[2:]),
+        return Runtime(self.layer(name, "conv2d", [x], weights, halves, filters=int(w.shape[0]), kernel=list(w.shape[2:]),
                                   stride=list(strides), padding=list(pad), dilation=list(dil), groups=group,
                                   bias=bias is not None), yshape)
 
@@ -641,7 +718,8 @@ class Converter:
             weights = {"weight": w.astype(np.float32)}
             if C is not None:
                 weights["bias"] = (beta * np.broadcast_to(np.asarray(C, dtype=np.float64).reshape(-1), (n,))).astype(np.float32)
-            self.emit(out, "linear", [A], (m, n), weights, units=int(n), bias=C is not None)
+            halves = {"weight": self.half(self.node.input[1]), "bias": self.half(cname)}
+            self.emit(out, "linear", [A], (m, n), weights, halves, units=int(n), bias=C is not None)
             return
         kw = {}
         if ta:
@@ -676,8 +754,8 @@ class Converter:
         y2 = tuple(batch) + (a2[-2], b2[-1])
         yshape = tuple(batch) + ((a2[-2],) if len(ashape) > 1 else ()) + ((b2[-1],) if len(bshape) > 1 else ())
         if isinstance(A, Runtime) and not isinstance(B, Runtime) and len(ashape) == 2 and len(bshape) == 2:
-            y = Runtime(self.layer(out, "linear", [A], {"weight": np.asarray(B, dtype=np.float32).T}, units=int(b2[-1]),
-                                   bias=False), y2)
+            y = Runtime(self.layer(out, "linear", [A], {"weight": np.asarray(B, dtype=np.float32).T},
+                                   {"weight": self.half(self.node.input[1])}, units=int(b2[-1]), bias=False), y2)
         else:
             ar, br = self.operand(self.node.input[0], a2), self.operand(self.node.input[1], b2)
             y = Runtime(self.layer(out if y2 == yshape else out + "/2d", "matmul", [ar, br]), y2)
@@ -806,8 +884,9 @@ class Converter:
         if len(x.shape) < 2:
             self.fail(f"needs [N, C, ...], got {list(x.shape)}")
         c = x.shape[1]
-        p = {}
+        p, halves = {}, {}
         for i, key in enumerate(["weight", "bias", "running_mean", "running_var"]):
+            halves[key] = self.half(self.node.input[i + 1])
             v = np.asarray(self.const(self.node.input[i + 1], ["scale", "B", "mean", "var"][i]), dtype=np.float32)
             if v.size != c:
                 self.fail(f"{['scale', 'B', 'mean', 'var'][i]} has {v.size} values for {c} channels")
@@ -815,7 +894,7 @@ class Converter:
         eps = float(a.get("epsilon", 1e-5))
         if not eps > 0:
             self.fail(f"epsilon {eps} must be positive")
-        self.emit(self.node.output[0], "batchnorm", [x], x.shape, p, eps=eps)
+        self.emit(self.node.output[0], "batchnorm", [x], x.shape, p, halves, eps=eps)
 
 
 # ---- writing ----
@@ -867,7 +946,7 @@ def convert_file(onnx_path, yaml_path, feeds=None, dims=None):
         raise ConvertError("the graph has no runtime inputs (everything folds to constants)")
     base = yaml_path[:-5] if yaml_path.endswith(".yaml") else yaml_path
     st_path = base + ".safetensors"
-    write_safetensors(st_path, conv.tensors)
+    write_safetensors(st_path, conv.tensors, conv.stored)
     name = model.graph.name or "onnx-model"
     with open(yaml_path, "w") as f:
         f.write(to_yaml(conv, outputs, name, st_path.rsplit("/", 1)[-1]))
