@@ -65,7 +65,8 @@ Test(check, broken_plugins_are_caught_by_both_commands, .timeout = 120) {
 Test(check, unsupported_ops_are_listed_and_the_example_passes, .timeout = 120) {
     char *out;
     cr_expect_eq(dlrun("check " LENET " --backend example --seed 9", &out), 0, "%s", out);
-    cr_expect(strstr(out, "conv2d         example        [1, 6, 28, 28]       not supported: only relu"), "%s", out);
+    cr_expect(strstr(out, "conv2d         example            cpu f32   [1, 6, 28, 28]       not supported: only relu"),
+              "%s", out);
     cr_expect(strstr(out, "5 passed, 0 failed, 9 not supported"), "%s", out);
     free(out);
 }

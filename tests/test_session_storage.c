@@ -255,3 +255,34 @@ Test(session_storage, f32_on_a_bf16_only_backend_is_refused_clearly) {
     cr_expect(!strchr(err.msg, '\n'));
     dl_model_free(m), dl_context_free(ctx);
 }
+
+/* A plugin of ABI 1.2 that would accept any dtype is still shown only f32 row-major tensors at
+ * --precision bf16: the host never shows an older plugin what its ABI cannot describe. */
+Test(session_storage, abi_1_2_plugin_sees_only_f32) {
+    fresh_env();
+    static const char chain[] = "model: chain\ninputs:\n  - {name: x, shape: [1, 2, 3, 5]}\nlayers:\n"
+                                "  - {name: r1, op: relu}\n  - {name: d1, op: dropout}\n"
+                                "  - {name: a1, op: add, inputs: [r1, d1]}\n";
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.precision = DL_PRECISION_BF16;
+    so.backend = "fakeold";
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakeold.so", chain, &so, &ctx, &m, &s, &err), DL_OK,
+                 "%s", err.msg);
+    int ops = 0;
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        const dl_op *op = dl_session_step_op(s, k, NULL);
+        if (!op) continue;
+        ops++;
+        for (int j = 0; j < op->n_inputs; j++)
+            cr_expect(dl_dtype_is_f32(op->inputs[j].dtype) && !op->inputs[j].strides, "input %d of step %d", j, k);
+        cr_expect(dl_dtype_is_f32(op->outputs[0].dtype) && !op->outputs[0].strides);
+    }
+    cr_expect_eq(ops, 3);
+    cr_expect_eq(s->casts, 0);
+    dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
+}

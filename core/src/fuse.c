@@ -92,7 +92,8 @@ dl_status dl_fold_batchnorm(dl_session *s, dl_error *err) {
         const float *w0 = dl_session_weight(s, c->inputs[1]);
         const float *b0 = c->params.has_bias ? dl_session_weight(s, c->inputs[2]) : NULL;
         float *w1 = owned(f, (size_t)(oc * per)), *b1 = owned(f, (size_t)oc);
-        if (!w1 || !b1) return dl_fail(err, DL_E_NOMEM, "out of memory folding batchnorm '%s'", bn->name);
+        if (!w1 || !b1 || !gamma || !beta || !mean || !var || !w0 || (c->params.has_bias && !b0))
+            return dl_fail(err, DL_E_NOMEM, "out of memory folding batchnorm '%s'", bn->name);
         for (int64_t o = 0; o < oc; o++) {
             double sc = gamma[o] / sqrt((double)var[o] + bn->params.attrs.epsilon);
             for (int64_t i = 0; i < per; i++) w1[o * per + i] = (float)(w0[o * per + i] * sc);

@@ -18,6 +18,11 @@ const float *dl_session_weight(const dl_session *s, int v) {
     return s->fuse.weight && s->fuse.weight[v] ? s->fuse.weight[v] : dl_weights_data(s->weights, v);
 }
 
+const void *dl_session_weight_stored(const dl_session *s, int v, dl_dtype *dtype) {
+    if (s->fuse.weight && s->fuse.weight[v]) return *dtype = DL_F32, s->fuse.weight[v];
+    return dl_weights_raw(s->weights, v, dtype);
+}
+
 int dl_session_node_inputs(const dl_session *s, int node, int *ins) {
     const dl_node *n = &s->g->nodes[node];
     memcpy(ins, n->inputs, (size_t)n->n_inputs * sizeof *ins);
@@ -272,9 +277,6 @@ static dl_status build(dl_session *s, dl_error *err) {
     if (st == DL_OK) st = dl_place(s, &s->place, err);
     if (st != DL_OK) return st;
     dl_fuse_relu(s);
-    /* Weights live in host memory already (mapped, converted or folded). */
-    for (int v = 0; v < nv; v++)
-        if (g->values[v].kind == DL_VALUE_WEIGHT) BUF(s, v, 0) = (void *)dl_session_weight(s, v);
     st = assign_domains(s, err);
     if (st == DL_OK) st = dl_choose_storage(s, err);
     if (st == DL_OK) st = build_steps(s, err);

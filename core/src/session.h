@@ -156,8 +156,11 @@ struct dl_session {
 /* ---- session.c ---- */
 /* Bytes of value v at the session's shapes. */
 size_t dl_session_value_bytes(const dl_session *s, int v);
-/* Host data of weight v as this session runs it: folded, else bound. */
+/* Host f32 data of weight v as this session runs it: folded, else bound (an f16/bf16 weight is
+ * converted then, once); NULL when out of memory. */
 const float *dl_session_weight(const dl_session *s, int v);
+/* The same in the dtype it is stored in (the weights file's, f32 once folded): no conversion. */
+const void *dl_session_weight_stored(const dl_session *s, int v, dl_dtype *dtype);
 /* The values node `node` takes as inputs in this session: its own, then the extra input fusion
  * gave it, if any. Returns the count (at most the node's n_inputs + 1). */
 int dl_session_node_inputs(const dl_session *s, int node, int *ins);
@@ -214,7 +217,8 @@ dl_tensor dl_place_view(const dl_session *s, int v, int p, int64_t *strides);
 /* Plans a COPY step's transfer (st->xfer, staging) from its places; run by dl_step_transfer. */
 dl_status dl_step_plan_transfer(dl_session *s, dl_step *st, dl_error *err);
 dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err);
-/* Stores weight v in place p (allocated, converted and copied once, outside the plan). */
+/* Stores weight v in place p, once, outside the plan: used where it is (host memory, same dtype),
+ * else allocated there and converted / copied from its stored dtype (no f32 detour). */
 dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err);
 /* "f32", "bf16", "f16 nhwc", ... */
 void dl_format_str(dl_format f, char *buf, size_t len);

@@ -297,26 +297,42 @@ dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err) {
 dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err) {
     if (BUF(s, v, p)) return DL_OK;
     int d = s->places[p].dom;
+    int64_t s4[4];
+    dl_tensor dst = dl_place_view(s, v, p, s4), src = dst;
+    src.data = (void *)dl_session_weight_stored(s, v, &src.dtype);
+    src.device = (dl_device){DL_DEVICE_CPU, 0};
+    if (!src.data) return dl_fail(err, DL_E_NOMEM, "no data for weight '%s'", s->g->values[v].name);
+    int same = dl_dtype_eq(src.dtype, dst.dtype);
+    if (same && d == 0) { /* host memory in its own dtype: used where it is (mapped or folded) */
+        BUF(s, v, p) = src.data;
+        return DL_OK;
+    }
     size_t n = dl_session_place_bytes(s, v, p);
     dl_status st = dl_session_alloc(s, d, n, &BUF(s, v, p), err);
     if (st != DL_OK) return st;
     s->owned[(size_t)v * DL_MAX_PLACES + (size_t)p] = 1;
     s->mem[d].weights += n;
-    dl_xfer x = DL_XFER_COPY;
-    dl_copy_kind kind;
-    void *staging = NULL;
-    if (!format_eq(s->places[p].fmt, F32_ROW_MAJOR)) {
-        const dl_backend *be = d ? converter(s, 0, p, &kind) : NULL;
-        int64_t s4[4];
-        dl_tensor src = dl_place_view(s, v, 0, s4), dst = dl_place_view(s, v, p, s4);
-        x = d == 0                                                   ? DL_XFER_HOST
-            : be && be->supports_convert(be->self, &dst, &src, kind) ? DL_XFER_BACKEND
-                                                                     : DL_XFER_VIA_HOST;
-        if (x == DL_XFER_VIA_HOST) st = dl_session_alloc(s, 0, n, &staging, err);
+    dst.data = BUF(s, v, p);
+    if (same) st = dl_dom_copy(s, d, dst.data, 0, src.data, n, NULL, err);
+    else if (d == 0) st = host_convert(&dst, &src, err);
+    else {
+        dl_copy_kind kind;
+        const dl_backend *be = converter(s, 0, p, &kind);
+        dl_error e = {{0}};
+        if (be && be->supports_convert(be->self, &dst, &src, kind)) {
+            if (be->convert(be->self, &dst, &src, kind, &e) != DL_OK)
+                st = dl_fail(err, DL_E_RUNTIME, "%s: converting weight '%s': %s", be->name, s->g->values[v].name,
+                             e.msg);
+        } else { /* converted in host memory, then copied */
+            dl_tensor tmp = dst;
+            tmp.device = src.device;
+            st = dl_session_alloc(s, 0, n, &tmp.data, err);
+            if (st == DL_OK) st = host_convert(&tmp, &src, err);
+            if (st == DL_OK) st = dl_dom_copy(s, d, dst.data, 0, tmp.data, n, NULL, err);
+            if (st == DL_OK) st = sync_dom(s, d, err); /* the staging buffer must outlive the copy */
+            free(tmp.data);
+        }
     }
-    /* the session's weights, maybe folded, are host f32 in place 0 */
-    if (st == DL_OK) st = transfer(s, v, 0, BUF(s, v, 0), p, BUF(s, v, p), x, NULL, staging, err);
-    if (st == DL_OK && d) st = sync_dom(s, d, err); /* the staging buffer must outlive the copy */
-    free(staging);
+    if (st == DL_OK && d) st = sync_dom(s, d, err); /* the file's mapping may go before a queued copy ends */
     return st;
 }

@@ -7,7 +7,9 @@
  *   DLFAKE_<NAME>_OPS         comma-separated op kinds it supports (default all four)
  *   DLFAKE_<NAME>_ASYNC       1: like a GPU stream, run() only queues the op; the queue runs, in
  *                             order, at synchronize() or before a copy (so a host that reads a
- *                             result without synchronizing this backend reads stale memory) */
+ *                             result without synchronizing this backend reads stale memory)
+ * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
+ * see that the host never shows an older plugin anything but f32 row-major tensors. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <stdio.h>
@@ -16,6 +18,14 @@
 #include <time.h>
 
 #include "dlrun/plugin.h"
+
+#ifdef FAKE_ABI_1_2
+#define FAKE_ABI (((uint32_t)DL_ABI_MAJOR << 16) | 2u)
+#define ANY_DTYPE 1
+#else
+#define FAKE_ABI DL_ABI_VERSION
+#define ANY_DTYPE 0
+#endif
 
 struct dl_kernel {
     int kind;
@@ -92,7 +102,7 @@ static int fk_supports(void *self, const dl_op *op, dl_error *why) {
         return dl_fail(why, DL_E_UNSUPPORTED, "not in DLFAKE ops"), 0;
     if (op->attrs->activation) return dl_fail(why, DL_E_UNSUPPORTED, "no fused activation"), 0;
     for (int i = 0; i < op->n_inputs; i++)
-        if (!dl_dtype_is_f32(op->inputs[i].dtype) ||
+        if ((!ANY_DTYPE && !dl_dtype_is_f32(op->inputs[i].dtype)) ||
             dl_tensor_numel(&op->inputs[i]) != dl_tensor_numel(&op->outputs[0]))
             return dl_fail(why, DL_E_UNSUPPORTED, "elementwise f32 only"), 0;
     return (op->kind == DL_OP_ADD) == (op->n_inputs == 2) ? 1 : (dl_fail(why, DL_E_UNSUPPORTED, "input count"), 0);
@@ -139,7 +149,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         f->ok[i] = ops ? strstr(ops, names[i]) != NULL : elementwise;
         if (!elementwise) f->ok[i] = 0;
     }
-    f->table = (dl_backend){.abi_version = DL_ABI_VERSION,
+    f->table = (dl_backend){.abi_version = FAKE_ABI,
                             .struct_size = sizeof(dl_backend),
                             .name = FAKE_NAME,
                             .description = "fake backend for placement tests",
