@@ -1,7 +1,10 @@
 /* test_cpu_ops.c — every CPU op against an independent naive loop (in double) on random inputs
  * with odd sizes, driven through the plugin ABI exactly as the host drives it (dlopen,
- * supports, prepare, run with the workspace it asked for). Also: supports() says no, with a
- * reason, to what the plugin cannot run. */
+ * supports, prepare, run with the workspace it asked for). Every op test runs in f32 row-major
+ * (suite cpu_ops) and again with the ABI 1.3 storage formats (suite cpu_storage: f16, bf16,
+ * channels-last), where the plugin converts, computes in f32 and rounds once. Also: supports()
+ * says no, with a reason, to what the plugin cannot run; in place and the workspace with storage
+ * formats. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -51,38 +54,166 @@ static tt make(int nd, const int64_t *shape, float lo, float hi) {
 }
 #define MAKE(lo, hi, ...) make(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__}, lo, hi)
 
-static dl_tensor view(tt *t, int with_data) {
-    return (dl_tensor){with_data ? t->data : NULL, {DL_DEVICE_CPU, 0}, t->nd, DL_F32, t->shape, NULL, 0};
-}
-
 static int n_weights(dl_op_kind kind, int n) {
     if (kind == DL_OP_CONV2D || kind == DL_OP_LINEAR) return n - 1;
     if (kind == DL_OP_BATCHNORM) return 4;
     return 0;
 }
 
-/* Runs op on the plugin; y's data is filled (poisoned with NaN before the run). */
-static void run_op(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_in, tt *y) {
+/* ---- storage formats (ABI 1.3) ----
+ * The mode every op test runs in: the dtype of all its tensors, and whether 4-D activations and
+ * outputs (and 4-D weights) are channels-last. run_op rounds the inputs to their storage dtype in
+ * place before running, so the naive references, computed afterwards from the same arrays, see
+ * exactly what the plugin saw; expect_close then allows the one rounding of the output. */
+typedef struct storage_mode {
+    const char *name;
+    dl_dtype dtype;
+    int nhwc;         /* 4-D activations and outputs channels-last */
+    int nhwc_weights; /* 4-D weights too (a session keeps them row-major; the plugin takes both) */
+} storage_mode;
+static const storage_mode f32_mode = {"f32", {DL_DTYPE_FLOAT, 32, 1}, 0, 0};
+static const storage_mode modes[5] = {{"f16", {DL_DTYPE_FLOAT, 16, 1}, 0, 0},
+                                      {"bf16", {DL_DTYPE_BFLOAT, 16, 1}, 0, 0},
+                                      {"f16 nhwc", {DL_DTYPE_FLOAT, 16, 1}, 1, 0},
+                                      {"bf16 nhwc, nhwc weights", {DL_DTYPE_BFLOAT, 16, 1}, 1, 1},
+                                      {"f32 nhwc, nhwc weights", {DL_DTYPE_FLOAT, 32, 1}, 1, 1}};
+static storage_mode mode = {"f32", {DL_DTYPE_FLOAT, 32, 1}, 0, 0};
+
+/* An op test: a function run in f32 row-major and in each storage mode. */
+#define OP_TEST(name)                                                \
+    static void name(void);                                          \
+    Test(cpu_ops, name) { mode = f32_mode, name(); }                 \
+    Test(cpu_storage, name##_f16) { mode = modes[0], name(); }       \
+    Test(cpu_storage, name##_bf16) { mode = modes[1], name(); }      \
+    Test(cpu_storage, name##_f16_nhwc) { mode = modes[2], name(); }  \
+    Test(cpu_storage, name##_bf16_nhwc) { mode = modes[3], name(); } \
+    Test(cpu_storage, name##_f32_nhwc) { mode = modes[4], name(); }  \
+    static void name(void)
+
+static float round_to(dl_dtype d, float v) {
+    if (d.bits == 32) return v;
+    return d.code == DL_DTYPE_BFLOAT ? dl_bf16_to_f32(dl_f32_to_bf16(v)) : dl_f16_to_f32(dl_f32_to_f16(v));
+}
+
+/* Where row-major element i of tensor t is in its storage (channels-last: written out here, not
+ * the plugin's conversion). */
+static int64_t stored_at(const dl_tensor *t, int64_t i) {
+    if (!t->strides) return i;
+    const int64_t *s = t->shape;
+    int64_t w = i % s[3], h = i / s[3] % s[2], c = i / (s[3] * s[2]) % s[1], n = i / (s[3] * s[2] * s[1]);
+    return ((n * s[2] + h) * s[3] + w) * s[1] + c;
+}
+static void put(const dl_tensor *t, int64_t i, float v) {
+    int64_t o = stored_at(t, i);
+    if (t->dtype.bits == 32) ((float *)t->data)[o] = v;
+    else ((uint16_t *)t->data)[o] = t->dtype.code == DL_DTYPE_BFLOAT ? dl_f32_to_bf16(v) : dl_f32_to_f16(v);
+}
+static float fetch(const dl_tensor *t, int64_t i) {
+    int64_t o = stored_at(t, i);
+    if (t->dtype.bits == 32) return ((const float *)t->data)[o];
+    uint16_t h = ((const uint16_t *)t->data)[o];
+    return t->dtype.code == DL_DTYPE_BFLOAT ? dl_bf16_to_f32(h) : dl_f16_to_f32(h);
+}
+
+/* Test tensor t stored in dtype d, channels-last if cl: a new buffer, filled from t's data. */
+static dl_tensor store(tt *t, dl_dtype d, int cl, int64_t *strides) {
+    if (cl) dl_channels_last_strides(t->shape, strides);
+    dl_tensor s = {
+        malloc((size_t)t->n * dl_dtype_size(d) + 64), {DL_DEVICE_CPU, 0}, t->nd, d, t->shape, cl ? strides : NULL, 0};
+    for (int64_t i = 0; i < t->n; i++) put(&s, i, t->data[i]);
+    return s;
+}
+
+static int precision_of(dl_dtype d) {
+    return d.bits == 32 ? DL_PRECISION_F32 : d.code == DL_DTYPE_BFLOAT ? DL_PRECISION_BF16 : DL_PRECISION_F16;
+}
+
+/* Runs op on the plugin with input i stored as dt[i] (channels-last if cl[i]) and the output as
+ * ydt (ycl); each input is first rounded to its dtype in place. y's data is filled from the output
+ * (poisoned with NaN before the run). in_place: the output is written over input 0's storage.
+ * Returns the workspace prepare asked for. */
+static size_t run_formats(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_in, tt *y, const dl_dtype *dt,
+                          const int *cl, dl_dtype ydt, int ycl, int in_place) {
     load();
-    dl_tensor tin[16], tout = view(y, 0);
+    dl_tensor tin[16], tout;
+    int64_t strides[17][4];
+    void *bufs[16];
     int nw = n_weights(kind, n_in);
-    for (int i = 0; i < n_in; i++) tin[i] = view(&in[i], i >= n_in - nw); /* weights have data at prepare */
-    dl_op op = {sizeof op, kind, "t", a, n_in, tin, 1, &tout, DL_PRECISION_F32};
+    for (int i = 0; i < n_in; i++) {
+        for (int64_t e = 0; e < in[i].n; e++) in[i].data[e] = round_to(dt[i], in[i].data[e]);
+        tin[i] = store(&in[i], dt[i], cl[i], strides[i]);
+        bufs[i] = tin[i].data;
+        if (i < n_in - nw) tin[i].data = NULL; /* weights have data at prepare, activations not */
+    }
+    for (int64_t i = 0; i < y->n; i++) y->data[i] = NAN;
+    tout = store(y, ydt, ycl, strides[16]);
+    void *ybuf = tout.data;
+    tout.data = NULL;
+    dl_op op = {sizeof op, kind, "t", a, n_in, tin, 1, &tout, precision_of(ydt)};
     dl_error err = {{0}};
-    cr_assert(be->supports(be->self, &op, &err), "supports() refused: %s", err.msg);
+    cr_assert(be->supports(be->self, &op, &err), "supports() refused (%s): %s", mode.name, err.msg);
     dl_kernel *k = NULL;
     size_t ws = 0;
     cr_assert_eq(be->prepare(be->self, &op, &k, &ws, &err), DL_OK, "%s", err.msg);
     void *w = ws ? malloc(ws) : NULL;
-    for (int64_t i = 0; i < y->n; i++) y->data[i] = NAN;
-    for (int i = 0; i < n_in; i++) tin[i].data = in[i].data;
-    tout.data = y->data;
+    for (int i = 0; i < n_in; i++) tin[i].data = bufs[i];
+    tout.data = ybuf;
+    if (in_place) {
+        cr_assert(be->supports_in_place(be->self, &op), "op kind %d is not in place", kind);
+        cr_assert_eq(dl_tensor_numel(&tout) * dl_dtype_size(ydt), dl_tensor_numel(&tin[0]) * dl_dtype_size(dt[0]));
+        tout.data = bufs[0];
+    }
     cr_assert_eq(be->run(be->self, k, tin, &tout, w, &err), DL_OK, "%s", err.msg);
+    for (int64_t i = 0; i < y->n; i++) y->data[i] = fetch(&tout, i);
     be->release(be->self, k);
     free(w);
+    free(ybuf);
+    for (int i = 0; i < n_in; i++) free(bufs[i]);
+    return ws;
+}
+
+/* Runs op in the current mode (see run_formats). */
+static size_t run_op_as(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_in, tt *y, int in_place) {
+    dl_dtype dt[16];
+    int cl[16], nw = n_weights(kind, n_in);
+    for (int i = 0; i < n_in; i++) {
+        dt[i] = mode.dtype;
+        cl[i] = mode.nhwc && in[i].nd == 4 && (i < n_in - nw || mode.nhwc_weights);
+    }
+    return run_formats(kind, a, in, n_in, y, dt, cl, mode.dtype, mode.nhwc && y->nd == 4, in_place);
+}
+static void run_op(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_in, tt *y) {
+    run_op_as(kind, a, in, n_in, y, 0);
+}
+
+/* The output rounded once to a 16-bit dtype of unit roundoff u (bf16: 2^-8, f16: 2^-11) from an
+ * f32 result: each element within u of its reference (half an ulp: rounding to nearest, once),
+ * plus u/16 of the output's magnitude (the largest |reference|) for the f32 arithmetic before it
+ * (the long sums of Winograd at f16 use 0.005 u of it). Truncating, or rounding twice through a
+ * narrower dtype, does not pass. */
+static void expect_rounded(const tt *y, const double *ref, double u, const char *what) {
+    double mag = 0;
+    for (int64_t i = 0; i < y->n; i++)
+        if (isfinite(ref[i])) mag = fmax(mag, fabs(ref[i]));
+    int64_t bad = -1;
+    for (int64_t i = 0; i < y->n; i++) {
+        double d = fabs(y->data[i] - ref[i]), tol = u * fabs(ref[i]) + u / 16 * mag;
+        if (isnan(ref[i]) ? !isnan(y->data[i]) : !(d <= tol)) {
+            bad = i;
+            break;
+        }
+    }
+    cr_expect(bad < 0, "%s (%s): element %lld is %.9g, reference %.9g (%s unit %g, magnitude %g; seed counter %llu)",
+              what, mode.name, (long long)bad, bad < 0 ? 0.0 : y->data[bad], bad < 0 ? 0.0 : ref[bad],
+              u == 0x1p-8 ? "bf16" : "f16", u, mag, (unsigned long long)seed_counter);
+    cr_expect(mag > 0 || y->n == 0, "%s: reference is all zeros, test is vacuous", what);
 }
 
 static void expect_close(const tt *y, const double *ref, double tol, const char *what) {
+    if (mode.dtype.bits == 16) {
+        expect_rounded(y, ref, mode.dtype.code == DL_DTYPE_BFLOAT ? 0x1p-8 : 0x1p-11, what);
+        return;
+    }
     double num = 0, den = 0;
     int64_t first_bad = -1;
     for (int64_t i = 0; i < y->n; i++) {
@@ -92,8 +223,8 @@ static void expect_close(const tt *y, const double *ref, double tol, const char 
         den += ref[i] * ref[i];
     }
     double nmse = den > 0 ? num / den : num;
-    cr_expect(first_bad < 0 && nmse <= tol, "%s: NMSE %.3g > %.1g (first NaN at %lld; seed counter %llu)", what, nmse,
-              tol, (long long)first_bad, (unsigned long long)seed_counter);
+    cr_expect(first_bad < 0 && nmse <= tol, "%s (%s): NMSE %.3g > %.1g (first NaN at %lld; seed counter %llu)", what,
+              mode.name, nmse, tol, (long long)first_bad, (unsigned long long)seed_counter);
     cr_expect(den > 0 || y->n == 0, "%s: reference is all zeros, test is vacuous", what);
 }
 
@@ -152,7 +283,7 @@ static void check_conv(conv_case cc) {
     free(y.data);
 }
 
-Test(cpu_ops, conv2d_im2col_cases) {
+OP_TEST(conv2d_im2col_cases) {
     check_conv((conv_case){1, 3, 11, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});
     check_conv((conv_case){2, 4, 9, 7, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1});   /* stride 2, batch 2 */
     check_conv((conv_case){1, 5, 13, 11, 7, 3, 5, 1, 2, 2, 0, 1, 3, 1, 1, 1, 0, 0}); /* asymmetric pads */
@@ -164,7 +295,7 @@ Test(cpu_ops, conv2d_im2col_cases) {
     check_conv((conv_case){1, 9, 9, 7, 4, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 0});   /* 1x1 stride 2 */
 }
 
-Test(cpu_ops, conv2d_winograd_cases) {
+OP_TEST(conv2d_winograd_cases) {
     /* 3x3 stride 1 with >= 16 channels goes through Winograd F(4x4,3x3); odd sizes leave partial
      * tiles, batch > 1 mixes images within a tile block. */
     check_conv((conv_case){1, 16, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
@@ -196,7 +327,7 @@ static void check_linear(int n, int in_f, int out_f, int bias, int relu) {
     free(y.data);
 }
 
-Test(cpu_ops, linear) {
+OP_TEST(linear) {
     check_linear(1, 37, 23, 1, 0);
     check_linear(5, 129, 67, 1, 1);
     check_linear(3, 7, 1, 0, 0);
@@ -246,7 +377,7 @@ static void check_pool(int maxp, int n, int c, int h, int w, int k, int s, int p
     free(y.data);
 }
 
-Test(cpu_ops, pooling) {
+OP_TEST(pooling) {
     for (int maxp = 0; maxp < 2; maxp++) {
         check_pool(maxp, 2, 3, 11, 13, 2, 2, 0, 0, 1, 1);
         check_pool(maxp, 1, 5, 9, 9, 3, 2, 1, 0, 1, 1);
@@ -262,7 +393,7 @@ Test(cpu_ops, pooling) {
     check_pool(1, 1, 2, 10, 10, 3, 3, 3, 1, 1, 2);
 }
 
-Test(cpu_ops, global_avgpool) {
+OP_TEST(global_avgpool) {
     dl_op_attrs a;
     attrs(&a);
     tt x = MAKE(-1, 1, 3, 5, 7, 9), y = MAKE(0, 1, 3, 5, 1, 1);
@@ -280,7 +411,7 @@ Test(cpu_ops, global_avgpool) {
 
 /* ---- elementwise, data movement ---- */
 
-Test(cpu_ops, relu_flatten_dropout_reshape) {
+OP_TEST(relu_flatten_dropout_reshape) {
     dl_op_attrs a;
     attrs(&a);
     a.axis = 1; /* flatten [2, 3, 5, 7] from dim 1: [2, 105] */
@@ -300,7 +431,7 @@ Test(cpu_ops, relu_flatten_dropout_reshape) {
     free(x.data);
 }
 
-Test(cpu_ops, add_with_and_without_relu) {
+OP_TEST(add_with_and_without_relu) {
     for (int relu = 0; relu < 2; relu++) {
         dl_op_attrs a;
         attrs(&a);
@@ -356,7 +487,7 @@ static void check_add_broadcast(tt a, tt b, tt y, int relu) {
     free(y.data);
 }
 
-Test(cpu_ops, add_broadcasting) {
+OP_TEST(add_broadcasting) {
     check_add_broadcast(MAKE(-1, 1, 3, 7, 5, 3), MAKE(-1, 1, 7, 1, 3), MAKE(0, 1, 3, 7, 5, 3), 0);
     check_add_broadcast(MAKE(-1, 1, 2, 1, 5), MAKE(-1, 1, 3, 1), MAKE(0, 1, 2, 3, 5), 1);
     check_add_broadcast(MAKE(-1, 1, 1), MAKE(-1, 1, 4, 3), MAKE(0, 1, 4, 3), 0);
@@ -402,7 +533,7 @@ static void check_matmul(tt a, tt b, tt *c, tt y, int ta, int tb, float alpha, f
     free(y.data);
 }
 
-Test(cpu_ops, matmul) {
+OP_TEST(matmul) {
     check_matmul(MAKE(-1, 1, 3, 5), MAKE(-1, 1, 5, 7), NULL, MAKE(0, 1, 3, 7), 0, 0, 1, 1);
     tt c1 = MAKE(-1, 1, 5);
     check_matmul(MAKE(-1, 1, 2, 1, 4, 6), MAKE(-1, 1, 3, 6, 5), &c1, MAKE(0, 1, 2, 3, 4, 5), 0, 0, 1, 1);
@@ -413,7 +544,7 @@ Test(cpu_ops, matmul) {
     check_matmul(MAKE(-1, 1, 3, 11, 2), MAKE(-1, 1, 3, 11, 13), NULL, MAKE(0, 1, 3, 2, 13), 1, 0, 1, 1);
 }
 
-Test(cpu_ops, batchnorm) {
+OP_TEST(batchnorm) {
     dl_op_attrs a;
     attrs(&a);
     a.epsilon = 1e-3f;
@@ -455,14 +586,14 @@ static void check_softmax(int axis, float scale) {
     free(y.data);
 }
 
-Test(cpu_ops, softmax_axes_and_stability) {
+OP_TEST(softmax_axes_and_stability) {
     check_softmax(1, 3);
     check_softmax(3, 3);
     check_softmax(3, 1000); /* exp(1000) overflows without subtracting the max */
     check_softmax(0, 50);
 }
 
-Test(cpu_ops, concat_all_axes) {
+OP_TEST(concat_all_axes) {
     for (int axis = 0; axis < 4; axis++) {
         dl_op_attrs a;
         attrs(&a);
@@ -519,9 +650,25 @@ Test(cpu_ops, supports_refuses_with_reasons) {
     ws[1] = 4;
     dl_error why;
     cr_expect(be->supports(be->self, &op, &why), "a correct conv is refused: %s", why.msg);
-    in[0].dtype = DL_F16;
-    expect_refused(&op, "only f32");
-    in[0].dtype = DL_F32;
+    /* storage formats: f16 and bf16 anywhere, channels-last 4-D tensors; not other dtypes or strides */
+    in[0].dtype = DL_F16, in[1].dtype = DL_BF16;
+    cr_expect(be->supports(be->self, &op, &why), "f16 x, bf16 weight refused: %s", why.msg);
+    int64_t cl[4], odd[4] = {256, 1, 4, 32}; /* [1,4,8,8] as N, C, W-major then H: not channels-last */
+    dl_channels_last_strides(xs, cl);
+    in[0].strides = cl;
+    cr_expect(be->supports(be->self, &op, &why), "channels-last f16 x refused: %s", why.msg);
+    in[0].dtype = (dl_dtype){DL_DTYPE_INT, 32, 1};
+    expect_refused(&op, "input 1 is int32, not a dtype this backend takes");
+    in[0].dtype = DL_F32, in[1].dtype = (dl_dtype){DL_DTYPE_UINT, 8, 1};
+    expect_refused(&op, "input 2 is uint8, not a dtype this backend takes");
+    in[1].dtype = DL_F32, out.dtype = (dl_dtype){DL_DTYPE_FLOAT, 64, 1};
+    expect_refused(&op, "the output is float64, not a dtype this backend takes");
+    out.dtype = DL_F32;
+    in[0].strides = odd;
+    expect_refused(&op, "input 1 is not in a layout this backend takes (strided)");
+    in[0].strides = NULL, out.strides = odd;
+    expect_refused(&op, "the output is not in a layout this backend takes (strided)");
+    out.strides = NULL;
     ys[2] = 7;
     expect_refused(&op, "does not follow from the inputs (expected [1, 6, 6, 6])");
     ys[2] = 6;
@@ -541,6 +688,10 @@ Test(cpu_ops, supports_refuses_with_reasons) {
     expect_refused(&lop, "inner dimensions differ: #1 [2, 10] has 10, #2 [5, 11] has 5");
     lop.kind = DL_OP_ADD; /* [2,10] + [5,11] does not broadcast */
     expect_refused(&lop, "do not broadcast to one shape");
+    int64_t rm2[2] = {10, 1}; /* strides on a 2-D tensor, even row-major ones: only NULL is row-major */
+    lin[0].strides = rm2;
+    expect_refused(&lop, "input 1 is not in a layout this backend takes (strided)");
+    lin[0].strides = NULL;
     lop.kind = DL_OP_SOFTMAX; /* the ABI's axes are non-negative */
     lop.n_inputs = 1;
     ly[1] = 10;
@@ -575,7 +726,7 @@ static void check_unary(dl_op_kind kind, float scale, float p0, float p1, const 
     free(y.data);
 }
 
-Test(cpu_ops, leaky_relu_sigmoid_clip) {
+OP_TEST(leaky_relu_sigmoid_clip) {
     check_unary(DL_OP_LEAKY_RELU, 1, 0.2f, 0, "leaky_relu");
     check_unary(DL_OP_LEAKY_RELU, 3, -1.5f, 0, "leaky_relu negative slope");
     check_unary(DL_OP_SIGMOID, 3, 0, 0, "sigmoid");
@@ -586,7 +737,7 @@ Test(cpu_ops, leaky_relu_sigmoid_clip) {
 
 /* Max pooling lets NaN through (PyTorch's semantics) on each of its paths: 2x2/2 (VGG), the
  * separable one (any window, dilation 1) and the dilated one. */
-Test(cpu_ops, maxpool_propagates_nan) {
+OP_TEST(maxpool_propagates_nan) {
     const int cfg[3][4] = {{2, 2, 0, 1}, {3, 2, 1, 1}, {3, 1, 2, 2}}; /* kernel, stride, pad, dilation */
     for (int c = 0; c < 3; c++) {
         dl_op_attrs a;
@@ -612,4 +763,112 @@ Test(cpu_ops, maxpool_propagates_nan) {
         free(x.data);
         free(y.data);
     }
+}
+
+/* ---- storage formats: in place, workspace, mixed formats ---- */
+
+/* In place (output over input 0, as the memory plan does for elementwise ops) gives the same bits
+ * as out of place in every format: input 0 is read in full before the output is written, also
+ * when one of them is converted and the other is not. */
+Test(cpu_storage, in_place_matches_out_of_place) {
+    const dl_op_kind kinds[] = {DL_OP_RELU, DL_OP_LEAKY_RELU, DL_OP_SIGMOID,   DL_OP_CLIP,    DL_OP_DROPOUT,
+                                DL_OP_ADD,  DL_OP_ADD,        DL_OP_BATCHNORM, DL_OP_FLATTEN, DL_OP_RESHAPE};
+    for (int m = -1; m < 5; m++) {
+        mode = m < 0 ? f32_mode : modes[m];
+        for (size_t t = 0; t < sizeof kinds / sizeof *kinds; t++) {
+            dl_op_attrs a;
+            attrs(&a);
+            a.alpha = 0.1f, a.clip_min = -0.5f, a.clip_max = 0.5f, a.axis = 1;
+            dl_op_kind kind = kinds[t];
+            tt in[5] = {MAKE(-2, 2, 3, 5, 7, 9)};
+            int n_in = 1;
+            if (kind == DL_OP_ADD) /* same shape, then broadcasting [5, 1, 9] */
+                in[n_in++] = t == 5 ? MAKE(-2, 2, 3, 5, 7, 9) : MAKE(-2, 2, 5, 1, 9);
+            if (kind == DL_OP_BATCHNORM) {
+                in[n_in++] = MAKE(0.5f, 1.5f, 5), in[n_in++] = MAKE(-1, 1, 5), in[n_in++] = MAKE(-1, 1, 5);
+                in[n_in++] = MAKE(0.1f, 2, 5);
+            }
+            tt y1 = kind == DL_OP_FLATTEN   ? MAKE(0, 1, 3, 315)
+                    : kind == DL_OP_RESHAPE ? MAKE(0, 1, 45, 21)
+                                            : MAKE(0, 1, 3, 5, 7, 9);
+            tt y2 = y1;
+            y2.data = malloc((size_t)y1.n * sizeof(float));
+            run_op_as(kind, &a, in, n_in, &y1, 0);
+            run_op_as(kind, &a, in, n_in, &y2, 1);
+            int64_t nan = 0;
+            for (int64_t i = 0; i < y1.n; i++) nan += isnan(y1.data[i]);
+            cr_expect_eq(nan, 0, "op %d (%s): %lld outputs not written", kind, mode.name, (long long)nan);
+            cr_expect(memcmp(y1.data, y2.data, (size_t)y1.n * sizeof(float)) == 0,
+                      "op %d (%s): in place differs from out of place", kind, mode.name);
+            for (int i = 0; i < n_in; i++) free(in[i].data);
+            free(y1.data);
+            free(y2.data);
+        }
+    }
+}
+
+static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+/* The workspace grows by the f32 staging of the converted activations and output only (weights
+ * are converted once, at prepare, outside it); all f32 row-major: exactly the f32 kernel's. */
+Test(cpu_storage, workspace_is_the_kernels_plus_staging) {
+    const size_t x = align64(3 * 5 * 11 * 13 * 4), y = align64(3 * 7 * 11 * 13 * 4), r = align64(3 * 5 * 11 * 13 * 4);
+    for (int m = -1; m < 5; m++) {
+        mode = m < 0 ? f32_mode : modes[m];
+        int staged = mode.dtype.bits == 16 || mode.nhwc; /* the activations and output are converted */
+        /* conv 3x3 pad 1 on 5 channels (im2col: its own workspace), and relu (none) */
+        dl_op_attrs a;
+        attrs(&a);
+        a.kernel[0] = a.kernel[1] = 3, a.stride[0] = a.stride[1] = 1;
+        a.pad_begin[0] = a.pad_begin[1] = a.pad_end[0] = a.pad_end[1] = 1;
+        tt in[3] = {MAKE(-1, 1, 3, 5, 11, 13), MAKE(-1, 1, 7, 5, 3, 3), MAKE(-1, 1, 7)};
+        tt out = MAKE(0, 1, 3, 7, 11, 13);
+        size_t ws = run_op_as(DL_OP_CONV2D, &a, in, 3, &out, 0);
+        size_t im2col = (size_t)5 * 3 * 3 * 11 * 13 * sizeof(float);
+        cr_expect_eq(ws, im2col + (staged ? x + y : 0), "conv workspace %zu (%s)", ws, mode.name);
+        attrs(&a);
+        tt rout = MAKE(0, 1, 3, 5, 11, 13);
+        ws = run_op_as(DL_OP_RELU, &a, in, 1, &rout, 0);
+        cr_expect_eq(ws, staged ? 2 * r : 0, "relu workspace %zu (%s)", ws, mode.name);
+        for (int i = 0; i < 3; i++) free(in[i].data);
+        free(out.data);
+        free(rout.data);
+    }
+}
+
+/* Every tensor in its own format: each input is converted on its own, the output rounded once. */
+Test(cpu_storage, mixed_formats) {
+    mode = f32_mode;
+    dl_op_attrs a;
+    attrs(&a);
+    a.activation = DL_ACT_RELU;
+    /* add: f16 NHWC + bf16 NCHW (broadcast over N) -> f16 NHWC, with a fused relu */
+    tt in[3] = {MAKE(-2, 2, 3, 5, 7, 9), MAKE(-2, 2, 1, 5, 7, 9)};
+    tt y = MAKE(0, 1, 3, 5, 7, 9);
+    const dl_dtype f16 = DL_F16, bf16 = DL_BF16, f32 = DL_F32;
+    run_formats(DL_OP_ADD, &a, in, 2, &y, (dl_dtype[]){f16, bf16}, (int[]){1, 0}, f16, 1, 0);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t i = 0; i < y.n; i++) {
+        double v = (double)in[0].data[i] + in[1].data[i % in[1].n];
+        ref[i] = v < 0 ? 0 : v;
+    }
+    expect_rounded(&y, ref, 0x1p-11, "add f16 nhwc + bf16 -> f16 nhwc");
+    free(ref);
+    free(in[0].data), free(in[1].data), free(y.data);
+    /* linear: f32 x, bf16 weight, f16 bias -> bf16 */
+    attrs(&a);
+    in[0] = MAKE(-1, 1, 3, 37), in[1] = MAKE(-0.3f, 0.3f, 11, 37), in[2] = MAKE(-1, 1, 11);
+    y = MAKE(0, 1, 3, 11);
+    run_formats(DL_OP_LINEAR, &a, in, 3, &y, (dl_dtype[]){f32, bf16, f16}, (int[]){0, 0, 0}, bf16, 0, 0);
+    ref = malloc((size_t)y.n * sizeof *ref);
+    for (int i = 0; i < 3; i++)
+        for (int o = 0; o < 11; o++) {
+            double s = in[2].data[o];
+            for (int j = 0; j < 37; j++) s += (double)in[0].data[i * 37 + j] * in[1].data[o * 37 + j];
+            ref[i * 11 + o] = s;
+        }
+    expect_rounded(&y, ref, 0x1p-8, "linear f32 x, bf16 w, f16 b -> bf16");
+    free(ref);
+    for (int i = 0; i < 3; i++) free(in[i].data);
+    free(y.data);
 }

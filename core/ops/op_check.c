@@ -4,6 +4,7 @@
  * dl_op_geom (see op_check.h). */
 #include "op_check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +20,23 @@ static void input_range(const dl_op_def *d, int *lo, int *hi) {
     }
 }
 
+/* A dtype for messages: "f32", "f16", "bf16", else as DLPack spells it ("int32", "float64x4"). */
+static const char *dtype_txt(dl_dtype d, char *buf, size_t len) {
+    static const char *const codes[] = {"int", "uint", "float", "opaque", "bfloat"};
+    if (dl_dtype_is_float(d)) return dl_dtype_name(d);
+    const char *code = d.code < sizeof codes / sizeof *codes ? codes[d.code] : "code?";
+    if (d.lanes == 1) snprintf(buf, len, "%s%u", code, (unsigned)d.bits);
+    else snprintf(buf, len, "%s%ux%u", code, (unsigned)d.bits, (unsigned)d.lanes);
+    return buf;
+}
+
 /* 1 if tensor t's dtype and layout are among those `formats` (DL_ACCEPT_*) adds to f32 row-major. */
 static int format_ok(const dl_tensor *t, unsigned formats, const char *what, int i, dl_error *why) {
     dl_dtype d = t->dtype;
     int ok = dl_dtype_is_f32(d) || ((formats & DL_ACCEPT_F16) && dl_dtype_eq(d, DL_F16)) ||
              ((formats & DL_ACCEPT_BF16) && dl_dtype_eq(d, DL_BF16));
-    if (!ok) DL_NO(why, "%s%.0d is %s, not a dtype this backend takes", what, i, dl_dtype_name(d));
+    char name[32];
+    if (!ok) DL_NO(why, "%s%.0d is %s, not a dtype this backend takes", what, i, dtype_txt(d, name, sizeof name));
     if (t->byte_offset || t->ndim < 0 || t->ndim > DL_MAX_DIMS) DL_NO(why, "only dense tensors up to 8-D");
     dl_layout l = dl_tensor_layout(t);
     if (l != DL_LAYOUT_ROW_MAJOR && !(l == DL_LAYOUT_CHANNELS_LAST && (formats & DL_ACCEPT_CHANNELS_LAST)))

@@ -1,5 +1,6 @@
 /* cpu_backend.c — the CPU plugin's entry point and backend table: host memory, exact supports(),
- * kernel preparation and dispatch to the ops in ops/. */
+ * kernel preparation and dispatch to the ops in ops/ (through storage.c for f16/bf16 and
+ * channels-last tensors). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,8 @@ static const cpu_op_fn kernels[DL_OP_COUNT] = {
 static int cpu_supports(void *self, const dl_op *op, dl_error *why) {
     if (op->kind >= 0 && op->kind < DL_OP_COUNT && !kernels[op->kind])
         return dl_fail(why, DL_E_UNSUPPORTED, "%s: no kernel in the cpu plugin", dl_op_kind_name(op->kind)), 0;
-    return dl_op_check(op, why);
+    /* f16, bf16 and channels-last tensors are converted around the f32 kernels (storage.c) */
+    return dl_op_check_as(op, DL_ACCEPT_F16 | DL_ACCEPT_BF16 | DL_ACCEPT_CHANNELS_LAST, why);
 }
 
 static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {
@@ -72,21 +74,29 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     k->threads = s->threads;
-    dl_status st = dl_op_geom_init(&k->g, op) ? DL_OK : DL_E_NOMEM;
-    if (st == DL_OK && k->g.kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, op);
+    dl_op op32; /* op itself, or its f32 row-major view when it has other storage formats */
+    dl_status st = cpu_storage_prepare(&k->st, op, &op32, err);
+    if (st != DL_OK) {
+        free(k);
+        return st;
+    }
+    st = dl_op_geom_init(&k->g, &op32) ? DL_OK : DL_E_NOMEM;
+    if (st == DL_OK && k->g.kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, &op32);
     if (st == DL_OK && k->g.kind == DL_OP_MAXPOOL2D) k->workspace = cpu_maxpool2d_workspace(k);
     if (st != DL_OK) {
+        cpu_storage_free(&k->st);
         dl_op_geom_free(&k->g);
         free(k);
         return dl_fail(err, st, "out of memory preparing %s", op->name ? op->name : "op");
     }
-    *workspace = k->workspace;
+    *workspace = cpu_storage_workspace(&k->st, k->workspace);
     *out = k;
     return DL_OK;
 }
 
 static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     omp_set_num_threads(k->threads);
+    if (k->st.active) return cpu_storage_run(&k->st, k, kernels[k->g.kind], in, out, ws, err);
     kernels[k->g.kind](k, in, out[0].data, ws);
     return DL_OK;
 }
@@ -94,6 +104,7 @@ static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl
 static void cpu_release(void *self, dl_kernel *k) {
     if (!k) return;
     cpu_winograd_free(&k->wg);
+    cpu_storage_free(&k->st);
     dl_op_geom_free(&k->g);
     free(k);
 }

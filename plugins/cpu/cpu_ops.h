@@ -1,10 +1,12 @@
 /* cpu_ops.h — the CPU plugin's prepared kernel and the op entry points (one family per file in
  * ops/). Every op reads f32 NCHW dense tensors and parallelises with OpenMP; OpenBLAS runs
- * single-threaded inside those threads so only one thread pool is ever busy. */
+ * single-threaded inside those threads so only one thread pool is ever busy. f16/bf16 storage and
+ * channels-last layouts are converted around the ops by storage.c. */
 #ifndef DLRUN_CPU_OPS_H
 #define DLRUN_CPU_OPS_H
 #include "dlrun/plugin.h"
 #include "op_check.h"
+#include "storage.h"
 #include "winograd.h"
 
 #ifdef _OPENMP
@@ -21,8 +23,9 @@ struct dl_kernel {
     dl_op_geom g;  /* the op's kind, attributes and shapes */
     int conv_mode; /* CONV_* */
     cpu_winograd wg;
-    size_t workspace; /* bytes */
+    size_t workspace; /* bytes the f32 kernel needs (the staging of storage formats not counted) */
     int threads;
+    cpu_storage st; /* f16/bf16 and channels-last tensors: inactive when all are f32 row-major */
 };
 
 /* Every op runs with the same signature: the prepared kernel, the inputs (data in host memory),
