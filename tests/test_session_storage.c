@@ -93,7 +93,7 @@ static void resnet_on_bf16(const char *convert) {
     for (int i = 0; i < dl_session_placement_count(s); i++) {
         dl_placement_info pi;
         dl_session_placement(s, i, &pi);
-        int four_d = strcmp(pi.op, "flatten") && strcmp(pi.op, "linear");
+        int four_d = strcmp(pi.op, "linear") != 0; /* flatten reads NHWC, writes 2-D row-major */
         cr_expect_str_eq(pi.storage, four_d ? "bf16 nhwc" : "bf16", "%s (%s)", pi.layer, pi.op);
     }
     /* the transfers went through the backend's convert(), or through host memory when it has none */
@@ -108,7 +108,7 @@ static void resnet_on_bf16(const char *convert) {
     double e = tu_nmse(yr, y, 1000);
     cr_log_info("resnet18 bf16 nhwc vs f32: nmse %.3g, top-1 %lld vs %lld\n", e, (long long)argmax(y, 1000),
                 (long long)argmax(yr, 1000));
-    cr_expect_lt(e, 1e-3, "bf16 storage vs f32: nmse %g (docs/storage.md bound 1e-3)", e);
+    cr_expect_lt(e, 1e-4, "bf16 storage vs f32: nmse %g (docs/storage.md bound 1e-4)", e);
     cr_expect_eq(argmax(y, 1000), argmax(yr, 1000), "top-1 changed");
     free(y), free(yr);
     dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
@@ -216,7 +216,7 @@ static void cpu_bf16(const char *model) {
     float *y = run_seeded(s, 9), *yr = run_seeded(ref, 9);
     double e = tu_nmse(yr, y, (size_t)n);
     cr_log_info("%s cpu bf16 vs f32: nmse %.3g\n", model, e);
-    cr_expect_lt(e, 1e-3, "%s: nmse %g", model, e);
+    cr_expect_lt(e, 1e-4, "%s: nmse %g (docs/storage.md bound 1e-4)", model, e);
     cr_expect_eq(argmax(y, n), argmax(yr, n), "%s: top-1 changed", model);
     free(y), free(yr);
     dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
