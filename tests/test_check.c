@@ -98,3 +98,24 @@ Test(check, perf_mode_reports_rates, .timeout = 120) {
     cr_expect(strstr(out, "unknown op 'frobnicate'"), "%s", out);
     free(out);
 }
+
+/* At --precision bf16 a backend that stores bf16 NHWC is checked per op against the CPU at the
+ * same storage (tight) and against f32 (the bf16 threshold): two rows per op; test-ops too. A
+ * backend that refuses bf16 (the example plugin's relu) is checked in f32, one row per op. */
+Test(check, bf16_storage_is_checked_against_both_references, .timeout = 300) {
+    char *out;
+    cr_expect_eq(dlrun("check " LENET " --backend bf16nhwc --precision bf16 --seed 2", &out), 0, "%s", out);
+    cr_expect(strstr(out, "conv1                      conv2d         bf16nhwc bf16 nhwc cpu bf16  [1, 6, 28, 28]"),
+              "%s", out);
+    cr_expect(strstr(out, "conv1                      conv2d         bf16nhwc bf16 nhwc cpu f32   [1, 6, 28, 28]"),
+              "%s", out);
+    cr_expect(strstr(out, "fc3                        linear         bf16nhwc bf16      cpu bf16"), "%s", out);
+    cr_expect(strstr(out, "27 passed, 0 failed, 0 not supported"), "13 ops x 2 + end to end: %s", out);
+    free(out);
+    cr_expect_eq(dlrun("test-ops --backend bf16nhwc --precision bf16 --op conv2d --seed 2", &out), 0, "%s", out);
+    cr_expect(strstr(out, "cpu bf16") && strstr(out, "cpu f32") && strstr(out, " 0 failed"), "%s", out);
+    free(out);
+    cr_expect_eq(dlrun("test-ops --backend example --precision bf16 --op relu --seed 2", &out), 0, "%s", out);
+    cr_expect(!strstr(out, "cpu bf16") && strstr(out, "example            cpu f32"), "%s", out);
+    free(out);
+}

@@ -323,7 +323,7 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
             if (!op) continue;
             dl_step_info info;
             dl_session_step(ref, k, &info);
-            st = check_case(c.bes[b], NULL, op, constant, op->outputs[0].data, info.layer, o->precision, 0, info.flops,
+            st = check_case(c.bes[b], c.cpu, op, constant, op->outputs[0].data, info.layer, o->precision, 0, info.flops,
                             &rep, err);
         }
         /* end to end: the model placed on this backend wherever it can run, cpu elsewhere */

@@ -321,8 +321,8 @@ dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err) {
         dl_error e = {{0}};
         if (be && be->supports_convert(be->self, &dst, &src, kind)) {
             if (be->convert(be->self, &dst, &src, kind, &e) != DL_OK)
-                st = dl_fail(err, DL_E_RUNTIME, "%s: converting weight '%s': %s", be->name, s->g->values[v].name,
-                             e.msg);
+                st =
+                    dl_fail(err, DL_E_RUNTIME, "%s: converting weight '%s': %s", be->name, s->g->values[v].name, e.msg);
         } else { /* converted in host memory, then copied */
             dl_tensor tmp = dst;
             tmp.device = src.device;
