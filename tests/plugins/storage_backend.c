@@ -25,8 +25,7 @@ static int is_cl(const dl_tensor *t) { return dl_tensor_layout(t) == DL_LAYOUT_C
 static void px_destroy(void *self) {
     proxy *p = self;
     if (p->cpu) p->cpu->destroy(p->cpu->self);
-    if (p->so) dlclose(p->so);
-    free(p);
+    free(p); /* the cpu plugin stays loaded, as the host keeps plugins: its threads may outlive destroy */
 }
 static dl_status px_alloc(void *self, size_t bytes, void **ptr, dl_error *err) {
     *ptr = NULL;
@@ -92,7 +91,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     dl_plugin_init_fn init = p->so ? (dl_plugin_init_fn)dlsym(p->so, DL_PLUGIN_ENTRY) : NULL;
     if (!init || !(p->cpu = init(host, err))) {
         if (!init) dl_fail(err, DL_E_NODEVICE, "cannot load the cpu plugin %s", STORAGE_CPU_PLUGIN);
-        px_destroy(p);
+        free(p);
         return NULL;
     }
     p->table = (dl_backend){.abi_version = DL_ABI_VERSION,
