@@ -520,7 +520,7 @@ Test(cpu_ops, supports_refuses_with_reasons) {
     dl_error why;
     cr_expect(be->supports(be->self, &op, &why), "a correct conv is refused: %s", why.msg);
     in[0].dtype = DL_F16;
-    expect_refused(&op, "only f32");
+    expect_refused(&op, "is f16, not a dtype this backend takes");
     in[0].dtype = DL_F32;
     ys[2] = 7;
     expect_refused(&op, "does not follow from the inputs (expected [1, 6, 6, 6])");

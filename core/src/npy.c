@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Value text after 'key': in a header dict, or NULL. */
 static const char *dict_value(const char *hdr, const char *key) {
     char pat[32];
