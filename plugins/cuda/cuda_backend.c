@@ -1,9 +1,10 @@
 /* cuda_backend.c — the cuda plugin: dlrun's own CUDA kernels (one family per .cu file in ops/,
- * launched through kernels.h) behind the backend table: exact supports(), prepare (launch
- * parameters built once, GEMM tile shape chosen by timing) and dispatch. Memory, copies, the
- * stream, the lock and errors come from plugins/cuda_common (shared with the cudnn plugin). Every
- * kernel runs on the plugin's stream; the host orders work with synchronize, never a device-wide
- * sync per op.
+ * launched through kernels.h) behind the backend table: exact supports() (the storage formats each
+ * kind takes are in cuda_formats.c), prepare (launch parameters built once, GEMM tile shape chosen
+ * by timing) and dispatch. Memory, copies, converting copies (ABI 1.3: f32/f16/bf16,
+ * row-major/channels-last), the stream, the lock and errors come from plugins/cuda_common (shared
+ * with the cudnn plugin). Every kernel runs on the plugin's stream; the host orders work with
+ * synchronize, never a device-wide sync per op.
  *
  * Threads (see gpu.h): prepare and run make the device current on the calling thread; run only
  * queues kernels on the stream, which needs no lock; the tile tuning at prepare times with the
@@ -13,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_formats.h"
 #include "gpu.h"
 #include "kernels.h"
-#include "op_check.h"
 
 typedef struct cuda_state {
     dl_gpu gpu; /* first: the dl_gpu_be_* table members take the state as a dl_gpu */
@@ -27,6 +28,7 @@ struct dl_kernel {
     int variant;  /* GEMM tile shape chosen by timing at prepare */
     int relu;     /* relu fused after the op (conv2d, linear, add, batchnorm) */
     int bcast;    /* add: the operands broadcast (else both have the output's shape) */
+    int type;     /* dl_gpu_type of all the op's tensors (f32 for the GEMMs) */
     union {       /* launch parameters by kind, built once at prepare (launch_params) */
         dlk_conv conv;
         dlk_linear_p linear;
@@ -48,15 +50,16 @@ static void cu_destroy(void *self) {
 }
 
 /* Queues kernel k's work on stream st: 0, or the cudaError_t of the launch. */
-typedef int (*cu_launch_fn)(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st);
+typedef int (*cu_launch_fn)(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st);
 static const cu_launch_fn launchers[DL_OP_COUNT]; /* by kind, at "run" below */
 
-/* Every precision is accepted and computed in f32, which is at least as accurate as asked. A kind
- * without a launcher below is refused with its name. */
+/* Every precision is accepted and computed in f32, which is at least as accurate as asked; f16 and
+ * bf16 tensors are stored so and computed in f32 too (cuda_formats.c says which kinds take them).
+ * A kind without a launcher below is refused with its name. */
 static int cu_supports(void *self, const dl_op *op, dl_error *why) {
     if (op->kind >= 0 && op->kind < DL_OP_COUNT && !launchers[op->kind])
         return dl_fail(why, DL_E_UNSUPPORTED, "%s: no kernel in the cuda plugin yet", dl_op_kind_name(op->kind)), 0;
-    return dl_op_check(op, why);
+    return cu_op_check(op, NULL, NULL, why);
 }
 
 static int cu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwise(op->kind); }
@@ -102,7 +105,7 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
 }
 
 /* The launch parameters of k's op, from its attributes and shapes (k->g), once for every run. */
-static void launch_params(dl_kernel *k, const dl_op *op) {
+static void launch_params(dl_kernel *k, const dl_op *op, dl_layout layout) {
     const dl_op_attrs *a = &k->g.a;
     const int64_t *xs = k->g.xs, *ys = k->g.ys;
     k->relu = a->activation == DL_ACT_RELU;
@@ -127,7 +130,12 @@ static void launch_params(dl_kernel *k, const dl_op *op) {
         dl_bcast_strides(k->g.bnd, k->g.bs, k->g.ynd, ys, k->p.add.sb);
         break;
     case DL_OP_BATCHNORM:
-        k->p.bn = (dlk_batchnorm_p){xs[0] * xs[1], (int)xs[1], dl_gpu_prod(xs, 2, k->g.xnd), a->epsilon, k->relu};
+        k->p.bn = (dlk_batchnorm_p){.planes = xs[0] * xs[1],
+                                    .c = (int)xs[1],
+                                    .inner = dl_gpu_prod(xs, 2, k->g.xnd),
+                                    .eps = a->epsilon,
+                                    .relu = k->relu,
+                                    .cl = layout == DL_LAYOUT_CHANNELS_LAST};
         break;
     case DL_OP_MAXPOOL2D:
     case DL_OP_AVGPOOL2D:
@@ -150,14 +158,17 @@ static void launch_params(dl_kernel *k, const dl_op *op) {
 
 static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *ws, dl_error *err) {
     cuda_state *s = self;
-    if (!cu_supports(self, op, err)) return DL_E_UNSUPPORTED;
+    dl_gpu_type type;
+    dl_layout layout;
+    if (!cu_supports(self, op, err) || !cu_op_check(op, &type, &layout, err)) return DL_E_UNSUPPORTED;
     dl_status st = dl_gpu_use(&s->gpu, err);
     if (st != DL_OK) return st;
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     *ws = 0;
     st = dl_op_geom_init(&k->g, op) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
-    if (st == DL_OK) launch_params(k, op);
+    k->type = type;
+    if (st == DL_OK) launch_params(k, op, layout);
     if (st == DL_OK && (k->g.kind == DL_OP_CONV2D || k->g.kind == DL_OP_LINEAR) && op->inputs[1].data)
         st = tune(s, k, op, err);
     if (st != DL_OK) {
@@ -171,40 +182,41 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
 
 /* ---- run: one launcher per kernel family, chosen by kind ---- */
 
-static int run_gemm(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
+static int run_gemm(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return launch_gemm(k, in[0].data, in[1].data, k->g.has_bias ? in[2].data : NULL, y, st);
 }
-static int run_unary(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
-    return dlk_unary(&k->p.unary, in[0].data, y, k->g.numel, st);
+static int run_unary(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    return dlk_unary(&k->p.unary, k->type, in[0].data, y, k->g.numel, st);
 }
-static int run_add(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
-    if (k->bcast) return dlk_add_bcast(in[0].data, in[1].data, y, k->g.numel, &k->p.add, k->relu, st);
-    return dlk_add(in[0].data, in[1].data, y, k->g.numel, k->relu, st);
+static int run_add(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    if (k->bcast) return dlk_add_bcast(k->type, in[0].data, in[1].data, y, k->g.numel, &k->p.add, k->relu, st);
+    return dlk_add(k->type, in[0].data, in[1].data, y, k->g.numel, k->relu, st);
 }
-static int run_copy(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) { /* the views */
+static int run_copy(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) { /* the views */
     if (in[0].data == y) return 0;
-    return (int)cudaMemcpyAsync(y, in[0].data, (size_t)k->g.numel * 4, cudaMemcpyDeviceToDevice, st);
+    size_t bytes = (size_t)k->g.numel * (size_t)dl_gpu_type_size(k->type);
+    return (int)cudaMemcpyAsync(y, in[0].data, bytes, cudaMemcpyDeviceToDevice, st);
 }
-static int run_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
-    return dlk_batchnorm(&k->p.bn, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, y, st);
+static int run_batchnorm(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    return dlk_batchnorm(&k->p.bn, k->type, in[0].data, in[1].data, in[2].data, in[3].data, in[4].data, y, st);
 }
-static int run_maxpool(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
-    return dlk_maxpool(&k->p.pool, in[0].data, y, st);
+static int run_maxpool(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    return dlk_maxpool(&k->p.pool, k->type, in[0].data, y, st);
 }
-static int run_avgpool(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
-    return dlk_avgpool(&k->p.pool, in[0].data, y, st);
+static int run_avgpool(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    return dlk_avgpool(&k->p.pool, k->type, in[0].data, y, st);
 }
-static int run_global_avgpool(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
-    return dlk_global_avgpool(in[0].data, y, k->g.xs[0] * k->g.xs[1], k->g.xs[2] * k->g.xs[3], st);
+static int run_global_avgpool(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    return dlk_global_avgpool(k->type, in[0].data, y, k->g.xs[0] * k->g.xs[1], k->g.xs[2] * k->g.xs[3], st);
 }
-static int run_softmax(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
-    return dlk_softmax(&k->p.softmax, in[0].data, y, st);
+static int run_softmax(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    return dlk_softmax(&k->p.softmax, k->type, in[0].data, y, st);
 }
-static int run_concat(const dl_kernel *k, const dl_tensor *in, float *y, cudaStream_t st) {
+static int run_concat(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     int64_t inner = k->p.concat.inner, off = 0, row = k->g.ys[k->g.a.axis] * inner;
     int rc = 0;
     for (int i = 0; i < k->g.n_inputs && rc == 0; i++) {
-        rc = dlk_concat_part(in[i].data, y, k->p.concat.outer, k->g.cat_len[i] * inner, row, off, st);
+        rc = dlk_concat_part(k->type, in[i].data, y, k->p.concat.outer, k->g.cat_len[i] * inner, row, off, st);
         off += k->g.cat_len[i] * inner;
     }
     return rc;

@@ -1,11 +1,16 @@
 /* kernels.h — launchers of the cuda plugin's own kernels (one family per .cu file in ops/),
  * callable from C, and the launch parameters they take (built once per op at prepare, in
- * cuda_backend.c). Each launcher returns 0, or the cudaError_t of the launch. All tensors are f32,
- * NCHW, dense, on the device. */
+ * cuda_backend.c). Each launcher returns 0, or the cudaError_t of the launch. Tensors are dense, on
+ * the device. The GEMMs take f32 row-major (NCHW) tensors; every other launcher takes the storage
+ * type of its tensors (`type`, a dl_gpu_type: f32, f16 or bf16, one for all of an op's tensors;
+ * kernels load as float, compute in float and store rounded) and row-major order, except where a
+ * parameter says channels-last (batchnorm) or order does not matter (unary, same-shape add). */
 #ifndef DLRUN_CUDA_KERNELS_H
 #define DLRUN_CUDA_KERNELS_H
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+
+#include "gpu_storage.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,14 +49,15 @@ typedef struct dlk_unary_p {
     float a, b; /* leaky relu: a = alpha; clip: a = min, b = max; unused otherwise */
 } dlk_unary_p;
 
-int dlk_unary(const dlk_unary_p *p, const float *x, float *y, int64_t n, cudaStream_t s);
-int dlk_add(const float *a, const float *b, float *y, int64_t n, int relu, cudaStream_t s);
+int dlk_unary(const dlk_unary_p *p, int type, const void *x, void *y, int64_t n, cudaStream_t s);
+int dlk_add(int type, const void *a, const void *b, void *y, int64_t n, int relu, cudaStream_t s);
 /* y's shape and each operand's strides over it (0 where the operand repeats), numpy broadcasting */
 typedef struct dlk_bcast {
     int nd;
     int64_t ys[8], sa[8], sb[8];
 } dlk_bcast;
-int dlk_add_bcast(const float *a, const float *b, float *y, int64_t n, const dlk_bcast *bc, int relu, cudaStream_t s);
+int dlk_add_bcast(int type, const void *a, const void *b, void *y, int64_t n, const dlk_bcast *bc, int relu,
+                  cudaStream_t s);
 
 typedef struct dlk_batchnorm_p {
     int64_t planes; /* n * c */
@@ -59,10 +65,12 @@ typedef struct dlk_batchnorm_p {
     int64_t inner;  /* elements per channel plane */
     float eps;
     int relu; /* relu fused after */
+    int cl;   /* x and y are channels-last (4-D): the channel is the fastest index */
 } dlk_batchnorm_p;
 
-int dlk_batchnorm(const dlk_batchnorm_p *p, const float *x, const float *gamma, const float *beta, const float *mean,
-                  const float *var, float *y, cudaStream_t s);
+/* the parameters gamma, beta, mean, var have x's storage type too */
+int dlk_batchnorm(const dlk_batchnorm_p *p, int type, const void *x, const void *gamma, const void *beta,
+                  const void *mean, const void *var, void *y, cudaStream_t s);
 
 /* ---- pooling (ops/pool.cu) ---- */
 
@@ -75,9 +83,9 @@ typedef struct dlk_pool {
     int count_include_pad; /* average pooling: pads count in the divisor */
 } dlk_pool;
 
-int dlk_maxpool(const dlk_pool *p, const float *x, float *y, cudaStream_t s);
-int dlk_avgpool(const dlk_pool *p, const float *x, float *y, cudaStream_t s);
-int dlk_global_avgpool(const float *x, float *y, int64_t planes, int64_t plane, cudaStream_t s);
+int dlk_maxpool(const dlk_pool *p, int type, const void *x, void *y, cudaStream_t s);
+int dlk_avgpool(const dlk_pool *p, int type, const void *x, void *y, cudaStream_t s);
+int dlk_global_avgpool(int type, const void *x, void *y, int64_t planes, int64_t plane, cudaStream_t s);
 
 /* ---- softmax and concat (ops/softmax_concat.cu) ---- */
 
@@ -85,9 +93,10 @@ typedef struct dlk_softmax_p {
     int64_t outer, len, inner; /* dims before the axis, along it, after it */
 } dlk_softmax_p;
 
-int dlk_softmax(const dlk_softmax_p *p, const float *x, float *y, cudaStream_t s);
-/* y[o * row + offset + i] = x[o * chunk + i] for o < outer, i < chunk: one input of a concat. */
-int dlk_concat_part(const float *x, float *y, int64_t outer, int64_t chunk, int64_t row, int64_t offset,
+int dlk_softmax(const dlk_softmax_p *p, int type, const void *x, void *y, cudaStream_t s);
+/* y[o * row + offset + i] = x[o * chunk + i] for o < outer, i < chunk: one input of a concat
+ * (elements of x's storage type, copied as they are). */
+int dlk_concat_part(int type, const void *x, void *y, int64_t outer, int64_t chunk, int64_t row, int64_t offset,
                     cudaStream_t s);
 
 #ifdef __cplusplus

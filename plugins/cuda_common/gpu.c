@@ -106,6 +106,50 @@ dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_co
     return st;
 }
 
+/* The staged halves of a converting copy, the caller holding the lock. An upload fills the staging
+ * buffer with dst's elements lo.. (gathered from host src and converted), then queues it up; a
+ * download brings src's elements lo.. down and scatters them, converted, into host dst. */
+static dl_status convert_staged(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, const dl_gpu_convert_plan *p,
+                                dl_copy_kind kind, dl_error *err) {
+    int up = kind == DL_COPY_HOST_TO_DEVICE;
+    int64_t dsize = dl_gpu_type_size(p->dt), ssize = dl_gpu_type_size(p->st);
+    int64_t chunk = (int64_t)DL_GPU_STAGING / (up ? dsize : ssize);
+    for (int64_t lo = 0; lo < p->x.n; lo += chunk) {
+        int64_t count = p->x.n - lo < chunk ? p->x.n - lo : chunk;
+        /* the staging buffer is reused: wait until the previous chunk has left it */
+        DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
+        if (up) {
+            dl_gpu_gather_host(g->staging, src->data, p, lo, count);
+            DL_GPU_TRY(cudaMemcpyAsync((char *)dst->data + lo * dsize, g->staging, (size_t)(count * dsize),
+                                       cudaMemcpyHostToDevice, g->stream),
+                       err);
+        } else {
+            DL_GPU_TRY(cudaMemcpyAsync(g->staging, (const char *)src->data + lo * ssize, (size_t)(count * ssize),
+                                       cudaMemcpyDeviceToHost, g->stream),
+                       err);
+            DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
+            dl_gpu_scatter_host(dst->data, g->staging, p, lo, count);
+        }
+    }
+    return DL_OK;
+}
+
+dl_status dl_gpu_convert(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err) {
+    dl_gpu_convert_plan p;
+    if (!dl_gpu_convert_plan_of(dst, src, kind, &p, err)) return DL_E_UNSUPPORTED;
+    if (p.dt == p.st && p.x.relayout == DL_GPU_SAME_ORDER) /* nothing to convert */
+        return dl_gpu_copy(g, dst->data, src->data, (size_t)p.x.n * (size_t)dl_gpu_type_size(p.dt), kind, err);
+    DL_GPU_TRY(cudaSetDevice(g->device), err);
+    if (kind == DL_COPY_DEVICE_TO_DEVICE) { /* the cast kernel, queued without the lock */
+        int rc = dl_gpu_cast(dst->data, p.dt, src->data, p.st, &p.x, g->stream);
+        return rc ? dl_gpu_status((cudaError_t)rc, "cast kernel launch", err) : DL_OK;
+    }
+    dl_gpu_lock(g);
+    dl_status st = convert_staged(g, dst, src, &p, kind, err);
+    dl_gpu_unlock(g);
+    return st;
+}
+
 dl_status dl_gpu_synchronize(dl_gpu *g, dl_error *err) {
     DL_GPU_TRY(cudaSetDevice(g->device), err); /* not under the lock: other threads keep queuing */
     DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
@@ -160,6 +204,12 @@ dl_status dl_gpu_be_synchronize(void *self, dl_error *err) { return dl_gpu_synch
 dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err) {
     return dl_gpu_memory_info(self, free_bytes, total_bytes, err);
 }
+int dl_gpu_be_supports_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind) {
+    return dl_gpu_convert_plan_of(dst, src, kind, NULL, NULL);
+}
+dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err) {
+    return dl_gpu_convert(self, dst, src, kind, err);
+}
 
 void *dl_gpu_plugin_new(const dl_host *host, size_t size, dl_error *err) {
     if (!dl_plugin_host_ok(host, err)) return NULL;
@@ -186,5 +236,7 @@ dl_backend dl_gpu_table(dl_gpu *g, const char *name, const char *description) {
         .copy = dl_gpu_be_copy,
         .synchronize = dl_gpu_be_synchronize,
         .memory_info = dl_gpu_be_memory_info,
+        .supports_convert = dl_gpu_be_supports_convert,
+        .convert = dl_gpu_be_convert,
     };
 }

@@ -9,7 +9,7 @@
  *     (dl_gpu_use; dl_gpu_alloc, dl_gpu_free, dl_gpu_copy, dl_gpu_synchronize and
  *     dl_gpu_memory_info do it themselves);
  *   - what one plugin instance holds once and reuses is guarded by its `lock`: the staging buffer
- *     (dl_gpu_copy holds it for a whole staged copy), the timing events (dl_gpu_time holds it, so
+ *     (dl_gpu_copy and dl_gpu_convert hold it for a whole staged copy), the timing events (dl_gpu_time holds it, so
  *     it must not be called with the lock held), and in the cudnn plugin its cuDNN and cuBLASLt
  *     handles (held around its prepare and run);
  *   - queuing kernels and device-to-device copies on the one stream from several threads needs no
@@ -23,6 +23,7 @@
 #include <pthread.h>
 
 #include "dlrun/plugin.h"
+#include "gpu_storage.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,7 +63,8 @@ void dl_gpu_close(dl_gpu *g);
  * for. NULL with the reason in err ("no CUDA device") on failure. */
 void *dl_gpu_plugin_new(const dl_host *host, size_t size, dl_error *err);
 /* The backend table's members every GPU plugin shares: version, size, device, self (the state
- * beginning with g), memory, copies, synchronize, memory_info. The plugin adds its op members. */
+ * beginning with g), memory, copies, synchronize, memory_info, supports_convert and convert. The
+ * plugin adds its op members. */
 dl_backend dl_gpu_table(dl_gpu *g, const char *name, const char *description);
 
 /* Makes the plugin's device current on the calling thread (cheap; see the thread rules). */
@@ -85,6 +87,16 @@ void dl_gpu_free(dl_gpu *g, void *ptr);
  * (under the lock, chunk after chunk). Downloads are complete when this returns; uploads may
  * still be in flight (synchronize). */
 dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
+/* A copy that converts dtype (f32, f16, bf16) and/or layout (row-major, channels-last) on the way
+ * (ABI 1.3 convert; dl_gpu_convert_plan_of says what it takes). A copy with nothing to convert is
+ * dl_gpu_copy. DEVICE_TO_DEVICE is the cast kernel on the stream; HOST_TO_DEVICE converts on the
+ * host into the pinned staging buffer, chunk by chunk, which then goes up as dl_gpu_copy's does;
+ * DEVICE_TO_HOST brings chunks down and converts them out of the staging buffer. Ordered and
+ * complete as dl_gpu_copy. */
+dl_status dl_gpu_convert(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err);
+/* The cast kernel (cast.cu): dst[j] = src[dl_gpu_src_of(x, j)] for j < x->n, converted from
+ * storage type st to dt, queued on s. 0, or the cudaError_t of the launch. */
+int dl_gpu_cast(void *dst, int dt, const void *src, int st, const dl_gpu_xform *x, cudaStream_t s);
 /* Waits for the stream (without the lock: other threads may keep queuing meanwhile). */
 dl_status dl_gpu_synchronize(dl_gpu *g, dl_error *err);
 dl_status dl_gpu_memory_info(dl_gpu *g, size_t *free_bytes, size_t *total_bytes, dl_error *err);
@@ -95,6 +107,8 @@ void dl_gpu_be_free(void *self, void *ptr);
 dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
 dl_status dl_gpu_be_synchronize(void *self, dl_error *err);
 dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
+int dl_gpu_be_supports_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind);
+dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err);
 /* Milliseconds of `fn(arg)` on the stream, measured with CUDA events: median of `runs` after
  * one warm-up. Returns < 0 if launching failed. Takes the lock for the events (the caller must not
  * hold it); the device must be current. Work other threads queue meanwhile is timed with it. */

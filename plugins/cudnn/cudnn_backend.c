@@ -4,14 +4,19 @@
  * plugins/cuda_common, as in the cuda plugin.
  *
  * Precision: f32 (default) is exact: cuDNN's FMA math, cuBLASLt's 32F compute. tf32 allows tensor
- * cores (cuDNN tensor-op math, cuBLASLt FAST_TF32); f16/bf16 requests compute like tf32 here
- * (tensors cross the ABI as f32), which is at least as accurate as asked.
+ * cores (cuDNN tensor-op math, cuBLASLt FAST_TF32). f16/bf16 (ABI 1.3): the host stores the op's
+ * tensors in that dtype where supports() accepts them, and convolutions then run on tensor cores
+ * with f32 accumulation (NHWC preferred, see preferred_layout), linear through cuBLASLt with 16-bit
+ * A/B/C/D and 32F compute, the other ops in cuDNN on the stored type or on f32 copies (ops.c);
+ * f32 tensors at f16/bf16 precision compute like tf32, which is at least as accurate as asked.
  * Convolution algorithms are chosen by measurement on the real shapes at prepare
  * (cudnnFindConvolutionForwardAlgorithmEx) and the fastest one's workspace is the kernel's.
  *
  * Threads (see gpu.h): the cuDNN and cuBLASLt handles are the plugin's one pair and may serve one
  * thread at a time, so prepare and run hold the plugin's lock around everything they do with them
- * (after making the device current on the calling thread); supports and release touch neither. */
+ * (after making the device current on the calling thread); supports and release touch neither.
+ * prepare waits on the stream with the lock held (the algorithm search, and the one trial of a
+ * stored format on scratch buffers): that happens while a session is created, never in a run. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,59 +29,11 @@ dl_status dnn_fail(cudnnStatus_t s, const char *call, dl_error *err) {
                    cudnnGetErrorString(s));
 }
 
-/* ---- what this plugin runs (after the shared exact checks) ---- */
+/* ---- what this plugin runs: cudnn_formats.c (exact, and checked without a GPU) ---- */
 
-static int pool_fits_cudnn(const dl_op *op) {
-    const dl_op_attrs *a = op->attrs;
-    const dl_tensor *x = &op->inputs[0], *y = &op->outputs[0];
-    for (int i = 0; i < 2; i++) { /* cuDNN pools with symmetric padding and floor-mode sizes */
-        if (a->pad_begin[i] != a->pad_end[i] || a->dilation[i] != 1) return 0;
-        if (dl_window_out(x->shape[2 + i], a->kernel[i], a->stride[i], a->pad_begin[i], a->pad_end[i], 1, 0) !=
-            y->shape[2 + i])
-            return 0;
-    }
-    return 1;
-}
+static int dn_supports(void *self, const dl_op *op, dl_error *why) { return dn_op_check(op, why); }
 
-static int dn_supports(void *self, const dl_op *op, dl_error *why) {
-    if (!dl_op_check(op, why)) return 0;
-    const dl_op_attrs *a = op->attrs;
-    switch (op->kind) {
-    case DL_OP_CONV2D:
-        if (a->pad_begin[0] != a->pad_end[0] || a->pad_begin[1] != a->pad_end[1])
-            return dl_fail(why, DL_E_UNSUPPORTED, "cuDNN convolutions pad symmetrically"), 0;
-        return 1;
-    case DL_OP_MAXPOOL2D:
-    case DL_OP_AVGPOOL2D:
-        if (!pool_fits_cudnn(op))
-            return dl_fail(why, DL_E_UNSUPPORTED, "cuDNN pools: symmetric padding, no dilation, floor mode"), 0;
-        return 1;
-    case DL_OP_CLIP:
-        if (a->clip_min != 0.0f) return dl_fail(why, DL_E_UNSUPPORTED, "cuDNN clips only as clipped relu (min 0)"), 0;
-        return 1;
-    case DL_OP_LEAKY_RELU: return dl_fail(why, DL_E_UNSUPPORTED, "cuDNN has no leaky relu activation"), 0;
-    case DL_OP_BATCHNORM:
-        if (a->epsilon < CUDNN_BN_MIN_EPSILON)
-            return dl_fail(why, DL_E_UNSUPPORTED, "cuDNN batchnorm needs epsilon >= %g", CUDNN_BN_MIN_EPSILON), 0;
-        return 1;
-    case DL_OP_ADD:
-        if (dl_tensor_numel(&op->inputs[0]) != dl_tensor_numel(&op->outputs[0]) ||
-            dl_tensor_numel(&op->inputs[1]) != dl_tensor_numel(&op->outputs[0]))
-            return dl_fail(why, DL_E_UNSUPPORTED, "broadcasting add: not in the cudnn plugin"), 0;
-        return 1;
-    case DL_OP_RELU:
-    case DL_OP_SIGMOID:
-    case DL_OP_GLOBAL_AVGPOOL:
-    case DL_OP_LINEAR:
-    case DL_OP_SOFTMAX:
-    case DL_OP_CONCAT:
-    case DL_OP_FLATTEN:
-    case DL_OP_DROPOUT:
-    case DL_OP_RESHAPE: return 1;
-    default: /* matmul, and any kind the op table gains before this plugin runs it */
-        return dl_fail(why, DL_E_UNSUPPORTED, "%s: not in the cudnn plugin yet", dl_op_kind_name(op->kind)), 0;
-    }
-}
+static int dn_preferred(void *self, const dl_op *op) { return dn_preferred_layout(op); }
 
 /* cudnnActivationForward documents x == y as allowed; the copies skip themselves in place. The
  * other cuDNN calls do not promise it, so they get their own output. */
@@ -92,11 +49,11 @@ static dl_status prepare_kernel(cudnn_state *s, dl_kernel *k, const dl_op *op, d
     switch (k->g.kind) {
     case DL_OP_CONV2D: return dn_prepare_conv(s, k, op, err);
     case DL_OP_LINEAR: return dn_prepare_linear(s, k, op, err);
-    default: return dn_prepare_op(k, err);
+    default: return dn_prepare_op(s, k, op, err);
     }
 }
 
-static void destroy_kernel(dl_kernel *k) {
+static void destroy_kernel(cudnn_state *s, dl_kernel *k) {
     if (k->x) cudnnDestroyTensorDescriptor(k->x);
     if (k->y) cudnnDestroyTensorDescriptor(k->y);
     if (k->b) cudnnDestroyTensorDescriptor(k->b);
@@ -109,6 +66,7 @@ static void destroy_kernel(dl_kernel *k) {
     if (k->la) cublasLtMatrixLayoutDestroy(k->la);
     if (k->lb) cublasLtMatrixLayoutDestroy(k->lb);
     if (k->lc) cublasLtMatrixLayoutDestroy(k->lc);
+    dl_gpu_free(&s->gpu, k->wbuf);
     dl_op_geom_free(&k->g);
     free(k);
 }
@@ -119,6 +77,8 @@ static dl_status dn_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     dl_status st = dl_op_geom_init(&k->g, op) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    k->type = dl_gpu_type_of(op->outputs[0].dtype);
+    k->layout = dl_tensor_layout(&op->outputs[0]);
     if (st == DL_OK) st = dl_gpu_use(&s->gpu, err);
     if (st == DL_OK) {
         dl_gpu_lock(&s->gpu); /* the handles (algorithm search, heuristic) */
@@ -126,7 +86,7 @@ static dl_status dn_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
         dl_gpu_unlock(&s->gpu);
     }
     if (st != DL_OK) {
-        destroy_kernel(k);
+        destroy_kernel(s, k);
         return st;
     }
     *ws = k->workspace;
@@ -134,11 +94,11 @@ static dl_status dn_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     return DL_OK;
 }
 
-static dl_status run_kernel(cudnn_state *s, dl_kernel *k, const dl_tensor *in, float *y, void *ws, dl_error *err) {
+static dl_status run_kernel(cudnn_state *s, dl_kernel *k, const dl_tensor *in, void *y, void *ws, dl_error *err) {
     switch (k->g.kind) {
     case DL_OP_CONV2D: return dn_run_conv(s, k, in, y, ws, err);
     case DL_OP_LINEAR: return dn_run_linear(s, k, in, y, ws, err);
-    default: return dn_run_op(s, k, in, y, err);
+    default: return dn_run_op(s, k, in, y, ws, err);
     }
 }
 
@@ -153,7 +113,7 @@ static dl_status dn_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
 }
 
 static void dn_release(void *self, dl_kernel *k) {
-    if (k) destroy_kernel(k);
+    if (k) destroy_kernel(self, k);
 }
 
 static void dn_destroy(void *self) {
@@ -197,5 +157,6 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     s->table.run = dn_run;
     s->table.release = dn_release;
     s->table.supports_in_place = dn_in_place;
+    s->table.preferred_layout = dn_preferred;
     return &s->table;
 }

@@ -1,10 +1,12 @@
 // launch.cuh — what the cuda plugin's kernel files (ops/*.cu) share: grid sizing, the
-// grid-stride loop's start and step, and the launch status. Internal to plugins/cuda/ops.
+// grid-stride loop's start and step, the launch status, and the storage types (storage.cuh from
+// plugins/cuda_common: to_f, from_f, by_type). Internal to plugins/cuda/ops.
 #ifndef DLRUN_CUDA_LAUNCH_CUH
 #define DLRUN_CUDA_LAUNCH_CUH
 #include <cstdint>
 
 #include "kernels.h"
+#include "storage.cuh"
 
 namespace dlk {
 

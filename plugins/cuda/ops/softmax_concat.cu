@@ -1,37 +1,50 @@
 // softmax_concat.cu — the cuda plugin's softmax along an axis (max-subtracted, one thread per
-// row) and the copy of one input of a concat into its place in the output.
+// row, float arithmetic on any storage type) and the copy of one input of a concat into its place
+// in the output (elements moved as they are).
 #include "launch.cuh"
 
 namespace {
 
 using namespace dlk;
+using dlg::from_f;
+using dlg::to_f;
 
-__global__ void softmax_k(const float *x, float *y, int64_t rows, int64_t len, int64_t inner) {
+template <class T> __global__ void softmax_k(const T *x, T *y, int64_t rows, int64_t len, int64_t inner) {
     for (int64_t r = grid_first(); r < rows; r += grid_step()) {
-        const float *src = x + (r / inner) * len * inner + r % inner;
-        float *dst = y + (r / inner) * len * inner + r % inner;
+        const T *src = x + (r / inner) * len * inner + r % inner;
+        T *dst = y + (r / inner) * len * inner + r % inner;
         float m = -INFINITY;
-        for (int64_t i = 0; i < len; i++) m = fmaxf(m, src[i * inner]);
+        for (int64_t i = 0; i < len; i++) m = fmaxf(m, to_f(src[i * inner]));
         float s = 0.f;
-        for (int64_t i = 0; i < len; i++) s += expf(src[i * inner] - m);
-        for (int64_t i = 0; i < len; i++) dst[i * inner] = expf(src[i * inner] - m) / s;
+        for (int64_t i = 0; i < len; i++) s += expf(to_f(src[i * inner]) - m);
+        for (int64_t i = 0; i < len; i++) dst[i * inner] = from_f<T>(expf(to_f(src[i * inner]) - m) / s);
     }
 }
 
-__global__ void concat_k(const float *x, float *y, int64_t total, int64_t chunk, int64_t row, int64_t offset) {
+template <class T>
+__global__ void concat_k(const T *x, T *y, int64_t total, int64_t chunk, int64_t row, int64_t offset) {
     for (int64_t i = grid_first(); i < total; i += grid_step()) y[(i / chunk) * row + offset + i % chunk] = x[i];
 }
 
 } // namespace
 
-extern "C" int dlk_softmax(const dlk_softmax_p *p, const float *x, float *y, cudaStream_t s) {
-    softmax_k<<<grid_for(p->outer * p->inner), THREADS, 0, s>>>(x, y, p->outer * p->inner, p->len, p->inner);
-    return launched();
+extern "C" int dlk_softmax(const dlk_softmax_p *p, int type, const void *x, void *y, cudaStream_t s) {
+    return dlg::by_type(type, [&](auto z) {
+        using T = decltype(z);
+        softmax_k<T><<<grid_for(p->outer * p->inner), THREADS, 0, s>>>((const T *)x, (T *)y, p->outer * p->inner,
+                                                                       p->len, p->inner);
+        return launched();
+    });
 }
 
-extern "C" int dlk_concat_part(const float *x, float *y, int64_t outer, int64_t chunk, int64_t row, int64_t offset,
-                               cudaStream_t s) {
+extern "C" int dlk_concat_part(int type, const void *x, void *y, int64_t outer, int64_t chunk, int64_t row,
+                               int64_t offset, cudaStream_t s) {
     int64_t total = outer * chunk;
-    if (total > 0) concat_k<<<grid_for(total), THREADS, 0, s>>>(x, y, total, chunk, row, offset);
+    if (total <= 0) return launched();
+    if (type == DL_GPU_F32)
+        concat_k<float><<<grid_for(total), THREADS, 0, s>>>((const float *)x, (float *)y, total, chunk, row, offset);
+    else
+        concat_k<uint16_t>
+            <<<grid_for(total), THREADS, 0, s>>>((const uint16_t *)x, (uint16_t *)y, total, chunk, row, offset);
     return launched();
 }

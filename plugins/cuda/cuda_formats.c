@@ -1,0 +1,47 @@
+/* cuda_formats.c — see cuda_formats.h. */
+#include "cuda_formats.h"
+
+#include "tensor_convert.h"
+
+int cu_takes_channels_last(int kind) {
+    switch (kind) {
+    case DL_OP_RELU:
+    case DL_OP_LEAKY_RELU:
+    case DL_OP_SIGMOID:
+    case DL_OP_CLIP:
+    case DL_OP_DROPOUT:
+    case DL_OP_ADD:
+    case DL_OP_BATCHNORM: return 1;
+    default: return 0;
+    }
+}
+
+/* the activation inputs of a kind (the rest are weights) */
+static int activations(const dl_op *op) {
+    return op->kind == DL_OP_ADD ? 2 : op->kind == DL_OP_CONCAT || op->kind == DL_OP_MATMUL ? op->n_inputs : 1;
+}
+
+int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error *why) {
+    int gemm = op->kind == DL_OP_CONV2D || op->kind == DL_OP_LINEAR;
+    if (gemm) {
+        for (int i = 0; i <= op->n_inputs; i++) {
+            const dl_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->outputs[0];
+            if (!dl_dtype_is_f32(t->dtype))
+                return dl_fail(why, DL_E_UNSUPPORTED,
+                               "%s: the cuda plugin's GEMM takes f32 only, not %s (f16/bf16: the cudnn plugin)",
+                               dl_op_kind_name(op->kind), dl_dtype_name(t->dtype)),
+                       0;
+        }
+    }
+    unsigned formats = gemm ? 0 : DL_ACCEPT_F16 | DL_ACCEPT_BF16;
+    if (cu_takes_channels_last(op->kind)) formats |= DL_ACCEPT_CHANNELS_LAST;
+    if (!dl_op_check_as(op, formats, why)) return 0;
+    if (!dl_gpu_one_type(op, type, why)) return 0;
+    dl_layout l;
+    if (!dl_gpu_one_layout(op, activations(op), &l, why)) return 0;
+    if (op->kind == DL_OP_ADD && l == DL_LAYOUT_CHANNELS_LAST &&
+        (!dl_gpu_same_shape(&op->inputs[0], &op->outputs[0]) || !dl_gpu_same_shape(&op->inputs[1], &op->outputs[0])))
+        return dl_fail(why, DL_E_UNSUPPORTED, "add: broadcasting takes row-major tensors only in the cuda plugin"), 0;
+    if (layout) *layout = l;
+    return 1;
+}

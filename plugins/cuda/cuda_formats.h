@@ -1,0 +1,21 @@
+/* cuda_formats.h — which storage dtypes and layouts the cuda plugin's kernels take (ABI 1.3), as
+ * plain C without CUDA headers, so that tests/test_gpu_formats.c checks it without a GPU. */
+#ifndef DLRUN_CUDA_FORMATS_H
+#define DLRUN_CUDA_FORMATS_H
+#include "gpu_storage.h"
+#include "op_check.h"
+
+/* The exact check of op for the cuda plugin's kernels (its kind must have one; cuda_backend.c
+ * checks that first): dl_op_check_as with the formats the kind takes, then
+ *   - conv2d, linear (the f32 GEMMs): f32 row-major tensors only;
+ *   - every other kind: f32, f16 or bf16, one dtype for all the op's tensors;
+ *   - relu, leaky relu, sigmoid, clip, dropout, same-shape add and batchnorm: row-major or
+ *     channels-last, the activations and the output in one layout (order does not matter to
+ *     them, or batchnorm finds the channel either way); weights row-major;
+ *   - the rest (pools, softmax, concat, broadcasting add, flatten, reshape): row-major.
+ * 1, or 0 with the reason. Fills *type (may be NULL) with the storage type, *layout (may be NULL)
+ * with the activations' layout. */
+int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error *why);
+/* 1 for the kinds whose kernels take channels-last tensors (see above). */
+int cu_takes_channels_last(int kind);
+#endif

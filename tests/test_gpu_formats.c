@@ -1,0 +1,366 @@
+/* test_gpu_formats.c — what the GPU plugins decide about stored formats (ABI 1.3: f16/bf16, NHWC)
+ * without a GPU and without linking CUDA: the NCHW <-> NHWC index math and the KRSC filter reorder,
+ * the host halves of the staged converting copies (against core/ops/tensor_convert.c), what
+ * supports_convert takes, which dtypes and layouts each op of the cuda plugin accepts, and (where
+ * the cudnn plugin is built: its headers are needed for the enums) the cudnn plugin's supports(),
+ * preferred layout and the cuDNN / cuBLASLt enums it picks. The plugins' own source files are
+ * compiled into this test (tests/CMakeLists.txt). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_formats.h"
+#include "gpu_storage.h"
+#include "op_table.h"
+#include "tensor_convert.h"
+#include "test_util.h"
+#if DLRUN_TEST_CUDNN_FORMATS
+#include "cudnn_formats.h"
+#endif
+
+/* ---- tensors and ops ---- */
+
+typedef struct spec {
+    int64_t shape[8], strides[8];
+} spec;
+
+/* t over s: dtype d, shape from the list (nd dims), channels-last strides when cl */
+static dl_tensor tensor(spec *s, dl_dtype d, int cl, int nd, const int64_t *shape) {
+    memcpy(s->shape, shape, (size_t)nd * sizeof *shape);
+    if (cl) dl_channels_last_strides(s->shape, s->strides);
+    return (dl_tensor){NULL, {DL_DEVICE_CUDA, 0}, nd, d, s->shape, cl ? s->strides : NULL, 0};
+}
+
+typedef struct opb {
+    dl_op_attrs a;
+    spec s[6];
+    dl_tensor in[5], out;
+    dl_op op;
+} opb;
+
+static void attrs(dl_op_attrs *a) {
+    memset(a, 0, sizeof *a);
+    a->struct_size = sizeof *a;
+    a->stride[0] = a->stride[1] = a->dilation[0] = a->dilation[1] = a->groups = 1;
+    a->count_include_pad = 1;
+    a->epsilon = 1e-5f;
+    a->clip_min = -INFINITY;
+    a->clip_max = INFINITY;
+    a->axis = 1;
+}
+
+/* An op of kind with n inputs; the tensors are set with set_in / set_out. */
+static dl_op *op_of(opb *b, int kind, int n, int precision) {
+    memset(b, 0, sizeof *b);
+    attrs(&b->a);
+    b->op = (dl_op){sizeof b->op, kind, "t", &b->a, n, b->in, 1, &b->out, precision};
+    return &b->op;
+}
+#define SHAPE(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((int64_t[]){__VA_ARGS__})
+static void set_in(opb *b, int i, dl_dtype d, int cl, int nd, const int64_t *shape) {
+    b->in[i] = tensor(&b->s[i], d, cl, nd, shape);
+}
+static void set_out(opb *b, dl_dtype d, int cl, int nd, const int64_t *shape) {
+    b->out = tensor(&b->s[5], d, cl, nd, shape);
+}
+
+/* A 3x3 pad-1 conv [2,8,5,7] -> [2,16,5,7] with bias, all tensors of dtype d, activations in
+ * channels-last when cl. */
+static dl_op *conv_op(opb *b, dl_dtype d, int cl, int precision) {
+    dl_op *op = op_of(b, DL_OP_CONV2D, 3, precision);
+    b->a.kernel[0] = b->a.kernel[1] = 3;
+    b->a.pad_begin[0] = b->a.pad_begin[1] = b->a.pad_end[0] = b->a.pad_end[1] = 1;
+    set_in(b, 0, d, cl, SHAPE(2, 8, 5, 7));
+    set_in(b, 1, d, 0, SHAPE(16, 8, 3, 3));
+    set_in(b, 2, d, 0, SHAPE(16));
+    set_out(b, d, cl, SHAPE(2, 16, 5, 7));
+    return op;
+}
+
+/* A 2x2 stride-2 pool [2,8,6,6] -> [2,8,3,3] (global: [2,8,1,1]). */
+static dl_op *pool_op(opb *b, int kind, dl_dtype d, int cl, int precision) {
+    dl_op *op = op_of(b, kind, 1, precision);
+    b->a.kernel[0] = b->a.kernel[1] = b->a.stride[0] = b->a.stride[1] = 2;
+    set_in(b, 0, d, cl, SHAPE(2, 8, 6, 6));
+    if (kind == DL_OP_GLOBAL_AVGPOOL) set_out(b, d, cl, SHAPE(2, 8, 1, 1));
+    else set_out(b, d, cl, SHAPE(2, 8, 3, 3));
+    return op;
+}
+
+/* A unary elementwise op on [2,3,4,5]. */
+static dl_op *unary_op(opb *b, int kind, dl_dtype d, int cl, int precision) {
+    dl_op *op = op_of(b, kind, 1, precision);
+    set_in(b, 0, d, cl, SHAPE(2, 3, 4, 5));
+    set_out(b, d, cl, SHAPE(2, 3, 4, 5));
+    return op;
+}
+
+/* A same-shape add of [2,3,4,5] tensors, each operand's dtype and layout given. */
+static dl_op *add_op(opb *b, dl_dtype da, int cla, dl_dtype db, int clb, int cly) {
+    dl_op *op = op_of(b, DL_OP_ADD, 2, DL_PRECISION_F16);
+    set_in(b, 0, da, cla, SHAPE(2, 3, 4, 5));
+    set_in(b, 1, db, clb, SHAPE(2, 3, 4, 5));
+    set_out(b, da, cly, SHAPE(2, 3, 4, 5));
+    return op;
+}
+
+/* Batchnorm on [2,6,3,3], all of dtype d. */
+static dl_op *bn_op(opb *b, dl_dtype d, int cl) {
+    dl_op *op = op_of(b, DL_OP_BATCHNORM, 5, DL_PRECISION_F16);
+    set_in(b, 0, d, cl, SHAPE(2, 6, 3, 3));
+    for (int i = 1; i < 5; i++) set_in(b, i, d, 0, SHAPE(6));
+    set_out(b, d, cl, SHAPE(2, 6, 3, 3));
+    return op;
+}
+
+/* A linear [4,10] -> [4,6] with bias. */
+static dl_op *linear_op(opb *b, dl_dtype d, int precision) {
+    dl_op *op = op_of(b, DL_OP_LINEAR, 3, precision);
+    set_in(b, 0, d, 0, SHAPE(4, 10));
+    set_in(b, 1, d, 0, SHAPE(6, 10));
+    set_in(b, 2, d, 0, SHAPE(6));
+    set_out(b, d, 0, SHAPE(4, 6));
+    return op;
+}
+
+static void expect_ok(int (*check)(const dl_op *, dl_error *), const dl_op *op, const char *what) {
+    dl_error why = {{0}};
+    cr_expect(check(op, &why), "%s: refused: %s", what, why.msg);
+}
+static void expect_no(int (*check)(const dl_op *, dl_error *), const dl_op *op, const char *reason, const char *what) {
+    dl_error why = {{0}};
+    cr_expect_not(check(op, &why), "%s: accepted, should be refused (%s)", what, reason);
+    cr_expect(strstr(why.msg, reason), "%s: reason '%s' lacks '%s'", what, why.msg, reason);
+}
+
+static const dl_dtype dtypes[3] = {{DL_DTYPE_FLOAT, 32, 1}, {DL_DTYPE_FLOAT, 16, 1}, {DL_DTYPE_BFLOAT, 16, 1}};
+
+/* ---- index math ---- */
+
+Test(gpu_storage, layout_index_maps_are_inverse_and_match_the_host_conversion) {
+    int64_t shape[4] = {3, 5, 4, 7}, c = 5, hw = 28, n = 3 * 5 * 4 * 7;
+    for (int64_t i = 0; i < n; i++) {
+        cr_assert_eq(dl_gpu_cl_to_rm(dl_gpu_rm_to_cl(i, c, hw), c, hw), i);
+        cr_assert_eq(dl_gpu_rm_to_cl(dl_gpu_cl_to_rm(i, c, hw), c, hw), i);
+    }
+    /* element (b, k, y, x) sits at b*CHW + k*HW + y*W + x row-major, b*CHW + (y*W + x)*C + k channels-last */
+    for (int64_t b = 0; b < 3; b++)
+        for (int64_t k = 0; k < 5; k++)
+            for (int64_t p = 0; p < hw; p++)
+                cr_assert_eq(dl_gpu_rm_to_cl(b * c * hw + k * hw + p, c, hw), b * c * hw + p * c + k);
+    dl_gpu_xform x;
+    cr_assert(dl_gpu_xform_init(&x, shape, 4, DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_ROW_MAJOR));
+    cr_expect_eq(x.relayout, DL_GPU_TO_CHANNELS_LAST);
+    cr_expect_eq(x.n, n);
+    for (int64_t j = 0; j < n; j++) cr_assert_eq(dl_gpu_dst_of(&x, dl_gpu_src_of(&x, j)), j);
+    cr_assert(dl_gpu_xform_init(&x, shape, 4, DL_LAYOUT_ROW_MAJOR, DL_LAYOUT_ROW_MAJOR));
+    cr_expect_eq(x.relayout, DL_GPU_SAME_ORDER);
+    cr_expect_eq(dl_gpu_src_of(&x, 17), 17);
+    cr_expect_not(dl_gpu_xform_init(&x, shape, 3, DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_ROW_MAJOR), "3-D channels-last");
+    cr_expect_not(dl_gpu_xform_init(&x, shape, 4, DL_LAYOUT_OTHER, DL_LAYOUT_ROW_MAJOR), "strided");
+}
+
+Test(gpu_storage, filter_reorder_to_krsc) {
+    int64_t ws[4] = {6, 4, 3, 2}; /* O, I, KH, KW */
+    int64_t n = 6 * 4 * 3 * 2;
+    dl_gpu_xform x;
+    dl_gpu_filter_krsc(&x, ws);
+    cr_assert_eq(x.n, n);
+    /* KRSC [o][r][s][c] = OIHW [o][c][r][s]: gather each KRSC element from its OIHW index */
+    for (int64_t o = 0; o < 6; o++)
+        for (int64_t r = 0; r < 3; r++)
+            for (int64_t s = 0; s < 2; s++)
+                for (int64_t ci = 0; ci < 4; ci++) {
+                    int64_t krsc = ((o * 3 + r) * 2 + s) * 4 + ci, oihw = ((o * 4 + ci) * 3 + r) * 2 + s;
+                    cr_assert_eq(dl_gpu_src_of(&x, krsc), oihw, "o %ld r %ld s %ld c %ld", (long)o, (long)r, (long)s,
+                                 (long)ci);
+                }
+}
+
+/* ---- converting copies: plan and host halves ---- */
+
+/* fills n elements of type d with values from a seed (f32 values rounded to d) */
+static void *values(dl_dtype d, int64_t n, uint64_t seed) {
+    float *f = malloc((size_t)n * sizeof *f);
+    tu_fill_uniform(f, (size_t)n, seed, -70000.0f, 70000.0f); /* some overflow f16 */
+    f[0] = NAN, f[1] = INFINITY, f[2] = -0.0f, f[3] = 1e-6f;  /* f16 subnormal */
+    void *out = malloc((size_t)n * dl_dtype_size(d));
+    dl_convert_elements(out, d, f, DL_F32, n);
+    free(f);
+    return out;
+}
+
+/* The staged upload and download of every dtype and layout pair, in chunks of odd sizes, give
+ * what dl_convert_host gives. */
+Test(gpu_storage, staged_halves_match_the_host_conversion) {
+    int64_t shape[4] = {2, 7, 3, 5}, n = 2 * 7 * 3 * 5;
+    for (int di = 0; di < 3; di++)
+        for (int si = 0; si < 3; si++)
+            for (int dcl = 0; dcl < 2; dcl++)
+                for (int scl = 0; scl < 2; scl++) {
+                    spec ds, ss;
+                    dl_tensor dst = tensor(&ds, dtypes[di], dcl, 4, shape),
+                              src = tensor(&ss, dtypes[si], scl, 4, shape);
+                    src.data = values(dtypes[si], n, (uint64_t)(di * 31 + si * 7 + dcl * 3 + scl));
+                    size_t db = (size_t)n * dl_dtype_size(dtypes[di]);
+                    void *want = malloc(db), *up = malloc(db), *down = malloc(db), *chunk = malloc(db);
+                    dst.data = want;
+                    cr_assert(dl_convert_host(&dst, &src));
+                    dl_gpu_convert_plan p;
+                    dl_error why = {{0}};
+                    cr_assert(dl_gpu_convert_plan_of(&dst, &src, DL_COPY_HOST_TO_DEVICE, &p, &why), "%s", why.msg);
+                    int64_t step = 11;                         /* elements per staging chunk */
+                    for (int64_t lo = 0; lo < n; lo += step) { /* upload: dst-order chunks, gathered */
+                        int64_t cnt = n - lo < step ? n - lo : step;
+                        dl_gpu_gather_host(chunk, src.data, &p, lo, cnt);
+                        memcpy((char *)up + lo * (int64_t)dl_dtype_size(dtypes[di]), chunk,
+                               (size_t)cnt * dl_dtype_size(dtypes[di]));
+                    }
+                    for (int64_t lo = 0; lo < n; lo += step) { /* download: src-order chunks, scattered */
+                        int64_t cnt = n - lo < step ? n - lo : step;
+                        dl_gpu_scatter_host(down, (const char *)src.data + lo * (int64_t)dl_dtype_size(dtypes[si]), &p,
+                                            lo, cnt);
+                    }
+                    cr_expect_eq(memcmp(up, want, db), 0, "upload %s%s <- %s%s", dl_dtype_name(dtypes[di]),
+                                 dcl ? " NHWC" : "", dl_dtype_name(dtypes[si]), scl ? " NHWC" : "");
+                    cr_expect_eq(memcmp(down, want, db), 0, "download %s%s <- %s%s", dl_dtype_name(dtypes[di]),
+                                 dcl ? " NHWC" : "", dl_dtype_name(dtypes[si]), scl ? " NHWC" : "");
+                    free(src.data), free(want), free(up), free(down), free(chunk);
+                }
+}
+
+Test(gpu_storage, supports_convert_takes_float_dtypes_and_two_layouts) {
+    spec a, b;
+    int64_t s4[4] = {1, 3, 2, 2}, s4b[4] = {1, 3, 2, 3};
+    dl_tensor d = tensor(&a, DL_F16, 1, 4, s4), s = tensor(&b, DL_F32, 0, 4, s4);
+    dl_error why = {{0}};
+    for (int kind = 0; kind < 3; kind++) cr_expect(dl_gpu_convert_plan_of(&d, &s, kind, NULL, &why), "%s", why.msg);
+    cr_expect_not(dl_gpu_convert_plan_of(&d, &s, 7, NULL, &why));
+    s.dtype = (dl_dtype){DL_DTYPE_INT, 32, 1};
+    cr_expect_not(dl_gpu_convert_plan_of(&d, &s, DL_COPY_HOST_TO_DEVICE, NULL, &why));
+    cr_expect(strstr(why.msg, "f32, f16 and bf16 only"), "%s", why.msg);
+    s = tensor(&b, DL_F32, 0, 4, s4b);
+    cr_expect_not(dl_gpu_convert_plan_of(&d, &s, DL_COPY_HOST_TO_DEVICE, NULL, &why));
+    cr_expect(strstr(why.msg, "shapes differ"), "%s", why.msg);
+    s = tensor(&b, DL_F32, 0, 4, s4);
+    b.strides[0] = 99, b.strides[1] = 1, b.strides[2] = 1, b.strides[3] = 1; /* strided: not a dlrun layout */
+    s.strides = b.strides;
+    cr_expect_not(dl_gpu_convert_plan_of(&d, &s, DL_COPY_HOST_TO_DEVICE, NULL, &why));
+    cr_expect(strstr(why.msg, "strided"), "%s", why.msg);
+}
+
+/* ---- the cuda plugin ---- */
+
+static int cu_check(const dl_op *op, dl_error *why) { return cu_op_check(op, NULL, NULL, why); }
+
+Test(cuda_formats, simple_kernels_take_16_bit_storage_gemms_f32_only) {
+    opb b;
+    for (int i = 0; i < 3; i++) {
+        expect_ok(cu_check, unary_op(&b, DL_OP_RELU, dtypes[i], 0, DL_PRECISION_F16), "relu");
+        expect_ok(cu_check, unary_op(&b, DL_OP_SIGMOID, dtypes[i], 1, DL_PRECISION_F16), "sigmoid NHWC");
+        expect_ok(cu_check, pool_op(&b, DL_OP_MAXPOOL2D, dtypes[i], 0, DL_PRECISION_F16), "maxpool");
+        expect_ok(cu_check, pool_op(&b, DL_OP_GLOBAL_AVGPOOL, dtypes[i], 0, DL_PRECISION_F16), "global avgpool");
+        expect_ok(cu_check, bn_op(&b, dtypes[i], 1), "batchnorm NHWC");
+        expect_ok(cu_check, add_op(&b, dtypes[i], 1, dtypes[i], 1, 1), "add NHWC");
+    }
+    dl_gpu_type t;
+    dl_layout l;
+    dl_error why;
+    cr_expect(cu_op_check(bn_op(&b, DL_BF16, 1), &t, &l, &why), "%s", why.msg);
+    cr_expect_eq(t, DL_GPU_BF16);
+    cr_expect_eq(l, DL_LAYOUT_CHANNELS_LAST);
+    expect_ok(cu_check, conv_op(&b, DL_F32, 0, DL_PRECISION_F16), "f32 conv at f16 precision");
+    expect_no(cu_check, conv_op(&b, DL_F16, 0, DL_PRECISION_F16), "GEMM takes f32 only, not f16", "f16 conv");
+    expect_no(cu_check, linear_op(&b, DL_BF16, DL_PRECISION_BF16), "GEMM takes f32 only, not bf16", "bf16 linear");
+    expect_no(cu_check, conv_op(&b, DL_F32, 1, DL_PRECISION_F16), "layout", "NHWC conv");
+    expect_no(cu_check, pool_op(&b, DL_OP_MAXPOOL2D, DL_F16, 1, DL_PRECISION_F16), "channels-last", "NHWC pool");
+    expect_no(cu_check, add_op(&b, DL_F16, 0, DL_F32, 0, 0), "mixed dtypes", "f16 + f32");
+    expect_no(cu_check, add_op(&b, DL_F16, 1, DL_F16, 0, 1), "one layout per op", "NHWC + NCHW");
+    dl_op *op = bn_op(&b, DL_F16, 1);
+    b.in[1] = tensor(&b.s[1], DL_F32, 0, SHAPE(6));
+    expect_no(cu_check, op, "mixed dtypes", "f16 batchnorm with f32 parameters");
+    /* broadcasting add: row-major only */
+    op = op_of(&b, DL_OP_ADD, 2, DL_PRECISION_F16);
+    set_in(&b, 0, DL_F16, 1, SHAPE(2, 3, 4, 5));
+    set_in(&b, 1, DL_F16, 1, SHAPE(1, 3, 1, 1));
+    set_out(&b, DL_F16, 1, SHAPE(2, 3, 4, 5));
+    expect_no(cu_check, op, "broadcasting takes row-major", "NHWC broadcast add");
+    set_in(&b, 0, DL_F16, 0, SHAPE(2, 3, 4, 5));
+    set_in(&b, 1, DL_F16, 0, SHAPE(1, 3, 1, 1));
+    set_out(&b, DL_F16, 0, SHAPE(2, 3, 4, 5));
+    expect_ok(cu_check, op, "f16 broadcast add");
+    cr_expect(cu_takes_channels_last(DL_OP_BATCHNORM));
+    cr_expect_not(cu_takes_channels_last(DL_OP_SOFTMAX));
+}
+
+/* ---- the cudnn plugin ---- */
+
+#if DLRUN_TEST_CUDNN_FORMATS
+Test(cudnn_formats, accepts_16_bit_and_nhwc_where_it_runs_them) {
+    opb b;
+    for (int i = 0; i < 3; i++)
+        for (int cl = 0; cl < 2; cl++) {
+            expect_ok(dn_op_check, conv_op(&b, dtypes[i], cl, DL_PRECISION_F16), "conv");
+            expect_ok(dn_op_check, pool_op(&b, DL_OP_MAXPOOL2D, dtypes[i], cl, DL_PRECISION_F16), "maxpool");
+            expect_ok(dn_op_check, pool_op(&b, DL_OP_AVGPOOL2D, dtypes[i], cl, DL_PRECISION_F16), "avgpool");
+            expect_ok(dn_op_check, unary_op(&b, DL_OP_RELU, dtypes[i], cl, DL_PRECISION_F16), "relu");
+            expect_ok(dn_op_check, bn_op(&b, dtypes[i], cl), "batchnorm");
+            expect_ok(dn_op_check, add_op(&b, dtypes[i], cl, dtypes[i], cl, cl), "add");
+        }
+    expect_ok(dn_op_check, linear_op(&b, DL_BF16, DL_PRECISION_BF16), "bf16 linear");
+    expect_ok(dn_op_check, unary_op(&b, DL_OP_SOFTMAX, DL_F16, 0, DL_PRECISION_F16), "f16 softmax");
+    expect_no(dn_op_check, unary_op(&b, DL_OP_SOFTMAX, DL_F16, 1, DL_PRECISION_F16), "channels-last", "NHWC softmax");
+    expect_no(dn_op_check, unary_op(&b, DL_OP_LEAKY_RELU, DL_F16, 0, DL_PRECISION_F16), "no leaky relu", "leaky");
+    expect_no(dn_op_check, add_op(&b, DL_F16, 0, DL_BF16, 0, 0), "mixed dtypes", "f16 + bf16");
+    expect_no(dn_op_check, add_op(&b, DL_F16, 1, DL_F16, 1, 0), "one layout per op", "NHWC + NHWC -> NCHW");
+    dl_op *op = conv_op(&b, DL_F16, 1, DL_PRECISION_F16);
+    b.in[1] = tensor(&b.s[1], DL_F16, 1, SHAPE(16, 8, 3, 3));
+    expect_no(dn_op_check, op, "weights are taken row-major", "channels-last filter");
+    op = conv_op(&b, DL_F16, 0, DL_PRECISION_F16);
+    b.a.pad_end[0] = 0;
+    b.s[5].shape[2] = 4;
+    expect_no(dn_op_check, op, "pad symmetrically", "asymmetric padding");
+}
+
+Test(cudnn_formats, prefers_nhwc_for_16_bit_convolutions_and_pools) {
+    opb b;
+    cr_expect_eq(dn_preferred_layout(conv_op(&b, DL_F32, 0, DL_PRECISION_F16)), DL_LAYOUT_CHANNELS_LAST);
+    cr_expect_eq(dn_preferred_layout(conv_op(&b, DL_F32, 0, DL_PRECISION_BF16)), DL_LAYOUT_CHANNELS_LAST);
+    cr_expect_eq(dn_preferred_layout(conv_op(&b, DL_F32, 0, DL_PRECISION_F32)), DL_LAYOUT_ROW_MAJOR);
+    cr_expect_eq(dn_preferred_layout(conv_op(&b, DL_F32, 0, DL_PRECISION_TF32)), DL_LAYOUT_ROW_MAJOR);
+    cr_expect_eq(dn_preferred_layout(pool_op(&b, DL_OP_MAXPOOL2D, DL_F32, 0, DL_PRECISION_F16)),
+                 DL_LAYOUT_CHANNELS_LAST);
+    cr_expect_eq(dn_preferred_layout(unary_op(&b, DL_OP_RELU, DL_F32, 0, DL_PRECISION_BF16)), DL_LAYOUT_CHANNELS_LAST);
+    cr_expect_eq(dn_preferred_layout(unary_op(&b, DL_OP_SOFTMAX, DL_F32, 0, DL_PRECISION_F16)), DL_LAYOUT_ROW_MAJOR);
+    cr_expect_eq(dn_preferred_layout(linear_op(&b, DL_F32, DL_PRECISION_F16)), DL_LAYOUT_ROW_MAJOR);
+}
+
+Test(cudnn_formats, cudnn_and_cublaslt_enums) {
+    cr_expect_eq(dn_data_type(DL_F32), CUDNN_DATA_FLOAT);
+    cr_expect_eq(dn_data_type(DL_F16), CUDNN_DATA_HALF);
+    cr_expect_eq(dn_data_type(DL_BF16), CUDNN_DATA_BFLOAT16);
+    cr_expect_eq((int)dn_data_type((dl_dtype){DL_DTYPE_INT, 8, 1}), -1);
+    spec s;
+    int64_t sh[4] = {1, 3, 4, 4};
+    dl_tensor nchw = tensor(&s, DL_F16, 0, 4, sh);
+    cr_expect_eq(dn_tensor_format(&nchw), CUDNN_TENSOR_NCHW);
+    dl_tensor nhwc = tensor(&s, DL_F16, 1, 4, sh);
+    cr_expect_eq(dn_tensor_format(&nhwc), CUDNN_TENSOR_NHWC);
+    cr_expect_eq(dn_conv_math(DL_PRECISION_F32, DL_F32), CUDNN_FMA_MATH);
+    cr_expect_eq(dn_conv_math(DL_PRECISION_TF32, DL_F32), CUDNN_TENSOR_OP_MATH);
+    cr_expect_eq(dn_conv_math(DL_PRECISION_F16, DL_F16), CUDNN_TENSOR_OP_MATH);
+    cr_expect_eq(dn_conv_math(DL_PRECISION_F32, DL_BF16), CUDNN_TENSOR_OP_MATH);
+    cr_expect_not(dn_conv_algo_ok(DL_PRECISION_F32, DL_F32, CUDNN_TENSOR_OP_MATH));
+    cr_expect(dn_conv_algo_ok(DL_PRECISION_F32, DL_F32, CUDNN_FMA_MATH));
+    cr_expect(dn_conv_algo_ok(DL_PRECISION_BF16, DL_BF16, CUDNN_TENSOR_OP_MATH));
+    cr_expect_eq(dn_lt_type(DL_F32), CUDA_R_32F);
+    cr_expect_eq(dn_lt_type(DL_F16), CUDA_R_16F);
+    cr_expect_eq(dn_lt_type(DL_BF16), CUDA_R_16BF);
+    cr_expect_eq(dn_lt_compute(DL_PRECISION_F32, DL_F32), CUBLAS_COMPUTE_32F);
+    cr_expect_eq(dn_lt_compute(DL_PRECISION_TF32, DL_F32), CUBLAS_COMPUTE_32F_FAST_TF32);
+    cr_expect_eq(dn_lt_compute(DL_PRECISION_F16, DL_F32), CUBLAS_COMPUTE_32F_FAST_TF32);
+    cr_expect_eq(dn_lt_compute(DL_PRECISION_F16, DL_F16), CUBLAS_COMPUTE_32F);
+    cr_expect_eq(dn_lt_compute(DL_PRECISION_BF16, DL_BF16), CUBLAS_COMPUTE_32F);
+}
+#endif
