@@ -286,3 +286,23 @@ Test(session_storage, abi_1_2_plugin_sees_only_f32) {
     cr_expect_eq(s->casts, 0);
     dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
 }
+
+/* The CLI with the bf16 NHWC backend loaded: at f32, --no-fallback names the op and the backend's
+ * reason in one line; at bf16 the same model runs there with its two conversions shown. */
+Test(session_storage, cli_no_fallback_and_bf16_run) {
+    fresh_env();
+    char *out = NULL;
+    int rc = tu_run(
+        "DLRUN_PLUGIN_PATH=" BF16NHWC " " DLRUN_CLI " " DLRUN_SOURCE_DIR "/models/lenet.yaml --no-fallback 2>&1", &out);
+    cr_expect(rc == 1 || rc == 2, "exit %d: %s", rc, out);
+    cr_expect(out && strstr(out, "bf16 tensors only"), "%s", out);
+    cr_expect(out && strchr(out, '\n') == out + strlen(out) - 1, "one line: %s", out);
+    free(out);
+    rc = tu_run("DLRUN_PLUGIN_PATH=" BF16NHWC " " DLRUN_CLI " " DLRUN_SOURCE_DIR
+                "/models/lenet.yaml --precision bf16 --backend bf16nhwc --placement 2>&1",
+                &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "2 conversions of storage format"), "%s", out);
+    cr_expect(out && strstr(out, "copy+cast+transpose  host f32->bf16nhwc bf16 nhwc"), "%s", out);
+    free(out);
+}
