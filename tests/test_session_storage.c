@@ -306,3 +306,38 @@ Test(session_storage, cli_no_fallback_and_bf16_run) {
     cr_expect(out && strstr(out, "copy+cast+transpose  host f32->bf16nhwc bf16 nhwc"), "%s", out);
     free(out);
 }
+
+/* Placement counts casts like copies. Two host backends with the same op time: fakecpu stores
+ * f32, fakebf bf16, so its relu on 4M elements moves half the bytes and is measured faster (about
+ * 1.5 ms of 2.6 here). Between two relus pinned to fakecpu, running the middle one on fakebf would
+ * cast 4M elements in and out (several ms, timed in host memory), so it stays on fakecpu; between
+ * two relus pinned to fakebf there is nothing to cast, and it goes to the faster fakebf. */
+static const char *middle_relu(const char *ends) {
+    static char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "model: sandwich\ninputs:\n  - {name: x, shape: [1, 4194304]}\nlayers:\n"
+             "  - {name: a, op: relu, backend: %s}\n  - {name: b, op: relu}\n  - {name: c, op: relu, backend: %s}\n",
+             ends, ends);
+    return yaml;
+}
+
+Test(session_storage, placement_counts_casts) {
+    fresh_env();
+    const char *plugins = DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakebf.so";
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.precision = DL_PRECISION_BF16;
+    const char *ends[] = {"fakecpu", "fakebf"};
+    for (int e = 0; e < 2; e++) {
+        dl_context *ctx;
+        dl_model *m;
+        dl_session *s;
+        dl_error err = {{0}};
+        cr_assert_eq(tu_open_session(plugins, middle_relu(ends[e]), &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
+        dl_placement_info pi;
+        dl_session_placement(s, 1, &pi);
+        cr_expect_str_eq(pi.chosen, ends[e], "middle relu between two %s relus", ends[e]);
+        cr_expect_str_eq(pi.storage, e ? "bf16" : "f32");
+        dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
+    }
+}

@@ -78,41 +78,22 @@ typedef struct reporter {
     dl_check_summary *sum;
 } reporter;
 
-/* The storage format a backend takes op in at this precision (ABI 1.3): the precision's dtype,
- * channels-last first where the backend prefers it; f32 row-major when it refuses those or the
- * precision is f32/tf32. Fills sop (tensors in sin/sout, strides 4 per tensor) and its name. */
+/* The storage a backend takes op in at this precision (dl_backend_accepts_as): sop (tensors in
+ * sin/sout, strides 4 per tensor) in that format, named in `name` ("bf16 nhwc"); f32 as the op came
+ * when it refuses every format (the check then reports its reason). */
 static void storage_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, int precision, dl_op *sop,
                        dl_tensor *sin, dl_tensor *sout, int64_t *strides, char *name, size_t len) {
     *sop = *op;
     memcpy(sin, op->inputs, (size_t)op->n_inputs * sizeof *sin);
     *sout = op->outputs[0];
     sop->inputs = sin, sop->outputs = sout, sop->precision = precision;
-    snprintf(name, len, "f32");
-    dl_dtype low = precision == DL_PRECISION_F16 ? DL_F16 : DL_BF16;
-    if ((precision != DL_PRECISION_F16 && precision != DL_PRECISION_BF16) || DL_ABI_MINOR_OF(be->abi_version) < 3)
-        return;
-    int prefer_cl =
-        DL_BACKEND_HAS(be, preferred_layout) && be->preferred_layout(be->self, op) == DL_LAYOUT_CHANNELS_LAST;
-    for (int cl = prefer_cl; cl >= 0; cl--) {
-        for (int i = 0; i < op->n_inputs; i++) {
-            sin[i].dtype = low, sin[i].strides = NULL, sin[i].device = be->device;
-            if (cl && !is_weight[i] && sin[i].ndim == 4)
-                dl_channels_last_strides(sin[i].shape, strides + 4 * i), sin[i].strides = strides + 4 * i;
-        }
-        sout->dtype = low, sout->strides = NULL, sout->device = be->device;
-        if (cl && sout->ndim == 4)
-            dl_channels_last_strides(sout->shape, strides + 4 * op->n_inputs),
-                sout->strides = strides + 4 * op->n_inputs;
-        dl_error why;
-        if (dl_backend_accepts(be, sop, &why)) {
-            int any_cl = 0;
-            for (int i = 0; i < op->n_inputs; i++) any_cl |= sin[i].strides != NULL;
-            snprintf(name, len, "%s%s", dl_dtype_name(low), any_cl || sout->strides ? " nhwc" : "");
-            return;
-        }
-    }
-    memcpy(sin, op->inputs, (size_t)op->n_inputs * sizeof *sin); /* refused: f32 as the op came */
-    *sout = op->outputs[0];
+    for (int i = 0; i < op->n_inputs; i++) sin[i].device = be->device;
+    sout->device = be->device;
+    dl_format f = {DL_F32, DL_LAYOUT_ROW_MAJOR};
+    dl_error why;
+    if (!dl_backend_accepts_as(be, precision, 0, sop, sin, sout, is_weight, strides, &f, &why))
+        dl_op_apply_format(sop, sin, sout, is_weight, f, strides);
+    dl_format_str(f, name, len);
 }
 
 /* Against the same storage, the only differences are the order of sums and the final rounding:

@@ -37,6 +37,52 @@ int dl_backend_accepts(const dl_backend *be, const dl_op *op, dl_error *why) {
     return be->supports(be->self, op, why);
 }
 
+void dl_format_str(dl_format f, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s", dl_dtype_name(f.dtype), f.layout == DL_LAYOUT_CHANNELS_LAST ? " nhwc" : "");
+}
+
+void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned char *is_weight, dl_format f,
+                        int64_t *strides) {
+    int cl = f.layout == DL_LAYOUT_CHANNELS_LAST, n = op->n_inputs;
+    for (int j = 0; j <= n; j++) {
+        dl_tensor *t = j < n ? &in[j] : out;
+        t->dtype = f.dtype;
+        t->strides = NULL;
+        if (cl && t->ndim == 4 && (j == n || !is_weight[j])) {
+            dl_channels_last_strides(t->shape, strides + 4 * j);
+            t->strides = strides + 4 * j;
+        }
+    }
+}
+
+int dl_backend_accepts_as(const dl_backend *be, int precision, int input_cl, dl_op *op, dl_tensor *in, dl_tensor *out,
+                          const unsigned char *is_weight, int64_t *strides, dl_format *f, dl_error *why) {
+    dl_format tries[4];
+    int n = 0;
+    if (DL_ABI_MINOR_OF(be->abi_version) >= 3) {
+        int has4d = out->ndim == 4;
+        for (int j = 0; j < op->n_inputs; j++) has4d |= in[j].ndim == 4 && !is_weight[j];
+        int want_cl = has4d && (input_cl || (DL_BACKEND_HAS(be, preferred_layout) &&
+                                             be->preferred_layout(be->self, op) == DL_LAYOUT_CHANNELS_LAST));
+        dl_dtype low = precision == DL_PRECISION_F16 ? DL_F16 : DL_BF16;
+        if (precision == DL_PRECISION_F16 || precision == DL_PRECISION_BF16) {
+            if (want_cl) tries[n++] = (dl_format){low, DL_LAYOUT_CHANNELS_LAST};
+            tries[n++] = (dl_format){low, DL_LAYOUT_ROW_MAJOR};
+        }
+        if (want_cl) tries[n++] = (dl_format){DL_F32, DL_LAYOUT_CHANNELS_LAST};
+    }
+    tries[n++] = (dl_format){DL_F32, DL_LAYOUT_ROW_MAJOR};
+    for (int t = 0; t < n; t++) {
+        dl_op_apply_format(op, in, out, is_weight, tries[t], strides);
+        why->msg[0] = 0;
+        if (dl_backend_accepts(be, op, why)) {
+            if (f) *f = tries[t];
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Host f32 row-major data `f32` as tensor t's dtype and layout, in a new buffer (or f32 itself
  * when t is f32 row-major; *owned says which). NULL when out of memory. */
 static const void *as_stored(const dl_tensor *t, const float *f32, void **owned) {

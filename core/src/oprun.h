@@ -14,6 +14,28 @@ typedef struct dl_op_result {
     double ms;              /* iterations > 0: median time of one run, after two warm-ups */
 } dl_op_result;
 
+/* How a tensor is stored: dtype and, for 4-D activations, layout (dl_layout). */
+typedef struct dl_format {
+    dl_dtype dtype;
+    int layout;
+} dl_format;
+
+/* "f32", "bf16", "f16 nhwc", ... */
+void dl_format_str(dl_format f, char *buf, size_t len);
+/* Gives op's tensors (in, out: op's arrays, writable) format f: every dtype is f's; with
+ * channels-last, 4-D inputs that are not weights (is_weight) and a 4-D output get NHWC strides
+ * (strides: room for 4 per tensor, inputs then output); all else is row-major. */
+void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned char *is_weight, dl_format f,
+                        int64_t *strides);
+/* Tries op on be in the storage formats of `precision`, best first (ABI 1.3): its dtype (f16,
+ * bf16) channels-last when the op has a 4-D activation and be prefers channels-last for it or
+ * input_cl says its input already is, that dtype row-major, f32 channels-last (same condition),
+ * f32 row-major. A plugin of ABI 1.2 or older is asked f32 row-major only. Leaves op in the first
+ * format accepted and returns 1 (*f says which), else 0 with be's reason for f32 row-major. */
+int dl_backend_accepts_as(const struct dl_backend *be, int precision, int input_cl, dl_op *op, dl_tensor *in,
+                          dl_tensor *out, const unsigned char *is_weight, int64_t *strides, dl_format *f,
+                          dl_error *why);
+
 /* be->supports(op), but first refuses what the plugin's ABI minor version cannot know about (an
  * ABI 1.1 plugin would ignore a maxpool's dilation): every host call of supports goes here. */
 int dl_backend_accepts(const struct dl_backend *be, const dl_op *op, dl_error *why);

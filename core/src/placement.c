@@ -143,13 +143,13 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error
     dl_error why;
     int64_t strides[4 * (DL_MAX_NODE_INPUTS + 2)];
     dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
+    dl_session_weight_flags(s, i, isw);
     if (dl_session_accepts_as(s, be, i, &s->fuse.attrs[i], &f, &why)) /* timed in the storage it will run in */
-        dl_session_apply_format(s, i, f, &op, in, &out, strides);
+        dl_op_apply_format(&op, in, &out, isw, f, strides);
     double ms = -1;
     int ok = 1;
     for (int j = 0; j < op.n_inputs; j++) {
         const dl_value *v = &s->g->values[ins[j]];
-        isw[j] = v->kind == DL_VALUE_WEIGHT;
         if (isw[j]) {
             in[j].data = (void *)dl_session_weight(s, ins[j]); /* the session's (maybe folded) weights */
             continue;
@@ -230,16 +230,9 @@ typedef struct planner {
     int nbe;
     double *t;                /* t[node * nbe + b]: op time, < 0 if not a candidate */
     xfer x[MAX_CAND * 4];     /* per backend (device ones) */
-    size_t esz[MAX_CAND * 4]; /* per backend: bytes per element it will likely store (4, or 2 at f16/bf16) */
+    size_t esz[MAX_CAND * 4]; /* per backend: bytes per element it stores (4, or 2 at f16/bf16) */
     double cast_ms_per_elem;  /* converting between dtypes, measured in host memory */
 } planner;
-
-/* Bytes per element backend be will likely store at the session's precision: 2 where it speaks
- * ABI 1.3 and the precision is f16/bf16 (storage.c asks it later), else 4. */
-static size_t likely_element_size(const dl_session *s, const dl_backend *be) {
-    int low = s->opt.precision == DL_PRECISION_F16 || s->opt.precision == DL_PRECISION_BF16;
-    return low && DL_ABI_MINOR_OF(be->abi_version) >= 3 ? 2 : 4;
-}
 
 /* Time per element of an f32 -> bf16 conversion in host memory (the host converts where a backend
  * cannot; a device converting is faster, so this errs on the side of fewer casts). */
@@ -264,7 +257,7 @@ static int be_index(planner *p, const dl_backend *be) {
         if (p->be[b] == be) return b;
     p->be[p->nbe] = be;
     p->x[p->nbe] = (xfer){be, 0, 0};
-    p->esz[p->nbe] = likely_element_size(p->s, be);
+    p->esz[p->nbe] = 4;
     return p->nbe++;
 }
 
@@ -488,8 +481,17 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
         for (int c = 0; c < pl->choice[i].n; c++)
             be_index(&p, dl_context_backend(s->ctx, pl->choice[i].cand[c].backend));
     for (int i = 0; i < n * p.nbe; i++) p.t[i] = -1;
-    if (need_timing && (s->opt.precision == DL_PRECISION_F16 || s->opt.precision == DL_PRECISION_BF16))
+    if (need_timing && (s->opt.precision == DL_PRECISION_F16 || s->opt.precision == DL_PRECISION_BF16)) {
         p.cast_ms_per_elem = time_cast();
+        for (int i = 0; i < n; i++) /* a backend that takes the 16-bit dtype for its ops stores 2 bytes */
+            for (int c = 0; c < pl->choice[i].n; c++) {
+                const dl_backend *be = dl_context_backend(s->ctx, pl->choice[i].cand[c].backend);
+                dl_format f;
+                dl_error why;
+                if (dl_session_accepts_as(s, be, i, &s->fuse.attrs[i], &f, &why) && dl_dtype_size(f.dtype) == 2)
+                    p.esz[be_index(&p, be)] = 2;
+            }
+    }
     for (int b = 0; b < p.nbe && need_timing; b++)
         if (!on_host(p.be[b])) measure_transfer(&p.x[b], cache);
     dl_status st = measure_ops(s, pl, &p, cache, err);

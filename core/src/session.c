@@ -148,7 +148,9 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     /* st->attrs is stored in the step; op.attrs must point at the step's own copy, and the
      * steps array may still grow, so the pointer is fixed up after building (fix_pointers). */
     dl_session_op_view(s, i, &st->attrs, &st->op, st->in, &st->out);
-    dl_session_apply_format(s, i, s->places[p].fmt, &st->op, st->in, &st->out, st->strides);
+    unsigned char is_weight[DL_MAX_NODE_INPUTS + 1];
+    dl_session_weight_flags(s, i, is_weight);
+    dl_op_apply_format(&st->op, st->in, &st->out, is_weight, s->places[p].fmt, st->strides);
     st->flops = dl_op_def_of(n->kind)->flops(&st->op);
     for (int j = 0; j < n_in; j++) {
         int r = root(s, ins[j]);

@@ -13,6 +13,7 @@
 #define DLRUN_SESSION_H
 #include "context.h"
 #include "graph.h"
+#include "oprun.h"
 #include "weights.h"
 
 struct dl_model {
@@ -29,12 +30,6 @@ typedef struct dl_domain {
     dl_device device;
     const dl_backend *be; /* allocates and copies for this domain; NULL for the host */
 } dl_domain;
-
-/* How a value is stored: dtype and, for 4-D activations, layout (dl_layout). */
-typedef struct dl_format {
-    dl_dtype dtype;
-    int layout;
-} dl_format;
 
 /* Where a value is stored: a memory domain and a format. */
 typedef struct dl_store {
@@ -194,10 +189,8 @@ void dl_placement_free(dl_placement *p);
  * channels-last where it prefers it or its input already is; f32 row-major otherwise. Fills
  * s->places and s->node_place. */
 dl_status dl_choose_storage(dl_session *s, dl_error *err);
-/* Gives the node's op view (dl_session_op_view) format f: every tensor's dtype, channels-last
- * strides (room for 4 per tensor in `strides`) on its 4-D activations and output. */
-void dl_session_apply_format(const dl_session *s, int node, dl_format f, dl_op *op, dl_tensor *in, dl_tensor *out,
-                             int64_t *strides);
+/* Node `node`'s inputs as this session gives them (dl_session_node_inputs): 1 for a weight. */
+void dl_session_weight_flags(const dl_session *s, int node, unsigned char *is_weight);
 /* 1 if backend be accepts node `node` with these attributes (ABI version and supports()) in some
  * storage format: the precision's dtype (channels-last first where the backend prefers it or the
  * input already is), then f32; the first accepted goes to *f (if not NULL). Else 0, with the
@@ -220,8 +213,6 @@ dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err);
 /* Stores weight v in place p, once, outside the plan: used where it is (host memory, same dtype),
  * else allocated there and converted / copied from its stored dtype (no f32 detour). */
 dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err);
-/* "f32", "bf16", "f16 nhwc", ... */
-void dl_format_str(dl_format f, char *buf, size_t len);
 /* Copies n bytes from domain `from` to domain `to` (staging through host memory between two devices). */
 dl_status dl_dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n, void *staging,
                       dl_error *err);

@@ -18,10 +18,6 @@ static const dl_format F32_ROW_MAJOR = {{DL_DTYPE_FLOAT, 32, 1}, DL_LAYOUT_ROW_M
 
 static int format_eq(dl_format a, dl_format b) { return dl_dtype_eq(a.dtype, b.dtype) && a.layout == b.layout; }
 
-void dl_format_str(dl_format f, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s", dl_dtype_name(f.dtype), f.layout == DL_LAYOUT_CHANNELS_LAST ? " nhwc" : "");
-}
-
 const char *dl_domain_name(const dl_session *s, int d) { return d == 0 ? "host" : s->doms[d].be->name; }
 
 int dl_place_index(dl_session *s, int dom, dl_format fmt) {
@@ -60,93 +56,40 @@ dl_tensor dl_place_view(const dl_session *s, int v, int p, int64_t *strides) {
 
 /* ---- choosing each node's format ---- */
 
-/* Sets the dtype of every tensor of op (node's view) to f's, and channels-last strides on its 4-D
- * activations and output when f says so. strides has room for 4 per tensor. */
-void dl_session_apply_format(const dl_session *s, int node, dl_format f, dl_op *op, dl_tensor *in, dl_tensor *out,
-                             int64_t *strides) {
+void dl_session_weight_flags(const dl_session *s, int node, unsigned char *is_weight) {
     int ins[DL_MAX_NODE_INPUTS + 1], n = dl_session_node_inputs(s, node, ins);
-    for (int j = 0; j < n && j < op->n_inputs; j++) {
-        in[j].dtype = f.dtype;
-        in[j].strides = NULL;
-        if (f.layout == DL_LAYOUT_CHANNELS_LAST && is_4d_activation(s, ins[j]) && in[j].ndim == 4) {
-            dl_channels_last_strides(in[j].shape, strides + 4 * j);
-            in[j].strides = strides + 4 * j;
-        }
-    }
-    out->dtype = f.dtype;
-    out->strides = NULL;
-    if (f.layout == DL_LAYOUT_CHANNELS_LAST && out->ndim == 4) {
-        dl_channels_last_strides(out->shape, strides + 4 * n);
-        out->strides = strides + 4 * n;
-    }
+    for (int j = 0; j < n; j++) is_weight[j] = s->g->values[ins[j]].kind == DL_VALUE_WEIGHT;
 }
 
-static dl_dtype storage_dtype(const dl_session *s) {
-    if (s->opt.precision == DL_PRECISION_F16) return DL_F16;
-    if (s->opt.precision == DL_PRECISION_BF16) return DL_BF16;
-    return DL_F32;
-}
-
-/* Does node i touch a 4-D activation (so that a layout means something)? Is its first 4-D
- * activation input already channels-last in be's domain (known once formats are chosen)? */
-static void layout_facts(const dl_session *s, const dl_backend *be, int i, int *has4d, int *input_cl) {
+/* Is node i's first 4-D activation input already channels-last in be's domain (known once the
+ * formats of the nodes before it are chosen)? */
+static int input_channels_last(const dl_session *s, const dl_backend *be, int i) {
     const dl_node *n = &s->g->nodes[i];
-    *has4d = s->shape[n->output].ndim == 4, *input_cl = 0;
-    int first = 1;
     for (int j = 0; j < n->n_inputs; j++) {
-        int v = n->inputs[j];
+        int v = n->inputs[j], p = s->g->values[v].producer;
         if (!is_4d_activation(s, v)) continue;
-        int p = s->g->values[v].producer;
-        if (first && p >= 0 && s->n_places > 0) {
-            const dl_store *home = &s->places[s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p]];
-            int same = home->dom == 0 ? be->device.device_type == DL_DEVICE_CPU
-                                      : home->dom < s->n_doms && s->doms[home->dom].be &&
-                                            s->doms[home->dom].device.device_type == be->device.device_type &&
-                                            s->doms[home->dom].device.device_id == be->device.device_id;
-            *input_cl = same && home->fmt.layout == DL_LAYOUT_CHANNELS_LAST;
-        }
-        *has4d = 1, first = 0;
+        if (p < 0 || s->n_places == 0) return 0;
+        const dl_store *home = &s->places[s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p]];
+        if (home->fmt.layout != DL_LAYOUT_CHANNELS_LAST) return 0;
+        const dl_device *d = home->dom ? &s->doms[home->dom].device : NULL;
+        return d ? d->device_type == be->device.device_type && d->device_id == be->device.device_id
+                 : be->device.device_type == DL_DEVICE_CPU;
     }
-}
-
-/* The storage formats to try for node i on be, best first; the last is always f32 row-major. */
-static int format_tries(const dl_session *s, const dl_backend *be, int i, const dl_op *op, dl_format *tries) {
-    int n = 0;
-    if (DL_ABI_MINOR_OF(be->abi_version) >= 3) { /* older plugins see f32 row-major only */
-        int has4d, input_cl;
-        layout_facts(s, be, i, &has4d, &input_cl);
-        int want_cl = has4d && (input_cl || (DL_BACKEND_HAS(be, preferred_layout) &&
-                                             be->preferred_layout(be->self, op) == DL_LAYOUT_CHANNELS_LAST));
-        dl_dtype low = storage_dtype(s);
-        if (!dl_dtype_is_f32(low)) {
-            if (want_cl) tries[n++] = (dl_format){low, DL_LAYOUT_CHANNELS_LAST};
-            tries[n++] = (dl_format){low, DL_LAYOUT_ROW_MAJOR};
-        }
-        if (want_cl) tries[n++] = (dl_format){DL_F32, DL_LAYOUT_CHANNELS_LAST};
-    }
-    tries[n++] = F32_ROW_MAJOR;
-    return n;
+    return 0;
 }
 
 int dl_session_accepts_as(const dl_session *s, const dl_backend *be, int i, const dl_op_attrs *attrs, dl_format *f,
                           dl_error *why) {
     dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
     int64_t strides[4 * (DL_MAX_NODE_INPUTS + 2)];
+    unsigned char is_weight[DL_MAX_NODE_INPUTS + 1];
     dl_op op;
     dl_session_op_view(s, i, attrs, &op, in, &out);
+    dl_session_weight_flags(s, i, is_weight);
     for (int j = 0; j < op.n_inputs; j++) in[j].device = be->device;
     out.device = be->device;
-    dl_format tries[4];
-    int n = format_tries(s, be, i, &op, tries);
-    for (int t = 0; t < n; t++) {
-        dl_session_apply_format(s, i, tries[t], &op, in, &out, strides);
-        why->msg[0] = 0;
-        if (dl_backend_accepts(be, &op, why)) {
-            if (f) *f = tries[t];
-            return 1;
-        }
-    }
-    return 0; /* why: the reason for f32 row-major, the format every backend is asked last */
+    return dl_backend_accepts_as(be, s->opt.precision, input_channels_last(s, be, i), &op, in, &out, is_weight, strides,
+                                 f, why);
 }
 
 int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {
@@ -313,6 +256,7 @@ dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err) {
     s->owned[(size_t)v * DL_MAX_PLACES + (size_t)p] = 1;
     s->mem[d].weights += n;
     dst.data = BUF(s, v, p);
+    void *tmp = NULL; /* host staging when the host converts for a device */
     if (same) st = dl_dom_copy(s, d, dst.data, 0, src.data, n, NULL, err);
     else if (d == 0) st = host_convert(&dst, &src, err);
     else {
@@ -324,15 +268,15 @@ dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err) {
                 st =
                     dl_fail(err, DL_E_RUNTIME, "%s: converting weight '%s': %s", be->name, s->g->values[v].name, e.msg);
         } else { /* converted in host memory, then copied */
-            dl_tensor tmp = dst;
-            tmp.device = src.device;
-            st = dl_session_alloc(s, 0, n, &tmp.data, err);
-            if (st == DL_OK) st = host_convert(&tmp, &src, err);
-            if (st == DL_OK) st = dl_dom_copy(s, d, dst.data, 0, tmp.data, n, NULL, err);
-            if (st == DL_OK) st = sync_dom(s, d, err); /* the staging buffer must outlive the copy */
-            free(tmp.data);
+            dl_tensor h = dst;
+            h.device = src.device;
+            st = dl_session_alloc(s, 0, n, &tmp, err);
+            h.data = tmp;
+            if (st == DL_OK) st = host_convert(&h, &src, err);
+            if (st == DL_OK) st = dl_dom_copy(s, d, dst.data, 0, tmp, n, NULL, err);
         }
     }
-    if (st == DL_OK && d) st = sync_dom(s, d, err); /* the file's mapping may go before a queued copy ends */
+    if (st == DL_OK && d) st = sync_dom(s, d, err); /* a queued copy may still read its source */
+    free(tmp);
     return st;
 }

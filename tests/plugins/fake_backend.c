@@ -9,7 +9,8 @@
  *                             order, at synchronize() or before a copy (so a host that reads a
  *                             result without synchronizing this backend reads stale memory)
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
- * see that the host never shows an older plugin anything but f32 row-major tensors. */
+ * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
+ * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <stdio.h>
@@ -19,6 +20,11 @@
 
 #include "dlrun/plugin.h"
 
+#ifdef FAKE_BF16
+#define FAKE_DTYPE DL_BF16
+#else
+#define FAKE_DTYPE DL_F32
+#endif
 #ifdef FAKE_ABI_1_2
 #define FAKE_ABI (((uint32_t)DL_ABI_MAJOR << 16) | 2u)
 #define ANY_DTYPE 1
@@ -65,8 +71,15 @@ static double env_num(const char *name, double def) {
 
 static void compute(fake *f, const dl_kernel *k, const float *x, const float *b, float *y) {
     for (int64_t i = 0; i < k->n; i++) {
+#ifdef FAKE_BF16 /* the same in bf16 storage; relu and copies on the bits, as cheap as f32 */
+        const uint16_t *xh = (const uint16_t *)x, *bh = (const uint16_t *)b;
+        uint16_t *yh = (uint16_t *)y;
+        if (k->kind == DL_OP_ADD) yh[i] = dl_f32_to_bf16(dl_bf16_to_f32(xh[i]) + dl_bf16_to_f32(bh[i]));
+        else yh[i] = k->kind == DL_OP_RELU && (xh[i] & 0x8000u) ? 0 : xh[i];
+#else
         float v = k->kind == DL_OP_ADD ? x[i] + b[i] : x[i];
         y[i] = k->kind == DL_OP_RELU && v < 0 ? 0 : v;
+#endif
     }
     wait_us(f->op_us[k->kind]);
 }
@@ -102,7 +115,7 @@ static int fk_supports(void *self, const dl_op *op, dl_error *why) {
         return dl_fail(why, DL_E_UNSUPPORTED, "not in DLFAKE ops"), 0;
     if (op->attrs->activation) return dl_fail(why, DL_E_UNSUPPORTED, "no fused activation"), 0;
     for (int i = 0; i < op->n_inputs; i++)
-        if ((!ANY_DTYPE && !dl_dtype_is_f32(op->inputs[i].dtype)) ||
+        if ((!ANY_DTYPE && !dl_dtype_eq(op->inputs[i].dtype, FAKE_DTYPE)) ||
             dl_tensor_numel(&op->inputs[i]) != dl_tensor_numel(&op->outputs[0]))
             return dl_fail(why, DL_E_UNSUPPORTED, "elementwise f32 only"), 0;
     return (op->kind == DL_OP_ADD) == (op->n_inputs == 2) ? 1 : (dl_fail(why, DL_E_UNSUPPORTED, "input count"), 0);
