@@ -103,7 +103,18 @@ Test(cli, json_is_valid_and_complete) {
     cJSON *ops = cJSON_GetObjectItem(j, "ops");
     cr_assert(cJSON_IsArray(ops) && cJSON_GetArraySize(ops) >= 5);
     cr_expect(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "backend"));
+    /* per-op times only with --profile: unprofiled, an asynchronous op's time is its enqueueing */
+    cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "time_ms"));
+    cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(ops, 0), "gflops_per_s"));
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "phases_ms"), "compute")));
     cr_expect(cJSON_IsArray(cJSON_GetObjectItem(j, "top5")));
+    cJSON_Delete(j);
+    free(out);
+    cr_assert_eq(dlrun(MODEL("mlp.yaml") " --json --profile", &out), 0, "%s", out);
+    j = cJSON_Parse(out);
+    cr_assert(j, "not JSON: %s", out);
+    cJSON *op0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "ops"), 0);
+    cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(op0, "time_ms")) && cJSON_GetObjectItem(op0, "gflops_per_s"));
     cJSON_Delete(j);
     free(out);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dlrun/dlrun.h"
 #include "session.h"
@@ -19,6 +20,8 @@
 
 static void fresh_env(void) {
     unsetenv("DLFAKE_BF16NHWC_CONVERT");
+    unsetenv("DLFAKE_BF16NHWC_MEMORY");
+    unsetenv("DLFAKE_BF16NHWC_PREPARE_FAILS");
     unsetenv("DLRUN_PLUGIN_PATH");
     char dir[] = "/tmp/dlrun-cache-XXXXXX";
     cr_assert(mkdtemp(dir));
@@ -117,6 +120,54 @@ static void resnet_on_bf16(const char *convert) {
 
 Test(session_storage, resnet18_bf16_nhwc_backend_converting_copies) { resnet_on_bf16(NULL); }
 Test(session_storage, resnet18_bf16_nhwc_backend_host_converts) { resnet_on_bf16("0"); }
+
+/* Every slot of a device domain's arena starts on 256 bytes (cuBLASLt's and cuDNN's assumption),
+ * host slots on 64; the plan has slots of odd sizes (bf16 tensors of odd element counts). */
+Test(session_storage, device_slots_256_aligned) {
+    fresh_env();
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s = open_model(DLRUN_SOURCE_DIR "/models/resnet18.yaml", "bf16nhwc", DL_PRECISION_BF16, 1, &ctx, &m);
+    int device = 0, odd = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        const dl_slot *sl = &s->slots[i];
+        int dom = s->places[sl->place].dom;
+        cr_expect_eq(sl->offset % (dom ? 256 : 64), 0, "slot %d (domain %d) at offset %zu", i, dom, sl->offset);
+        device += dom != 0;
+        odd += dom != 0 && sl->size % 256 != 0;
+    }
+    cr_expect_gt(device, 10, "the model's activations live in the backend's domain");
+    cr_expect_gt(odd, 0, "some device slot has a size that is not a multiple of 256 (so alignment is planned)");
+    dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
+}
+
+/* A batch too big for a device domain is refused, in one line naming the backend, before any
+ * kernel is prepared (preparing allocates on the real shapes: cuDNN's search, tile timing). */
+Test(session_storage, too_big_for_the_device_refused_before_prepare) {
+    fresh_env();
+    setenv("DLFAKE_BF16NHWC_MEMORY", "67108864", 1); /* 64 MiB */
+    setenv("DLFAKE_BF16NHWC_PREPARE_FAILS", "1", 1);
+    dl_context_options co = {sizeof co, 2, 0, CPU_AND_BF16, 1};
+    dl_error err = {{0}};
+    dl_context *ctx;
+    dl_model *m;
+    cr_assert_eq(dl_context_create(&co, &ctx, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(dl_model_load(DLRUN_SOURCE_DIR "/models/resnet18.yaml", &m, &err), DL_OK, "%s", err.msg);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = "bf16nhwc";
+    so.precision = DL_PRECISION_BF16;
+    so.batch = 64;
+    dl_session *s = NULL;
+    cr_expect_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_NOMEM);
+    cr_expect(strstr(err.msg, "needs") && strstr(err.msg, "bf16nhwc memory") && !strchr(err.msg, '\n'), "%s",
+              err.msg);
+    cr_expect_null(strstr(err.msg, "prepare"), "refused only after preparing: %s", err.msg);
+    so.batch = 1; /* fits: now the failing prepare is reached, which shows the check came first */
+    cr_expect_neq(dl_session_create(ctx, m, &so, &s, &err), DL_OK);
+    cr_expect(strstr(err.msg, "prepare was called"), "%s", err.msg);
+    dl_model_free(m), dl_context_free(ctx);
+}
 
 /* Weights are converted once into the backend's domain at half their f32 bytes, and the
  * activations it holds are half their f32 bytes too. */
@@ -340,4 +391,27 @@ Test(session_storage, placement_counts_casts) {
         cr_expect_str_eq(pi.storage, e ? "bf16" : "f32");
         dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
     }
+}
+
+/* A run's phases (dl_session_last_run_times): with the model on a backend of its own domain, the
+ * upload before the first op and the download after the last are timed apart from the ops; the
+ * three add up to no more than the run's wall time, and each is positive. */
+Test(session_storage, run_phases_add_up) {
+    fresh_env();
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s = open_model(DLRUN_SOURCE_DIR "/models/lenet.yaml", "bf16nhwc", DL_PRECISION_BF16, 3, &ctx, &m);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    float *y = run_seeded(s, 2);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double wall = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) * 1e-6;
+    dl_run_times t;
+    dl_session_last_run_times(s, &t);
+    cr_expect(t.inputs_ms > 0 && t.compute_ms > 0 && t.outputs_ms > 0, "inputs %g, compute %g, outputs %g ms",
+              t.inputs_ms, t.compute_ms, t.outputs_ms);
+    cr_expect_leq(t.inputs_ms + t.compute_ms + t.outputs_ms, wall, "phases %g + %g + %g ms > run %g ms", t.inputs_ms,
+                  t.compute_ms, t.outputs_ms, wall);
+    free(y);
+    dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
 }

@@ -33,6 +33,9 @@ typedef struct cli_timing {
     double median_ms, min_ms, max_ms;
     int runs;
     long long batch;
+    dl_run_times median; /* each phase's median over the runs (dl_session_last_run_times) */
+    double compute_min_ms, compute_max_ms;
+    int gpu; /* some memory domain is not the host's: the phases are worth showing */
 } cli_timing;
 
 /* Text report: summary line, placement, top-5, latency; and the per-op table with --profile. */

@@ -281,7 +281,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         }
     }
     dl_session_reset_profile(s);
-    times = malloc((size_t)o->iterations * sizeof *times);
+    times = malloc(4 * (size_t)o->iterations * sizeof *times); /* run, inputs, compute, outputs */
     if (!times) {
         rc = EXIT_RUNTIME;
         goto done;
@@ -294,11 +294,25 @@ static int run_model(const cli_options *o, dl_context *ctx) {
             rc = fail(st, &err);
             goto done;
         }
+        dl_run_times ph;
+        dl_session_last_run_times(s, &ph);
+        times[o->iterations + i] = ph.inputs_ms;
+        times[2 * o->iterations + i] = ph.compute_ms;
+        times[3 * o->iterations + i] = ph.outputs_ms;
     }
-    qsort(times, (size_t)o->iterations, sizeof *times, cmp_double);
-    cli_timing t = {o->iterations % 2 ? times[o->iterations / 2]
-                                      : 0.5 * (times[o->iterations / 2 - 1] + times[o->iterations / 2]),
-                    times[0], times[o->iterations - 1], o->iterations, ins[0].shape[0]};
+    cli_timing t = {0};
+    double *phase[4] = {&t.median_ms, &t.median.inputs_ms, &t.median.compute_ms, &t.median.outputs_ms};
+    for (int q = 0; q < 4; q++) {
+        double *v = times + (size_t)q * (size_t)o->iterations;
+        int n = o->iterations;
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        *phase[q] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        if (q == 0) t.min_ms = v[0], t.max_ms = v[n - 1];
+        if (q == 2) t.compute_min_ms = v[0], t.compute_max_ms = v[n - 1];
+    }
+    t.runs = o->iterations;
+    t.batch = ins[0].shape[0];
+    t.gpu = dl_session_memory_count(s) > 1;
     rc = write_outputs(o, s);
     if (rc) goto done;
     if (o->json) cli_print_json(o, m, s, &t);

@@ -192,6 +192,10 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     else
         printf("latency: median %.2f ms, min %.2f ms, max %.2f ms over %d runs; %.2f images/s\n", t->median_ms,
                t->min_ms, t->max_ms, t->runs, (double)t->batch * 1000.0 / t->median_ms);
+    if (t->gpu) /* where tensors cross to a device, the model's own time apart from the transfers */
+        printf("phases (median): inputs %.3f ms, compute %.3f ms (min %.3f, max %.3f), outputs %.3f ms\n",
+               t->median.inputs_ms, t->median.compute_ms, t->compute_min_ms, t->compute_max_ms,
+               t->median.outputs_ms);
 }
 
 static cJSON *shape_json(const int64_t *shape, int ndim) {
@@ -215,6 +219,12 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
     cJSON_AddNumberToObject(lat, "median", t->median_ms);
     cJSON_AddNumberToObject(lat, "min", t->min_ms);
     cJSON_AddNumberToObject(lat, "max", t->max_ms);
+    cJSON *ph = cJSON_AddObjectToObject(root, "phases_ms"); /* medians; dl_session_last_run_times */
+    cJSON_AddNumberToObject(ph, "inputs", t->median.inputs_ms);
+    cJSON_AddNumberToObject(ph, "compute", t->median.compute_ms);
+    cJSON_AddNumberToObject(ph, "compute_min", t->compute_min_ms);
+    cJSON_AddNumberToObject(ph, "compute_max", t->compute_max_ms);
+    cJSON_AddNumberToObject(ph, "outputs", t->median.outputs_ms);
     cJSON_AddNumberToObject(root, "runs", t->runs);
     cJSON_AddNumberToObject(root, "images_per_s", (double)t->batch * 1000.0 / t->median_ms);
     cJSON *steps = cJSON_AddArrayToObject(root, "ops");
@@ -228,12 +238,13 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
         else cJSON_AddStringToObject(e, st.kind == DL_STEP_COPY ? "route" : "backend", st.backend);
         cJSON_AddItemToObject(e, "output_shape", shape_json(st.shape, st.ndim));
         if (st.kind != DL_STEP_FUSED) {
+            /* per-op times only when profiled: otherwise a GPU op's time is only its enqueueing */
             double ms = mean_ms(&st);
-            cJSON_AddNumberToObject(e, "time_ms", ms);
+            if (o->profile) cJSON_AddNumberToObject(e, "time_ms", ms);
             if (st.kind == DL_STEP_COPY) cJSON_AddNumberToObject(e, "bytes", st.bytes);
             else {
                 cJSON_AddNumberToObject(e, "gflop", st.flops * 1e-9);
-                cJSON_AddNumberToObject(e, "gflops_per_s", ms > 0 ? st.flops / ms * 1e-6 : 0);
+                if (o->profile) cJSON_AddNumberToObject(e, "gflops_per_s", ms > 0 ? st.flops / ms * 1e-6 : 0);
             }
         }
         cJSON_AddItemToArray(steps, e);

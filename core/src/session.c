@@ -284,7 +284,10 @@ static dl_status build(dl_session *s, dl_error *err) {
     if (st == DL_OK) st = build_steps(s, err);
     if (st != DL_OK) return st;
     fix_pointers(s);
-    st = prepare_kernels(s, err);
+    /* Preparing allocates on the real shapes (cuDNN's algorithm search, tile timing): a batch too
+     * big must be refused before that, by the plan of the activations alone. */
+    st = dl_session_check_memory(s, err);
+    if (st == DL_OK) st = prepare_kernels(s, err);
     if (st == DL_OK) st = dl_session_plan_memory(s, err);
     if (st == DL_OK) point_steps(s);
     return st;
@@ -402,6 +405,7 @@ static dl_status sync_all(dl_session *s, const dl_backend **last, dl_error *err)
 }
 
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    double t_start = dl_now_ms();
     const dl_graph *g = s->g;
     if (n_inputs != g->n_inputs)
         return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
@@ -419,8 +423,20 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
                dl_session_value_bytes(s, g->inputs[i]));
     }
     const dl_backend *last[DL_MAX_DOMAINS] = {0};
+    int first_op = s->n_steps, last_op = -1;
+    for (int k = 0; k < s->n_steps; k++)
+        if (s->steps[k].kind == DL_STEP_OP) {
+            if (first_op == s->n_steps) first_op = k;
+            last_op = k;
+        }
+    double t_compute = t_start, t_outputs = t_start;
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
+        if (k == first_op) { /* the inputs are where the first op reads them */
+            dl_status rc = k ? sync_all(s, last, err) : DL_OK;
+            if (rc != DL_OK) return rc;
+            t_compute = dl_now_ms();
+        }
         if (st->kind == DL_STEP_FUSED) continue;
         double t0 = dl_now_ms();
         dl_status rc;
@@ -437,13 +453,21 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         }
         if (rc == DL_OK && s->profiling && st->dom != 0) rc = sync_all(s, last, err);
         if (rc != DL_OK) return rc;
-        double ms = dl_now_ms() - t0;
+        if (k == last_op && (rc = sync_all(s, last, err)) != DL_OK) return rc; /* the ops are done */
+        double t1 = dl_now_ms(), ms = t1 - t0;
+        if (k == last_op) t_outputs = t1;
         st->last_ms = ms;
         st->total_ms += ms;
         st->runs++;
     }
-    return sync_all(s, last, err);
+    dl_status rc = sync_all(s, last, err);
+    double t_end = dl_now_ms();
+    if (last_op < 0) t_compute = t_outputs = t_end; /* no op: everything was copying */
+    s->last_run = (dl_run_times){t_compute - t_start, t_outputs - t_compute, t_end - t_outputs};
+    return rc;
 }
+
+void dl_session_last_run_times(const dl_session *s, dl_run_times *t) { *t = s->last_run; }
 
 int dl_session_input_count(const dl_session *s) { return s->g->n_inputs; }
 const dl_tensor *dl_session_input(const dl_session *s, int i) {

@@ -11,7 +11,11 @@
 #include "memplan.h"
 #include "session.h"
 
-#define PLAN_ALIGN 64
+/* Slot offsets in an arena: 64 bytes in host memory (a cache line, AVX-512), 256 in a device's
+ * (cuBLASLt and cuDNN assume 256-byte aligned tensors unless told otherwise; cudaMalloc's own
+ * alignment), so a kernel sees the same alignment in a session as on its own allocations. */
+#define PLAN_ALIGN_HOST 64
+#define PLAN_ALIGN_DEVICE 256
 
 int dl_slot_add(dl_session *s, int value, int place, size_t size, int first) {
     if (s->n_slots == s->cap_slots) {
@@ -95,7 +99,8 @@ static dl_status check_fits(dl_session *s, int d, dl_error *err) {
                    s->mem[d].weights ? ", weights" : "", what, ab);
 }
 
-dl_status dl_session_plan_memory(dl_session *s, dl_error *err) {
+/* Offsets of every slot in its domain's arena, and whether each domain fits. */
+dl_status dl_session_check_memory(dl_session *s, dl_error *err) {
     plan_in_place(s);
     dl_mem_request *req = malloc(((size_t)s->n_slots + 1) * sizeof *req);
     size_t *off = malloc(((size_t)s->n_slots + 1) * sizeof *off);
@@ -111,7 +116,7 @@ dl_status dl_session_plan_memory(dl_session *s, dl_error *err) {
             req[k] = (dl_mem_request){sl->size, sl->first, sl->last, sl->share >= 0 ? local[sl->share] : -1};
         }
         dl_mem_plan_stats stats;
-        if (!dl_mem_plan(req, n, PLAN_ALIGN, off, &stats)) {
+        if (!dl_mem_plan(req, n, d == 0 ? PLAN_ALIGN_HOST : PLAN_ALIGN_DEVICE, off, &stats)) {
             st = dl_fail(err, DL_E_NOMEM, "out of memory planning memory");
             break;
         }
@@ -120,6 +125,11 @@ dl_status dl_session_plan_memory(dl_session *s, dl_error *err) {
     }
     free(req), free(off), free(local), free(global);
     for (int d = 0; st == DL_OK && d < s->n_doms; d++) st = check_fits(s, d, err);
+    return st;
+}
+
+dl_status dl_session_plan_memory(dl_session *s, dl_error *err) {
+    dl_status st = dl_session_check_memory(s, err);
     for (int d = 0; st == DL_OK && d < s->n_doms; d++) {
         if (!s->mem[d].peak) continue;
         st = dl_session_alloc(s, d, s->mem[d].peak, &s->mem[d].arena, err);

@@ -37,6 +37,7 @@ dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err) {
     DL_GPU_TRY(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), err);
     DL_GPU_TRY(cudaEventCreate(&g->ev_start), err);
     DL_GPU_TRY(cudaEventCreate(&g->ev_stop), err);
+    for (int b = 0; b < 2; b++) DL_GPU_TRY(cudaEventCreateWithFlags(&g->ev_staged[b], cudaEventDisableTiming), err);
     DL_GPU_TRY(cudaMallocHost(&g->staging, DL_GPU_STAGING), err);
     snprintf(g->description, sizeof g->description, "%s (GPU %d), sm_%d%d, %.1f GiB, driver %d.%d, runtime %d.%d",
              g->name, index, g->cc_major, g->cc_minor, (double)g->total_mem / 1073741824.0, g->driver_version / 1000,
@@ -49,6 +50,8 @@ void dl_gpu_close(dl_gpu *g) {
     if (g->staging) cudaFreeHost(g->staging);
     if (g->ev_start) cudaEventDestroy(g->ev_start);
     if (g->ev_stop) cudaEventDestroy(g->ev_stop);
+    for (int b = 0; b < 2; b++)
+        if (g->ev_staged[b]) cudaEventDestroy(g->ev_staged[b]);
     if (g->stream) cudaStreamDestroy(g->stream);
     if (g->has_lock) pthread_mutex_destroy(&g->lock);
     memset(g, 0, sizeof *g);
@@ -75,23 +78,60 @@ void dl_gpu_free(dl_gpu *g, void *ptr) {
     cudaFree(ptr);
 }
 
-/* A copy to or from host memory, chunk by chunk through the staging buffer; the caller holds the
- * lock for the whole loop (the buffer is the plugin's one). */
-static dl_status copy_staged(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
-    for (size_t off = 0; off < bytes; off += DL_GPU_STAGING) {
-        size_t n = bytes - off < DL_GPU_STAGING ? bytes - off : DL_GPU_STAGING;
-        /* the staging buffer is reused: wait until the previous chunk has left it */
-        DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
-        if (kind == DL_COPY_HOST_TO_DEVICE) {
-            memcpy(g->staging, (const char *)src + off, n);
-            DL_GPU_TRY(cudaMemcpyAsync((char *)dst + off, g->staging, n, cudaMemcpyHostToDevice, g->stream), err);
-        } else {
-            DL_GPU_TRY(cudaMemcpyAsync(g->staging, (const char *)src + off, n, cudaMemcpyDeviceToHost, g->stream), err);
-            DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
-            memcpy((char *)dst + off, g->staging, n);
+/* The host's half of a staged transfer: fill writes units lo..lo+count of an upload into the
+ * staging half buf; drain reads them out of buf after a download. */
+typedef void (*stage_fn)(const void *ctx, void *buf, int64_t lo, int64_t count);
+
+/* An upload to (or download from) device memory dev of n units of `unit` bytes, chunk by chunk
+ * through the two halves of the staging buffer, so that the host's copy into (out of) one half
+ * runs while the DMA of the other does. Each half's event marks when its last DMA is done. The
+ * caller holds the lock. An upload returns with its last chunks still queued on the stream. */
+static dl_status staged(dl_gpu *g, int up, char *dev, int64_t n, int64_t unit, stage_fn fn, const void *ctx,
+                        dl_error *err) {
+    const int64_t half = (int64_t)DL_GPU_STAGING / 2, chunk = half / unit, chunks = (n + chunk - 1) / chunk;
+    char *buf[2] = {g->staging, (char *)g->staging + half};
+    for (int64_t j = 0; j <= chunks; j++) {
+        int b = (int)(j & 1);
+        if (j < chunks) {
+            int64_t lo = j * chunk, count = n - lo < chunk ? n - lo : chunk;
+            if (up) {
+                DL_GPU_TRY(cudaEventSynchronize(g->ev_staged[b]), err); /* chunk j-2 has left this half */
+                fn(ctx, buf[b], lo, count);
+                DL_GPU_TRY(cudaMemcpyAsync(dev + lo * unit, buf[b], (size_t)(count * unit), cudaMemcpyHostToDevice,
+                                           g->stream),
+                           err);
+            } else { /* this half was drained at step j-1 */
+                DL_GPU_TRY(cudaMemcpyAsync(buf[b], dev + lo * unit, (size_t)(count * unit), cudaMemcpyDeviceToHost,
+                                           g->stream),
+                           err);
+            }
+            DL_GPU_TRY(cudaEventRecord(g->ev_staged[b], g->stream), err);
+        }
+        if (!up && j > 0) { /* chunk j-1 arrived while chunk j's DMA is queued behind it */
+            int64_t lo = (j - 1) * chunk, count = n - lo < chunk ? n - lo : chunk;
+            DL_GPU_TRY(cudaEventSynchronize(g->ev_staged[b ^ 1]), err);
+            fn(ctx, buf[b ^ 1], lo, count);
         }
     }
     return DL_OK;
+}
+
+typedef struct plain_host {
+    char *dst;
+    const char *src;
+} plain_host;
+static void fill_plain(const void *ctx, void *buf, int64_t lo, int64_t count) {
+    memcpy(buf, ((const plain_host *)ctx)->src + lo, (size_t)count);
+}
+static void drain_plain(const void *ctx, void *buf, int64_t lo, int64_t count) {
+    memcpy(((const plain_host *)ctx)->dst + lo, buf, (size_t)count);
+}
+
+/* A copy to or from host memory through the staging buffer; the caller holds the lock. */
+static dl_status copy_staged(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
+    plain_host h = {dst, src};
+    if (kind == DL_COPY_HOST_TO_DEVICE) return staged(g, 1, dst, (int64_t)bytes, 1, fill_plain, &h, err);
+    return staged(g, 0, (char *)src, (int64_t)bytes, 1, drain_plain, &h, err);
 }
 
 dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
@@ -106,32 +146,30 @@ dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_co
     return st;
 }
 
-/* The staged halves of a converting copy, the caller holding the lock. An upload fills the staging
- * buffer with dst's elements lo.. (gathered from host src and converted), then queues it up; a
- * download brings src's elements lo.. down and scatters them, converted, into host dst. */
+/* The host halves of a converting copy: an upload gathers dst's elements lo.. from host src,
+ * converted, into the staging buffer; a download scatters src's elements lo.., converted, from
+ * the staging buffer into host dst. */
+typedef struct convert_host {
+    const dl_gpu_convert_plan *p;
+    void *dst;
+    const void *src;
+} convert_host;
+static void fill_converted(const void *ctx, void *buf, int64_t lo, int64_t count) {
+    const convert_host *h = ctx;
+    dl_gpu_gather_host(buf, h->src, h->p, lo, count);
+}
+static void drain_converted(const void *ctx, void *buf, int64_t lo, int64_t count) {
+    const convert_host *h = ctx;
+    dl_gpu_scatter_host(h->dst, buf, h->p, lo, count);
+}
+
+/* The staged converting copy, the caller holding the lock. */
 static dl_status convert_staged(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, const dl_gpu_convert_plan *p,
                                 dl_copy_kind kind, dl_error *err) {
-    int up = kind == DL_COPY_HOST_TO_DEVICE;
-    int64_t dsize = dl_gpu_type_size(p->dt), ssize = dl_gpu_type_size(p->st);
-    int64_t chunk = (int64_t)DL_GPU_STAGING / (up ? dsize : ssize);
-    for (int64_t lo = 0; lo < p->x.n; lo += chunk) {
-        int64_t count = p->x.n - lo < chunk ? p->x.n - lo : chunk;
-        /* the staging buffer is reused: wait until the previous chunk has left it */
-        DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
-        if (up) {
-            dl_gpu_gather_host(g->staging, src->data, p, lo, count);
-            DL_GPU_TRY(cudaMemcpyAsync((char *)dst->data + lo * dsize, g->staging, (size_t)(count * dsize),
-                                       cudaMemcpyHostToDevice, g->stream),
-                       err);
-        } else {
-            DL_GPU_TRY(cudaMemcpyAsync(g->staging, (const char *)src->data + lo * ssize, (size_t)(count * ssize),
-                                       cudaMemcpyDeviceToHost, g->stream),
-                       err);
-            DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
-            dl_gpu_scatter_host(dst->data, g->staging, p, lo, count);
-        }
-    }
-    return DL_OK;
+    convert_host h = {p, dst->data, src->data};
+    if (kind == DL_COPY_HOST_TO_DEVICE)
+        return staged(g, 1, dst->data, p->x.n, dl_gpu_type_size(p->dt), fill_converted, &h, err);
+    return staged(g, 0, src->data, p->x.n, dl_gpu_type_size(p->st), drain_converted, &h, err);
 }
 
 dl_status dl_gpu_convert(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err) {

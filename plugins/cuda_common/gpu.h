@@ -29,13 +29,14 @@
 extern "C" {
 #endif
 
-#define DL_GPU_STAGING (16u << 20) /* bytes of pinned host memory per direction */
+#define DL_GPU_STAGING (16u << 20) /* bytes of pinned host memory: two halves, filled and sent in turn */
 
 typedef struct dl_gpu {
     int device;
     cudaStream_t stream;
     cudaEvent_t ev_start, ev_stop; /* dl_gpu_time's, under `lock` */
     void *staging;                 /* pinned host buffer for uploads and downloads, under `lock` */
+    cudaEvent_t ev_staged[2];      /* the last DMA of each half of `staging` is done, under `lock` */
     pthread_mutex_t lock;          /* see the thread rules above */
     int has_lock;                  /* `lock` was initialised (dl_gpu_close destroys it) */
     char name[256];

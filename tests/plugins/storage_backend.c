@@ -3,7 +3,9 @@
  * own). It computes through the CPU plugin, which it loads (STORAGE_CPU_PLUGIN) and forwards to,
  * so results are real. It prefers channels-last for every op with a 4-D tensor and converts in
  * its copies (ABI 1.3 convert) unless DLFAKE_BF16NHWC_CONVERT=0, which makes the host convert in
- * host memory instead. The session tests count the casts and transposes it causes. */
+ * host memory instead. The session tests count the casts and transposes it causes.
+ * DLFAKE_BF16NHWC_MEMORY=BYTES makes its memory_info report that much free memory, and
+ * DLFAKE_BF16NHWC_PREPARE_FAILS=1 makes every prepare fail (to see what the session does before). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -53,6 +55,8 @@ static int px_supports(void *self, const dl_op *op, dl_error *why) {
 static dl_status px_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *ws, dl_error *err) {
     proxy *p = self;
     if (!px_supports(self, op, err)) return DL_E_UNSUPPORTED;
+    const char *fails = getenv("DLFAKE_BF16NHWC_PREPARE_FAILS");
+    if (fails && strcmp(fails, "1") == 0) return dl_fail(err, DL_E_RUNTIME, "prepare was called");
     return p->cpu->prepare(p->cpu->self, op, k, ws, err);
 }
 static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
@@ -62,6 +66,11 @@ static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
 static void px_release(void *self, dl_kernel *k) {
     proxy *p = self;
     p->cpu->release(p->cpu->self, k);
+}
+static dl_status px_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err) {
+    const char *m = getenv("DLFAKE_BF16NHWC_MEMORY");
+    *free_bytes = *total_bytes = m ? (size_t)strtoull(m, NULL, 10) : 0; /* 0: unknown */
+    return DL_OK;
 }
 static int px_in_place(void *self, const dl_op *op) {
     proxy *p = self;
@@ -108,6 +117,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
                             .prepare = px_prepare,
                             .run = px_run,
                             .release = px_release,
+                            .memory_info = px_memory_info,
                             .supports_in_place = px_in_place,
                             .preferred_layout = px_preferred_layout,
                             .supports_convert = px_supports_convert,

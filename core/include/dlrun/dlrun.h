@@ -195,6 +195,16 @@ DL_API void dl_session_reset_profile(dl_session *s);
 /* 1 to time each step (synchronizing asynchronous backends after each); 0 to time only runs. */
 DL_API void dl_session_set_profiling(dl_session *s, int on);
 
+/* The last run in three phases, by the host's monotonic clock, each ending with every backend
+ * concerned synchronized: inputs (the inputs copied in, and the copies before the first op:
+ * uploads to a GPU), compute (from the first op queued until every backend has finished the last
+ * op: a GPU's device time plus whatever launch gaps the host leaves) and outputs (the copies after
+ * the last op: downloads). A copy between ops counts as compute. */
+typedef struct dl_run_times {
+    double inputs_ms, compute_ms, outputs_ms;
+} dl_run_times;
+DL_API void dl_session_last_run_times(const dl_session *s, dl_run_times *t);
+
 /* ---- cross-checking against the CPU reference (dlrun check, dlrun test-ops) ---------------- */
 
 typedef enum dl_check_result { DL_CHECK_PASS = 0, DL_CHECK_FAIL = 1, DL_CHECK_UNSUPPORTED = 2 } dl_check_result;

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""gpu_bench.py — dlrun against PyTorch on one GPU, in the same run, for tools/gpu-check's bench
+stage. Prints markdown tables:
+
+1. the GPU's measured matrix peak (an 8192^3 matmul in f32, TF32 and f16 through PyTorch);
+2. VGG-16 and ResNet-18 at batch 1 and 32, f32 (TF32 off) and TF32: PyTorch eager (cuDNN,
+   cudnn.benchmark on, input already on the GPU, CUDA events around model(x), median of 20 after
+   warm-up) beside dlrun's compute time (dlrun --json: phases_ms.compute, the median of 20 runs
+   after 5 warm-ups: from the first op queued until the GPU is done, the input already uploaded)
+   on the cuda plugin, the cudnn plugin and with default placement; dlrun's upload and download
+   times beside. Each configuration runs PyTorch, then dlrun, then PyTorch again (interleaved:
+   the PyTorch figure is the better of its two medians);
+3. every VGG-16 conv layer (3x3, pad 1, bias, relu fused) at batch 1 and 32: PyTorch's conv+relu,
+   and dlrun's cuda and cudnn plugins (dlrun --profile: each op timed on the host clock around a
+   synchronized op, so it includes ~10 us of launch and sync), time, TFLOP/s and share of peak.
+
+usage: tools/gpu_bench.py DLRUN [--plugins cuda,cudnn] [--quick]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+
+import torch
+import torchvision
+
+assert torch.cuda.is_available(), "no CUDA device"
+torch.backends.cudnn.benchmark = True
+dev = torch.device("cuda")
+
+
+def timed(fn, runs=20, warmup=5):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(runs):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def set_tf32(on):
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def dlrun_json(dlrun, args):
+    r = subprocess.run([dlrun, *args, "--json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+    return json.loads(r.stdout), None
+
+
+def peaks():
+    out = {}
+    for name, dt, tf32 in [("f32", torch.float32, False), ("tf32", torch.float32, True), ("f16", torch.float16, False)]:
+        set_tf32(tf32)
+        a = torch.randn(8192, 8192, device=dev, dtype=dt)
+        b = torch.randn(8192, 8192, device=dev, dtype=dt)
+        out[name] = 2 * 8192**3 / timed(lambda: a @ b, runs=10) / 1e9
+    return out
+
+
+def models(dlrun, plugins, batches):
+    print("| model | batch | precision | PyTorch ms | " + " | ".join(f"dlrun {p} ms" for p in plugins) +
+          " | dlrun placed ms | " + " | ".join(f"{p} / PyTorch" for p in plugins) + " | upload, download ms |")
+    print("|---" * (5 + 2 * len(plugins) + 1) + "|")
+    for name, yaml in (("vgg16", "models/vgg.yaml"), ("resnet18", "models/resnet18.yaml")):
+        model = getattr(torchvision.models, name)().to(dev).eval()
+        for batch in batches:
+            x = torch.randn(batch, 3, 224, 224, device=dev)
+            for prec in ("f32", "tf32"):
+                set_tf32(prec == "tf32")
+                with torch.no_grad():
+                    t1 = timed(lambda: model(x))
+                ours, io = {}, ""
+                for p in [*plugins, None]:
+                    args = [yaml, "--batch", str(batch), "--precision", prec, "--warmup", "5", "--iterations", "20"]
+                    j, e = dlrun_json(dlrun, args + (["--backend", p] if p else []))
+                    ours[p] = j["phases_ms"]["compute"] if j else None
+                    if j and p == plugins[-1]:
+                        io = f"{j['phases_ms']['inputs']:.2f}, {j['phases_ms']['outputs']:.3f}"
+                    if e:
+                        print(f"<!-- dlrun {p or 'placed'} {name} b{batch} {prec}: {e} -->")
+                with torch.no_grad():
+                    t2 = timed(lambda: model(x))
+                pt = min(t1, t2)
+                cell = lambda v: f"{v:.3f}" if v is not None else "error"
+                ratio = lambda v: f"{v / pt:.2f}" if v is not None else "-"
+                print(f"| {name} | {batch} | {prec} | {pt:.3f} | " + " | ".join(cell(ours[p]) for p in plugins) +
+                      f" | {cell(ours[None])} | " + " | ".join(ratio(ours[p]) for p in plugins) + f" | {io} |")
+        del model
+        torch.cuda.empty_cache()
+
+
+LAYERS = [(3, 64, 224), (64, 64, 224), (64, 128, 112), (128, 128, 112), (128, 256, 56), (256, 256, 56),
+          (256, 256, 56), (256, 512, 28), (512, 512, 28), (512, 512, 28), (512, 512, 14), (512, 512, 14),
+          (512, 512, 14)]
+
+
+def conv_layers(dlrun, plugins, batches, peak):
+    for prec in ("f32", "tf32"):
+        pk = peak["tf32" if prec == "tf32" else "f32"]
+        print(f"\n**VGG-16 conv layers, {prec}** (share of the measured {prec} matmul peak, {pk:.0f} TFLOP/s)\n")
+        print("| batch | layer | GFLOP | PyTorch ms | " + " | ".join(f"{p} ms" for p in plugins) + " | PyTorch TFLOP/s | " +
+              " | ".join(f"{p} TFLOP/s (peak %)" for p in plugins) + " |")
+        print("|---" * (4 + 2 * len(plugins) + 1) + "|")
+        set_tf32(prec == "tf32")
+        for batch in batches:
+            prof = {}
+            for p in plugins:
+                j, e = dlrun_json(dlrun, ["models/vgg.yaml", "--backend", p, "--precision", prec, "--batch", str(batch),
+                                          "--warmup", "3", "--iterations", "10", "--profile"])
+                prof[p] = [o["time_ms"] for o in j["ops"] if o["op"] == "conv2d"] if j else []
+                if e:
+                    print(f"<!-- dlrun {p} vgg b{batch} {prec}: {e} -->")
+            for i, (c, k, h) in enumerate(LAYERS):
+                x = torch.randn(batch, c, h, h, device=dev)
+                conv = torch.nn.Conv2d(c, k, 3, padding=1).to(dev).eval()
+                flops = 2 * batch * k * h * h * c * 9
+                with torch.no_grad():
+                    pt = timed(lambda: torch.relu(conv(x)))
+                ms = {p: prof[p][i] if i < len(prof[p]) else None for p in plugins}
+                tf = lambda t: flops / t / 1e9 if t else 0
+                print(f"| {batch} | conv{i + 1} {c}->{k} {h}x{h} | {flops / 1e9:.2f} | {pt:.3f} | " +
+                      " | ".join(f"{ms[p]:.3f}" if ms[p] else "-" for p in plugins) + f" | {tf(pt):.1f} | " +
+                      " | ".join(f"{tf(ms[p]):.1f} ({100 * tf(ms[p]) / pk:.0f}%)" for p in plugins) + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dlrun")
+    ap.add_argument("--plugins", default="cuda,cudnn")
+    ap.add_argument("--quick", action="store_true", help="batch 32 only")
+    ap.add_argument("--only", choices=["models", "layers"], help="one of the two tables")
+    a = ap.parse_args()
+    plugins = a.plugins.split(",")
+    batches = (32,) if a.quick else (1, 32)
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}\n")
+    pk = peaks()
+    print("matrix peak (8192^3 matmul, PyTorch): " + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in pk.items()) + "\n")
+    if a.only != "layers":
+        models(a.dlrun, plugins, batches)
+    if a.only != "models":
+        conv_layers(a.dlrun, plugins, batches, pk)
+
+
+if __name__ == "__main__":
+    main()
