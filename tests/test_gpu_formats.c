@@ -3,8 +3,9 @@
  * the host halves of the staged converting copies (against core/ops/tensor_convert.c), what
  * supports_convert takes, which dtypes and layouts each op of the cuda plugin accepts, and (where
  * the cudnn plugin is built: its headers are needed for the enums) the cudnn plugin's supports(),
- * preferred layout and the cuDNN / cuBLASLt enums it picks. The plugins' own source files are
- * compiled into this test (tests/CMakeLists.txt). */
+ * preferred layout, the cuDNN / cuBLASLt enums it picks, and its convolution search's decisions
+ * (which result and math type, fused or not, the scratch pattern, the finiteness check and the
+ * output sample). The plugins' own source files are compiled into this test (tests/CMakeLists.txt). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -362,5 +363,149 @@ Test(cudnn_formats, cudnn_and_cublaslt_enums) {
     cr_expect_eq(dn_lt_compute(DL_PRECISION_F16, DL_F32), CUBLAS_COMPUTE_32F_FAST_TF32);
     cr_expect_eq(dn_lt_compute(DL_PRECISION_F16, DL_F16), CUBLAS_COMPUTE_32F);
     cr_expect_eq(dn_lt_compute(DL_PRECISION_BF16, DL_BF16), CUBLAS_COMPUTE_32F);
+}
+
+/* ---- the cudnn plugin's convolution search (conv.c's decisions) ---- */
+
+Test(cudnn_formats, math_types_searched_and_run) {
+    /* f32 at f32 precision: FMA and DEFAULT results only, and always run with FMA (DEFAULT would
+     * let cuDNN use TF32 on Ampere and later) */
+    cr_expect(dn_conv_algo_ok(DL_PRECISION_F32, DL_F32, CUDNN_DEFAULT_MATH));
+    cr_expect_not(dn_conv_algo_ok(DL_PRECISION_F32, DL_F32, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
+    cr_expect_eq(dn_conv_run_math(DL_PRECISION_F32, DL_F32, CUDNN_DEFAULT_MATH), CUDNN_FMA_MATH);
+    cr_expect_eq(dn_conv_run_math(DL_PRECISION_F32, DL_F32, CUDNN_FMA_MATH), CUDNN_FMA_MATH);
+    /* elsewhere: the math the search measured, but never down-conversion (not asked for) */
+    cr_expect(dn_conv_algo_ok(DL_PRECISION_TF32, DL_F32, CUDNN_TENSOR_OP_MATH));
+    cr_expect(dn_conv_algo_ok(DL_PRECISION_TF32, DL_F32, CUDNN_FMA_MATH));
+    cr_expect_not(dn_conv_algo_ok(DL_PRECISION_TF32, DL_F32, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
+    cr_expect_not(dn_conv_algo_ok(DL_PRECISION_F16, DL_F16, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
+    cr_expect_eq(dn_conv_run_math(DL_PRECISION_TF32, DL_F32, CUDNN_TENSOR_OP_MATH), CUDNN_TENSOR_OP_MATH);
+    cr_expect_eq(dn_conv_run_math(DL_PRECISION_TF32, DL_F32, CUDNN_FMA_MATH), CUDNN_FMA_MATH);
+    cr_expect_eq(dn_conv_run_math(DL_PRECISION_F16, DL_F16, CUDNN_DEFAULT_MATH), CUDNN_DEFAULT_MATH);
+    cr_expect_eq(dn_conv_run_math(DL_PRECISION_F32, DL_BF16, CUDNN_TENSOR_OP_MATH), CUDNN_TENSOR_OP_MATH);
+    cr_expect_str_eq(dn_math_name(CUDNN_FMA_MATH), "FMA");
+    cr_expect_str_eq(dn_math_name(CUDNN_TENSOR_OP_MATH), "TENSOR_OP");
+    cr_expect_str_eq(dn_math_name(99), "?");
+}
+
+Test(cudnn_formats, search_results_picked_fastest_usable_first) {
+    cudnnConvolutionFwdAlgoPerf_t perf[5];
+    memset(perf, 0, sizeof perf);
+    struct {
+        cudnnConvolutionFwdAlgo_t algo;
+        cudnnStatus_t status;
+        cudnnMathType_t math;
+    } r[5] = {{CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_STATUS_NOT_SUPPORTED, CUDNN_FMA_MATH},
+              {CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_STATUS_SUCCESS, CUDNN_TENSOR_OP_MATH},
+              {CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_STATUS_SUCCESS, CUDNN_FMA_MATH},
+              {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_STATUS_SUCCESS, CUDNN_TENSOR_OP_MATH},
+              {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_STATUS_SUCCESS, CUDNN_DEFAULT_MATH}};
+    for (int i = 0; i < 5; i++) {
+        perf[i].algo = r[i].algo;
+        perf[i].status = r[i].status;
+        perf[i].mathType = r[i].math;
+        perf[i].time = (float)(i + 1);
+    }
+    int any = -1, precomp = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    cr_expect_eq(dn_conv_pick(perf, 5, DL_PRECISION_F32, DL_F32, any), 2, "exact: the first that ran without TF32");
+    cr_expect_eq(dn_conv_pick(perf, 5, DL_PRECISION_F32, DL_F32, precomp), 4);
+    cr_expect_eq(dn_conv_pick(perf, 5, DL_PRECISION_TF32, DL_F32, any), 1, "tf32: the first that ran");
+    cr_expect_eq(dn_conv_pick(perf, 5, DL_PRECISION_TF32, DL_F32, precomp), 3);
+    cr_expect_eq(dn_conv_pick(perf, 5, DL_PRECISION_BF16, DL_BF16, CUDNN_CONVOLUTION_FWD_ALGO_DIRECT), -1);
+    cr_expect_eq(dn_conv_pick(perf, 1, DL_PRECISION_TF32, DL_F32, any), -1, "only one that did not run");
+    cr_expect_eq(dn_conv_pick(perf, 0, DL_PRECISION_TF32, DL_F32, any), -1);
+    cr_expect_str_eq(dn_conv_algo_name(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM), "IMPLICIT_PRECOMP_GEMM");
+    cr_expect_str_eq(dn_conv_algo_name(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED), "WINOGRAD_NONFUSED");
+    cr_expect_str_eq(dn_conv_algo_name(CUDNN_CONVOLUTION_FWD_ALGO_COUNT), "?");
+}
+
+Test(cudnn_formats, bias_only_keeps_the_faster_measured_way) {
+    cr_expect_eq(dn_conv_prefer_fused(0.5, 0.6), 1);
+    cr_expect_eq(dn_conv_prefer_fused(0.7, 0.6), 0);
+    cr_expect_eq(dn_conv_prefer_fused(0.6, 0.6), 1, "a tie: one call rather than two");
+    cr_expect_eq(dn_conv_prefer_fused(-1, 0.6), 0, "the fused call failed or gave non-finite values");
+    cr_expect_eq(dn_conv_prefer_fused(0.5, -1), 1, "conv + add did not run");
+    cr_expect_eq(dn_conv_prefer_fused(-1, -1), -1);
+    float t[5] = {0.5f, 0.1f, 9.0f, 0.3f, 0.2f};
+    cr_expect_float_eq(dn_median(t, 5), 0.3f, 0, "a slow outlier does not move the median");
+    float one = 2.0f;
+    cr_expect_float_eq(dn_median(&one, 1), 2.0f, 0);
+}
+
+Test(cudnn_formats, scratch_pattern_is_nonzero_finite_and_exact_in_every_type) {
+    enum { N = 8192 };
+    static float f[N];
+    static uint16_t h[N], b[N];
+    dn_fill_pattern(f, N, DL_GPU_F32);
+    dn_fill_pattern(h, N, DL_GPU_F16);
+    dn_fill_pattern(b, N, DL_GPU_BF16);
+    int nonzero = 0, negative = 0, distinct[256] = {0};
+    for (int i = 0; i < N; i++) {
+        cr_assert(f[i] >= -0.5f && f[i] < 0.5f, "element %d: %g", i, (double)f[i]);
+        cr_assert_eq(f[i] * 256.0f, floorf(f[i] * 256.0f), "element %d is a multiple of 1/256", i);
+        cr_assert_eq(dl_f16_to_f32(h[i]), f[i], "f16 element %d holds the value exactly", i);
+        cr_assert_eq(dl_bf16_to_f32(b[i]), f[i], "bf16 element %d holds the value exactly", i);
+        nonzero += f[i] != 0.0f;
+        negative += f[i] < 0.0f;
+        distinct[(int)(f[i] * 256.0f) + 128] = 1;
+    }
+    int values = 0;
+    for (int i = 0; i < 256; i++) values += distinct[i];
+    cr_expect_gt(nonzero, N * 9 / 10);
+    cr_expect(negative > N / 3 && negative < N * 2 / 3, "%d negative of %d", negative, N);
+    cr_expect_gt(values, 200, "%d distinct values", values);
+    cr_expect(dn_all_finite(f, N, DL_GPU_F32) && dn_all_finite(h, N, DL_GPU_F16) && dn_all_finite(b, N, DL_GPU_BF16));
+}
+
+Test(cudnn_formats, finiteness_check_sees_nan_infinity_and_the_poisons) {
+    uint32_t f[4] = {0x3f800000u, 0x7f7fffffu, 0xff7fffffu, 0x00000001u}; /* 1, +-FLT_MAX, a subnormal */
+    cr_expect(dn_all_finite(f, 4, DL_GPU_F32));
+    const uint32_t bad32[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7fa5a5a5u /* DL_POISON */,
+                              0xffffffffu /* conv_tried's 0xff fill */};
+    for (size_t i = 0; i < sizeof bad32 / sizeof *bad32; i++) {
+        f[3] = bad32[i];
+        cr_expect_not(dn_all_finite(f, 4, DL_GPU_F32), "0x%08x", bad32[i]);
+        cr_expect(dn_all_finite(f, 3, DL_GPU_F32), "only the first n elements are looked at");
+    }
+    uint16_t h[3] = {0x3c00u, 0x7bffu, 0xfbffu}; /* f16: 1, +-65504 */
+    uint16_t b[3] = {0x3f80u, 0x7f7fu, 0xff7fu}; /* bf16: 1, +-max */
+    cr_expect(dn_all_finite(h, 3, DL_GPU_F16));
+    cr_expect(dn_all_finite(b, 3, DL_GPU_BF16));
+    const uint16_t bad16[] = {0x7fa5u /* DL_POISON16's half */, 0xffffu /* the 0xff fill */};
+    for (size_t i = 0; i < 2; i++) {
+        h[1] = b[1] = bad16[i];
+        cr_expect_not(dn_all_finite(h, 3, DL_GPU_F16), "f16 0x%04x", bad16[i]);
+        cr_expect_not(dn_all_finite(b, 3, DL_GPU_BF16), "bf16 0x%04x", bad16[i]);
+    }
+    h[1] = 0x7c00u; /* f16's infinity, but bf16's 2^121: the storage type decides */
+    b[1] = 0x7c00u;
+    cr_expect_not(dn_all_finite(h, 3, DL_GPU_F16));
+    cr_expect(dn_all_finite(b, 3, DL_GPU_BF16));
+    b[1] = 0x7f80u;
+    cr_expect_not(dn_all_finite(b, 3, DL_GPU_BF16));
+}
+
+Test(cudnn_formats, output_sample_covers_small_outputs_and_spreads_over_large_ones) {
+    size_t off[DN_SAMPLE_SPANS], len[DN_SAMPLE_SPANS];
+    cr_expect_eq(dn_sample_spans(100, 4, off, len), 1);
+    cr_expect(off[0] == 0 && len[0] == 100, "a small output is copied whole");
+    size_t cap = DN_SAMPLE_SPANS * DN_SAMPLE_SPAN;
+    cr_expect_eq(dn_sample_spans(cap, 2, off, len), 1);
+    cr_expect_eq(len[0], cap);
+    const size_t big[] = {cap + 2, (size_t)32 * 64 * 224 * 224 * 4, ((size_t)5 << 30) + 6};
+    for (int b = 0; b < 3; b++)
+        for (size_t es = 2; es <= 4; es += 2) {
+            if (big[b] % es) continue;
+            int n = dn_sample_spans(big[b], es, off, len);
+            cr_assert_eq(n, DN_SAMPLE_SPANS);
+            cr_expect_eq(off[0], 0, "the first byte is looked at");
+            cr_expect_eq(off[n - 1] + len[n - 1], big[b], "and the last");
+            for (int i = 0; i < n; i++) {
+                cr_expect_eq(len[i], DN_SAMPLE_SPAN);
+                cr_expect_eq(off[i] % es, 0, "span %d starts on an element", i);
+                cr_expect_leq(off[i] + len[i], big[b]);
+                if (i) cr_expect_gt(off[i], off[i - 1], "spread, in order");
+            }
+        }
 }
 #endif

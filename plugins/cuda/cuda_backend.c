@@ -94,8 +94,11 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     for (int v = 0; st == DL_OK && v < DLK_VARIANTS; v++) {
         k->variant = v;
         gemm_trial t = {k, x, op->inputs[1].data, op->n_inputs > 2 ? op->inputs[2].data : NULL, y, s->gpu.stream};
-        double ms = dl_gpu_time(&s->gpu, 3, trial_run, &t);
-        if (ms < 0) st = dl_gpu_status(cudaGetLastError(), "gemm tile launch", err);
+        cudaError_t e = cudaSuccess;
+        double ms = dl_gpu_time(&s->gpu, 3, trial_run, &t, &e);
+        /* the error dl_gpu_time saw: the launch's status is consumed where it is read (launched()),
+         * so asking cudaGetLastError here would say "no error" */
+        if (ms < 0) st = dl_gpu_status(e, "gemm tile timing", err);
         else if (best < 0 || ms < best) best = ms, best_v = v;
     }
     k->variant = best_v;

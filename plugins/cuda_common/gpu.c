@@ -206,27 +206,38 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* dl_gpu_time's measurements into t[0..runs), the caller holding the lock; 0, or -1 if launching failed */
-static int time_runs(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg, float *t) {
-    if (fn(arg) != 0 || cudaStreamSynchronize(g->stream) != cudaSuccess) return -1;
+/* dl_gpu_time's measurements into t[0..runs), the caller holding the lock: cudaSuccess, or the
+ * first error seen, from fn's launch or from the stream, event and timing calls. Every call's
+ * status is checked, so t[i] is written whenever cudaSuccess is returned. */
+static cudaError_t time_runs(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg, float *t) {
+    cudaError_t e;
+    int rc = fn(arg); /* the warm-up */
+    if (rc != 0) return (cudaError_t)rc;
+    if ((e = cudaStreamSynchronize(g->stream)) != cudaSuccess) return e;
     for (int i = 0; i < runs; i++) {
-        cudaEventRecord(g->ev_start, g->stream);
-        if (fn(arg) != 0) return -1;
-        cudaEventRecord(g->ev_stop, g->stream);
-        if (cudaEventSynchronize(g->ev_stop) != cudaSuccess) return -1;
-        cudaEventElapsedTime(&t[i], g->ev_start, g->ev_stop);
+        if ((e = cudaEventRecord(g->ev_start, g->stream)) != cudaSuccess) return e;
+        if ((rc = fn(arg)) != 0) return (cudaError_t)rc;
+        if ((e = cudaEventRecord(g->ev_stop, g->stream)) != cudaSuccess) return e;
+        if ((e = cudaEventSynchronize(g->ev_stop)) != cudaSuccess) return e;
+        if ((e = cudaEventElapsedTime(&t[i], g->ev_start, g->ev_stop)) != cudaSuccess) return e;
     }
-    return 0;
+    return cudaSuccess;
 }
 
-double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg) {
+double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg, cudaError_t *error) {
     if (runs < 1) runs = 1;
     if (runs > 64) runs = 64;
     float t[64];
     dl_gpu_lock(g); /* the events are the plugin's one pair */
-    int rc = time_runs(g, runs, fn, arg, t);
+    cudaError_t e = time_runs(g, runs, fn, arg, t);
     dl_gpu_unlock(g);
-    if (rc != 0) return -1;
+    if (error) *error = e;
+    if (e != cudaSuccess) {
+        /* the error is the caller's now: clear this thread's record of it, so that a later,
+         * unrelated check does not report it again (a sticky error stays whatever is done) */
+        cudaGetLastError();
+        return -1;
+    }
     qsort(t, (size_t)runs, sizeof *t, cmp_float);
     return t[runs / 2];
 }

@@ -111,9 +111,12 @@ dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_by
 int dl_gpu_be_supports_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind);
 dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err);
 /* Milliseconds of `fn(arg)` on the stream, measured with CUDA events: median of `runs` after
- * one warm-up. Returns < 0 if launching failed. Takes the lock for the events (the caller must not
- * hold it); the device must be current. Work other threads queue meanwhile is timed with it. */
-double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg);
+ * one warm-up. fn returns 0, or the cudaError_t of its launch. Returns < 0 if anything failed:
+ * fn's launch, waiting on the stream, or an event's record, wait or reading; then *error (where
+ * error is not NULL) is that failure's cudaError_t, else cudaSuccess. Takes the lock for the
+ * events (the caller must not hold it); the device must be current. Work other threads queue
+ * meanwhile is timed with it. */
+double dl_gpu_time(dl_gpu *g, int runs, int (*fn)(void *arg), void *arg, cudaError_t *error);
 
 #ifdef __cplusplus
 }

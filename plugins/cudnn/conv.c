@@ -1,17 +1,22 @@
 /* conv.c — conv2d in the cudnn plugin: the cuDNN descriptors, the algorithm measured on the real
- * shapes and weights at prepare (cudnnFindConvolutionForwardAlgorithmEx, whose workspace becomes
- * the kernel's), and the run: conv + bias (+ relu) in one fused call where there is a bias.
+ * shapes and weights at prepare (cudnnFindConvolutionForwardAlgorithmEx, on a patterned scratch
+ * input), run with the math type it was measured with, and the epilogue: conv + bias (+ relu) in
+ * one fused call, or conv then cudnnAddTensor (+ activation), whichever prepare keeps (see
+ * conv_choose: the fused call is kept only where it runs on scratch buffers and gives finite
+ * values with y zeroed and with y full of NaN; for bias without relu it is also timed against
+ * the fastest algorithm + cudnnAddTensor). The kernel's workspace is the kept plan's.
  *
  * Stored formats (ABI 1.3): x, the filter, the bias and y in the op's dtype (FLOAT, HALF or
  * BFLOAT16 descriptors; the convolution's compute type is FLOAT: cuDNN's "pseudo half" configs)
  * and x, y in NCHW or NHWC. The host gives the filter row-major [O,I,KH,KW]; for NHWC it is
  * reordered once at prepare to KRSC ([O,KH,KW,I], cuDNN's NHWC filter) into memory the kernel owns
- * (the cast kernel). f16/bf16 use tensor-op math. The fused bias + relu call is tried once at
- * prepare on scratch buffers; where cuDNN turns it down, the run is conv, add bias, relu. Where
- * cuDNN finds no algorithm at all for the stored format, the kernel is staged as in ops.c: x is
- * cast to f32 NCHW in the workspace, the filter and bias to f32 once at prepare, and y is cast
- * back at each run. */
+ * (the cast kernel). f16/bf16 use tensor-op math. Where cuDNN finds no algorithm at all for the
+ * stored format, the kernel is staged as in ops.c: x is cast to f32 NCHW in the workspace, the
+ * filter and bias to f32 once at prepare, and y is cast back at each run. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "cudnn_plugin.h"
 #include "tensor_convert.h"
 
@@ -61,61 +66,213 @@ static dl_status conv_call(cudnn_state *s, dl_kernel *k, const void *x, const vo
     return DL_OK;
 }
 
-/* 1 if the call with k's algorithm and epilogue as set runs on the scratch buffers. */
-static int conv_tried(cudnn_state *s, dl_kernel *k, void *const *buf, size_t ws_cap, const void *w, const void *bias) {
+/* ---- the search at prepare: algorithm, math and epilogue, tried and timed on scratch buffers ---- */
+
+/* One way to run the convolution: its algorithm, the math type set on the descriptor for it, the
+ * fused call or conv + cudnnAddTensor (+ activation), its workspace, and its measured time. */
+typedef struct conv_plan {
+    cudnnConvolutionFwdAlgo_t algo;
+    cudnnMathType_t math;
+    int fused;
+    size_t ws;
+    double ms; /* median of the timed runs; < 0: not timed, or it failed */
+} conv_plan;
+
+/* Device scratch for the search and the trials: input x and output y of the op's shapes, cuDNN's
+ * workspace (ws_cap bytes), and the filter and bias: the op's own where they hold data at prepare,
+ * else scratch. x, and a scratch filter and bias, hold dn_fill_pattern's values, not zeros: a
+ * convolution of zeros gives zeros whatever the algorithm computes, so a check of its output would
+ * mean nothing. */
+typedef struct conv_scratch {
+    void *buf[5]; /* x, y, workspace, scratch filter, scratch bias (dn_scratch; NULL: none) */
+    const void *w, *bias;
+    size_t x_bytes, y_bytes, ws_cap;
+    dl_gpu_type t; /* storage type of x, y, filter and bias in the call */
+} conv_scratch;
+
+enum { CONV_TIMED_RUNS = 5 }; /* after one warm-up; their median is kept */
+
+/* Fills `bytes` of device memory p with dn_fill_pattern's values of type t: a small host pattern
+ * goes up once, then device-to-device copies double it in place (cheap for any size). */
+static dl_status conv_fill(cudnn_state *s, void *p, size_t bytes, dl_gpu_type t, dl_error *err) {
+    float host[4096]; /* 16 KiB: 4096 f32 or 8192 16-bit elements */
+    size_t have = bytes < sizeof host ? bytes : sizeof host;
+    if (!p || !bytes) return DL_OK;
+    dn_fill_pattern(host, (int64_t)(have / (size_t)dl_gpu_type_size(t)), t);
+    cudaError_t e = cudaMemcpyAsync(p, host, have, cudaMemcpyHostToDevice, s->gpu.stream);
+    for (; e == cudaSuccess && have < bytes; have *= 2) {
+        size_t n = bytes - have < have ? bytes - have : have;
+        e = cudaMemcpyAsync((char *)p + have, p, n, cudaMemcpyDeviceToDevice, s->gpu.stream);
+    }
+    cudaError_t waited = cudaStreamSynchronize(s->gpu.stream); /* whatever happened: `host` is in this frame */
+    if (e == cudaSuccess) e = waited;
+    return e == cudaSuccess ? DL_OK : dl_gpu_status(e, "scratch pattern copy", err);
+}
+
+/* Sets k to plan p: algorithm, epilogue, the descriptor's math type, and p's workspace (which
+ * depends on the math type) as k->lib_ws. 0 if cuDNN refuses that math or algorithm, or the
+ * workspace exceeds the scratch's. */
+static int conv_set(cudnn_state *s, dl_kernel *k, conv_plan *p, size_t ws_cap) {
+    k->algo = p->algo;
+    k->fused = p->fused;
+    if (cudnnSetConvolutionMathType(k->conv, p->math) != CUDNN_STATUS_SUCCESS ||
+        cudnnGetConvolutionForwardWorkspaceSize(s->dnn, k->x, k->w, k->conv, k->y, p->algo, &p->ws) !=
+            CUDNN_STATUS_SUCCESS)
+        return 0;
+    k->lib_ws = p->ws;
+    return p->ws <= ws_cap;
+}
+
+/* 1 if every element of scratch y that is copied down (dn_sample_spans: all of it up to 16 MiB)
+ * is finite. The stream is non-blocking, so the copies go on it and it is waited for. */
+static int conv_finite(cudnn_state *s, const conv_scratch *sc) {
+    size_t off[DN_SAMPLE_SPANS], len[DN_SAMPLE_SPANS], es = (size_t)dl_gpu_type_size(sc->t), total = 0;
+    int n = dn_sample_spans(sc->y_bytes, es, off, len);
+    for (int i = 0; i < n; i++) total += len[i];
+    char *host = malloc(total ? total : 1);
+    int ok = host != NULL;
+    for (size_t i = 0, at = 0; ok && i < (size_t)n; at += len[i++])
+        ok = cudaMemcpyAsync(host + at, (const char *)sc->buf[1] + off[i], len[i], cudaMemcpyDeviceToHost,
+                             s->gpu.stream) == cudaSuccess;
+    int waited = cudaStreamSynchronize(s->gpu.stream) == cudaSuccess; /* before `host` is read or freed */
+    ok = ok && waited && dn_all_finite(host, (int64_t)(total / es), sc->t);
+    free(host);
+    return ok;
+}
+
+/* 1 if plan p runs on the scratch buffers; k is left set to p. The fused call must also give
+ * finite values twice: once on a zeroed y, and once on a y full of NaN. It is called with z = y
+ * and alpha2 = 0, and at run y holds whatever its arena slot held (dlrun check fills it with a NaN
+ * poison); cuDNN documents that a zero beta leaves the output unread, but says no such thing of
+ * alpha2, so a call that reads z (0 * NaN = NaN) is turned down here, for conv + cudnnAddTensor,
+ * whose first call has beta = 0. */
+static int conv_tried(cudnn_state *s, dl_kernel *k, conv_plan *p, const conv_scratch *sc) {
     dl_error ignored;
-    int ok = cudnnGetConvolutionForwardWorkspaceSize(s->dnn, k->x, k->w, k->conv, k->y, k->algo, &k->lib_ws) ==
-                 CUDNN_STATUS_SUCCESS &&
-             k->lib_ws <= ws_cap && conv_call(s, k, buf[0], w, bias, buf[1], buf[2], &ignored) == DL_OK &&
-             cudaStreamSynchronize(s->gpu.stream) == cudaSuccess;
+    int ok = conv_set(s, k, p, sc->ws_cap);
+    for (int pass = 0; ok && pass < (p->fused ? 2 : 1); pass++)
+        ok = cudaMemsetAsync(sc->buf[1], pass ? 0xff : 0, sc->y_bytes, s->gpu.stream) == cudaSuccess &&
+             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[1], sc->buf[2], &ignored) == DL_OK &&
+             cudaStreamSynchronize(s->gpu.stream) == cudaSuccess && (!p->fused || conv_finite(s, sc));
     cudaGetLastError(); /* a refused launch must not be reported by a later, unrelated check */
     return ok;
 }
 
+/* Times k's call as set (conv_tried has set it) on the scratch buffers: the median of
+ * CONV_TIMED_RUNS after one warm-up, each between two CUDA events of its own; -1 if any call,
+ * event record or reading failed. (Not dl_gpu_time: that takes the plugin's lock, which prepare
+ * already holds.) */
+static double conv_time(cudnn_state *s, dl_kernel *k, const conv_scratch *sc) {
+    cudaEvent_t ev[2] = {NULL, NULL};
+    float t[CONV_TIMED_RUNS];
+    dl_error ignored;
+    int ok = cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess &&
+             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[1], sc->buf[2], &ignored) == DL_OK;
+    for (int i = 0; ok && i < CONV_TIMED_RUNS; i++)
+        ok = cudaEventRecord(ev[0], s->gpu.stream) == cudaSuccess &&
+             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[1], sc->buf[2], &ignored) == DL_OK &&
+             cudaEventRecord(ev[1], s->gpu.stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess &&
+             cudaEventElapsedTime(&t[i], ev[0], ev[1]) == cudaSuccess;
+    ok = cudaStreamSynchronize(s->gpu.stream) == cudaSuccess && ok;
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    cudaGetLastError(); /* as in conv_tried */
+    return ok ? (double)dn_median(t, CONV_TIMED_RUNS) : -1.0;
+}
+
+/* The epilogue and algorithm kept, from the search's results perf[0..found) (pick: the fastest
+ * usable one). No bias: that algorithm. Bias + relu: the fused call with it where conv_tried
+ * takes it, else conv + cudnnAddTensor + activation with it. Bias alone: cuDNN's fused call with
+ * the identity activation takes only IMPLICIT_PRECOMP_GEMM, so that fused call and the fastest
+ * algorithm + cudnnAddTensor are both tried and timed, and the faster kept. k is left set to the
+ * plan kept (its workspace in k->lib_ws). */
+static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_dtype dt,
+                             const cudnnConvolutionFwdAlgoPerf_t *perf, int found, int pick, const conv_scratch *sc,
+                             dl_error *err) {
+    int prec = op->precision, relu = k->g.a.activation == DL_ACT_RELU;
+    conv_plan best = {perf[pick].algo, dn_conv_run_math(prec, dt, perf[pick].mathType), 0, 0, -1}, kept = best;
+    conv_plan fused = best;
+    fused.fused = 1;
+    int ok;
+    if (!k->g.has_bias) ok = conv_tried(s, k, &kept, sc);
+    else if (relu) {
+        kept = fused;
+        if (!(ok = conv_tried(s, k, &kept, sc))) {
+            kept = best;
+            ok = conv_tried(s, k, &kept, sc);
+        }
+    } else {
+        /* the fused call's math: what the search measured IMPLICIT_PRECOMP_GEMM with, where it did */
+        int i = dn_conv_pick(perf, found, prec, dt, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+        fused.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+        fused.math = i >= 0 ? dn_conv_run_math(prec, dt, perf[i].mathType) : dn_conv_math(prec, dt);
+        if (conv_tried(s, k, &fused, sc)) fused.ms = conv_time(s, k, sc);
+        if (conv_tried(s, k, &best, sc)) best.ms = conv_time(s, k, sc);
+        int c = dn_conv_prefer_fused(fused.ms, best.ms);
+        kept = c > 0 ? fused : best;
+        ok = c >= 0 && conv_set(s, k, &kept, sc->ws_cap); /* the descriptor back to the plan kept */
+    }
+    if (!ok)
+        return dl_fail(err, DL_E_UNSUPPORTED, "cuDNN turned down its own convolution algorithm %s",
+                       dn_conv_algo_name((int)best.algo));
+    if (s->log_convs) {
+        const int64_t *xs = k->g.xs, *ys = k->g.ys;
+        char times[160] = "", f[32] = "failed", u[32] = "failed";
+        if (fused.ms >= 0) snprintf(f, sizeof f, "%.4f ms", fused.ms);
+        if (best.ms >= 0) snprintf(u, sizeof u, "%.4f ms", best.ms);
+        if (k->g.has_bias && !relu)
+            snprintf(times, sizeof times, "; timed: fused IMPLICIT_PRECOMP_GEMM %s, %s + add %s", f,
+                     dn_conv_algo_name((int)best.algo), u);
+        fprintf(stderr,
+                "dlrun cudnn: conv [%lld,%lld,%lld,%lld] -> [%lld,%lld,%lld,%lld] %s %s%s: %s, math %s, %s, "
+                "workspace %zu bytes%s\n",
+                (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], (long long)ys[0],
+                (long long)ys[1], (long long)ys[2], (long long)ys[3], dl_dtype_name(dt),
+                k->staged || k->layout == DL_LAYOUT_ROW_MAJOR ? "NCHW" : "NHWC", k->staged ? " (staged)" : "",
+                dn_conv_algo_name((int)k->algo), dn_math_name((int)kept.math),
+                k->fused        ? (relu ? "fused bias + relu" : "fused bias")
+                : k->g.has_bias ? (relu ? "conv + add bias + relu" : "conv + add bias")
+                                : (relu ? "conv + relu" : "conv"),
+                k->lib_ws, times);
+    }
+    return DL_OK;
+}
+
 /* The fastest algorithm for the descriptors as set, measured on scratch input and output and
- * filter w (scratch where NULL), then the epilogue: the fused call if cuDNN runs it, else the
- * unfused one. DL_E_UNSUPPORTED when cuDNN runs neither for this format. */
+ * filter w and bias (the op's, or scratch where NULL or where they are filled only at run), then
+ * the epilogue (conv_choose). DL_E_UNSUPPORTED when cuDNN runs nothing for this format. */
 static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, const void *w, const void *bias,
                              dl_error *err) {
     dl_gpu_type t = k->staged ? DL_GPU_F32 : k->type;
     dl_dtype dt = k->staged ? DL_F32 : op->outputs[0].dtype;
     size_t es = (size_t)dl_gpu_type_size(t), ws_cap = 256u << 20, free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && ws_cap > free_b / 4) ws_cap = free_b / 4;
-    size_t bytes[5] = {(size_t)dl_gpu_prod(k->g.xs, 0, 4) * es, (size_t)k->g.numel * es, ws_cap,
-                       w ? 0 : (size_t)dl_tensor_numel(&op->inputs[1]) * es,
-                       bias || !k->g.has_bias ? 0 : (size_t)k->g.ys[1] * es};
-    void *buf[5];
-    dl_status st = dn_scratch(s, 5, bytes, buf, err);
-    if (!w) w = buf[3];
-    if (!bias) bias = buf[4];
+    int w_scratch = !w || k->w_at_run, b_scratch = k->g.has_bias && (!bias || k->w_at_run);
+    conv_scratch sc = {.x_bytes = (size_t)dl_gpu_prod(k->g.xs, 0, 4) * es,
+                       .y_bytes = (size_t)k->g.numel * es,
+                       .ws_cap = ws_cap,
+                       .t = t};
+    size_t bytes[5] = {sc.x_bytes, sc.y_bytes, ws_cap, w_scratch ? (size_t)dl_tensor_numel(&op->inputs[1]) * es : 0,
+                       b_scratch ? (size_t)k->g.ys[1] * es : 0};
+    dl_status st = dn_scratch(s, 5, bytes, sc.buf, err);
+    for (int i = 0; i < 5; i++) /* x and the scratch filter and bias: the pattern */
+        if (st == DL_OK && i != 1 && i != 2) st = conv_fill(s, sc.buf[i], bytes[i], t, err);
+    sc.w = w_scratch ? sc.buf[3] : w;
+    sc.bias = b_scratch ? sc.buf[4] : bias;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0, pick = -1;
     if (st == DL_OK) {
         cudnnStatus_t r =
-            cudnnFindConvolutionForwardAlgorithmEx(s->dnn, k->x, buf[0], k->w, w, k->conv, k->y, buf[1],
-                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, buf[2], ws_cap);
+            cudnnFindConvolutionForwardAlgorithmEx(s->dnn, k->x, sc.buf[0], k->w, sc.w, k->conv, k->y, sc.buf[1],
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, sc.buf[2], ws_cap);
         cudaGetLastError();
         if (r == CUDNN_STATUS_ALLOC_FAILED) st = dnn_fail(r, "cudnnFindConvolutionForwardAlgorithmEx", err);
         else if (r != CUDNN_STATUS_SUCCESS) found = 0;
     }
-    for (int i = 0; st == DL_OK && i < found && pick < 0; i++) /* sorted fastest first */
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && dn_conv_algo_ok(op->precision, dt, perf[i].mathType)) pick = i;
-    if (st == DL_OK && pick < 0)
+    if (st == DL_OK && (pick = dn_conv_pick(perf, found, op->precision, dt, -1)) < 0)
         st = dl_fail(err, DL_E_UNSUPPORTED, "cuDNN found no convolution algorithm for this shape in %s %s",
                      dl_dtype_name(dt), k->staged || k->layout == DL_LAYOUT_ROW_MAJOR ? "NCHW" : "NHWC");
-    if (st == DL_OK) {
-        cudnnConvolutionFwdAlgo_t best = perf[pick].algo;
-        int relu = k->g.a.activation == DL_ACT_RELU;
-        k->fused = k->g.has_bias; /* bias (+ relu) in the convolution call; identity needs PRECOMP_GEMM */
-        k->algo = k->fused && !relu ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM : best;
-        if (!k->fused || !conv_tried(s, k, buf, ws_cap, w, bias)) {
-            k->fused = 0;
-            k->algo = best;
-            if (!conv_tried(s, k, buf, ws_cap, w, bias))
-                st = dl_fail(err, DL_E_UNSUPPORTED, "cuDNN turned down its own convolution algorithm %d", (int)best);
-        }
-    }
-    dn_scratch_free(s, 5, buf);
+    if (st == DL_OK) st = conv_choose(s, k, op, dt, perf, found, pick, &sc, err);
+    dn_scratch_free(s, 5, sc.buf);
     return st;
 }
 

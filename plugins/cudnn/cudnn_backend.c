@@ -10,13 +10,15 @@
  * A/B/C/D and 32F compute, the other ops in cuDNN on the stored type or on f32 copies (ops.c);
  * f32 tensors at f16/bf16 precision compute like tf32, which is at least as accurate as asked.
  * Convolution algorithms are chosen by measurement on the real shapes at prepare
- * (cudnnFindConvolutionForwardAlgorithmEx) and the fastest one's workspace is the kernel's.
+ * (cudnnFindConvolutionForwardAlgorithmEx, then conv.c's trials of the fused epilogue) and the
+ * kept plan's workspace is the kernel's; DLRUN_CUDNN_LOG=1 prints each choice on stderr.
  *
  * Threads (see gpu.h): the cuDNN and cuBLASLt handles are the plugin's one pair and may serve one
  * thread at a time, so prepare and run hold the plugin's lock around everything they do with them
  * (after making the device current on the calling thread); supports and release touch neither.
- * prepare waits on the stream with the lock held (the algorithm search, and the one trial of a
- * stored format on scratch buffers): that happens while a session is created, never in a run. */
+ * prepare waits on the stream with the lock held (the algorithm search, the convolution's trials
+ * and timings, and the one trial of a stored format on scratch buffers): that happens while a
+ * session is created, never in a run. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +150,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         dn_destroy(s);
         return NULL;
     }
+    const char *log = getenv("DLRUN_CUDNN_LOG"); /* read once: getenv is not safe beside setenv */
+    s->log_convs = log && *log && strcmp(log, "0") != 0;
     snprintf(s->description, sizeof s->description, "%s; cuDNN %zu.%zu.%zu, cuBLASLt %zu", s->gpu.description,
              v / 10000, v / 100 % 100, v % 100, cublasLtGetVersion());
     s->table = dl_gpu_table(&s->gpu, "cudnn", s->description);

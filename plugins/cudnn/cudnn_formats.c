@@ -1,6 +1,8 @@
 /* cudnn_formats.c — see cudnn_formats.h. */
 #include "cudnn_formats.h"
 
+#include <string.h>
+
 #include "tensor_convert.h"
 
 int dn_takes_channels_last(int kind) {
@@ -108,7 +110,91 @@ cudnnMathType_t dn_conv_math(int precision, dl_dtype d) {
 }
 
 int dn_conv_algo_ok(int precision, dl_dtype d, cudnnMathType_t m) {
-    return dn_conv_math(precision, d) == CUDNN_TENSOR_OP_MATH || m != CUDNN_TENSOR_OP_MATH;
+    if (m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH) return 1;
+    return m == CUDNN_TENSOR_OP_MATH && dn_conv_math(precision, d) == CUDNN_TENSOR_OP_MATH;
+}
+
+cudnnMathType_t dn_conv_run_math(int precision, dl_dtype d, cudnnMathType_t m) {
+    return dn_conv_math(precision, d) == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : m;
+}
+
+int dn_conv_pick(const cudnnConvolutionFwdAlgoPerf_t *perf, int n, int precision, dl_dtype d, int algo) {
+    for (int i = 0; i < n; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && dn_conv_algo_ok(precision, d, perf[i].mathType) &&
+            (algo < 0 || (int)perf[i].algo == algo))
+            return i;
+    return -1;
+}
+
+int dn_conv_prefer_fused(double fused_ms, double unfused_ms) {
+    if (fused_ms < 0) return unfused_ms < 0 ? -1 : 0;
+    return unfused_ms < 0 || fused_ms <= unfused_ms ? 1 : 0;
+}
+
+const char *dn_conv_algo_name(int algo) {
+    static const char *const names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+                                        "WINOGRAD",      "WINOGRAD_NONFUSED"};
+    return algo >= 0 && algo < (int)(sizeof names / sizeof *names) ? names[algo] : "?";
+}
+
+const char *dn_math_name(int math) {
+    switch (math) {
+    case CUDNN_DEFAULT_MATH: return "DEFAULT";
+    case CUDNN_TENSOR_OP_MATH: return "TENSOR_OP";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "TENSOR_OP_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH: return "FMA";
+    default: return "?";
+    }
+}
+
+void dn_fill_pattern(void *dst, int64_t n, dl_gpu_type t) {
+    for (int64_t i = 0; i < n; i++) {
+        /* a multiplicative hash's top byte: values spread over [-128, 127], never periodic in the
+         * small strides of a tensor's dimensions */
+        uint32_t h = (uint32_t)i * 2654435761u;
+        float v = (float)((int)(h >> 24) - 128) / 256.0f;
+        if (t == DL_GPU_F32) ((float *)dst)[i] = v;
+        else ((uint16_t *)dst)[i] = t == DL_GPU_F16 ? dl_f32_to_f16(v) : dl_f32_to_bf16(v);
+    }
+}
+
+int dn_all_finite(const void *p, int64_t n, dl_gpu_type t) {
+    for (int64_t i = 0; i < n; i++) {
+        if (t == DL_GPU_F32) {
+            uint32_t u;
+            memcpy(&u, (const char *)p + 4 * i, sizeof u);
+            if ((u & 0x7f800000u) == 0x7f800000u) return 0; /* exponent all ones: infinity or NaN */
+        } else {
+            uint16_t h, e = t == DL_GPU_F16 ? 0x7c00u : 0x7f80u;
+            memcpy(&h, (const char *)p + 2 * i, sizeof h);
+            if ((h & e) == e) return 0;
+        }
+    }
+    return 1;
+}
+
+int dn_sample_spans(size_t bytes, size_t es, size_t *off, size_t *len) {
+    if (bytes <= DN_SAMPLE_SPANS * DN_SAMPLE_SPAN) {
+        off[0] = 0;
+        len[0] = bytes;
+        return 1;
+    }
+    size_t step = (bytes - DN_SAMPLE_SPAN) / (DN_SAMPLE_SPANS - 1);
+    for (int i = 0; i < DN_SAMPLE_SPANS; i++) {
+        off[i] = i == DN_SAMPLE_SPANS - 1 ? bytes - DN_SAMPLE_SPAN : step * (size_t)i / es * es;
+        len[i] = DN_SAMPLE_SPAN;
+    }
+    return DN_SAMPLE_SPANS;
+}
+
+float dn_median(float *t, int n) {
+    for (int i = 1; i < n; i++) /* insertion sort: n is a handful of timed runs */
+        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+            float v = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = v;
+        }
+    return t[n / 2];
 }
 
 cudaDataType_t dn_lt_type(dl_dtype d) {

@@ -1,8 +1,10 @@
 /* cudnn_formats.h — the cudnn plugin's decisions that need no GPU: what supports() accepts (kinds,
  * attributes, and from ABI 1.3 the storage dtypes and layouts of each kind), the layout it prefers,
- * and the cuDNN / cuBLASLt enums chosen for a tensor and a precision. It includes cudnn.h and
- * cublasLt.h for their enums only and calls nothing in them, so tests/test_gpu_formats.c checks it
- * without a GPU and without linking CUDA. */
+ * the cuDNN / cuBLASLt enums chosen for a tensor and a precision, which searched convolution
+ * algorithm and epilogue are kept, and the host halves of the convolution's trial at prepare
+ * (scratch pattern, finiteness check, timing median). It includes cudnn.h and cublasLt.h for their
+ * enums and structs only and calls nothing in them, so tests/test_gpu_formats.c checks it without
+ * a GPU and without linking CUDA. */
 #ifndef DLRUN_CUDNN_FORMATS_H
 #define DLRUN_CUDNN_FORMATS_H
 #include <cublasLt.h>
@@ -37,11 +39,48 @@ cudnnDataType_t dn_data_type(dl_dtype d);
 cudnnTensorFormat_t dn_tensor_format(const dl_tensor *t);
 /* Math of a convolution on data of dtype d at a precision: FMA (no tensor cores) for f32 data at
  * f32 precision, tensor-op math otherwise (TF32 for f32 data, f16/bf16 with f32 accumulation —
- * the convolution descriptor's compute type is always FLOAT). */
+ * the convolution descriptor's compute type is always FLOAT). The algorithm search runs with it. */
 cudnnMathType_t dn_conv_math(int precision, dl_dtype d);
 /* 1 if an algorithm found with math type m may be used: tensor-op algorithms only where
- * dn_conv_math allows them. */
+ * dn_conv_math allows them (f32 at f32 precision takes FMA and DEFAULT results only), and never
+ * TENSOR_OP_MATH_ALLOW_CONVERSION (down-conversion, which the search is not asked for). */
 int dn_conv_algo_ok(int precision, dl_dtype d, cudnnMathType_t m);
+/* The math type to set on the convolution descriptor before running an algorithm the search
+ * measured with math m: m itself, so the run uses the math it was timed with; except f32 data at
+ * f32 precision, which always runs FMA_MATH (DEFAULT_MATH lets cuDNN use TF32 on Ampere and
+ * later, which f32 precision forbids). */
+cudnnMathType_t dn_conv_run_math(int precision, dl_dtype d, cudnnMathType_t m);
+/* The first of the search's n results (cudnnFindConvolutionForwardAlgorithmEx sorts them fastest
+ * first) that may be used: it ran (CUDNN_STATUS_SUCCESS), dn_conv_algo_ok takes its math, and its
+ * algorithm is `algo` (any algorithm where algo < 0). -1 if none. */
+int dn_conv_pick(const cudnnConvolutionFwdAlgoPerf_t *perf, int n, int precision, dl_dtype d, int algo);
+/* Bias without relu: which of the two measured ways to keep, from their times in ms (< 0: that
+ * way cannot be used): 1 the fused call (IMPLICIT_PRECOMP_GEMM, cuDNN's only algorithm for it
+ * with the identity activation), 0 the fastest algorithm then cudnnAddTensor, -1 neither. A tie
+ * goes to the fused call (one call, no second pass over y). */
+int dn_conv_prefer_fused(double fused_ms, double unfused_ms);
+/* Names for the log line: "IMPLICIT_PRECOMP_GEMM", "TENSOR_OP", ...; "?" for an unknown value. */
+const char *dn_conv_algo_name(int algo);
+const char *dn_math_name(int math);
+
+/* ---- the trial of a convolution at prepare on scratch buffers (conv.c) ---- */
+
+/* Fills dst with n elements of storage type t (DL_GPU_F32, F16, BF16) of a fixed, deterministic
+ * pattern: multiples of 1/256 in [-0.5, 0.5), exact in all three types, not all zero; so a
+ * scratch input and filter give a convolution something to compute, and no sum of products
+ * overflows f16 below 2^18 terms. */
+void dn_fill_pattern(void *dst, int64_t n, dl_gpu_type t);
+/* 1 if all n elements at p (a host copy, storage type t) are finite: no NaN, no infinity. */
+int dn_all_finite(const void *p, int64_t n, dl_gpu_type t);
+/* What of a scratch output of `bytes` bytes (elements of es bytes) is copied down to be checked:
+ * all of it when it is at most DN_SAMPLE_SPANS * DN_SAMPLE_SPAN bytes (one span), else
+ * DN_SAMPLE_SPANS spans of DN_SAMPLE_SPAN bytes spread evenly from its first byte to its last,
+ * each starting on an element. Fills off[] and len[] (DN_SAMPLE_SPANS entries); returns how many. */
+enum { DN_SAMPLE_SPANS = 16 };
+#define DN_SAMPLE_SPAN ((size_t)1 << 20)
+int dn_sample_spans(size_t bytes, size_t es, size_t *off, size_t *len);
+/* The median of t[0..n), n >= 1 (t is sorted in place). */
+float dn_median(float *t, int n);
 /* cuBLASLt's matrix type of a storage dtype: CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF. */
 cudaDataType_t dn_lt_type(dl_dtype d);
 /* cuBLASLt's compute type: 32F for f32 data at f32 precision and for f16/bf16 data (f32

@@ -18,6 +18,7 @@ typedef struct cudnn_state {
     dl_backend table;
     cudnnHandle_t dnn;   /* under gpu.lock: one thread at a time */
     cublasLtHandle_t lt; /* under gpu.lock */
+    int log_convs;       /* DLRUN_CUDNN_LOG set: one stderr line per convolution prepared (conv.c) */
     char description[768];
 } cudnn_state;
 

@@ -12,7 +12,11 @@ namespace dlk {
 
 constexpr int THREADS = 256; // threads per block of the elementwise-style kernels
 
-// 0, or the error of the launch just made on this host thread
+// 0, or the error of the launch just made on this host thread, returned to the launcher's caller
+// (kernels.h: every launcher returns it), which reports it. It is read with cudaGetLastError,
+// which also clears it: the error now belongs to the caller, and a later, unrelated check must
+// not report it again. So a caller must use the value returned, never ask cudaGetLastError
+// afterwards (that says "no error"). A sticky error (the context is lost) stays whatever is done.
 inline int launched() { return (int)cudaGetLastError(); }
 // blocks of `threads` covering n
 inline unsigned blocks_for(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
