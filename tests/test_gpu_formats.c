@@ -419,13 +419,16 @@ Test(cudnn_formats, search_results_picked_fastest_usable_first) {
     cr_expect_str_eq(dn_conv_algo_name(CUDNN_CONVOLUTION_FWD_ALGO_COUNT), "?");
 }
 
-Test(cudnn_formats, bias_only_keeps_the_faster_measured_way) {
-    cr_expect_eq(dn_conv_prefer_fused(0.5, 0.6), 1);
-    cr_expect_eq(dn_conv_prefer_fused(0.7, 0.6), 0);
-    cr_expect_eq(dn_conv_prefer_fused(0.6, 0.6), 1, "a tie: one call rather than two");
-    cr_expect_eq(dn_conv_prefer_fused(-1, 0.6), 0, "the fused call failed or gave non-finite values");
-    cr_expect_eq(dn_conv_prefer_fused(0.5, -1), 1, "conv + add did not run");
-    cr_expect_eq(dn_conv_prefer_fused(-1, -1), -1);
+Test(cudnn_formats, a_conv_with_bias_keeps_the_fastest_measured_way) {
+    /* conv + add, fused PRECOMP_GEMM, fused with the searched algorithm */
+    const int fused[3] = {0, 1, 1};
+    cr_expect_eq(dn_conv_fastest((double[]){0.6, 0.5, 0.7}, fused, 3), 1);
+    cr_expect_eq(dn_conv_fastest((double[]){0.4, 0.5, 0.7}, fused, 3), 0, "the fused call is not always faster");
+    cr_expect_eq(dn_conv_fastest((double[]){0.6, 0.6, 0.9}, fused, 3), 1, "a tie: one call rather than two");
+    cr_expect_eq(dn_conv_fastest((double[]){0.6, -1, 0.3}, fused, 3), 2,
+                 "PRECOMP_GEMM failed or gave non-finite values");
+    cr_expect_eq(dn_conv_fastest((double[]){-1, 0.5}, fused, 2), 1, "conv + add did not run");
+    cr_expect_eq(dn_conv_fastest((double[]){-1, -1, -1}, fused, 3), -1);
     float t[5] = {0.5f, 0.1f, 9.0f, 0.3f, 0.2f};
     cr_expect_float_eq(dn_median(t, 5), 0.3f, 0, "a slow outlier does not move the median");
     float one = 2.0f;

@@ -3,8 +3,8 @@
  * input), run with the math type it was measured with, and the epilogue: conv + bias (+ relu) in
  * one fused call, or conv then cudnnAddTensor (+ activation), whichever prepare keeps (see
  * conv_choose: the fused call is kept only where it runs on scratch buffers and gives finite
- * values with y zeroed and with y full of NaN; for bias without relu it is also timed against
- * the fastest algorithm + cudnnAddTensor). The kernel's workspace is the kept plan's.
+ * values with y zeroed and with y full of NaN, and where there is a bias every way that runs is
+ * timed: the fastest wins). The kernel's workspace is the kept plan's.
  *
  * Stored formats (ABI 1.3): x, the filter, the bias and y in the op's dtype (FLOAT, HALF or
  * BFLOAT16 descriptors; the convolution's compute type is FLOAT: cuDNN's "pseudo half" configs)
@@ -180,48 +180,51 @@ static double conv_time(cudnn_state *s, dl_kernel *k, const conv_scratch *sc) {
 }
 
 /* The epilogue and algorithm kept, from the search's results perf[0..found) (pick: the fastest
- * usable one). No bias: that algorithm. Bias + relu: the fused call with it where conv_tried
- * takes it, else conv + cudnnAddTensor + activation with it. Bias alone: cuDNN's fused call with
- * the identity activation takes only IMPLICIT_PRECOMP_GEMM, so that fused call and the fastest
- * algorithm + cudnnAddTensor are both tried and timed, and the faster kept. k is left set to the
- * plan kept (its workspace in k->lib_ws). */
+ * usable one). No bias: that algorithm. With a bias, every way that runs is timed and the fastest
+ * kept: that algorithm + cudnnAddTensor (+ activation); cuDNN's fused call with it (bias + relu;
+ * with the identity activation the fused call takes only IMPLICIT_PRECOMP_GEMM); and the fused call
+ * with IMPLICIT_PRECOMP_GEMM. The fused call is not always the fastest: measured on an H100 (cuDNN
+ * 9.19, VGG-16 at batch 32, f32), some layers ran 2.4x slower fused with the searched algorithm
+ * than PyTorch's conv + relu. k is left set to the plan kept (its workspace in k->lib_ws). */
 static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_dtype dt,
                              const cudnnConvolutionFwdAlgoPerf_t *perf, int found, int pick, const conv_scratch *sc,
                              dl_error *err) {
     int prec = op->precision, relu = k->g.a.activation == DL_ACT_RELU;
     conv_plan best = {perf[pick].algo, dn_conv_run_math(prec, dt, perf[pick].mathType), 0, 0, -1}, kept = best;
-    conv_plan fused = best;
-    fused.fused = 1;
+    conv_plan fused = best, precomp = best; /* fused with the searched algorithm; fused with PRECOMP_GEMM */
+    fused.fused = precomp.fused = 1;
     int ok;
     if (!k->g.has_bias) ok = conv_tried(s, k, &kept, sc);
-    else if (relu) {
-        kept = fused;
-        if (!(ok = conv_tried(s, k, &kept, sc))) {
-            kept = best;
-            ok = conv_tried(s, k, &kept, sc);
-        }
-    } else {
-        /* the fused call's math: what the search measured IMPLICIT_PRECOMP_GEMM with, where it did */
+    else {
+        /* the fused call's math with PRECOMP_GEMM: what the search measured it with, where it did */
         int i = dn_conv_pick(perf, found, prec, dt, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
-        fused.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-        fused.math = i >= 0 ? dn_conv_run_math(prec, dt, perf[i].mathType) : dn_conv_math(prec, dt);
-        if (conv_tried(s, k, &fused, sc)) fused.ms = conv_time(s, k, sc);
-        if (conv_tried(s, k, &best, sc)) best.ms = conv_time(s, k, sc);
-        int c = dn_conv_prefer_fused(fused.ms, best.ms);
-        kept = c > 0 ? fused : best;
-        ok = c >= 0 && conv_set(s, k, &kept, sc->ws_cap); /* the descriptor back to the plan kept */
+        precomp.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+        precomp.math = i >= 0 ? dn_conv_run_math(prec, dt, perf[i].mathType) : dn_conv_math(prec, dt);
+        conv_plan *cand[3] = {&best, &precomp, &fused};
+        int n = relu && best.algo != precomp.algo ? 3 : 2, is_fused[3];
+        double ms[3];
+        for (int c = 0; c < n; c++) {
+            if (conv_tried(s, k, cand[c], sc)) cand[c]->ms = conv_time(s, k, sc);
+            ms[c] = cand[c]->ms, is_fused[c] = cand[c]->fused;
+        }
+        int f = dn_conv_fastest(ms, is_fused, n);
+        if (f >= 0) kept = *cand[f];
+        ok = f >= 0 && conv_set(s, k, &kept, sc->ws_cap); /* the descriptor back to the plan kept */
     }
     if (!ok)
         return dl_fail(err, DL_E_UNSUPPORTED, "cuDNN turned down its own convolution algorithm %s",
                        dn_conv_algo_name((int)best.algo));
     if (s->log_convs) {
         const int64_t *xs = k->g.xs, *ys = k->g.ys;
-        char times[160] = "", f[32] = "failed", u[32] = "failed";
+        char times[200] = "", f[32] = "failed", u[32] = "failed", pc[32] = "failed";
         if (fused.ms >= 0) snprintf(f, sizeof f, "%.4f ms", fused.ms);
         if (best.ms >= 0) snprintf(u, sizeof u, "%.4f ms", best.ms);
-        if (k->g.has_bias && !relu)
-            snprintf(times, sizeof times, "; timed: fused IMPLICIT_PRECOMP_GEMM %s, %s + add %s", f,
-                     dn_conv_algo_name((int)best.algo), u);
+        if (precomp.ms >= 0) snprintf(pc, sizeof pc, "%.4f ms", precomp.ms);
+        if (k->g.has_bias)
+            snprintf(times, sizeof times, "; timed: %s + add %s, fused IMPLICIT_PRECOMP_GEMM %s%s%s%s",
+                     dn_conv_algo_name((int)best.algo), u, pc, relu && best.algo != precomp.algo ? ", fused " : "",
+                     relu && best.algo != precomp.algo ? dn_conv_algo_name((int)best.algo) : "",
+                     relu && best.algo != precomp.algo ? (fused.ms >= 0 ? " timed" : " failed") : "");
         fprintf(stderr,
                 "dlrun cudnn: conv [%lld,%lld,%lld,%lld] -> [%lld,%lld,%lld,%lld] %s %s%s: %s, math %s, %s, "
                 "workspace %zu bytes%s\n",

@@ -126,9 +126,11 @@ int dn_conv_pick(const cudnnConvolutionFwdAlgoPerf_t *perf, int n, int precision
     return -1;
 }
 
-int dn_conv_prefer_fused(double fused_ms, double unfused_ms) {
-    if (fused_ms < 0) return unfused_ms < 0 ? -1 : 0;
-    return unfused_ms < 0 || fused_ms <= unfused_ms ? 1 : 0;
+int dn_conv_fastest(const double *ms, const int *fused, int n) {
+    int b = -1;
+    for (int i = 0; i < n; i++)
+        if (ms[i] >= 0 && (b < 0 || ms[i] < ms[b] || (ms[i] == ms[b] && fused[i] && !fused[b]))) b = i;
+    return b;
 }
 
 const char *dn_conv_algo_name(int algo) {

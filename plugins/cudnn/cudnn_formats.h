@@ -54,11 +54,10 @@ cudnnMathType_t dn_conv_run_math(int precision, dl_dtype d, cudnnMathType_t m);
  * first) that may be used: it ran (CUDNN_STATUS_SUCCESS), dn_conv_algo_ok takes its math, and its
  * algorithm is `algo` (any algorithm where algo < 0). -1 if none. */
 int dn_conv_pick(const cudnnConvolutionFwdAlgoPerf_t *perf, int n, int precision, dl_dtype d, int algo);
-/* Bias without relu: which of the two measured ways to keep, from their times in ms (< 0: that
- * way cannot be used): 1 the fused call (IMPLICIT_PRECOMP_GEMM, cuDNN's only algorithm for it
- * with the identity activation), 0 the fastest algorithm then cudnnAddTensor, -1 neither. A tie
- * goes to the fused call (one call, no second pass over y). */
-int dn_conv_prefer_fused(double fused_ms, double unfused_ms);
+/* A conv with a bias: which of n measured ways to keep, from their times in ms (< 0: that way
+ * cannot be used) and whether each is cuDNN's fused call: the fastest, a tie going to a fused call
+ * (one call, no second pass over y); -1 if none can be used. */
+int dn_conv_fastest(const double *ms, const int *fused, int n);
 /* Names for the log line: "IMPLICIT_PRECOMP_GEMM", "TENSOR_OP", ...; "?" for an unknown value. */
 const char *dn_conv_algo_name(int algo);
 const char *dn_math_name(int math);
