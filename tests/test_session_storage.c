@@ -160,8 +160,7 @@ Test(session_storage, too_big_for_the_device_refused_before_prepare) {
     so.batch = 64;
     dl_session *s = NULL;
     cr_expect_eq(dl_session_create(ctx, m, &so, &s, &err), DL_E_NOMEM);
-    cr_expect(strstr(err.msg, "needs") && strstr(err.msg, "bf16nhwc memory") && !strchr(err.msg, '\n'), "%s",
-              err.msg);
+    cr_expect(strstr(err.msg, "needs") && strstr(err.msg, "bf16nhwc memory") && !strchr(err.msg, '\n'), "%s", err.msg);
     cr_expect_null(strstr(err.msg, "prepare"), "refused only after preparing: %s", err.msg);
     so.batch = 1; /* fits: now the failing prepare is reached, which shows the check came first */
     cr_expect_neq(dl_session_create(ctx, m, &so, &s, &err), DL_OK);

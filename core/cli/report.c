@@ -194,8 +194,7 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
                t->min_ms, t->max_ms, t->runs, (double)t->batch * 1000.0 / t->median_ms);
     if (t->gpu) /* where tensors cross to a device, the model's own time apart from the transfers */
         printf("phases (median): inputs %.3f ms, compute %.3f ms (min %.3f, max %.3f), outputs %.3f ms\n",
-               t->median.inputs_ms, t->median.compute_ms, t->compute_min_ms, t->compute_max_ms,
-               t->median.outputs_ms);
+               t->median.inputs_ms, t->median.compute_ms, t->compute_min_ms, t->compute_max_ms, t->median.outputs_ms);
 }
 
 static cJSON *shape_json(const int64_t *shape, int ndim) {

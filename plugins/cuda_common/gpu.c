@@ -97,13 +97,13 @@ static dl_status staged(dl_gpu *g, int up, char *dev, int64_t n, int64_t unit, s
             if (up) {
                 DL_GPU_TRY(cudaEventSynchronize(g->ev_staged[b]), err); /* chunk j-2 has left this half */
                 fn(ctx, buf[b], lo, count);
-                DL_GPU_TRY(cudaMemcpyAsync(dev + lo * unit, buf[b], (size_t)(count * unit), cudaMemcpyHostToDevice,
-                                           g->stream),
-                           err);
+                DL_GPU_TRY(
+                    cudaMemcpyAsync(dev + lo * unit, buf[b], (size_t)(count * unit), cudaMemcpyHostToDevice, g->stream),
+                    err);
             } else { /* this half was drained at step j-1 */
-                DL_GPU_TRY(cudaMemcpyAsync(buf[b], dev + lo * unit, (size_t)(count * unit), cudaMemcpyDeviceToHost,
-                                           g->stream),
-                           err);
+                DL_GPU_TRY(
+                    cudaMemcpyAsync(buf[b], dev + lo * unit, (size_t)(count * unit), cudaMemcpyDeviceToHost, g->stream),
+                    err);
             }
             DL_GPU_TRY(cudaEventRecord(g->ev_staged[b], g->stream), err);
         }
