@@ -258,6 +258,13 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
         for (int i = 0; i < s->n_slots; i++) dl_slot_use(s, i, s->n_steps);
     /* Outputs must outlive the run: their host slots live past the last step. */
     for (int i = 0; i < g->n_outputs; i++) dl_slot_use(s, dl_slot_find(s, root(s, g->outputs[i]), 0), s->n_steps);
+    /* The run's phases: copies before the first op are inputs, copies after the last outputs. */
+    s->first_op = s->n_steps, s->last_op = -1;
+    for (int k = 0; k < s->n_steps; k++)
+        if (s->steps[k].kind == DL_STEP_OP) {
+            if (s->last_op < 0) s->first_op = k;
+            s->last_op = k;
+        }
     return DL_OK;
 }
 
@@ -423,12 +430,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
                dl_session_value_bytes(s, g->inputs[i]));
     }
     const dl_backend *last[DL_MAX_DOMAINS] = {0};
-    int first_op = s->n_steps, last_op = -1;
-    for (int k = 0; k < s->n_steps; k++)
-        if (s->steps[k].kind == DL_STEP_OP) {
-            if (first_op == s->n_steps) first_op = k;
-            last_op = k;
-        }
+    const int first_op = s->first_op, last_op = s->last_op;
     double t_compute = t_start, t_outputs = t_start;
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];

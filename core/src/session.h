@@ -146,6 +146,7 @@ struct dl_session {
     dl_tensor *inputs;  /* descriptors of model inputs (host) */
     dl_tensor *outputs; /* model outputs (host), data in buf[...][0] */
     int profiling;
+    int first_op, last_op; /* steps: the first and last op (n_steps and -1 if none); phases */
     dl_run_times last_run; /* the last run's phases (dl_session_last_run_times) */
 };
 
@@ -225,8 +226,8 @@ const char *dl_domain_name(const dl_session *s, int d);
 int dl_slot_add(dl_session *s, int value, int place, size_t size, int first);
 int dl_slot_find(const dl_session *s, int value, int place);
 void dl_slot_use(dl_session *s, int slot, int step);
-/* Plans every domain's arena, refuses what does not fit, allocates and points buffers into it. */
 /* Plans every domain's arena (offsets only) and refuses one that does not fit. */
 dl_status dl_session_check_memory(dl_session *s, dl_error *err);
+/* Plans every domain's arena, refuses what does not fit, allocates and points buffers into it. */
 dl_status dl_session_plan_memory(dl_session *s, dl_error *err);
 #endif
