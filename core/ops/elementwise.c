@@ -104,7 +104,7 @@ const dl_op_def dl_op_row_dropout = {
 
 /* ---- add ---- */
 
-static int add_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+int dl_infer_broadcast(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
     const dl_tensor *a = &op->inputs[0], *b = &op->inputs[1];
     char as[160], bs[160];
     if (!dl_broadcast(a->shape, a->ndim, b->shape, b->ndim, y))
@@ -132,7 +132,7 @@ const dl_op_def dl_op_row_add = {
                                   {"add broadcast channel", "[[3, 7, 5, 3], [7, 1, 1]]", "", 1},
                                   {"add broadcast both", "[[2, 1, 5], [3, 1]]", "", 1},
                                   {0}},
-    .infer = add_infer,
+    .infer = dl_infer_broadcast,
     .flops = dl_flops_numel,
     .abi_minor_of = add_minor,
 };

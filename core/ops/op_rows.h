@@ -28,6 +28,8 @@ static inline const char *dl_shape_txt(const dl_tensor *t, char *buf, size_t len
 
 /* y = the first input's shape (ops that keep it). */
 int dl_infer_same(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why);
+/* y = the numpy broadcast of the two inputs' shapes (add, mul, ...). */
+int dl_infer_broadcast(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why);
 /* 1 if t is the vector [n] */
 int dl_is_vec(const dl_tensor *t, int64_t n);
 /* FLOPs: one per output element, and none. */

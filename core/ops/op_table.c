@@ -3,6 +3,7 @@
 #include "op_table.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,7 +26,35 @@
     X(SIGMOID, sigmoid)               \
     X(CLIP, clip)                     \
     X(MATMUL, matmul)                 \
-    X(RESHAPE, reshape)
+    X(RESHAPE, reshape) \
+    X(MUL, mul) \
+    X(SUB, sub) \
+    X(DIV, div) \
+    X(POW, pow) \
+    X(MIN, min) \
+    X(MAX, max) \
+    X(SQRT, sqrt) \
+    X(EXP, exp) \
+    X(LOG, log) \
+    X(TANH, tanh) \
+    X(ERF, erf) \
+    X(NEG, neg) \
+    X(ABS, abs) \
+    X(RECIPROCAL, reciprocal) \
+    X(HARD_SIGMOID, hard_sigmoid) \
+    X(HARD_SWISH, hard_swish) \
+    X(SILU, silu) \
+    X(GELU, gelu) \
+    X(SOFTPLUS, softplus) \
+    X(TRANSPOSE, transpose) \
+    X(SLICE, slice) \
+    X(PAD, pad) \
+    X(REDUCE_MEAN, reduce_mean) \
+    X(REDUCE_SUM, reduce_sum) \
+    X(REDUCE_MAX, reduce_max) \
+    X(REDUCE_MIN, reduce_min) \
+    X(LAYER_NORM, layer_norm) \
+    X(RESIZE, resize)
 /* clang-format on */
 
 #define DECLARE(kind, name) extern const dl_op_def dl_op_row_##name;
@@ -63,7 +92,10 @@ int dl_op_weight_count(const dl_op_def *d, const dl_op_params *p) {
 }
 
 size_t dl_op_attrs_size(uint32_t minor) {
-    return minor == 0 ? offsetof(dl_op_attrs, alpha) : minor == 1 ? offsetof(dl_op_attrs, beta) : sizeof(dl_op_attrs);
+    return minor == 0   ? offsetof(dl_op_attrs, alpha)
+           : minor == 1 ? offsetof(dl_op_attrs, beta)
+           : minor <= 3 ? offsetof(dl_op_attrs, n_axes)
+                        : sizeof(dl_op_attrs);
 }
 
 uint32_t dl_op_min_minor(const dl_op *op) {
@@ -131,6 +163,29 @@ int64_t dl_window_out(int64_t in, int k, int s, int pb, int pe, int d, int ceil_
     /* With ceil_mode the last window must start inside the input or the left padding. */
     if (ceil_mode && (out - 1) * s >= in + pb) out--;
     return out;
+}
+
+int64_t dl_slice_dim(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *first) {
+    if (step == 0 || n < 1) return *first = 0, 0;
+    if (start < 0) start += n; /* no overflow: n > 0 is added to a negative */
+    if (end < 0) end += n;
+    if (step > 0) {
+        start = start < 0 ? 0 : start > n ? n : start;
+        end = end < 0 ? 0 : end > n ? n : end;
+        *first = start;
+        return end > start ? (end - start + step - 1) / step : 0;
+    }
+    start = start < 0 ? 0 : start > n - 1 ? n - 1 : start;
+    end = end < -1 ? -1 : end > n - 1 ? n - 1 : end;
+    *first = start;
+    /* -step cannot overflow once step is below INT64_MIN's magnitude; the span is at most n */
+    int64_t back = step == INT64_MIN ? INT64_MAX : -step;
+    return start > end ? (start - end - 1) / back + 1 : 0;
+}
+
+int dl_axis_norm(int64_t axis, int ndim) {
+    int64_t a = axis < 0 ? axis + ndim : axis;
+    return a >= 0 && a < ndim ? (int)a : -1;
 }
 
 int dl_broadcast(const int64_t *as, int an, const int64_t *bs, int bn, dl_shape *y) {

@@ -23,12 +23,25 @@ typedef struct dl_shape {
     int64_t d[DL_MAX_DIMS];
 } dl_shape;
 
+/* A list of integers as a layer gives it (`perm: [0, 2, 1]`): n of them. */
+#define DL_MAX_INTS 16
+typedef struct dl_ints {
+    int32_t n;
+    int64_t v[DL_MAX_INTS];
+} dl_ints;
+
 /* What a layer declares: the ABI's attributes plus what only the model format knows. */
 typedef struct dl_op_params {
     dl_op_attrs attrs; /* what a backend is shown */
     int32_t units;     /* conv2d `filters`, linear `units`: the first weight's leading size */
     int32_t has_bias;  /* conv2d, linear `bias`: the optional weight exists */
     dl_shape reshape;  /* reshape `shape`: sizes, 0 (the input's size there) or one -1 */
+    /* Integer lists as given, before the row's `complete` moves them into attrs and shape
+     * inference checks them against the input's rank: */
+    dl_ints perm;                      /* transpose */
+    dl_ints axes, starts, ends, steps; /* slice; axes also reduce_* */
+    dl_ints pads;                      /* pad: 2 * rank */
+    dl_ints size;                      /* resize: [oh, ow] */
 } dl_op_params;
 
 /* ---- the parts of a row ---- */
@@ -39,7 +52,9 @@ typedef enum dl_attr_type {
     DL_ATTR_PADDING, /* 1, 2 or 4 integers >= 0: all sides, [h, w] or [top, left, bottom, right] */
     DL_ATTR_BOOL,    /* true or false; an int32_t */
     DL_ATTR_FLOAT,   /* a finite number in [lo, hi], bounds excluded per DL_ATTR_OPEN_*; a float */
-    DL_ATTR_DIMS     /* 1 to 8 sizes, each >= 0 or one -1; a dl_shape */
+    DL_ATTR_DIMS,    /* 1 to 8 sizes, each >= 0 or one -1; a dl_shape */
+    DL_ATTR_INTS,    /* 0 to hi integers, each >= lo; a dl_ints */
+    DL_ATTR_ENUM     /* one of the names in `choices`; its index as an int32_t */
 } dl_attr_type;
 
 enum {
@@ -53,13 +68,14 @@ enum {
 
 /* One YAML key of a layer. */
 typedef struct dl_attr_def {
-    const char *key;  /* as written in YAML */
-    uint8_t type;     /* dl_attr_type */
-    uint8_t flags;    /* DL_ATTR_* */
-    uint16_t offset;  /* where it goes in dl_op_params (DL_ATTR_AT) */
-    double lo, hi;    /* bounds (INT, FLOAT; lo for PAIR) */
-    double def;       /* default when absent (every int of a PAIR or PADDING takes it) */
-    const char *what; /* its name in messages, if not the key ("dropout rate") */
+    const char *key;            /* as written in YAML */
+    uint8_t type;               /* dl_attr_type */
+    uint8_t flags;              /* DL_ATTR_* */
+    uint16_t offset;            /* where it goes in dl_op_params (DL_ATTR_AT) */
+    double lo, hi;              /* bounds (INT, FLOAT; lo for PAIR) */
+    double def;                 /* default when absent (every int of a PAIR or PADDING takes it) */
+    const char *what;           /* its name in messages, if not the key ("dropout rate") */
+    const char *const *choices; /* ENUM: the names, NULL-terminated; def is the default's index */
 } dl_attr_def;
 
 /* How a seeded weight is drawn, as PyTorch initialises the parameter. */
@@ -84,6 +100,7 @@ typedef struct dl_op_case {
     const char *inputs; /* YAML list of the activation inputs' shapes: "[[1, 3, 11, 13]]" */
     const char *attrs;  /* YAML flow-mapping body of the layer's attributes ("" for none) */
     float scale;        /* activations drawn from U(-scale, scale) */
+    float lo;           /* when not 0: from U(lo, scale) instead (sqrt and log want positive x) */
 } dl_op_case;
 
 /* What shape inference knows beyond the op: the layer (model side only) and input names. */
@@ -123,6 +140,9 @@ typedef struct dl_op_def {
     /* Optional: the ABI minor this instance needs when above abi_minor (attribute meanings added
      * later, e.g. maxpool dilation in 1.2). */
     uint32_t (*abi_minor_of)(const dl_op *op);
+    /* Optional: attributes that follow from the first input's rank (transpose's default perm),
+     * set once the model's shapes are known; infer sees them unresolved before that. */
+    void (*resolve)(dl_op_params *p, int rank);
 } dl_op_def;
 
 /* Check thresholds (f32, tf32, f16, bf16) of the three kinds of op. docs/check.md explains them. */
@@ -163,6 +183,12 @@ int64_t dl_shape_numel(const dl_shape *s);
 void dl_shape_str(const int64_t *shape, int ndim, char *buf, size_t len);
 /* Output size of a conv/pool window along one axis (PyTorch's rule); < 1 if it does not fit. */
 int64_t dl_window_out(int64_t in, int k, int s, int pb, int pe, int d, int ceil_mode);
+/* ONNX Slice along a dimension of size n: the number of elements taken (0: none), and in
+ * *first the index of the first one; later ones are step apart. Negative start/end count from the
+ * end; out-of-range values are clamped; step 0 takes none. */
+int64_t dl_slice_dim(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *first);
+/* axis (negative counts from the end) as a dimension in [0, ndim), or -1 when out of range. */
+int dl_axis_norm(int64_t axis, int ndim);
 /* numpy broadcasting of a and b (aligned at the last dimension) into y; 0 if they do not. */
 int dl_broadcast(const int64_t *as, int an, const int64_t *bs, int bn, dl_shape *y);
 /* 1 if t broadcasts (numpy rules, aligned at the last dimension) to y's shape */

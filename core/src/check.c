@@ -362,15 +362,16 @@ static dl_status case_graph(const dl_op_def *row, const dl_op_case *c, dl_graph 
     return dl_model_parse_yaml(text, strlen(text), "<test-ops case>", g, err);
 }
 
-/* Fresh random inputs for the case's layer: activations in [-scale, scale), weights around their
+/* Fresh random inputs for the case's layer: activations in [-scale, scale) (or [lo, scale) when
+ * the case gives lo), weights around their
  * initial value (ones: [0.5, 1.5), so a variance stays positive; others [-0.5, 0.5)). */
-static float *draw(const dl_value *v, uint64_t seed, float scale) {
+static float *draw(const dl_value *v, uint64_t seed, float scale, float low) {
     int64_t n = dl_shape_numel(&v->shape);
     float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
     if (!x) return NULL;
     dl_rng r;
     dl_rng_seed(&r, dl_rng_derive(seed, v->name));
-    float lo = -scale, hi = scale;
+    float lo = low != 0 ? low : -scale, hi = scale;
     if (v->kind == DL_VALUE_WEIGHT) lo = v->init == DL_INIT_ONES ? 0.5f : -0.5f, hi = lo + 1.0f;
     for (int64_t e = 0; e < n; e++) x[e] = dl_rng_uniform(&r, lo, hi);
     return x;
@@ -396,7 +397,7 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
     op.name = c->name;
     for (int j = 0; j < nd->n_inputs && st == DL_OK; j++) {
         const dl_value *v = &g->values[nd->inputs[j]];
-        if (!(data[j] = draw(v, seed, c->scale))) st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        if (!(data[j] = draw(v, seed, c->scale, c->lo))) st = dl_fail(err, DL_E_NOMEM, "out of memory");
         tin[j].data = data[j];
         isw[j] = v->kind == DL_VALUE_WEIGHT;
     }

@@ -233,6 +233,39 @@ static dl_status get_dims(reader *r, yaml_node_t *v, const char *what, dl_shape 
     return DL_OK;
 }
 
+/* A list of at most `max` integers, each at least lo (slice's `ends: [0, -1]`, transpose's `perm`). */
+static dl_status get_int_list(reader *r, yaml_node_t *v, const char *what, long long lo, int max, dl_ints *out) {
+    if (v->type != YAML_SEQUENCE_NODE) return failat(r, v, "%s must be a list of integers, not %s", what, kind_name(v));
+    int len = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+    if (len > max) return failat(r, v, "%s has %d values; at most %d are allowed", what, len, max);
+    for (int i = 0; i < len; i++) {
+        yaml_node_t *item = node(r, v->data.sequence.items.start[i]);
+        const char *s = scalar(item);
+        if (!s) return failat(r, item, "%s must hold integers, not %s", what, kind_name(item));
+        char *end;
+        errno = 0;
+        long long x = strtoll(s, &end, 10);
+        if (!*s || *end || errno) return failat(r, item, "%s must hold integers, not '%s'", what, s);
+        if (x < lo) return failat(r, item, "%s must hold integers of at least %lld, not %lld", what, lo, x);
+        out->v[i] = x;
+    }
+    out->n = len;
+    return DL_OK;
+}
+
+/* One of an attribute's names (pad's `mode: reflect`), as its index. */
+static dl_status get_choice(reader *r, yaml_node_t *v, const dl_attr_def *a, const char *what, int32_t *out) {
+    const char *s = scalar(v);
+    char names[256];
+    size_t u = 0;
+    for (int i = 0; a->choices[i]; i++) {
+        if (s && !strcmp(s, a->choices[i])) return *out = i, DL_OK;
+        u += (size_t)snprintf(names + u, u < sizeof names ? sizeof names - u : 0, "%s%s", i ? ", " : "", a->choices[i]);
+    }
+    return failat(r, v, "%s must be one of %s, not %s%s%s", what, names, s ? "'" : "", s ? s : kind_name(v),
+                  s ? "'" : "");
+}
+
 /* A number within an attribute's bounds. */
 static dl_status get_bounded(reader *r, yaml_node_t *v, const dl_attr_def *a, const char *what, float *out) {
     double f = 0;
@@ -290,6 +323,13 @@ static dl_status read_attr(reader *r, const dl_attr_def *a, yaml_node_t *v, dl_o
         if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, &dims, sizeof dims);
         return st;
     }
+    case DL_ATTR_INTS: {
+        dl_ints list = {0, {0}};
+        st = get_int_list(r, v, what, (long long)a->lo, (int)a->hi, &list);
+        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, &list, sizeof list);
+        return st;
+    }
+    case DL_ATTR_ENUM: st = get_choice(r, v, a, what, &i32); break;
     default: return failat(r, v, "%s: attribute type %d is unknown", what, a->type);
     }
     if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, &i32, sizeof i32);
@@ -305,11 +345,13 @@ static void attr_defaults(const dl_op_def *row, dl_op_params *p) {
         float f = (float)a->def;
         switch ((dl_attr_type)a->type) {
         case DL_ATTR_INT:
+        case DL_ATTR_ENUM:
         case DL_ATTR_BOOL: memcpy(dst, ints, sizeof ints[0]); break;
         case DL_ATTR_PAIR: memcpy(dst, ints, 2 * sizeof ints[0]); break;
         case DL_ATTR_PADDING: memcpy(dst, ints, sizeof ints); break;
         case DL_ATTR_FLOAT: memcpy(dst, &f, sizeof f); break;
-        case DL_ATTR_DIMS: break; /* required where used */
+        case DL_ATTR_DIMS: break;                          /* required where used */
+        case DL_ATTR_INTS: ((dl_ints *)dst)->n = 0; break; /* absent: the row's complete() decides */
         }
     }
 }
@@ -495,6 +537,7 @@ static dl_status finish_model(reader *r) {
         }
         if ((row->flags & DL_OPF_AXIS) && n->params.attrs.axis < 0)
             n->params.attrs.axis += g->values[n->inputs[0]].shape.ndim;
+        if (row->resolve) row->resolve(&n->params, g->values[n->inputs[0]].shape.ndim);
     }
     return st;
 }

@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 3
+#define DL_ABI_MINOR 4
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -164,6 +164,27 @@ typedef enum dl_layout {
  *                     trans_a / trans_b; leading dims broadcast as numpy's matmul; c broadcasts
  *                     to y                                                  -> [..., M, N]
  *   RESHAPE (1.2)     x                  the same elements in row-major order -> any shape
+ *   MUL, SUB, DIV, POW, MIN, MAX (1.4) a, b  a*b, a-b, a/b, a^b, min(a,b), max(a,b), numpy
+ *                     broadcasting as ADD                                   -> broadcast shape
+ *   SQRT, EXP, LOG, TANH, ERF, NEG (-x), ABS, RECIPROCAL (1/x) (1.4) x       -> x's shape
+ *   HARD_SIGMOID (1.4) x                 y = max(0, min(1, alpha * x + beta)) -> x's shape
+ *   HARD_SWISH (1.4)  x                  y = x * min(max(x + 3, 0), 6) / 6   -> x's shape
+ *   SILU (1.4)        x                  y = x / (1 + exp(-x))               -> x's shape
+ *   GELU (1.4)        x                  y = x * Phi(x) (erf), or the tanh form (attrs.mode) -> x's shape
+ *   SOFTPLUS (1.4)    x                  y = log(1 + exp(x))                 -> x's shape
+ *   TRANSPOSE (1.4)   x                  output dim d is input dim attrs.perm[d] -> permuted
+ *   SLICE (1.4)       x                  along attrs.axes[i] (i < n_axes): elements starts[i],
+ *                     starts[i] + steps[i], ... before ends[i], ONNX Slice rules (negative
+ *                     values count from the end, clamped)                   -> sliced shape
+ *   PAD (1.4)         x                  pads_before[d], pads_after[d] added to each dim,
+ *                     filled per attrs.mode (dl_pad_mode) with attrs.value   -> padded shape
+ *   REDUCE_MEAN, REDUCE_SUM, REDUCE_MAX, REDUCE_MIN (1.4) x  over attrs.axes[0..n_axes) (all
+ *                     dims when n_axes is 0), kept as size 1 when keepdims   -> reduced shape
+ *   LAYER_NORM (1.4)  x, weight, bias (shaped as x's dims from attrs.axis on)
+ *                     y = (x - mean) / sqrt(var + epsilon) * weight + bias over those dims
+ *                                                                            -> x's shape
+ *   RESIZE (1.4)      x[N,C,H,W]         H, W resampled to the output's (attrs.mode:
+ *                     dl_resize_mode, attrs.coord, attrs.nearest)           -> [N,C,OH,OW]
  * Output sizes of the window ops follow PyTorch: OH = floor((H + pad_begin + pad_end -
  * dilation * (KH - 1) - 1) / stride) + 1, rounded up instead with ceil_mode (pools only, where
  * the last window must start inside the input or its top/left padding). */
@@ -180,22 +201,69 @@ typedef enum dl_op_kind {
     DL_OP_ADD = 9,
     DL_OP_CONCAT = 10,
     DL_OP_BATCHNORM = 11,
-    DL_OP_LEAKY_RELU = 12, /* 1.1 */
-    DL_OP_SIGMOID = 13,    /* 1.1 */
-    DL_OP_CLIP = 14,       /* 1.1 */
-    DL_OP_MATMUL = 15,     /* 1.2 */
-    DL_OP_RESHAPE = 16     /* 1.2 */
+    DL_OP_LEAKY_RELU = 12,   /* 1.1 */
+    DL_OP_SIGMOID = 13,      /* 1.1 */
+    DL_OP_CLIP = 14,         /* 1.1 */
+    DL_OP_MATMUL = 15,       /* 1.2 */
+    DL_OP_RESHAPE = 16,      /* 1.2 */
+    DL_OP_MUL = 17,          /* 1.4 */
+    DL_OP_SUB = 18,          /* 1.4 */
+    DL_OP_DIV = 19,          /* 1.4 */
+    DL_OP_POW = 20,          /* 1.4 */
+    DL_OP_MIN = 21,          /* 1.4 */
+    DL_OP_MAX = 22,          /* 1.4 */
+    DL_OP_SQRT = 23,         /* 1.4 */
+    DL_OP_EXP = 24,          /* 1.4 */
+    DL_OP_LOG = 25,          /* 1.4 */
+    DL_OP_TANH = 26,         /* 1.4 */
+    DL_OP_ERF = 27,          /* 1.4 */
+    DL_OP_NEG = 28,          /* 1.4 */
+    DL_OP_ABS = 29,          /* 1.4 */
+    DL_OP_RECIPROCAL = 30,   /* 1.4 */
+    DL_OP_HARD_SIGMOID = 31, /* 1.4 */
+    DL_OP_HARD_SWISH = 32,   /* 1.4 */
+    DL_OP_SILU = 33,         /* 1.4 */
+    DL_OP_GELU = 34,         /* 1.4 */
+    DL_OP_SOFTPLUS = 35,     /* 1.4 */
+    DL_OP_TRANSPOSE = 36,    /* 1.4 */
+    DL_OP_SLICE = 37,        /* 1.4 */
+    DL_OP_PAD = 38,          /* 1.4 */
+    DL_OP_REDUCE_MEAN = 39,  /* 1.4 */
+    DL_OP_REDUCE_SUM = 40,   /* 1.4 */
+    DL_OP_REDUCE_MAX = 41,   /* 1.4 */
+    DL_OP_REDUCE_MIN = 42,   /* 1.4 */
+    DL_OP_LAYER_NORM = 43,   /* 1.4 */
+    DL_OP_RESIZE = 44        /* 1.4 */
 } dl_op_kind;
 
 /* How many kinds each version defines: kinds below the count exist in that version. */
 #define DL_OP_COUNT_V1_0 12
 #define DL_OP_COUNT_V1_1 15
 #define DL_OP_COUNT_V1_2 17
-#define DL_OP_COUNT_V1_3 17          /* 1.3 added storage dtypes and layouts, no kinds */
-#define DL_OP_COUNT DL_OP_COUNT_V1_3 /* kinds in this version of the header */
+#define DL_OP_COUNT_V1_3 17 /* 1.3 added storage dtypes and layouts, no kinds */
+#define DL_OP_COUNT_V1_4 45
+#define DL_OP_COUNT DL_OP_COUNT_V1_4 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
 typedef enum dl_activation { DL_ACT_NONE = 0, DL_ACT_RELU = 1 } dl_activation;
+
+/* attrs.mode of PAD, GELU and RESIZE (1.4); RESIZE's attrs.coord and attrs.nearest as ONNX
+ * Resize's coordinate_transformation_mode and nearest_mode. */
+typedef enum dl_pad_mode { DL_PAD_CONSTANT = 0, DL_PAD_REFLECT = 1, DL_PAD_EDGE = 2 } dl_pad_mode;
+typedef enum dl_gelu_mode { DL_GELU_ERF = 0, DL_GELU_TANH = 1 } dl_gelu_mode;
+typedef enum dl_resize_mode { DL_RESIZE_NEAREST = 0, DL_RESIZE_LINEAR = 1 } dl_resize_mode;
+typedef enum dl_resize_coord {
+    DL_COORD_HALF_PIXEL = 0,         /* x_in = (x_out + 0.5) / scale - 0.5 */
+    DL_COORD_PYTORCH_HALF_PIXEL = 1, /* the same, but 0 where the output size is 1 */
+    DL_COORD_ALIGN_CORNERS = 2,      /* x_in = x_out (in - 1) / (out - 1), 0 where out is 1 */
+    DL_COORD_ASYMMETRIC = 3          /* x_in = x_out / scale */
+} dl_resize_coord;
+typedef enum dl_resize_nearest {
+    DL_NEAREST_ROUND_PREFER_FLOOR = 0,
+    DL_NEAREST_ROUND_PREFER_CEIL = 1,
+    DL_NEAREST_FLOOR = 2,
+    DL_NEAREST_CEIL = 3
+} dl_resize_nearest;
 
 /* Compute precision a session asks for (1.0). F32 is exact IEEE float; the others allow tensor
  * cores: it says how much rounding inside an op is acceptable, and a backend may always compute
@@ -222,17 +290,31 @@ typedef struct dl_op_attrs {
     int32_t groups;            /* (1.0) conv2d */
     int32_t ceil_mode;         /* (1.0) pools: 1 rounds the output size up (PyTorch/ONNX ceil_mode) */
     int32_t count_include_pad; /* (1.0) avgpool2d: 1 divides by the full window, pads included */
-    int32_t axis;              /* (1.0) flatten, softmax, concat: always non-negative */
-    float epsilon;             /* (1.0) batchnorm */
+    int32_t axis;              /* (1.0) flatten, softmax, concat; (1.4) layer_norm: always non-negative */
+    float epsilon;             /* (1.0) batchnorm; (1.4) layer_norm */
     int32_t activation;        /* (1.0) dl_activation fused after conv2d, linear, add, batchnorm */
     float alpha;               /* (1.1) the op's scalar coefficient, as ONNX names it:
                                   leaky_relu: slope for x < 0 (ONNX LeakyRelu alpha);
-                                  (1.2) matmul: scale of op(a) op(b) (ONNX Gemm alpha) */
+                                  (1.2) matmul: scale of op(a) op(b) (ONNX Gemm alpha);
+                                  (1.4) hard_sigmoid: slope */
     float clip_min;            /* (1.1) clip: lower bound (-INFINITY: none) */
     float clip_max;            /* (1.1) clip: upper bound (+INFINITY: none) */
-    float beta;                /* (1.2) matmul: scale of c (ONNX Gemm beta) */
+    float beta;                /* (1.2) matmul: scale of c (ONNX Gemm beta); (1.4) hard_sigmoid: offset */
     int32_t trans_a;           /* (1.2) matmul: 1 uses a's last two dims transposed */
     int32_t trans_b;           /* (1.2) matmul: 1 uses b's last two dims transposed */
+    int32_t n_axes;            /* (1.4) slice, reduce_*: entries of axes[] used (reduce_*: 0 = all) */
+    int32_t axes[8];           /* (1.4) slice, reduce_*: dims, negative counting from the end */
+    int32_t keepdims;          /* (1.4) reduce_*: 1 keeps each reduced dim as size 1 */
+    int32_t perm[8];           /* (1.4) transpose: output dim d is input dim perm[d], d < ndim */
+    int64_t starts[8];         /* (1.4) slice: per axes[i], ONNX Slice's rules (negative counts */
+    int64_t ends[8];           /*       from the end; out-of-range values are clamped) */
+    int64_t steps[8];          /*       non-zero; negative walks backwards */
+    int64_t pads_before[8];    /* (1.4) pad: elements added before each dim (>= 0) */
+    int64_t pads_after[8];     /* (1.4) pad: elements added after each dim (>= 0) */
+    int32_t mode;              /* (1.4) pad: dl_pad_mode; gelu: dl_gelu_mode; resize: dl_resize_mode */
+    float value;               /* (1.4) pad: the fill of DL_PAD_CONSTANT */
+    int32_t coord;             /* (1.4) resize: dl_resize_coord */
+    int32_t nearest;           /* (1.4) resize: dl_resize_nearest (mode nearest) */
 } dl_op_attrs;
 
 /* One operator instance as the host shows it to a backend, starting with its size (its version

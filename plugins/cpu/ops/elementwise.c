@@ -1,5 +1,5 @@
-/* elementwise.c — relu, leaky_relu, sigmoid, clip, add (numpy broadcasting), batchnorm (inference) and the copies
- * that flatten and dropout are at inference, on the CPU. */
+/* elementwise.c — relu, leaky_relu, sigmoid, clip, batchnorm (inference) and the copies that flatten
+ * and dropout are at inference, on the CPU (add and the other arithmetic: math.c). */
 #include <math.h>
 #include <string.h>
 
@@ -42,41 +42,6 @@ void cpu_copy(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
     if (y != x) memcpy(y, x, (size_t)k->g.numel * sizeof *y); /* in place: nothing to do */
-}
-
-void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
-    const float *a = in[0].data, *b = in[1].data;
-    (void)ws;
-    const dl_op_geom *g = &k->g;
-    const int relu = g->a.activation == DL_ACT_RELU;
-    int64_t nb = 1;
-    for (int d = 0; d < g->bnd; d++) nb *= g->bs[d];
-    int64_t na = 1;
-    for (int d = 0; d < g->xnd; d++) na *= g->xs[d];
-    if (na == g->numel && nb == g->numel) { /* same shapes */
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < g->numel; i++) {
-            float v = a[i] + b[i];
-            y[i] = relu && v < 0 ? 0.0f : v;
-        }
-        return;
-    }
-    /* numpy broadcasting: walk y row by row (its last dimension), each operand with its own
-     * strides, 0 along the dimensions it repeats */
-    const int nd = g->ynd;
-    int64_t sa[8], sb[8];
-    dl_bcast_strides(g->xnd, g->xs, nd, g->ys, sa);
-    dl_bcast_strides(g->bnd, g->bs, nd, g->ys, sb);
-    const int64_t len = g->ys[nd - 1], rows = g->numel / len, la = sa[nd - 1], lb = sb[nd - 1];
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *pa = a + dl_bcast_offset(r, nd - 1, g->ys, sa), *pb = b + dl_bcast_offset(r, nd - 1, g->ys, sb);
-        float *py = y + r * len;
-        for (int64_t j = 0; j < len; j++) {
-            float v = pa[j * la] + pb[j * lb];
-            py[j] = relu && v < 0 ? 0.0f : v;
-        }
-    }
 }
 
 void cpu_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {

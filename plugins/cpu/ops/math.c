@@ -1,0 +1,118 @@
+/* math.c — the CPU kernels of the elementwise arithmetic: add (with its fused relu), mul, sub,
+ * div, pow, min, max with numpy broadcasting, and the functions of one element (sqrt, exp, log,
+ * tanh, erf, neg, abs, reciprocal, hard_sigmoid, hard_swish, silu, gelu, softplus). NaN goes
+ * through every one of them, as in PyTorch. */
+#include <math.h>
+
+#include "cpu_ops.h"
+
+static int64_t count(int nd, const int64_t *s) {
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= s[d];
+    return n;
+}
+
+/* y = EXPR(a, b) over the broadcast shape: equal shapes and a scalar b run flat; otherwise y is
+ * walked row by row (its last dimension), each operand with its own strides, 0 where it repeats. */
+#define BINARY_BODY(EXPR)                                                                                             \
+    const float *A = in[0].data, *B = in[1].data;                                                                     \
+    const dl_op_geom *g = &k->g;                                                                                      \
+    const int64_t na = count(g->xnd, g->xs), nb = count(g->bnd, g->bs);                                               \
+    if (na == g->numel && nb == g->numel) {                                                                           \
+        _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < g->numel; i++) {                         \
+            const float a = A[i], b = B[i];                                                                           \
+            y[i] = (EXPR);                                                                                            \
+        }                                                                                                             \
+        return;                                                                                                       \
+    }                                                                                                                 \
+    if (na == g->numel && nb == 1) {                                                                                  \
+        const float b = B[0];                                                                                         \
+        _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < g->numel; i++) {                         \
+            const float a = A[i];                                                                                     \
+            y[i] = (EXPR);                                                                                            \
+        }                                                                                                             \
+        return;                                                                                                       \
+    }                                                                                                                 \
+    const int nd = g->ynd;                                                                                            \
+    int64_t sa[8], sb[8];                                                                                             \
+    dl_bcast_strides(g->xnd, g->xs, nd, g->ys, sa);                                                                   \
+    dl_bcast_strides(g->bnd, g->bs, nd, g->ys, sb);                                                                   \
+    const int64_t len = g->ys[nd - 1], rows = g->numel / len, la = sa[nd - 1], lb = sb[nd - 1];                       \
+    _Pragma("omp parallel for schedule(static)") for (int64_t r = 0; r < rows; r++) {                                 \
+        const float *pa = A + dl_bcast_offset(r, nd - 1, g->ys, sa), *pb = B + dl_bcast_offset(r, nd - 1, g->ys, sb); \
+        float *py = y + r * len;                                                                                      \
+        for (int64_t j = 0; j < len; j++) {                                                                           \
+            const float a = pa[j * la], b = pb[j * lb];                                                               \
+            py[j] = (EXPR);                                                                                           \
+        }                                                                                                             \
+    }
+
+/* relu that keeps NaN */
+static inline float relu_nan(float v) { return v < 0 ? 0.0f : v; }
+
+void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    (void)ws;
+    if (k->g.a.activation == DL_ACT_RELU) {
+        BINARY_BODY(relu_nan(a + b))
+    } else {
+        BINARY_BODY(a + b)
+    }
+}
+
+/* min and max propagate NaN (fminf/fmaxf would drop it) */
+static inline float min_nan(float a, float b) { return a < b || isnan(a) ? a : b; }
+static inline float max_nan(float a, float b) { return a > b || isnan(a) ? a : b; }
+
+#define BINARY_KERNEL(name, EXPR)                                                  \
+    void cpu_##name(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) { \
+        (void)ws;                                                                  \
+        BINARY_BODY(EXPR)                                                          \
+    }
+
+BINARY_KERNEL(mul, a *b)
+BINARY_KERNEL(sub, a - b)
+BINARY_KERNEL(div, a / b)
+BINARY_KERNEL(pow, powf(a, b))
+BINARY_KERNEL(min, min_nan(a, b))
+BINARY_KERNEL(max, max_nan(a, b))
+
+/* ---- one element ---- */
+
+/* clamp to [lo, hi] keeping NaN */
+static inline float clamp_nan(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* 1 / (1 + exp(-x)) without exp of a large positive number */
+static inline float sigmoid_of(float x) {
+    float e = expf(-fabsf(x));
+    return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+
+static inline float gelu_tanh(float x) {
+    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+
+#define UNARY_KERNEL(name, EXPR)                                                                \
+    void cpu_##name(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {              \
+        const float *X = in[0].data;                                                            \
+        const dl_op_attrs *at = &k->g.a;                                                        \
+        (void)ws, (void)at;                                                                     \
+        _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < k->g.numel; i++) { \
+            const float x = X[i];                                                               \
+            y[i] = (EXPR);                                                                      \
+        }                                                                                       \
+    }
+
+UNARY_KERNEL(sqrt, sqrtf(x))
+UNARY_KERNEL(exp, expf(x))
+UNARY_KERNEL(log, logf(x))
+UNARY_KERNEL(tanh, tanhf(x))
+UNARY_KERNEL(erf, erff(x))
+UNARY_KERNEL(neg, -x)
+UNARY_KERNEL(abs, fabsf(x))
+UNARY_KERNEL(reciprocal, 1.0f / x)
+UNARY_KERNEL(hard_sigmoid, clamp_nan(at->alpha *x + at->beta, 0.0f, 1.0f))
+UNARY_KERNEL(hard_swish, x *clamp_nan(x + 3.0f, 0.0f, 6.0f) / 6.0f)
+UNARY_KERNEL(silu, x *sigmoid_of(x))
+UNARY_KERNEL(gelu, at->mode == DL_GELU_TANH ? gelu_tanh(x) : 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)))
+UNARY_KERNEL(softplus, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)))) /* NaN: log1pf(NaN) */

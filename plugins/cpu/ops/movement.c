@@ -1,0 +1,152 @@
+/* movement.c — the CPU kernels that move elements: transpose and slice (one strided gather:
+ * each output dimension steps through the input by its own stride), pad (constant, reflect,
+ * edge) and resize (nearest and linear, ONNX Resize's coordinate rules). */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+/* y[i] = x[base + sum over d of coord_d(i) * st[d]], i over the output shape ys (nd dims). */
+static void strided_gather(const float *x, float *y, int nd, const int64_t *ys, const int64_t *st, int64_t base,
+                           int64_t numel) {
+    const int64_t len = ys[nd - 1], rows = numel / len, step = st[nd - 1];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *src = x + base + dl_bcast_offset(r, nd - 1, ys, st);
+        float *dst = y + r * len;
+        if (step == 1) memcpy(dst, src, (size_t)len * sizeof *dst);
+        else
+            for (int64_t j = 0; j < len; j++) dst[j] = src[j * step];
+    }
+}
+
+/* Row-major strides of a shape. */
+static void strides_of(int nd, const int64_t *s, int64_t *st) {
+    int64_t step = 1;
+    for (int d = nd - 1; d >= 0; d--) st[d] = step, step *= s[d];
+}
+
+void cpu_transpose(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    int64_t xst[8], st[8];
+    (void)ws;
+    strides_of(g->xnd, g->xs, xst);
+    for (int d = 0; d < g->ynd; d++) st[d] = xst[g->a.perm[d]];
+    strided_gather(in[0].data, y, g->ynd, g->ys, st, 0, g->numel);
+}
+
+void cpu_slice(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    int64_t st[8], base = 0;
+    (void)ws;
+    strides_of(g->xnd, g->xs, st);
+    for (int i = 0; i < g->a.n_axes; i++) {
+        int d = dl_axis_norm(g->a.axes[i], g->xnd);
+        int64_t first;
+        dl_slice_dim(g->xs[d], g->a.starts[i], g->a.ends[i], g->a.steps[i], &first);
+        base += first * st[d];
+        st[d] *= g->a.steps[i];
+    }
+    strided_gather(in[0].data, y, g->ynd, g->ys, st, base, g->numel);
+}
+
+/* Where output coordinate o of a padded dimension reads the input (size n, `before` added in
+ * front), or -1 for the constant. */
+static inline int64_t pad_source(int64_t o, int64_t before, int64_t n, int mode) {
+    int64_t i = o - before;
+    if (i >= 0 && i < n) return i;
+    if (mode == DL_PAD_EDGE) return i < 0 ? 0 : n - 1;
+    if (mode == DL_PAD_REFLECT) return i < 0 ? -i : 2 * (n - 1) - i; /* pads are below n */
+    return -1;
+}
+
+void cpu_pad(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    const float *x = in[0].data;
+    const int nd = g->ynd, mode = g->a.mode;
+    const float value = g->a.value;
+    const int64_t len = g->ys[nd - 1], rows = g->numel / len, n_last = g->xs[nd - 1], b_last = g->a.pads_before[nd - 1];
+    int64_t xst[8];
+    (void)ws;
+    strides_of(g->xnd, g->xs, xst);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        float *dst = y + r * len;
+        int64_t off = 0, rest = r;
+        for (int d = nd - 2; d >= 0 && off >= 0; d--) { /* the input row this output row reads */
+            int64_t i = pad_source(rest % g->ys[d], g->a.pads_before[d], g->xs[d], mode);
+            rest /= g->ys[d];
+            off = i < 0 ? -1 : off + i * xst[d];
+        }
+        if (off < 0) {
+            for (int64_t j = 0; j < len; j++) dst[j] = value;
+            continue;
+        }
+        const float *src = x + off;
+        for (int64_t j = 0; j < len; j++) {
+            int64_t i = pad_source(j, b_last, n_last, mode);
+            dst[j] = i < 0 ? value : src[i];
+        }
+    }
+}
+
+/* The input coordinate output coordinate o maps to, out of `in` resized to `out`. */
+static double resize_source(int64_t o, int64_t in, int64_t out, int coord) {
+    double scale = (double)out / (double)in;
+    switch (coord) {
+    case DL_COORD_ALIGN_CORNERS: return out == 1 ? 0.0 : (double)o * (double)(in - 1) / (double)(out - 1);
+    case DL_COORD_ASYMMETRIC: return (double)o / scale;
+    case DL_COORD_PYTORCH_HALF_PIXEL: return out == 1 ? 0.0 : ((double)o + 0.5) / scale - 0.5;
+    default: return ((double)o + 0.5) / scale - 0.5;
+    }
+}
+
+/* The nearest input index of coordinate c (ONNX's nearest_mode), inside [0, n). */
+static int64_t resize_nearest(double c, int64_t n, int mode) {
+    double f = floor(c), i;
+    switch (mode) {
+    case DL_NEAREST_FLOOR: i = f; break;
+    case DL_NEAREST_CEIL: i = ceil(c); break;
+    case DL_NEAREST_ROUND_PREFER_CEIL: i = c - f >= 0.5 ? f + 1 : f; break;
+    default: i = c - f > 0.5 ? f + 1 : f; break;
+    }
+    return i < 0 ? 0 : i > (double)(n - 1) ? n - 1 : (int64_t)i;
+}
+
+/* Linear interpolation taps of coordinate c: i0, i1 (inside [0, n)) and i1's weight. */
+static void resize_taps(double c, int64_t n, int64_t *i0, int64_t *i1, float *w) {
+    if (c < 0) c = 0;
+    if (c > (double)(n - 1)) c = (double)(n - 1);
+    *i0 = (int64_t)c;
+    *i1 = *i0 + 1 < n ? *i0 + 1 : n - 1;
+    *w = (float)(c - (double)*i0);
+}
+
+void cpu_resize(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    const float *x = in[0].data;
+    const int64_t planes = g->xs[0] * g->xs[1], H = g->xs[2], W = g->xs[3], OH = g->ys[2], OW = g->ys[3];
+    const int linear = g->a.mode == DL_RESIZE_LINEAR, coord = g->a.coord, nm = g->a.nearest;
+    (void)ws;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes * OH; p++) {
+        const int64_t oy = p % OH;
+        const float *src = x + p / OH * H * W;
+        float *dst = y + p * OW;
+        double cy = resize_source(oy, H, OH, coord);
+        if (!linear) {
+            const float *row = src + resize_nearest(cy, H, nm) * W;
+            for (int64_t ox = 0; ox < OW; ox++) dst[ox] = row[resize_nearest(resize_source(ox, W, OW, coord), W, nm)];
+            continue;
+        }
+        int64_t y0, y1, x0, x1;
+        float wy, wx;
+        resize_taps(cy, H, &y0, &y1, &wy);
+        const float *r0 = src + y0 * W, *r1 = src + y1 * W;
+        for (int64_t ox = 0; ox < OW; ox++) {
+            resize_taps(resize_source(ox, W, OW, coord), W, &x0, &x1, &wx);
+            float top = r0[x0] + (r0[x1] - r0[x0]) * wx, bottom = r1[x0] + (r1[x1] - r1[x0]) * wx;
+            dst[ox] = top + (bottom - top) * wy;
+        }
+    }
+}

@@ -1,0 +1,77 @@
+/* reduce_norm.c — the CPU kernels that combine many elements into one: reduce_mean, reduce_sum,
+ * reduce_max, reduce_min over any axes (sums in double), and layer_norm over the trailing
+ * dimensions (mean and variance in double, two passes). */
+#include <math.h>
+
+#include "cpu_ops.h"
+
+enum { R_SUM, R_MEAN, R_MAX, R_MIN };
+
+/* Each output element combines the input elements that share its kept coordinates: the kept
+ * dimensions give its first element, an odometer over the reduced ones the rest (the innermost
+ * reduced dimension as a tight loop). NaN propagates through max and min. */
+static void reduce(const dl_kernel *k, const float *x, float *y, int how) {
+    const dl_op_geom *g = &k->g;
+    const int nd = g->xnd;
+    int mask = 0;
+    for (int i = 0; i < g->a.n_axes; i++) mask |= 1 << dl_axis_norm(g->a.axes[i], nd);
+    if (g->a.n_axes == 0) mask = (1 << nd) - 1;
+    int64_t st[8], ks[8], kst[8], rs[8], rst[8], step = 1, kept = 1, count = 1;
+    int nk = 0, nr = 0;
+    for (int d = nd - 1; d >= 0; d--) st[d] = step, step *= g->xs[d];
+    for (int d = 0; d < nd; d++) {
+        if (mask >> d & 1) rs[nr] = g->xs[d], rst[nr++] = st[d], count *= g->xs[d];
+        else ks[nk] = g->xs[d], kst[nk++] = st[d], kept *= g->xs[d];
+    }
+    if (nr == 0) rs[0] = 1, rst[0] = 1, nr = 1;
+    const int64_t inner = rs[nr - 1], inner_st = rst[nr - 1], outer = count / inner;
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < kept; o++) {
+        const float *base = x + dl_bcast_offset(o, nk, ks, kst);
+        double sum = 0;
+        float best = how == R_MAX ? -INFINITY : INFINITY;
+        for (int64_t q = 0; q < outer; q++) {
+            const float *p = base + dl_bcast_offset(q, nr - 1, rs, rst);
+            for (int64_t j = 0; j < inner; j++) {
+                float v = p[j * inner_st];
+                if (how <= R_MEAN) sum += v;
+                else if (how == R_MAX ? (v > best || isnan(v)) : (v < best || isnan(v))) best = isnan(best) ? best : v;
+            }
+        }
+        y[o] = how == R_SUM ? (float)sum : how == R_MEAN ? (float)(sum / (double)count) : best;
+    }
+}
+
+void cpu_reduce_sum(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    (void)ws, reduce(k, in[0].data, y, R_SUM);
+}
+void cpu_reduce_mean(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    (void)ws, reduce(k, in[0].data, y, R_MEAN);
+}
+void cpu_reduce_max(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    (void)ws, reduce(k, in[0].data, y, R_MAX);
+}
+void cpu_reduce_min(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    (void)ws, reduce(k, in[0].data, y, R_MIN);
+}
+
+void cpu_layer_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    const float *x = in[0].data, *w = in[1].data, *b = in[2].data;
+    int64_t inner = 1;
+    (void)ws;
+    for (int d = g->a.axis; d < g->xnd; d++) inner *= g->xs[d];
+    const int64_t rows = g->numel / inner;
+    const double eps = g->a.epsilon;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *src = x + r * inner;
+        float *dst = y + r * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; i++) mean += src[i];
+        mean /= (double)inner;
+        for (int64_t i = 0; i < inner; i++) var += (src[i] - mean) * (src[i] - mean);
+        const double inv = 1.0 / sqrt(var / (double)inner + eps);
+        for (int64_t i = 0; i < inner; i++) dst[i] = (float)((src[i] - mean) * inv) * w[i] + b[i];
+    }
+}
