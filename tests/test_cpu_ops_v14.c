@@ -1,0 +1,445 @@
+/* test_cpu_ops_v14.c — the CPU kernels of the ABI 1.4 ops against naive loops in double on random
+ * inputs with odd sizes: the broadcasting arithmetic (mul, sub, div, pow, min, max), the functions
+ * of one element, transpose, slice, pad, resize, the reductions and layer_norm. Each test runs in
+ * f32 and in every storage format (OP_TEST, tests/support/op_harness.h). Also NaN going through
+ * the elementwise ops, and supports() refusing what the rows refuse. */
+#define _GNU_SOURCE
+#include "op_harness.h"
+#include "op_table.h"
+
+/* Row-major strides of a test tensor. */
+static void strides(const tt *t, int64_t *st) {
+    int64_t s = 1;
+    for (int d = t->nd - 1; d >= 0; d--) st[d] = s, s *= t->shape[d];
+}
+
+/* ---- binary ---- */
+
+static double binary_ref(dl_op_kind k, double a, double b) {
+    switch (k) {
+    case DL_OP_MUL: return a * b;
+    case DL_OP_SUB: return a - b;
+    case DL_OP_DIV: return a / b;
+    case DL_OP_POW: return pow(a, b);
+    case DL_OP_MIN: return a < b ? a : b;
+    default: return a > b ? a : b;
+    }
+}
+
+static void check_binary(dl_op_kind kind, tt a, tt b, tt y) {
+    dl_op_attrs at;
+    attrs(&at);
+    tt in[2] = {a, b};
+    run_op(kind, &at, in, 2, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t c[8];
+    for (int64_t i = 0; i < y.n; i++) {
+        coords(&y, i, c);
+        ref[i] = binary_ref(kind, a.data[bcast_index(&a, y.nd, c)], b.data[bcast_index(&b, y.nd, c)]);
+    }
+    expect_close(&y, ref, 1e-12, "binary op");
+    free(ref), free(a.data), free(b.data), free(y.data);
+}
+
+OP_TEST(binary_broadcasting) {
+    const dl_op_kind kinds[] = {DL_OP_MUL, DL_OP_SUB, DL_OP_DIV, DL_OP_POW, DL_OP_MIN, DL_OP_MAX};
+    for (int t = 0; t < 6; t++) {
+        float lo = kinds[t] == DL_OP_DIV || kinds[t] == DL_OP_POW ? 0.25f : -2; /* positive divisors and bases */
+        check_binary(kinds[t], MAKE(lo, 2, 3, 7, 5, 3), MAKE(lo, 2, 3, 7, 5, 3), MAKE(0, 1, 3, 7, 5, 3));
+        check_binary(kinds[t], MAKE(lo, 2, 3, 7, 5, 3), MAKE(lo, 2, 7, 1, 1), MAKE(0, 1, 3, 7, 5, 3));
+        check_binary(kinds[t], MAKE(lo, 2, 2, 1, 5), MAKE(lo, 2, 3, 1), MAKE(0, 1, 2, 3, 5));
+        check_binary(kinds[t], MAKE(lo, 2, 1), MAKE(lo, 2, 4, 9), MAKE(0, 1, 4, 9)); /* scalar first */
+        check_binary(kinds[t], MAKE(lo, 2, 5, 11), MAKE(lo, 2, 1), MAKE(0, 1, 5, 11));
+    }
+}
+
+/* ---- one element ---- */
+
+static double unary_ref(dl_op_kind k, double x, const dl_op_attrs *a) {
+    switch (k) {
+    case DL_OP_SQRT: return sqrt(x);
+    case DL_OP_EXP: return exp(x);
+    case DL_OP_LOG: return log(x);
+    case DL_OP_TANH: return tanh(x);
+    case DL_OP_ERF: return erf(x);
+    case DL_OP_NEG: return -x;
+    case DL_OP_ABS: return fabs(x);
+    case DL_OP_RECIPROCAL: return 1 / x;
+    case DL_OP_HARD_SIGMOID: return fmax(0, fmin(1, a->alpha * x + a->beta));
+    case DL_OP_HARD_SWISH: return x * fmax(0, fmin(6, x + 3)) / 6;
+    case DL_OP_SILU: return x / (1 + exp(-x));
+    case DL_OP_SOFTPLUS: return log(1 + exp(x)); /* exp(x) stays finite in double for |x| < 700 */
+    default:
+        return a->mode == DL_GELU_TANH ? 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
+                                       : 0.5 * x * (1 + erf(x / sqrt(2)));
+    }
+}
+
+static void check_unary_fn(dl_op_kind kind, float lo, float hi, int how, const char *what) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.alpha = 1.0f / 6, a.beta = 0.5f, a.mode = how;
+    tt x = MAKE(lo, hi, 3, 5, 7, 11), y = MAKE(0, 1, 3, 5, 7, 11);
+    run_op(kind, &a, &x, 1, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t i = 0; i < y.n; i++) ref[i] = unary_ref(kind, x.data[i], &a);
+    expect_close(&y, ref, 1e-12, what);
+    free(ref), free(x.data), free(y.data);
+}
+
+OP_TEST(unary_functions) {
+    check_unary_fn(DL_OP_SQRT, 1e-3f, 9, 0, "sqrt");
+    check_unary_fn(DL_OP_EXP, -10, 10, 0, "exp");
+    check_unary_fn(DL_OP_LOG, 1e-3f, 9, 0, "log");
+    check_unary_fn(DL_OP_TANH, -6, 6, 0, "tanh");
+    check_unary_fn(DL_OP_ERF, -3, 3, 0, "erf");
+    check_unary_fn(DL_OP_NEG, -2, 2, 0, "neg");
+    check_unary_fn(DL_OP_ABS, -2, 2, 0, "abs");
+    check_unary_fn(DL_OP_RECIPROCAL, 0.25f, 4, 0, "reciprocal");
+    check_unary_fn(DL_OP_HARD_SIGMOID, -5, 5, 0, "hard_sigmoid");
+    check_unary_fn(DL_OP_HARD_SWISH, -5, 5, 0, "hard_swish");
+    check_unary_fn(DL_OP_SILU, -9, 9, 0, "silu");
+    check_unary_fn(DL_OP_SOFTPLUS, -30, 30, 0, "softplus");
+    check_unary_fn(DL_OP_GELU, -5, 5, DL_GELU_ERF, "gelu");
+    check_unary_fn(DL_OP_GELU, -5, 5, DL_GELU_TANH, "gelu tanh form");
+}
+
+/* NaN in, NaN out, for every elementwise op of 1.4 (clamps and min/max must not swallow it). */
+Test(cpu_ops, nan_goes_through_elementwise_ops) {
+    load();
+    for (int kind = DL_OP_MUL; kind <= DL_OP_SOFTPLUS; kind++) {
+        dl_op_attrs a;
+        attrs(&a);
+        a.alpha = 0.2f, a.beta = 0.5f;
+        int binary = kind <= DL_OP_MAX;
+        tt in[2] = {MAKE(0.5f, 1, 2, 7), MAKE(0.5f, 1, 2, 7)}, y = MAKE(0, 1, 2, 7);
+        in[0].data[3] = NAN;
+        run_op((dl_op_kind)kind, &a, in, binary ? 2 : 1, &y);
+        cr_expect(isnan(y.data[3]), "%s: NaN in gives %g", dl_op_kind_name(kind), y.data[3]);
+        cr_expect(!isnan(y.data[2]), "kind %d: NaN spread to a neighbour", kind);
+        free(in[0].data), free(in[1].data), free(y.data);
+    }
+}
+
+/* ---- transpose and slice ---- */
+
+static void check_transpose(tt x, const int32_t *perm) {
+    dl_op_attrs a;
+    attrs(&a);
+    int64_t ys[8];
+    for (int d = 0; d < x.nd; d++) a.perm[d] = perm[d], ys[d] = x.shape[perm[d]];
+    tt y = make(x.nd, ys, 0, 1);
+    run_op(DL_OP_TRANSPOSE, &a, &x, 1, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t c[8], xst[8];
+    strides(&x, xst);
+    for (int64_t i = 0; i < y.n; i++) {
+        coords(&y, i, c);
+        int64_t off = 0;
+        for (int d = 0; d < y.nd; d++) off += c[d] * xst[perm[d]];
+        ref[i] = x.data[off];
+    }
+    expect_close(&y, ref, 0, "transpose");
+    free(ref), free(x.data), free(y.data);
+}
+
+OP_TEST(transpose_permutations) {
+    check_transpose(MAKE(-1, 1, 2, 3, 5, 7), (int32_t[]){0, 2, 3, 1});
+    check_transpose(MAKE(-1, 1, 2, 3, 5, 7), (int32_t[]){0, 3, 1, 2});
+    check_transpose(MAKE(-1, 1, 2, 7, 3, 5), (int32_t[]){0, 2, 1, 3}); /* attention heads */
+    check_transpose(MAKE(-1, 1, 3, 5, 7), (int32_t[]){2, 1, 0});
+    check_transpose(MAKE(-1, 1, 13, 17), (int32_t[]){1, 0});
+    check_transpose(MAKE(-1, 1, 2, 3, 1, 5, 2), (int32_t[]){4, 0, 3, 2, 1});
+}
+
+/* The indices ONNX Slice takes along a dimension of size n, listed by walking: an independent
+ * reading of the spec (clamp, then step while inside). Returns how many. */
+static int64_t slice_walk(int64_t n, int64_t s, int64_t e, int64_t k, int64_t *idx) {
+    if (s < 0) s += n;
+    if (e < 0) e += n;
+    int64_t cnt = 0;
+    if (k > 0) {
+        s = s < 0 ? 0 : s > n ? n : s, e = e < 0 ? 0 : e > n ? n : e;
+        for (int64_t i = s; i < e; i += k) idx[cnt++] = i;
+    } else {
+        s = s < 0 ? 0 : s > n - 1 ? n - 1 : s, e = e < -1 ? -1 : e > n - 1 ? n - 1 : e;
+        for (int64_t i = s; i > e; i += k) idx[cnt++] = i;
+    }
+    return cnt;
+}
+
+typedef struct slice_spec {
+    int n;
+    int32_t axes[4];
+    int64_t starts[4], ends[4], steps[4];
+} slice_spec;
+
+static void check_slice(tt x, slice_spec sp) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.n_axes = sp.n;
+    int64_t idx[8][64], cnt[8], ys[8];
+    for (int d = 0; d < x.nd; d++) {
+        cnt[d] = x.shape[d];
+        for (int64_t i = 0; i < x.shape[d]; i++) idx[d][i] = i;
+    }
+    for (int i = 0; i < sp.n; i++) {
+        a.axes[i] = sp.axes[i], a.starts[i] = sp.starts[i], a.ends[i] = sp.ends[i], a.steps[i] = sp.steps[i];
+        int d = sp.axes[i] < 0 ? sp.axes[i] + x.nd : sp.axes[i];
+        cnt[d] = slice_walk(x.shape[d], sp.starts[i], sp.ends[i], sp.steps[i], idx[d]);
+    }
+    for (int d = 0; d < x.nd; d++) ys[d] = cnt[d];
+    tt y = make(x.nd, ys, 0, 1);
+    run_op(DL_OP_SLICE, &a, &x, 1, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t c[8], xst[8];
+    strides(&x, xst);
+    for (int64_t i = 0; i < y.n; i++) {
+        coords(&y, i, c);
+        int64_t off = 0;
+        for (int d = 0; d < y.nd; d++) off += idx[d][c[d]] * xst[d];
+        ref[i] = x.data[off];
+    }
+    expect_close(&y, ref, 0, "slice");
+    free(ref), free(x.data), free(y.data);
+}
+
+OP_TEST(slice_steps_negatives_and_clamping) {
+    check_slice(MAKE(-1, 1, 2, 3, 9, 7), (slice_spec){2, {2, 3}, {1, 0}, {8, -1}, {1, 1}});
+    check_slice(MAKE(-1, 1, 3, 11, 5), (slice_spec){2, {1, -1}, {1, 0}, {100, 5}, {3, 2}});
+    check_slice(MAKE(-1, 1, 4, 13), (slice_spec){1, {1}, {-1}, {-100}, {-2}});
+    check_slice(MAKE(-1, 1, 4, 13), (slice_spec){1, {-1}, {INT64_MAX}, {INT64_MIN}, {-1}}); /* reversed */
+    check_slice(MAKE(-1, 1, 5, 3, 7), (slice_spec){3, {0, 1, 2}, {-3, 1, 2}, {INT64_MAX, 2, -2}, {2, 1, 1}});
+    check_slice(MAKE(-1, 1, 2, 3, 9, 7), (slice_spec){1, {2}, {-2}, {9}, {5}}); /* one element */
+}
+
+/* ---- pad ---- */
+
+/* Where output coordinate o reads along a dimension of size n with b added before: an
+ * independent reading (reflect folds back and forth until inside), or -1 for the constant. */
+static int64_t pad_at(int64_t o, int64_t b, int64_t n, int how) {
+    int64_t i = o - b;
+    if (how == DL_PAD_CONSTANT) return i >= 0 && i < n ? i : -1;
+    if (how == DL_PAD_EDGE) return i < 0 ? 0 : i >= n ? n - 1 : i;
+    while (i < 0 || i >= n) i = i < 0 ? -i : 2 * (n - 1) - i;
+    return i;
+}
+
+static void check_pad(tt x, const int64_t *before, const int64_t *after, int how, float value) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.mode = how, a.value = value;
+    int64_t ys[8];
+    for (int d = 0; d < x.nd; d++) {
+        a.pads_before[d] = before[d], a.pads_after[d] = after[d];
+        ys[d] = x.shape[d] + before[d] + after[d];
+    }
+    tt y = make(x.nd, ys, 0, 1);
+    run_op(DL_OP_PAD, &a, &x, 1, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t c[8], xst[8];
+    strides(&x, xst);
+    for (int64_t i = 0; i < y.n; i++) {
+        coords(&y, i, c);
+        int64_t off = 0;
+        for (int d = 0; d < y.nd && off >= 0; d++) {
+            int64_t j = pad_at(c[d], before[d], x.shape[d], how);
+            off = j < 0 ? -1 : off + j * xst[d];
+        }
+        ref[i] = off < 0 ? value : x.data[off];
+    }
+    expect_close(&y, ref, 0,
+                 how == DL_PAD_CONSTANT  ? "pad constant"
+                 : how == DL_PAD_REFLECT ? "pad reflect"
+                                         : "pad edge");
+    free(ref), free(x.data), free(y.data);
+}
+
+OP_TEST(pad_modes) {
+    check_pad(MAKE(-1, 1, 2, 3, 5, 7), (int64_t[]){0, 0, 1, 2}, (int64_t[]){0, 0, 3, 1}, DL_PAD_CONSTANT, 0.5f);
+    check_pad(MAKE(-1, 1, 2, 3, 5, 7), (int64_t[]){0, 1, 2, 3}, (int64_t[]){1, 0, 4, 6}, DL_PAD_REFLECT, 0);
+    check_pad(MAKE(-1, 1, 3, 11), (int64_t[]){1, 5}, (int64_t[]){2, 0}, DL_PAD_EDGE, 0);
+    check_pad(MAKE(-1, 1, 2, 3, 5, 7), (int64_t[]){1, 0, 0, 0}, (int64_t[]){0, 2, 0, 0}, DL_PAD_CONSTANT, -1);
+    check_pad(MAKE(-1, 1, 7), (int64_t[]){9}, (int64_t[]){4}, DL_PAD_EDGE, 0);
+}
+
+/* ---- resize ---- */
+
+static double source_of(int64_t o, int64_t in, int64_t out, int coord) {
+    double scale = (double)out / in;
+    if (coord == DL_COORD_ALIGN_CORNERS) return out == 1 ? 0 : o * (in - 1.0) / (out - 1.0);
+    if (coord == DL_COORD_ASYMMETRIC) return o / scale;
+    if (coord == DL_COORD_PYTORCH_HALF_PIXEL && out == 1) return 0;
+    return (o + 0.5) / scale - 0.5;
+}
+
+static int64_t nearest_of(double c, int64_t n, int how) {
+    double r = how == DL_NEAREST_FLOOR               ? floor(c)
+               : how == DL_NEAREST_CEIL              ? ceil(c)
+               : how == DL_NEAREST_ROUND_PREFER_CEIL ? floor(c + 0.5)
+                                                     : ceil(c - 0.5);
+    return r < 0 ? 0 : r > n - 1 ? n - 1 : (int64_t)r;
+}
+
+static double linear_of(const float *plane, int64_t h, int64_t w, double cy, double cx) {
+    cy = fmin(fmax(cy, 0), h - 1.0), cx = fmin(fmax(cx, 0), w - 1.0);
+    int64_t y0 = (int64_t)floor(cy), x0 = (int64_t)floor(cx);
+    int64_t y1 = y0 + 1 < h ? y0 + 1 : h - 1, x1 = x0 + 1 < w ? x0 + 1 : w - 1;
+    double fy = cy - y0, fx = cx - x0;
+    return (1 - fy) * ((1 - fx) * plane[y0 * w + x0] + fx * plane[y0 * w + x1]) +
+           fy * ((1 - fx) * plane[y1 * w + x0] + fx * plane[y1 * w + x1]);
+}
+
+static void check_resize(tt x, int64_t oh, int64_t ow, int how, int coord, int nearest) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.mode = how, a.coord = coord, a.nearest = nearest;
+    tt y = MAKE(0, 1, x.shape[0], x.shape[1], oh, ow);
+    run_op(DL_OP_RESIZE, &a, &x, 1, &y);
+    const int64_t h = x.shape[2], w = x.shape[3];
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t i = 0; i < y.n; i++) {
+        int64_t ox = i % ow, oy = i / ow % oh, p = i / (ow * oh);
+        const float *plane = x.data + p * h * w;
+        double cy = source_of(oy, h, oh, coord), cx = source_of(ox, w, ow, coord);
+        ref[i] = how == DL_RESIZE_LINEAR ? linear_of(plane, h, w, cy, cx)
+                                         : plane[nearest_of(cy, h, nearest) * w + nearest_of(cx, w, nearest)];
+    }
+    char what[96];
+    snprintf(what, sizeof what, "resize %lldx%lld -> %lldx%lld mode %d coord %d nearest %d", (long long)h, (long long)w,
+             (long long)oh, (long long)ow, how, coord, nearest);
+    expect_close(&y, ref, 1e-12, what);
+    free(ref), free(x.data), free(y.data);
+}
+
+OP_TEST(resize_modes) {
+    for (int coord = 0; coord < 4; coord++)
+        for (int nearest = 0; nearest < 4; nearest++) {
+            check_resize(MAKE(-1, 1, 2, 3, 5, 7), 10, 14, DL_RESIZE_NEAREST, coord, nearest);
+            check_resize(MAKE(-1, 1, 1, 2, 6, 9), 4, 5, DL_RESIZE_NEAREST, coord, nearest);
+        }
+    for (int coord = 0; coord < 4; coord++) {
+        check_resize(MAKE(-1, 1, 2, 3, 5, 7), 11, 9, DL_RESIZE_LINEAR, coord, 0);
+        check_resize(MAKE(-1, 1, 1, 3, 13, 11), 5, 4, DL_RESIZE_LINEAR, coord, 0);
+        check_resize(MAKE(-1, 1, 1, 2, 4, 3), 1, 7, DL_RESIZE_LINEAR, coord, 0);
+    }
+}
+
+/* ---- reductions and layer_norm ---- */
+
+static void check_reduce(dl_op_kind kind, tt x, int n_axes, const int32_t *axes, int keepdims) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.n_axes = n_axes, a.keepdims = keepdims;
+    int red[8] = {0};
+    for (int i = 0; i < n_axes; i++) a.axes[i] = axes[i], red[axes[i] < 0 ? axes[i] + x.nd : axes[i]] = 1;
+    if (!n_axes)
+        for (int d = 0; d < x.nd; d++) red[d] = 1;
+    int64_t ys[8], cnt = 1;
+    int ynd = 0;
+    for (int d = 0; d < x.nd; d++) {
+        if (!red[d]) ys[ynd++] = x.shape[d];
+        else if (keepdims) ys[ynd++] = 1;
+        if (red[d]) cnt *= x.shape[d];
+    }
+    if (!ynd) ys[ynd++] = 1;
+    tt y = make(ynd, ys, 0, 1);
+    run_op(kind, &a, &x, 1, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t i = 0; i < y.n; i++)
+        ref[i] = kind == DL_OP_REDUCE_MAX ? -INFINITY : kind == DL_OP_REDUCE_MIN ? INFINITY : 0;
+    int64_t c[8];
+    for (int64_t i = 0; i < x.n; i++) { /* each input element into its output */
+        coords(&x, i, c);
+        int64_t o = 0;
+        for (int d = 0; d < x.nd; d++)
+            if (!red[d]) o = o * x.shape[d] + c[d];
+        double v = x.data[i];
+        ref[o] = kind == DL_OP_REDUCE_MAX ? fmax(ref[o], v) : kind == DL_OP_REDUCE_MIN ? fmin(ref[o], v) : ref[o] + v;
+    }
+    if (kind == DL_OP_REDUCE_MEAN)
+        for (int64_t i = 0; i < y.n; i++) ref[i] /= (double)cnt;
+    expect_close(&y, ref, 1e-12, dl_op_kind_name(kind));
+    free(ref), free(x.data), free(y.data);
+}
+
+OP_TEST(reductions) {
+    for (int kind = DL_OP_REDUCE_MEAN; kind <= DL_OP_REDUCE_MIN; kind++) {
+        check_reduce((dl_op_kind)kind, MAKE(-1, 1, 2, 5, 7, 9), 2, (int32_t[]){2, 3}, 1);
+        check_reduce((dl_op_kind)kind, MAKE(-1, 1, 3, 7, 5, 3), 1, (int32_t[]){1}, 0);
+        check_reduce((dl_op_kind)kind, MAKE(-1, 1, 4, 3, 101), 1, (int32_t[]){-1}, 1);
+        check_reduce((dl_op_kind)kind, MAKE(-1, 1, 3, 5, 7), 0, NULL, 0);
+        check_reduce((dl_op_kind)kind, MAKE(-1, 1, 3, 5, 7, 2), 2, (int32_t[]){3, 0}, 0);
+        check_reduce((dl_op_kind)kind, MAKE(-1, 1, 6, 5, 7), 2, (int32_t[]){0, 2}, 1);
+    }
+}
+
+static void check_layer_norm(tt x, int axis, float eps) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.axis = axis, a.epsilon = eps;
+    int64_t inner = 1;
+    for (int d = axis; d < x.nd; d++) inner *= x.shape[d];
+    tt in[3] = {x, make(x.nd - axis, x.shape + axis, 0.5f, 1.5f), make(x.nd - axis, x.shape + axis, -0.5f, 0.5f)};
+    tt y = make(x.nd, x.shape, 0, 1);
+    run_op(DL_OP_LAYER_NORM, &a, in, 3, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t r = 0; r < x.n / inner; r++) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; i++) mean += x.data[r * inner + i];
+        mean /= inner;
+        for (int64_t i = 0; i < inner; i++) var += pow(x.data[r * inner + i] - mean, 2);
+        var /= inner;
+        for (int64_t i = 0; i < inner; i++)
+            ref[r * inner + i] = (x.data[r * inner + i] - mean) / sqrt(var + eps) * in[1].data[i] + in[2].data[i];
+    }
+    expect_close(&y, ref, 1e-12, "layer_norm");
+    free(ref), free(x.data), free(in[1].data), free(in[2].data), free(y.data);
+}
+
+OP_TEST(layer_norm_axes) {
+    check_layer_norm(MAKE(-3, 3, 2, 7, 97), 2, 1e-5f);
+    check_layer_norm(MAKE(-3, 3, 3, 5, 7, 9), 2, 1e-3f);
+    check_layer_norm(MAKE(-3, 3, 4, 13), 1, 1e-5f);
+    check_layer_norm(MAKE(-3, 3, 2, 3, 5, 7), 1, 1e-5f); /* everything past the batch */
+}
+
+/* ---- supports() follows the rows ---- */
+
+static void expect_refused(dl_op_kind kind, const dl_op_attrs *a, int64_t *xs, int xnd, int64_t *ys, int ynd,
+                           const char *want) {
+    load();
+    dl_tensor x = {NULL, {DL_DEVICE_CPU, 0}, xnd, {DL_DTYPE_FLOAT, 32, 1}, xs, NULL, 0};
+    dl_tensor y = {NULL, {DL_DEVICE_CPU, 0}, ynd, {DL_DTYPE_FLOAT, 32, 1}, ys, NULL, 0};
+    dl_op op = {sizeof op, kind, "t", a, 1, &x, 1, &y, DL_PRECISION_F32};
+    dl_error err = {{0}};
+    cr_expect(!be->supports(be->self, &op, &err), "%s: accepted", want);
+    cr_expect(strstr(err.msg, want), "expected '%s' in: %s", want, err.msg);
+}
+
+Test(cpu_ops, v14_supports_refuses_with_reasons) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.perm[0] = 0, a.perm[1] = 0;
+    expect_refused(DL_OP_TRANSPOSE, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 2}, 2, "not a permutation");
+    attrs(&a);
+    a.n_axes = 1, a.axes[0] = 2, a.starts[0] = 0, a.ends[0] = 1, a.steps[0] = 1;
+    expect_refused(DL_OP_SLICE, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 1}, 2, "out of range");
+    a.axes[0] = 1, a.steps[0] = 0;
+    expect_refused(DL_OP_SLICE, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 1}, 2, "step 0");
+    a.steps[0] = 1, a.starts[0] = 3;
+    expect_refused(DL_OP_SLICE, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 1}, 2, "takes no element");
+    attrs(&a);
+    a.mode = DL_PAD_REFLECT, a.pads_before[1] = 3;
+    expect_refused(DL_OP_PAD, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 6}, 2, "below its size");
+    a.mode = 7;
+    expect_refused(DL_OP_PAD, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 6}, 2, "mode 7");
+    attrs(&a);
+    a.n_axes = 2, a.axes[0] = 1, a.axes[1] = -1;
+    expect_refused(DL_OP_REDUCE_SUM, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2}, 1, "repeated");
+    attrs(&a);
+    a.mode = 2;
+    expect_refused(DL_OP_GELU, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 3}, 2, "gelu mode 2");
+    attrs(&a);
+    expect_refused(DL_OP_RESIZE, &a, (int64_t[]){2, 3, 4}, 3, (int64_t[]){2, 3, 8}, 3, "4-D");
+}
