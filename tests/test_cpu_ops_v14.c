@@ -2,7 +2,7 @@
  * inputs with odd sizes: the broadcasting arithmetic (mul, sub, div, pow, min, max), the functions
  * of one element, transpose, slice, pad, resize, the reductions and layer_norm. Each test runs in
  * f32 and in every storage format (OP_TEST, tests/support/op_harness.h). Also NaN going through
- * the elementwise ops, and supports() refusing what the rows refuse. */
+ * the elementwise ops, log_softmax, group_norm, and supports() refusing what the rows refuse. */
 #define _GNU_SOURCE
 #include "op_harness.h"
 #include "op_table.h"
@@ -442,4 +442,68 @@ Test(cpu_ops, v14_supports_refuses_with_reasons) {
     expect_refused(DL_OP_GELU, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 3}, 2, "gelu mode 2");
     attrs(&a);
     expect_refused(DL_OP_RESIZE, &a, (int64_t[]){2, 3, 4}, 3, (int64_t[]){2, 3, 8}, 3, "4-D");
+}
+
+/* ---- log_softmax and group_norm ---- */
+
+static void check_log_softmax(tt x, int axis, const char *what) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.axis = axis;
+    tt y = make(x.nd, x.shape, 0, 1);
+    run_op(DL_OP_LOG_SOFTMAX, &a, &x, 1, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t c[8], st[8];
+    strides(&x, st);
+    for (int64_t i = 0; i < x.n; i++) { /* log of the sum of exp over the axis, the naive way in double */
+        coords(&x, i, c);
+        int64_t first = i - c[axis] * st[axis];
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < x.shape[axis]; j++) m = fmax(m, x.data[first + j * st[axis]]);
+        for (int64_t j = 0; j < x.shape[axis]; j++) s += exp(x.data[first + j * st[axis]] - m);
+        ref[i] = x.data[i] - m - log(s);
+    }
+    expect_close(&y, ref, 1e-12, what);
+    free(ref), free(x.data), free(y.data);
+}
+
+OP_TEST(log_softmax_axes) {
+    check_log_softmax(MAKE(-3, 3, 3, 5, 4, 7), 1, "log_softmax axis 1");
+    check_log_softmax(MAKE(-3, 3, 4, 1000), 1, "log_softmax last");
+    check_log_softmax(MAKE(-1000, 1000, 2, 37), 1, "log_softmax large values");
+}
+
+static void check_group_norm(tt x, int groups) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.groups = groups, a.epsilon = 1e-5f;
+    const int64_t c = x.shape[1], per = c / groups, spatial = x.n / (x.shape[0] * c);
+    tt in[3] = {x, MAKE(0.5f, 1.5f, c), MAKE(-0.5f, 0.5f, c)};
+    tt y = make(x.nd, x.shape, 0, 1);
+    run_op(DL_OP_GROUP_NORM, &a, in, 3, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t n = 0; n < x.shape[0]; n++)
+        for (int g = 0; g < groups; g++) {
+            double mean = 0, var = 0;
+            int64_t cnt = per * spatial;
+            for (int64_t ch = g * per; ch < (g + 1) * per; ch++)
+                for (int64_t p = 0; p < spatial; p++) mean += x.data[(n * c + ch) * spatial + p];
+            mean /= cnt;
+            for (int64_t ch = g * per; ch < (g + 1) * per; ch++)
+                for (int64_t p = 0; p < spatial; p++) var += pow(x.data[(n * c + ch) * spatial + p] - mean, 2);
+            var /= cnt;
+            for (int64_t ch = g * per; ch < (g + 1) * per; ch++)
+                for (int64_t p = 0; p < spatial; p++) {
+                    int64_t i = (n * c + ch) * spatial + p;
+                    ref[i] = (x.data[i] - mean) / sqrt(var + 1e-5f) * in[1].data[ch] + in[2].data[ch];
+                }
+        }
+    expect_close(&y, ref, 1e-12, groups == c ? "instance norm" : "group_norm");
+    free(ref), free(x.data), free(in[1].data), free(in[2].data), free(y.data);
+}
+
+OP_TEST(group_norm_groups) {
+    check_group_norm(MAKE(-3, 3, 2, 6, 5, 7), 3);
+    check_group_norm(MAKE(-3, 3, 2, 5, 9), 5);
+    check_group_norm(MAKE(-3, 3, 3, 4, 3, 5), 1);
 }

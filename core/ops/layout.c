@@ -1,6 +1,6 @@
 /* layout.c — rows of the ops that move elements without arithmetic: flatten, reshape (the same
- * elements in row-major order) and concat (inputs joined along an axis); and softmax, which
- * keeps its input's layout and normalises along one axis. */
+ * elements in row-major order) and concat (inputs joined along an axis); and softmax and
+ * log_softmax, which keep their input's layout and normalise along one axis. */
 #include <limits.h>
 
 #include "op_rows.h"
@@ -148,6 +148,22 @@ const dl_op_def dl_op_row_softmax = {
     .cases = (const dl_op_case[]){{"softmax axis 1", "[[3, 5, 4, 7]]", "axis: 1", 3},
                                   {"softmax last", "[[4, 1000]]", "", 3},
                                   {"softmax large values", "[[2, 37]]", "", 1000},
+                                  {0}},
+    .infer = softmax_infer,
+    .flops = softmax_flops,
+};
+
+const dl_op_def dl_op_row_log_softmax = {
+    .name = "log_softmax",
+    .abi_minor = 4,
+    .flags = DL_OPF_AXIS,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .attrs = (const dl_attr_def[]){AXIS_ATTR(-1), {0}},
+    .nmse = DL_NMSE_ROUNDING,
+    .cases = (const dl_op_case[]){{"log_softmax axis 1", "[[3, 5, 4, 7]]", "axis: 1", 3},
+                                  {"log_softmax last", "[[4, 1000]]", "", 3},
+                                  {"log_softmax large values", "[[2, 37]]", "", 1000},
                                   {0}},
     .infer = softmax_infer,
     .flops = softmax_flops,

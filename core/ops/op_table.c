@@ -54,7 +54,9 @@
     X(REDUCE_MAX, reduce_max) \
     X(REDUCE_MIN, reduce_min) \
     X(LAYER_NORM, layer_norm) \
-    X(RESIZE, resize)
+    X(RESIZE, resize) \
+    X(LOG_SOFTMAX, log_softmax) \
+    X(GROUP_NORM, group_norm)
 /* clang-format on */
 
 #define DECLARE(kind, name) extern const dl_op_def dl_op_row_##name;

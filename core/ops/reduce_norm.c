@@ -1,6 +1,7 @@
 /* reduce_norm.c — rows of the ops of ABI 1.4 that combine many elements into one: the reductions
- * over any axes (reduce_mean, reduce_sum, reduce_max, reduce_min, with keepdims) and layer_norm
- * (each slice over the trailing dimensions normalised, then scaled and shifted). */
+ * over any axes (reduce_mean, reduce_sum, reduce_max, reduce_min, with keepdims), layer_norm
+ * (each slice over the trailing dimensions normalised, then scaled and shifted) and group_norm
+ * (each group of channels normalised; instance norm is one channel per group). */
 #include "op_rows.h"
 
 /* ---- reductions ---- */
@@ -122,5 +123,46 @@ const dl_op_def dl_op_row_layer_norm = {
                                   {0}},
     .weight_shapes = layer_norm_weights,
     .infer = layer_norm_infer,
+    .flops = layer_norm_flops,
+};
+
+/* ---- group_norm ---- */
+
+static void group_norm_weights(const dl_op_params *p, const dl_shape *x, dl_shape *w) {
+    (void)p;
+    w[0] = w[1] = (dl_shape){1, {x->ndim > 1 ? x->d[1] : 0}};
+}
+
+static int group_norm_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    const dl_tensor *x = &op->inputs[0];
+    char s[200], ws[128];
+    if (x->ndim < 2)
+        DL_NO(why, "needs an input with channels in dimension 1, got %s", dl_in_str(op, cx, 0, s, sizeof s));
+    int g = op->attrs->groups;
+    if (g < 1 || x->shape[1] % g) DL_NO(why, "%d groups do not divide the %lld channels", g, (long long)x->shape[1]);
+    for (int i = 1; i < 3; i++)
+        if (!dl_is_vec(&op->inputs[i], x->shape[1]))
+            DL_NO(why, "%s must be [%lld], got %s", i == 1 ? "weight" : "bias", (long long)x->shape[1],
+                  dl_shape_txt(&op->inputs[i], ws, sizeof ws));
+    if (!(op->attrs->epsilon > 0)) DL_NO(why, "eps must be positive");
+    return dl_infer_same(op, cx, y, why);
+}
+
+const dl_op_def dl_op_row_group_norm = {
+    .name = "group_norm",
+    .abi_minor = 4,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .weights = (const dl_weight_def[]){{"weight", DL_INIT_ONES, 0}, {"bias", DL_INIT_ZEROS, 0}, {0}},
+    .attrs =
+        (const dl_attr_def[]){{"groups", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.groups), 1, 1 << 30, 1, 0},
+                              {"eps", DL_ATTR_FLOAT, DL_ATTR_OPEN_LO, DL_ATTR_AT(attrs.epsilon), 0, INFINITY, 1e-5, 0},
+                              {0}},
+    .nmse = DL_NMSE_ROUNDING,
+    .cases = (const dl_op_case[]){{"group_norm", "[[2, 6, 5, 7]]", "groups: 3", 3},
+                                  {"instance_norm", "[[2, 5, 9]]", "groups: 5, eps: 0.001", 3},
+                                  {0}},
+    .weight_shapes = group_norm_weights,
+    .infer = group_norm_infer,
     .flops = layer_norm_flops,
 };

@@ -87,6 +87,8 @@ static const cpu_op_fn kernels[DL_OP_COUNT] = {
     [DL_OP_REDUCE_MIN] = cpu_reduce_min,
     [DL_OP_LAYER_NORM] = cpu_layer_norm,
     [DL_OP_RESIZE] = cpu_resize,
+    [DL_OP_LOG_SOFTMAX] = cpu_log_softmax,
+    [DL_OP_GROUP_NORM] = cpu_group_norm,
 };
 
 static int cpu_supports(void *self, const dl_op *op, dl_error *why) {

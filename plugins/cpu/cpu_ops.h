@@ -78,4 +78,6 @@ void cpu_reduce_sum(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
 void cpu_reduce_max(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_reduce_min(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_layer_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_log_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_group_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 #endif

@@ -56,7 +56,7 @@ static tt make(int nd, const int64_t *shape, float lo, float hi) {
 static int n_weights(dl_op_kind kind, int n) {
     if (kind == DL_OP_CONV2D || kind == DL_OP_LINEAR) return n - 1;
     if (kind == DL_OP_BATCHNORM) return 4;
-    if (kind == DL_OP_LAYER_NORM) return 2;
+    if (kind == DL_OP_LAYER_NORM || kind == DL_OP_GROUP_NORM) return 2;
     return 0;
 }
 

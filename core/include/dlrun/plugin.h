@@ -185,6 +185,10 @@ typedef enum dl_layout {
  *                                                                            -> x's shape
  *   RESIZE (1.4)      x[N,C,H,W]         H, W resampled to the output's (attrs.mode:
  *                     dl_resize_mode, attrs.coord, attrs.nearest)           -> [N,C,OH,OW]
+ *   LOG_SOFTMAX (1.4) x                  log(softmax) along attrs.axis        -> x's shape
+ *   GROUP_NORM (1.4)  x[N,C,...], weight[C], bias[C]: channels split into attrs.groups groups,
+ *                     each (n, group) normalised over its channels and positions (biased
+ *                     variance, epsilon), then y = x_hat * weight[c] + bias[c] -> x's shape
  * Output sizes of the window ops follow PyTorch: OH = floor((H + pad_begin + pad_end -
  * dilation * (KH - 1) - 1) / stride) + 1, rounded up instead with ceil_mode (pools only, where
  * the last window must start inside the input or its top/left padding). */
@@ -233,7 +237,9 @@ typedef enum dl_op_kind {
     DL_OP_REDUCE_MAX = 41,   /* 1.4 */
     DL_OP_REDUCE_MIN = 42,   /* 1.4 */
     DL_OP_LAYER_NORM = 43,   /* 1.4 */
-    DL_OP_RESIZE = 44        /* 1.4 */
+    DL_OP_RESIZE = 44,       /* 1.4 */
+    DL_OP_LOG_SOFTMAX = 45,  /* 1.4 */
+    DL_OP_GROUP_NORM = 46    /* 1.4 */
 } dl_op_kind;
 
 /* How many kinds each version defines: kinds below the count exist in that version. */
@@ -241,7 +247,7 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_1 15
 #define DL_OP_COUNT_V1_2 17
 #define DL_OP_COUNT_V1_3 17 /* 1.3 added storage dtypes and layouts, no kinds */
-#define DL_OP_COUNT_V1_4 45
+#define DL_OP_COUNT_V1_4 47
 #define DL_OP_COUNT DL_OP_COUNT_V1_4 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
@@ -287,11 +293,11 @@ typedef struct dl_op_attrs {
     int32_t pad_begin[2];      /* (1.0) conv2d, pools: padding before [top, left] */
     int32_t pad_end[2];        /* (1.0) conv2d, pools: padding after [bottom, right] */
     int32_t dilation[2];       /* (1.0) conv2d; (1.2) maxpool2d too: [dh, dw] */
-    int32_t groups;            /* (1.0) conv2d */
+    int32_t groups;            /* (1.0) conv2d; (1.4) group_norm */
     int32_t ceil_mode;         /* (1.0) pools: 1 rounds the output size up (PyTorch/ONNX ceil_mode) */
     int32_t count_include_pad; /* (1.0) avgpool2d: 1 divides by the full window, pads included */
-    int32_t axis;              /* (1.0) flatten, softmax, concat; (1.4) layer_norm: always non-negative */
-    float epsilon;             /* (1.0) batchnorm; (1.4) layer_norm */
+    int32_t axis;              /* (1.0) flatten, softmax, concat; (1.4) layer_norm, log_softmax: always >= 0 */
+    float epsilon;             /* (1.0) batchnorm; (1.4) layer_norm, group_norm */
     int32_t activation;        /* (1.0) dl_activation fused after conv2d, linear, add, batchnorm */
     float alpha;               /* (1.1) the op's scalar coefficient, as ONNX names it:
                                   leaky_relu: slope for x < 0 (ONNX LeakyRelu alpha);

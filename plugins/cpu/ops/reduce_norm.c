@@ -1,6 +1,6 @@
 /* reduce_norm.c — the CPU kernels that combine many elements into one: reduce_mean, reduce_sum,
- * reduce_max, reduce_min over any axes (sums in double), and layer_norm over the trailing
- * dimensions (mean and variance in double, two passes). */
+ * reduce_max, reduce_min over any axes (sums in double), layer_norm over the trailing dimensions
+ * and group_norm over groups of channels (mean and variance in double, two passes). */
 #include <math.h>
 
 #include "cpu_ops.h"
@@ -73,5 +73,30 @@ void cpu_layer_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
         for (int64_t i = 0; i < inner; i++) var += (src[i] - mean) * (src[i] - mean);
         const double inv = 1.0 / sqrt(var / (double)inner + eps);
         for (int64_t i = 0; i < inner; i++) dst[i] = (float)((src[i] - mean) * inv) * w[i] + b[i];
+    }
+}
+
+void cpu_group_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    const float *x = in[0].data, *w = in[1].data, *b = in[2].data;
+    const int64_t c = g->xs[1], groups = g->a.groups, per = c / groups;
+    int64_t spatial = 1;
+    (void)ws;
+    for (int d = 2; d < g->xnd; d++) spatial *= g->xs[d];
+    const int64_t len = per * spatial; /* one group's elements, contiguous */
+    const double eps = g->a.epsilon;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < g->xs[0] * groups; r++) {
+        const float *src = x + r * len;
+        float *dst = y + r * len;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < len; i++) mean += src[i];
+        mean /= (double)len;
+        for (int64_t i = 0; i < len; i++) var += (src[i] - mean) * (src[i] - mean);
+        const double inv = 1.0 / sqrt(var / (double)len + eps);
+        for (int64_t i = 0; i < len; i++) {
+            int64_t ch = r % groups * per + i / spatial;
+            dst[i] = (float)((src[i] - mean) * inv) * w[ch] + b[ch];
+        }
     }
 }

@@ -1,13 +1,13 @@
-/* softmax_concat.c — softmax along any axis (max-subtracted, accumulated in double) and concat
- * along any axis, on the CPU. */
+/* softmax_concat.c — softmax and log_softmax along any axis (max-subtracted, summed in double)
+ * and concat along any axis, on the CPU. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_ops.h"
 
-void cpu_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
-    const float *x = in[0].data;
-    (void)ws;
+/* softmax or (log) its logarithm along the axis: the max subtracted, exp in float, the sum in
+ * double. */
+static void softmax_along(const dl_kernel *k, const float *x, float *y, int log_of) {
     int64_t outer = 1, inner = 1, len = k->g.xs[k->g.a.axis];
     for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.xs[d];
     for (int d = k->g.a.axis + 1; d < k->g.xnd; d++) inner *= k->g.xs[d];
@@ -16,11 +16,24 @@ void cpu_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
         const float *src = x + (r / inner) * len * inner + r % inner;
         float *dst = y + (r / inner) * len * inner + r % inner;
         float m = -INFINITY;
-        for (int64_t i = 0; i < len; i++) m = src[i * inner] > m ? src[i * inner] : m;
+        for (int64_t i = 0; i < len; i++) m = src[i * inner] > m || isnan(src[i * inner]) ? src[i * inner] : m;
         double s = 0;
-        for (int64_t i = 0; i < len; i++) s += exp((double)src[i * inner] - m);
-        for (int64_t i = 0; i < len; i++) dst[i * inner] = (float)(exp((double)src[i * inner] - m) / s);
+        for (int64_t i = 0; i < len; i++) s += expf(src[i * inner] - m);
+        if (log_of) {
+            const float ls = (float)log(s);
+            for (int64_t i = 0; i < len; i++) dst[i * inner] = src[i * inner] - m - ls;
+        } else {
+            const float inv = (float)(1.0 / s);
+            for (int64_t i = 0; i < len; i++) dst[i * inner] = expf(src[i * inner] - m) * inv;
+        }
     }
+}
+
+void cpu_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    (void)ws, softmax_along(k, in[0].data, y, 0);
+}
+void cpu_log_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    (void)ws, softmax_along(k, in[0].data, y, 1);
 }
 
 void cpu_concat(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
