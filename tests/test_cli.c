@@ -170,6 +170,45 @@ Test(cli, output_is_deterministic_and_input_round_trips) {
     unlink(x);
 }
 
+/* silu, hard_swish and gelu (both forms) fuse into the conv, linear, add and batchnorm before
+ * them on the cpu plugin, and the fused run gives the unfused run's output. */
+Test(cli, activations_fuse_into_their_producer) {
+    const char text[] = "model: m\ninputs:\n  - {name: x, shape: [2, 3, 11, 11]}\nlayers:\n"
+                        "  - {name: c1, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                        "  - {name: a1, op: silu}\n"
+                        "  - {name: cw, op: conv2d, filters: 16, kernel: 3, padding: 1}\n" /* Winograd */
+                        "  - {name: aw, op: silu}\n"
+                        "  - {name: c2, op: conv2d, filters: 16, kernel: 1}\n"
+                        "  - {name: bn, op: batchnorm}\n"
+                        "  - {name: a2, op: hard_swish}\n"
+                        "  - {name: sum, op: add, inputs: [a2, a1]}\n"
+                        "  - {name: a3, op: gelu}\n"
+                        "  - {name: f, op: flatten}\n"
+                        "  - {name: fc, op: linear, units: 7}\n"
+                        "  - {name: a4, op: gelu, approximate: tanh}\n";
+    char *model = tu_write_temp(".yaml", text, strlen(text));
+    char a[] = "/tmp/dlrun-fuse-a-XXXXXX.npy", b[] = "/tmp/dlrun-fuse-b-XXXXXX.npy";
+    cr_assert(mkstemps(a, 4) >= 0 && mkstemps(b, 4) >= 0);
+    char *out, *args;
+    cr_assert(asprintf(&args, "%s --seed 3 --output %s", model, a) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_expect(strstr(out, "(+2 silu fused) (+1 hard_swish fused) (+2 gelu fused) (+1 batchnorm folded)"), "%s", out);
+    free(out), free(args);
+    cr_assert(asprintf(&args, "%s --seed 3 --output %s --no-fuse", model, b) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_expect_null(strstr(out, "fused"), "--no-fuse fuses nothing: %s", out);
+    free(out), free(args);
+    int64_t sa[8], sb[8];
+    int na, nb;
+    float *ya = read_npy(a, sa, &na), *yb = read_npy(b, sb, &nb);
+    cr_assert_eq(na, 2);
+    cr_assert_eq(sa[0] * sa[1], 14);
+    cr_expect_leq(tu_nmse(ya, yb, 14), 1e-12, "fused and unfused runs differ");
+    free(ya), free(yb);
+    unlink(a), unlink(b), unlink(model);
+    free(model);
+}
+
 Test(cli, bad_model_reports_file_line_col) {
     const char text[] =
         "model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nlayers:\n  - {name: c, op: conv2d, kernel: 3}\n";

@@ -2,7 +2,8 @@
  * inputs with odd sizes: the broadcasting arithmetic (mul, sub, div, pow, min, max), the functions
  * of one element, transpose, slice, pad, resize, the reductions and layer_norm. Each test runs in
  * f32 and in every storage format (OP_TEST, tests/support/op_harness.h). Also NaN going through
- * the elementwise ops, log_softmax, group_norm, and supports() refusing what the rows refuse. */
+ * the elementwise ops, log_softmax, group_norm, fused activations in the epilogues, and supports()
+ * refusing what the rows refuse. */
 #define _GNU_SOURCE
 #include "op_harness.h"
 #include "op_table.h"
@@ -506,4 +507,63 @@ OP_TEST(group_norm_groups) {
     check_group_norm(MAKE(-3, 3, 2, 6, 5, 7), 3);
     check_group_norm(MAKE(-3, 3, 2, 5, 9), 5);
     check_group_norm(MAKE(-3, 3, 3, 4, 3, 5), 1);
+}
+
+/* ---- fused activations (ABI 1.4): add, batchnorm and linear apply each in their epilogue ---- */
+
+static double act_ref(int act, double v) {
+    dl_op_attrs a;
+    attrs(&a);
+    switch (act) {
+    case DL_ACT_RELU: return v < 0 ? 0 : v;
+    case DL_ACT_SILU: return unary_ref(DL_OP_SILU, v, &a);
+    case DL_ACT_HARD_SWISH: return unary_ref(DL_OP_HARD_SWISH, v, &a);
+    case DL_ACT_GELU: return unary_ref(DL_OP_GELU, v, &a);
+    default: a.mode = DL_GELU_TANH; return unary_ref(DL_OP_GELU, v, &a);
+    }
+}
+
+OP_TEST(fused_activations_in_epilogues) {
+    for (int act = DL_ACT_RELU; act <= DL_ACT_GELU_TANH; act++) {
+        dl_op_attrs a;
+        attrs(&a);
+        a.activation = act;
+        /* add, broadcasting */
+        tt in[2] = {MAKE(-4, 4, 3, 7, 5, 3), MAKE(-4, 4, 7, 1, 1)}, y = MAKE(0, 1, 3, 7, 5, 3);
+        run_op(DL_OP_ADD, &a, in, 2, &y);
+        double *ref = malloc((size_t)y.n * sizeof *ref);
+        int64_t c[8];
+        for (int64_t i = 0; i < y.n; i++) {
+            coords(&y, i, c);
+            ref[i] =
+                act_ref(act, (double)in[0].data[bcast_index(&in[0], 4, c)] + in[1].data[bcast_index(&in[1], 4, c)]);
+        }
+        expect_close(&y, ref, 1e-12, "add + activation");
+        /* batchnorm: x * s + t per channel */
+        tt bn[5] = {MAKE(-4, 4, 2, 5, 3, 7), MAKE(0.5f, 1.5f, 5), MAKE(-1, 1, 5), MAKE(-1, 1, 5), MAKE(0.5f, 1.5f, 5)};
+        tt yb = MAKE(0, 1, 2, 5, 3, 7);
+        run_op(DL_OP_BATCHNORM, &a, bn, 5, &yb);
+        double *rb = malloc((size_t)yb.n * sizeof *rb);
+        for (int64_t i = 0; i < yb.n; i++) {
+            int64_t ch = i / 21 % 5;
+            double s = bn[1].data[ch] / sqrt(bn[4].data[ch] + (double)a.epsilon);
+            rb[i] = act_ref(act, (bn[0].data[i] - bn[3].data[ch]) * s + bn[2].data[ch]);
+        }
+        expect_close(&yb, rb, 1e-12, "batchnorm + activation");
+        /* linear */
+        tt li[3] = {MAKE(-1, 1, 3, 17), MAKE(-0.5f, 0.5f, 11, 17), MAKE(-1, 1, 11)}, yl = MAKE(0, 1, 3, 11);
+        run_op(DL_OP_LINEAR, &a, li, 3, &yl);
+        double rl[33];
+        for (int r = 0; r < 3; r++)
+            for (int o = 0; o < 11; o++) {
+                double sum = li[2].data[o];
+                for (int j = 0; j < 17; j++) sum += (double)li[0].data[r * 17 + j] * li[1].data[o * 17 + j];
+                rl[r * 11 + o] = act_ref(act, sum);
+            }
+        expect_close(&yl, rl, 1e-10, "linear + activation");
+        free(ref), free(rb), free(y.data), free(yb.data), free(yl.data);
+        for (int i = 0; i < 2; i++) free(in[i].data);
+        for (int i = 0; i < 5; i++) free(bn[i].data);
+        for (int i = 0; i < 3; i++) free(li[i].data);
+    }
 }

@@ -121,14 +121,19 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     shape_str(y->shape, y->ndim, ys, sizeof ys);
     printf("model %s: %d layers, input %s -> output %s, %.2f GFLOP per run\n", dl_model_name(m),
            dl_model_layer_count(m), xs, ys, sum.flops * 1e-9);
-    int fused = 0, folded = 0; /* relus fused into their producer, batchnorms folded into a conv */
+    /* activations fused into their producer, by op, and batchnorms folded into a conv */
+    static const char *const acts[] = {"relu", "silu", "hard_swish", "gelu"};
+    int fused[4] = {0}, folded = 0;
     for (int i = 0; i < dl_session_step_count(s); i++) {
         dl_step_info st;
         dl_session_step(s, i, &st);
-        if (st.kind == DL_STEP_FUSED) *(st.op && !strcmp(st.op, "batchnorm") ? &folded : &fused) += 1;
+        if (st.kind != DL_STEP_FUSED || !st.op) continue;
+        folded += !strcmp(st.op, "batchnorm");
+        for (int a = 0; a < 4; a++) fused[a] += !strcmp(st.op, acts[a]);
     }
     printf("placement: %s", sum.placement);
-    if (fused) printf(" (+%d relu fused)", fused);
+    for (int a = 0; a < 4; a++)
+        if (fused[a]) printf(" (+%d %s fused)", fused[a], acts[a]);
     if (folded) printf(" (+%d batchnorm folded)", folded);
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");
     if (sum.casts) printf("; %d conversion%s of storage format", sum.casts, sum.casts == 1 ? "" : "s");

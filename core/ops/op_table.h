@@ -112,7 +112,8 @@ typedef struct dl_infer_ctx {
 enum {
     DL_OPF_ELEMENTWISE = 1, /* output element i depends on input 0's element i only, and has its
                                size: a kernel reading element i before writing it runs in place */
-    DL_OPF_FUSES_RELU = 2,  /* accepts activation = DL_ACT_RELU (a relu fused after it) */
+    DL_OPF_FUSES_RELU = 2,  /* accepts activation = DL_ACT_RELU (a relu fused after it); from ABI
+                               1.4 the other activations too, where the backend says so */
     DL_OPF_AXIS = 4         /* attrs.axis is stored non-negative once the input's rank is known */
 };
 

@@ -8,8 +8,9 @@
  * mapped read-only); a conv without bias takes the batchnorm's beta value as its bias, its data
  * replaced by the folded bias. Arithmetic in double, rounded once to f32.
  *
- * After placement (it needs both ops on one backend), each relu is fused into the op before it
- * as that op's epilogue, where the backend accepts the fused op. */
+ * After placement (it needs both ops on one backend), each activation (relu, silu, hard_swish,
+ * gelu) is fused into the op before it as that op's epilogue, where the backend accepts the fused
+ * op (the cpu plugin takes them all; the GPU plugins relu only, for now). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,12 +109,25 @@ dl_status dl_fold_batchnorm(dl_session *s, dl_error *err) {
     return DL_OK;
 }
 
-/* Fuses relu node i into the op that produces its input, when that is allowed and accepted. */
-static void fuse_relu(dl_session *s, int i) {
+/* The activation node i computes, as a fused epilogue (DL_ACT_NONE: not one). */
+static dl_activation activation_of(const dl_node *n) {
+    switch (n->kind) {
+    case DL_OP_RELU: return DL_ACT_RELU;
+    case DL_OP_SILU: return DL_ACT_SILU;
+    case DL_OP_HARD_SWISH: return DL_ACT_HARD_SWISH;
+    case DL_OP_GELU: return n->params.attrs.mode == DL_GELU_TANH ? DL_ACT_GELU_TANH : DL_ACT_GELU;
+    default: return DL_ACT_NONE;
+    }
+}
+
+/* Fuses activation node i (relu, silu, hard_swish, gelu) into the op that produces its input,
+ * when that is allowed and the op's backend accepts it. */
+static void fuse_activation(dl_session *s, int i) {
     const dl_graph *g = s->g;
     const dl_node *r = &g->nodes[i];
     dl_fusion *f = &s->fuse;
-    if (r->kind != DL_OP_RELU || r->backend) return;
+    dl_activation act = activation_of(r);
+    if (act == DL_ACT_NONE || r->backend) return;
     int v = r->inputs[0];
     int p = g->values[v].producer;
     if (p >= 0 && g->nodes[p].kind == DL_OP_BATCHNORM && f->into[p] >= 0) p = f->into[p]; /* folded into a conv */
@@ -121,14 +135,14 @@ static void fuse_relu(dl_session *s, int i) {
     if (!(dl_op_def_of(g->nodes[p].kind)->flags & DL_OPF_FUSES_RELU)) return;
     if (f->attrs[p].activation != DL_ACT_NONE || s->place.be[p] != s->place.be[i]) return;
     dl_op_attrs fused = f->attrs[p];
-    fused.activation = DL_ACT_RELU;
+    fused.activation = act;
     dl_error why;
     if (!dl_session_accepts(s, s->place.be[p], p, &fused, &why)) return;
     f->attrs[p] = fused;
     f->into[i] = p;
 }
 
-void dl_fuse_relu(dl_session *s) {
+void dl_fuse_activations(dl_session *s) {
     if (s->opt.no_fuse) return;
-    for (int i = 0; i < s->g->n_nodes; i++) fuse_relu(s, i);
+    for (int i = 0; i < s->g->n_nodes; i++) fuse_activation(s, i);
 }

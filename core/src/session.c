@@ -285,7 +285,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     dl_status st = dl_fold_batchnorm(s, err);
     if (st == DL_OK) st = dl_place(s, &s->place, err);
     if (st != DL_OK) return st;
-    dl_fuse_relu(s);
+    dl_fuse_activations(s);
     st = assign_domains(s, err);
     if (st == DL_OK) st = dl_choose_storage(s, err);
     if (st == DL_OK) st = build_steps(s, err);

@@ -2,7 +2,7 @@
  * producing its own part of the session from the read-only model and the earlier parts:
  *
  *   shapes at its batch (shape.c) -> weights (weights.c) -> batchnorm folding (fuse.c)
- *   -> placement (placement.c) -> relu fusion (fuse.c) -> storage formats (storage.c)
+ *   -> placement (placement.c) -> activation fusion (fuse.c) -> storage formats (storage.c)
  *   -> steps, copies and casts (session.c) -> kernels prepared -> memory plan (session_plan.c)
  *   -> run
  * A value may be stored in several places: a place is a memory domain plus a storage format
@@ -174,9 +174,10 @@ void dl_format_bytes(double bytes, char *buf, size_t len);
  * batchnorm and all their parameters are constants: the conv's weights become session-owned
  * scaled copies, the batchnorm a fused step. Off with no_fuse. Fills s->fuse. */
 dl_status dl_fold_batchnorm(dl_session *s, dl_error *err);
-/* After placement: each relu whose input comes only from a conv2d, linear, add or batchnorm on
- * the same backend, which accepts the fused op, runs as that op's epilogue. Off with no_fuse. */
-void dl_fuse_relu(dl_session *s);
+/* After placement: each activation (relu; from ABI 1.4 silu, hard_swish, gelu) whose input comes
+ * only from a conv2d, linear, add or batchnorm on the same backend, which accepts the fused op,
+ * runs as that op's epilogue. Off with no_fuse. */
+void dl_fuse_activations(dl_session *s);
 void dl_fusion_free(dl_fusion *f);
 
 /* ---- placement.c ---- */

@@ -4,6 +4,7 @@
  * channels-last layouts are converted around the ops by storage.c. */
 #ifndef DLRUN_CPU_OPS_H
 #define DLRUN_CPU_OPS_H
+#include "activate.h"
 #include "dlrun/plugin.h"
 #include "op_check.h"
 #include "storage.h"

@@ -97,7 +97,7 @@ typedef struct dl_session_options {
     const char *weights_path;   /* overrides the model's `weights:` */
     const char *backend;        /* run every op on this backend (error if it cannot), or NULL */
     int32_t precision;          /* dl_precision */
-    int32_t no_fuse;            /* 1: no relu fused into the op before it, no batchnorm folded into a conv */
+    int32_t no_fuse;            /* 1: no activation fused into the op before it, no batchnorm folded into a conv */
     int64_t max_memory;         /* > 0: bytes any one memory domain may use (else what it has) */
     const char *prefer_backend; /* place ops on this backend where it supports them (dlrun check) */
     int32_t keep_activations;   /* 1: no buffer reuse, every activation readable after a run */

@@ -251,7 +251,14 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT DL_OP_COUNT_V1_4 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
-typedef enum dl_activation { DL_ACT_NONE = 0, DL_ACT_RELU = 1 } dl_activation;
+typedef enum dl_activation {
+    DL_ACT_NONE = 0,
+    DL_ACT_RELU = 1,
+    DL_ACT_SILU = 2,       /* (1.4) x * sigmoid(x), as the SILU op */
+    DL_ACT_HARD_SWISH = 3, /* (1.4) as the HARD_SWISH op */
+    DL_ACT_GELU = 4,       /* (1.4) as the GELU op with DL_GELU_ERF */
+    DL_ACT_GELU_TANH = 5   /* (1.4) as the GELU op with DL_GELU_TANH */
+} dl_activation;
 
 /* attrs.mode of PAD, GELU and RESIZE (1.4); RESIZE's attrs.coord and attrs.nearest as ONNX
  * Resize's coordinate_transformation_mode and nearest_mode. */

@@ -1,6 +1,6 @@
 /* conv2d.c — 2-D convolution on the CPU: Winograd F(4x4,3x3) for 3x3 stride-1 convs with enough
  * channels, a plain GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM for everything else
- * (strides, dilation, groups, padding). Bias and a fused relu are applied in one pass after. */
+ * (strides, dilation, groups, padding). Bias and a fused activation are applied in one pass after. */
 #include <cblas.h>
 #include <string.h>
 
@@ -83,14 +83,17 @@ static void gemm_split(int m, int64_t n, int kdim, const float *w, const float *
     }
 }
 
-static void bias_relu(float *y, int64_t planes, int64_t oc, int64_t plane, const float *bias, int relu) {
-    if (!bias && !relu) return;
+/* The epilogue: bias, then the fused activation (relu has its own loop, the common case). */
+static void bias_act(float *y, int64_t planes, int64_t oc, int64_t plane, const float *bias, int act) {
+    if (!bias && act == DL_ACT_NONE) return;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         float b = bias ? bias[p % oc] : 0.0f;
         float *row = y + p * plane;
-        if (relu)
+        if (act == DL_ACT_RELU)
             for (int64_t i = 0; i < plane; i++) row[i] = row[i] + b > 0 ? row[i] + b : 0.0f;
+        else if (act != DL_ACT_NONE)
+            for (int64_t i = 0; i < plane; i++) row[i] = cpu_activate(row[i] + b, act);
         else
             for (int64_t i = 0; i < plane; i++) row[i] += b;
     }
@@ -99,9 +102,9 @@ static void bias_relu(float *y, int64_t planes, int64_t oc, int64_t plane, const
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace) {
     const float *x = in[0].data, *w = in[1].data, *b = k->g.has_bias ? in[2].data : NULL;
     float *ws = workspace;
-    const int relu = k->g.a.activation == DL_ACT_RELU;
+    const int act = k->g.a.activation;
     if (k->conv_mode == CONV_WINOGRAD) {
-        cpu_winograd_run(&k->wg, x, b, relu, y, ws);
+        cpu_winograd_run(&k->wg, x, b, act, y, ws);
         return;
     }
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
@@ -122,5 +125,5 @@ void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspa
             }
         }
     }
-    bias_relu(y, n * oc, oc, plane, b, relu);
+    bias_act(y, n * oc, oc, plane, b, act);
 }

@@ -50,7 +50,7 @@ void cpu_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     const int64_t n = k->g.xs[0], c = k->g.xs[1];
     int64_t inner = 1;
     for (int d = 2; d < k->g.xnd; d++) inner *= k->g.xs[d];
-    const int relu = k->g.a.activation == DL_ACT_RELU;
+    const int act = k->g.a.activation;
     const double eps = k->g.a.epsilon;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < n * c; p++) {
@@ -61,7 +61,7 @@ void cpu_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
         float *dst = y + p * inner;
         for (int64_t i = 0; i < inner; i++) {
             float v = src[i] * s + t;
-            dst[i] = relu && v < 0 ? 0.0f : v;
+            dst[i] = cpu_activate(v, act);
         }
     }
 }

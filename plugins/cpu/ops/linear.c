@@ -8,7 +8,7 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
     const float *x = inputs[0].data, *w = inputs[1].data, *b = k->g.has_bias ? inputs[2].data : NULL;
     (void)ws;
     const int n = (int)k->g.xs[0], in = (int)k->g.xs[1], out = (int)k->g.ys[1];
-    const int relu = k->g.a.activation == DL_ACT_RELU;
+    const int act = k->g.a.activation;
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -24,7 +24,7 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
             for (int i = 0; i < n; i++)
                 for (int o = o0; o < o1; o++) {
                     float v = y[(size_t)i * out + o] + (b ? b[o] : 0.0f);
-                    y[(size_t)i * out + o] = relu && v < 0 ? 0.0f : v;
+                    y[(size_t)i * out + o] = cpu_activate(v, act);
                 }
         }
     }

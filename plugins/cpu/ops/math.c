@@ -52,8 +52,11 @@ static inline float relu_nan(float v) { return v < 0 ? 0.0f : v; }
 
 void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     (void)ws;
-    if (k->g.a.activation == DL_ACT_RELU) {
+    const int act = k->g.a.activation;
+    if (act == DL_ACT_RELU) {
         BINARY_BODY(relu_nan(a + b))
+    } else if (act != DL_ACT_NONE) {
+        BINARY_BODY(cpu_activate(a + b, act))
     } else {
         BINARY_BODY(a + b)
     }
