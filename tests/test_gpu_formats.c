@@ -1,11 +1,12 @@
 /* test_gpu_formats.c — what the GPU plugins decide about stored formats (ABI 1.3: f16/bf16, NHWC)
  * without a GPU and without linking CUDA: the NCHW <-> NHWC index math and the KRSC filter reorder,
  * the host halves of the staged converting copies (against core/ops/tensor_convert.c), what
- * supports_convert takes, which dtypes and layouts each op of the cuda plugin accepts, and (where
- * the cudnn plugin is built: its headers are needed for the enums) the cudnn plugin's supports(),
- * preferred layout, the cuDNN / cuBLASLt enums it picks, and its convolution search's decisions
- * (which result and math type, fused or not, the scratch pattern, the finiteness check and the
- * output sample). The plugins' own source files are compiled into this test (tests/CMakeLists.txt). */
+ * supports_convert takes, which dtypes and layouts each op of the cuda plugin accepts (ABI 1.4's
+ * kinds included), and (where the cudnn plugin is built: its headers are needed for the enums) the
+ * cudnn plugin's supports(), preferred layout, the cuDNN / cuBLASLt enums it picks, and its
+ * convolution search's decisions (which result and math type, fused or not, the scratch pattern,
+ * the finiteness check and the output sample). The plugins' own source files are compiled into
+ * this test (tests/CMakeLists.txt). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -293,6 +294,45 @@ Test(cuda_formats, simple_kernels_take_16_bit_storage_gemms_f32_only) {
     expect_ok(cu_check, op, "f16 broadcast add");
     cr_expect(cu_takes_channels_last(DL_OP_BATCHNORM));
     cr_expect_not(cu_takes_channels_last(DL_OP_SOFTMAX));
+}
+
+/* A transpose [2,3,4,5] -> [2,4,5,3] and a reduce_mean over H and W -> [2,3,1,1] (keepdims). */
+static dl_op *transpose_op(opb *b, dl_dtype d, int cl) {
+    dl_op *op = op_of(b, DL_OP_TRANSPOSE, 1, DL_PRECISION_F16);
+    memcpy(b->a.perm, (int32_t[]){0, 2, 3, 1}, 4 * sizeof(int32_t));
+    set_in(b, 0, d, cl, SHAPE(2, 3, 4, 5));
+    set_out(b, d, cl, SHAPE(2, 4, 5, 3));
+    return op;
+}
+static dl_op *reduce_op(opb *b, dl_dtype d, int cl) {
+    dl_op *op = op_of(b, DL_OP_REDUCE_MEAN, 1, DL_PRECISION_F16);
+    b->a.n_axes = 2, b->a.axes[0] = 2, b->a.axes[1] = 3, b->a.keepdims = 1;
+    set_in(b, 0, d, cl, SHAPE(2, 3, 4, 5));
+    set_out(b, d, cl, SHAPE(2, 3, 1, 1));
+    return op;
+}
+
+Test(cuda_formats, abi_1_4_kinds_channels_last_only_where_order_does_not_matter) {
+    opb b;
+    for (int i = 0; i < 3; i++) {
+        expect_ok(cu_check, unary_op(&b, DL_OP_GELU, dtypes[i], 1, DL_PRECISION_F16), "gelu NHWC");
+        expect_ok(cu_check, unary_op(&b, DL_OP_SOFTPLUS, dtypes[i], 0, DL_PRECISION_F16), "softplus");
+        add_op(&b, dtypes[i], 1, dtypes[i], 1, 1)->kind = DL_OP_MUL;
+        expect_ok(cu_check, &b.op, "same-shape mul NHWC");
+        expect_ok(cu_check, transpose_op(&b, dtypes[i], 0), "transpose");
+        expect_ok(cu_check, reduce_op(&b, dtypes[i], 0), "reduce_mean");
+    }
+    expect_no(cu_check, transpose_op(&b, DL_F16, 1), "channels-last", "NHWC transpose");
+    expect_no(cu_check, reduce_op(&b, DL_F16, 1), "channels-last", "NHWC reduce_mean");
+    dl_op *op = op_of(&b, DL_OP_MAX, 2, DL_PRECISION_F16);
+    set_in(&b, 0, DL_F16, 1, SHAPE(2, 3, 4, 5));
+    set_in(&b, 1, DL_F16, 1, SHAPE(1, 3, 1, 1));
+    set_out(&b, DL_F16, 1, SHAPE(2, 3, 4, 5));
+    expect_no(cu_check, op, "max: broadcasting takes row-major", "NHWC broadcast max");
+    cr_expect(cu_takes_channels_last(DL_OP_HARD_SWISH) && cu_takes_channels_last(DL_OP_POW));
+    cr_expect(!cu_takes_channels_last(DL_OP_SLICE) && !cu_takes_channels_last(DL_OP_LAYER_NORM) &&
+              !cu_takes_channels_last(DL_OP_RESIZE) && !cu_takes_channels_last(DL_OP_PAD));
+    cr_expect(cu_is_binary(DL_OP_ADD) && cu_is_binary(DL_OP_MAX) && !cu_is_binary(DL_OP_SQRT));
 }
 
 /* ---- the cudnn plugin ---- */

@@ -3,22 +3,21 @@
 
 #include "tensor_convert.h"
 
+int cu_is_binary(int kind) { return kind == DL_OP_ADD || (kind >= DL_OP_MUL && kind <= DL_OP_MAX); }
+
+/* the functions of one element: their kernel reads element i and writes element i */
+static int is_unary(int kind) {
+    return kind == DL_OP_RELU || kind == DL_OP_LEAKY_RELU || kind == DL_OP_SIGMOID || kind == DL_OP_CLIP ||
+           (kind >= DL_OP_SQRT && kind <= DL_OP_SOFTPLUS);
+}
+
 int cu_takes_channels_last(int kind) {
-    switch (kind) {
-    case DL_OP_RELU:
-    case DL_OP_LEAKY_RELU:
-    case DL_OP_SIGMOID:
-    case DL_OP_CLIP:
-    case DL_OP_DROPOUT:
-    case DL_OP_ADD:
-    case DL_OP_BATCHNORM: return 1;
-    default: return 0;
-    }
+    return is_unary(kind) || cu_is_binary(kind) || kind == DL_OP_DROPOUT || kind == DL_OP_BATCHNORM;
 }
 
 /* the activation inputs of a kind (the rest are weights) */
 static int activations(const dl_op *op) {
-    return op->kind == DL_OP_ADD ? 2 : op->kind == DL_OP_CONCAT || op->kind == DL_OP_MATMUL ? op->n_inputs : 1;
+    return cu_is_binary(op->kind) ? 2 : op->kind == DL_OP_CONCAT || op->kind == DL_OP_MATMUL ? op->n_inputs : 1;
 }
 
 int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error *why) {
@@ -39,9 +38,13 @@ int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error 
     if (!dl_gpu_one_type(op, type, why)) return 0;
     dl_layout l;
     if (!dl_gpu_one_layout(op, activations(op), &l, why)) return 0;
-    if (op->kind == DL_OP_ADD && l == DL_LAYOUT_CHANNELS_LAST &&
+    /* a broadcast walks the logical (row-major) order: in channels-last memory it would pair the
+     * wrong elements */
+    if (cu_is_binary(op->kind) && l == DL_LAYOUT_CHANNELS_LAST &&
         (!dl_gpu_same_shape(&op->inputs[0], &op->outputs[0]) || !dl_gpu_same_shape(&op->inputs[1], &op->outputs[0])))
-        return dl_fail(why, DL_E_UNSUPPORTED, "add: broadcasting takes row-major tensors only in the cuda plugin"), 0;
+        return dl_fail(why, DL_E_UNSUPPORTED, "%s: broadcasting takes row-major tensors only in the cuda plugin",
+                       dl_op_kind_name(op->kind)),
+               0;
     if (layout) *layout = l;
     return 1;
 }

@@ -1,15 +1,18 @@
 /* kernels.h — launchers of the cuda plugin's own kernels (one family per .cu file in ops/),
  * callable from C, and the launch parameters they take (built once per op at prepare, in
- * cuda_backend.c). Each launcher returns 0, or the cudaError_t of the launch. Tensors are dense, on
- * the device. The GEMMs take f32 row-major (NCHW) tensors; every other launcher takes the storage
- * type of its tensors (`type`, a dl_gpu_type: f32, f16 or bf16, one for all of an op's tensors;
- * kernels load as float, compute in float and store rounded) and row-major order, except where a
- * parameter says channels-last (batchnorm) or order does not matter (unary, same-shape add). */
+ * cuda_backend.c; those of the elementwise, movement and reduction families are in cuda_params.h,
+ * plain C, with their builders). Each launcher returns 0, or the cudaError_t of the launch. Tensors
+ * are dense, on the device. The GEMMs take f32 row-major (NCHW) tensors; every other launcher takes
+ * the storage type of its tensors (`type`, a dl_gpu_type: f32, f16 or bf16, one for all of an op's
+ * tensors; kernels load as float, compute in float and store rounded) and row-major order, except
+ * where a parameter says channels-last (batchnorm) or order does not matter (unary, same-shape
+ * binary). */
 #ifndef DLRUN_CUDA_KERNELS_H
 #define DLRUN_CUDA_KERNELS_H
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "cuda_params.h"
 #include "gpu_storage.h"
 
 #ifdef __cplusplus
@@ -37,27 +40,10 @@ int dlk_linear(const dlk_linear_p *p, const float *x, const float *w, const floa
 
 /* ---- elementwise (ops/elementwise.cu) ---- */
 
-typedef enum dlk_unary_kind {
-    DLK_RELU,       /* y = x > 0 ? x : 0 */
-    DLK_LEAKY_RELU, /* y = x >= 0 ? x : a * x */
-    DLK_SIGMOID,    /* y = 1 / (1 + exp(-x)), computed without overflow */
-    DLK_CLIP        /* y = min(max(x, a), b) */
-} dlk_unary_kind;
-
-typedef struct dlk_unary_p {
-    dlk_unary_kind kind;
-    float a, b; /* leaky relu: a = alpha; clip: a = min, b = max; unused otherwise */
-} dlk_unary_p;
-
 int dlk_unary(const dlk_unary_p *p, int type, const void *x, void *y, int64_t n, cudaStream_t s);
-int dlk_add(int type, const void *a, const void *b, void *y, int64_t n, int relu, cudaStream_t s);
-/* y's shape and each operand's strides over it (0 where the operand repeats), numpy broadcasting */
-typedef struct dlk_bcast {
-    int nd;
-    int64_t ys[8], sa[8], sb[8];
-} dlk_bcast;
-int dlk_add_bcast(int type, const void *a, const void *b, void *y, int64_t n, const dlk_bcast *bc, int relu,
-                  cudaStream_t s);
+/* y = a OP b over n elements (add: relu fused when relu); with p->bcast numpy broadcasting */
+int dlk_binary(const dlk_binary_p *p, int type, const void *a, const void *b, void *y, int64_t n, int relu,
+               cudaStream_t s);
 
 typedef struct dlk_batchnorm_p {
     int64_t planes; /* n * c */
@@ -98,6 +84,20 @@ int dlk_softmax(const dlk_softmax_p *p, int type, const void *x, void *y, cudaSt
  * (elements of x's storage type, copied as they are). */
 int dlk_concat_part(int type, const void *x, void *y, int64_t outer, int64_t chunk, int64_t row, int64_t offset,
                     cudaStream_t s);
+
+/* ---- movement (ops/movement.cu) ---- */
+
+/* transpose, slice: n elements gathered (copied as they are) */
+int dlk_gather(const dlk_gather_p *p, int type, const void *x, void *y, int64_t n, cudaStream_t s);
+int dlk_pad(const dlk_pad_p *p, int type, const void *x, void *y, int64_t n, cudaStream_t s);
+int dlk_resize(const dlk_resize_p *p, int type, const void *x, void *y, cudaStream_t s);
+
+/* ---- reductions and layer_norm (ops/reduce_norm.cu) ---- */
+
+int dlk_reduce(const dlk_reduce_p *p, int type, const void *x, void *y, cudaStream_t s);
+/* weight and bias (`inner` elements each) have x's storage type too */
+int dlk_layer_norm(const dlk_layer_norm_p *p, int type, const void *x, const void *w, const void *b, void *y,
+                   cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,200 @@
+/* cuda_params.h — the launch parameters of the cuda plugin's elementwise, movement and reduction
+ * kernels (ABI 1.4 ops and the unary/binary ones before them), the builders that compute them once
+ * at prepare from the op's kind, attributes and shapes, and the index math the kernels do per
+ * element with them. Plain C without CUDA headers (as cuda_formats.h), so that
+ * tests/test_cuda_params.c checks the builders and the index math on the host against naive loops;
+ * the index functions are DL_GPU_HD, the same code on the host and in the kernels (ops/).
+ * kernels.h includes this header and declares the launchers that take these structs. */
+#ifndef DLRUN_CUDA_PARAMS_H
+#define DLRUN_CUDA_PARAMS_H
+#include <math.h>
+#include <stdint.h>
+
+#include "gpu_storage.h"
+#include "op_check.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise (ops/elementwise.cu) ---- */
+
+typedef enum dlk_unary_kind {
+    DLK_RELU,         /* y = x > 0 ? x : 0 */
+    DLK_LEAKY_RELU,   /* y = x >= 0 ? x : a * x */
+    DLK_SIGMOID,      /* y = 1 / (1 + exp(-x)), computed without overflow */
+    DLK_CLIP,         /* y = min(max(x, a), b) */
+    DLK_SQRT,         /* (1.4 from here) */
+    DLK_EXP,          /* */
+    DLK_LOG,          /* */
+    DLK_TANH,         /* */
+    DLK_ERF,          /* */
+    DLK_NEG,          /* y = -x */
+    DLK_ABS,          /* */
+    DLK_RECIPROCAL,   /* y = 1 / x */
+    DLK_HARD_SIGMOID, /* y = clamp(a * x + b, 0, 1), NaN kept */
+    DLK_HARD_SWISH,   /* y = x * clamp(x + 3, 0, 6) / 6, NaN kept */
+    DLK_SILU,         /* y = x * sigmoid(x) */
+    DLK_GELU_ERF,     /* y = x / 2 * (1 + erf(x / sqrt(2))) */
+    DLK_GELU_TANH,    /* y = x / 2 * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
+    DLK_SOFTPLUS      /* y = max(x, 0) + log1p(exp(-|x|)): log(1 + exp(x)) without overflow */
+} dlk_unary_kind;
+
+typedef struct dlk_unary_p {
+    dlk_unary_kind kind;
+    float a, b; /* leaky relu: a = alpha; clip: a = min, b = max; hard sigmoid: a = alpha, b = beta */
+} dlk_unary_p;
+
+/* y's shape and each operand's strides over it (0 where the operand repeats), numpy broadcasting;
+ * dimensions merged where both operands step through them as through one */
+typedef struct dlk_bcast {
+    int nd;
+    int64_t ys[8], sa[8], sb[8];
+} dlk_bcast;
+
+/* y = a OP b; min and max propagate NaN (fminf/fmaxf would drop it), as the CPU plugin does */
+typedef enum dlk_binary_kind { DLK_ADD, DLK_MUL, DLK_SUB, DLK_DIV, DLK_POW, DLK_MIN, DLK_MAX } dlk_binary_kind;
+
+typedef struct dlk_binary_p {
+    dlk_binary_kind kind;
+    int bcast;    /* the operands broadcast: bc is used; else both have y's shape */
+    dlk_bcast bc; /* the broadcast, when bcast */
+} dlk_binary_p;
+
+/* 1 and *p filled if g's kind runs on the unary kernel (relu ... softplus), else 0. */
+int cu_unary_params(const dl_op_geom *g, dlk_unary_p *p);
+/* 1 and *p filled if g's kind is binary (add, mul, sub, div, pow, min, max), else 0. */
+int cu_binary_params(const dl_op_geom *g, dlk_binary_p *p);
+
+/* ---- movement (ops/movement.cu) ---- */
+
+/* A strided gather (transpose, slice): y[i] = x[base + sum over d of coord_d(i) * st[d]], i
+ * row-major over ys[0..nd); dimensions merged where the input steps through them as through one,
+ * size-1 dimensions dropped (nd >= 1). */
+typedef struct dlk_gather_p {
+    int nd;
+    int64_t ys[8], st[8];
+    int64_t base;
+} dlk_gather_p;
+
+/* Pad: y[i] = x[dlk_pad_source(p, i)], or value where that is -1 (constant mode). */
+typedef struct dlk_pad_p {
+    int nd, mode; /* mode: dl_pad_mode */
+    float value;
+    int64_t ys[8], xs[8], xst[8], before[8]; /* output and input sizes, input strides, pads before */
+} dlk_pad_p;
+
+/* Resize of the H and W of [N,C,H,W] (ONNX Resize's rules, as the CPU plugin's cpu_resize). */
+typedef struct dlk_resize_p {
+    int64_t planes;           /* n * c */
+    int64_t h, w, oh, ow;     /* input and output planes */
+    int mode, coord, nearest; /* dl_resize_mode, dl_resize_coord, dl_resize_nearest */
+} dlk_resize_p;
+
+void cu_transpose_params(const dl_op_geom *g, dlk_gather_p *p);
+void cu_slice_params(const dl_op_geom *g, dlk_gather_p *p);
+void cu_pad_params(const dl_op_geom *g, dlk_pad_p *p);
+void cu_resize_params(const dl_op_geom *g, dlk_resize_p *p);
+
+/* ---- reductions and layer_norm (ops/reduce_norm.cu) ---- */
+
+typedef enum dlk_reduce_kind { DLK_REDUCE_SUM, DLK_REDUCE_MEAN, DLK_REDUCE_MAX, DLK_REDUCE_MIN } dlk_reduce_kind;
+
+/* Output o (row-major over the kept dimensions ks) combines the `count` input elements at
+ * x + dlk_offset(nk, ks, kst, o) + dlk_offset(nr, rs, rst, q), q < count. Adjacent dimensions of
+ * one group are merged where they can be (nk, nr >= 1: a group without dimensions is one of size
+ * 1). */
+typedef struct dlk_reduce_p {
+    dlk_reduce_kind how;
+    int nk, nr;
+    int64_t ks[8], kst[8]; /* kept dimensions: sizes, input strides */
+    int64_t rs[8], rst[8]; /* reduced dimensions: sizes, input strides */
+    int64_t kept, count;   /* outputs; input elements per output */
+    /* The input's last dimension is reduced: one block per output, its threads reading adjacent
+     * elements (`threads` of them); else one thread per output, adjacent threads reading adjacent
+     * elements. */
+    int inner_reduced, threads;
+} dlk_reduce_p;
+
+/* layer_norm: rows of `inner` contiguous elements, each normalised by one block of `threads` */
+typedef struct dlk_layer_norm_p {
+    int64_t rows, inner;
+    float eps;
+    int threads;
+} dlk_layer_norm_p;
+
+void cu_reduce_params(const dl_op_geom *g, dlk_reduce_p *p);
+void cu_layer_norm_params(const dl_op_geom *g, dlk_layer_norm_p *p);
+
+/* Threads of a block that reduces `work` elements: a multiple of 32 from 32 to 256. */
+int cu_block_threads(int64_t work);
+/* Merges adjacent dimensions of the shape s[0..nd) that k stride arrays st[0..k) all step through
+ * as through one (st[d] == st[d + 1] * s[d + 1]) and drops size-1 ones, in place; returns the new
+ * rank (at least 1: a single dimension of size 1 with strides 0 when nothing is left). */
+int cu_merge_dims(int nd, int64_t *s, int64_t *const *st, int k);
+
+/* ---- index math, the same on the host and in the kernels ---- */
+
+/* sum over d of coord_d(i) * st[d], i row-major over s[0..nd) */
+DL_GPU_HD int64_t dlk_offset(int nd, const int64_t *s, const int64_t *st, int64_t i) {
+    int64_t off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        off += (i % s[d]) * st[d];
+        i /= s[d];
+    }
+    return off;
+}
+
+/* Where output element i of a pad reads the input, or -1 for the fill (constant mode). */
+DL_GPU_HD int64_t dlk_pad_source(const dlk_pad_p *p, int64_t i) {
+    int64_t off = 0;
+    for (int d = p->nd - 1; d >= 0; d--) {
+        int64_t j = i % p->ys[d] - p->before[d], n = p->xs[d];
+        i /= p->ys[d];
+        if (j < 0 || j >= n) {
+            if (p->mode == DL_PAD_EDGE) j = j < 0 ? 0 : n - 1;
+            else if (p->mode == DL_PAD_REFLECT) j = j < 0 ? -j : 2 * (n - 1) - j; /* pads are below n */
+            else return -1;
+        }
+        off += j * p->xst[d];
+    }
+    return off;
+}
+
+/* The input coordinate output coordinate o maps to, out of `in` resized to `out` (in double, as
+ * the CPU plugin, so that both pick the same nearest element and weights). */
+DL_GPU_HD double dlk_resize_source(int64_t o, int64_t in, int64_t out, int coord) {
+    double scale = (double)out / (double)in;
+    switch (coord) {
+    case DL_COORD_ALIGN_CORNERS: return out == 1 ? 0.0 : (double)o * (double)(in - 1) / (double)(out - 1);
+    case DL_COORD_ASYMMETRIC: return (double)o / scale;
+    case DL_COORD_PYTORCH_HALF_PIXEL: return out == 1 ? 0.0 : ((double)o + 0.5) / scale - 0.5;
+    default: return ((double)o + 0.5) / scale - 0.5;
+    }
+}
+
+/* The nearest input index of coordinate c (ONNX's nearest_mode), inside [0, n). */
+DL_GPU_HD int64_t dlk_resize_nearest(double c, int64_t n, int mode) {
+    double f = floor(c), i;
+    switch (mode) {
+    case DL_NEAREST_FLOOR: i = f; break;
+    case DL_NEAREST_CEIL: i = ceil(c); break;
+    case DL_NEAREST_ROUND_PREFER_CEIL: i = c - f >= 0.5 ? f + 1 : f; break;
+    default: i = c - f > 0.5 ? f + 1 : f; break;
+    }
+    return i < 0 ? 0 : i > (double)(n - 1) ? n - 1 : (int64_t)i;
+}
+
+/* Linear interpolation taps of coordinate c: i0, i1 (inside [0, n)) and i1's weight. */
+DL_GPU_HD void dlk_resize_taps(double c, int64_t n, int64_t *i0, int64_t *i1, float *w) {
+    if (c < 0) c = 0;
+    if (c > (double)(n - 1)) c = (double)(n - 1);
+    *i0 = (int64_t)c;
+    *i1 = *i0 + 1 < n ? *i0 + 1 : n - 1;
+    *w = (float)(c - (double)*i0);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,78 @@
+// movement.cu — the cuda plugin's kernels that move elements (ABI 1.4): transpose and slice (one
+// strided gather: each output element's input offset from per-output-dimension strides and a
+// base offset computed at prepare, cuda_params.c), pad (constant, reflect, edge) and resize
+// (nearest and linear, ONNX Resize's coordinate rules in double, as plugins/cpu/ops/movement.c).
+// One thread per output element, writes coalesced; the index math is cuda_params.h's, shared
+// with the host test. Gathers copy elements as they are; pad and resize are templates on the
+// storage type T (pad converts its fill, linear resize interpolates in float).
+#include "launch.cuh"
+
+namespace {
+
+using namespace dlk;
+using dlg::from_f;
+using dlg::to_f;
+
+// E: an unsigned type of the element's size (no conversion, NaN payloads kept)
+template <class E> __global__ void gather_k(const E *x, E *y, int64_t n, dlk_gather_p p) {
+    for (int64_t i = grid_first(); i < n; i += grid_step()) y[i] = x[p.base + dlk_offset(p.nd, p.ys, p.st, i)];
+}
+
+template <class T> __global__ void pad_k(const T *x, T *y, int64_t n, dlk_pad_p p) {
+    const T fill = from_f<T>(p.value);
+    for (int64_t i = grid_first(); i < n; i += grid_step()) {
+        int64_t src = dlk_pad_source(&p, i);
+        y[i] = src < 0 ? fill : x[src];
+    }
+}
+
+// Linear: the four taps blended as the CPU plugin does (x first, then y), in float.
+template <class T> __device__ float resize_linear(const T *plane, const dlk_resize_p &p, double cy, double cx) {
+    int64_t y0, y1, x0, x1;
+    float wy, wx;
+    dlk_resize_taps(cy, p.h, &y0, &y1, &wy);
+    dlk_resize_taps(cx, p.w, &x0, &x1, &wx);
+    const T *r0 = plane + y0 * p.w, *r1 = plane + y1 * p.w;
+    float a = to_f(r0[x0]), b = to_f(r0[x1]), c = to_f(r1[x0]), d = to_f(r1[x1]);
+    float top = a + (b - a) * wx, bottom = c + (d - c) * wx;
+    return top + (bottom - top) * wy;
+}
+
+template <class T> __global__ void resize_k(const T *x, T *y, int64_t n, dlk_resize_p p) {
+    for (int64_t i = grid_first(); i < n; i += grid_step()) {
+        int64_t ox = i % p.ow, oy = i / p.ow % p.oh;
+        const T *plane = x + i / (p.ow * p.oh) * p.h * p.w;
+        double cy = dlk_resize_source(oy, p.h, p.oh, p.coord), cx = dlk_resize_source(ox, p.w, p.ow, p.coord);
+        if (p.mode == DL_RESIZE_LINEAR) y[i] = from_f<T>(resize_linear(plane, p, cy, cx));
+        else y[i] = plane[dlk_resize_nearest(cy, p.h, p.nearest) * p.w + dlk_resize_nearest(cx, p.w, p.nearest)];
+    }
+}
+
+} // namespace
+
+extern "C" int dlk_gather(const dlk_gather_p *p, int type, const void *x, void *y, int64_t n, cudaStream_t s) {
+    if (n <= 0) return launched();
+    if (dl_gpu_type_size((dl_gpu_type)type) == 4)
+        gather_k<uint32_t><<<grid_for(n), THREADS, 0, s>>>((const uint32_t *)x, (uint32_t *)y, n, *p);
+    else gather_k<uint16_t><<<grid_for(n), THREADS, 0, s>>>((const uint16_t *)x, (uint16_t *)y, n, *p);
+    return launched();
+}
+
+extern "C" int dlk_pad(const dlk_pad_p *p, int type, const void *x, void *y, int64_t n, cudaStream_t s) {
+    if (n <= 0) return launched();
+    return dlg::by_type(type, [&](auto z) {
+        using T = decltype(z);
+        pad_k<T><<<grid_for(n), THREADS, 0, s>>>((const T *)x, (T *)y, n, *p);
+        return launched();
+    });
+}
+
+extern "C" int dlk_resize(const dlk_resize_p *p, int type, const void *x, void *y, cudaStream_t s) {
+    int64_t n = p->planes * p->oh * p->ow;
+    if (n <= 0) return launched();
+    return dlg::by_type(type, [&](auto z) {
+        using T = decltype(z);
+        resize_k<T><<<grid_for(n), THREADS, 0, s>>>((const T *)x, (T *)y, n, *p);
+        return launched();
+    });
+}

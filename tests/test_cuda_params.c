@@ -1,0 +1,456 @@
+/* test_cuda_params.c — the host half of the cuda plugin's elementwise, movement and reduction
+ * kernels, without a GPU and without linking CUDA: the launch parameters plugins/cuda/cuda_params.c
+ * builds at prepare (merged dimensions, broadcast strides, transpose and slice strides and base,
+ * pad sources, kept and reduced dimensions of a reduction) with the per-element index math of
+ * cuda_params.h, which the kernels call as they are, against naive loops over coordinates; and the
+ * resize kernel's coordinate, nearest and tap math, replayed on the host, against the CPU plugin's
+ * resize run through the plugin ABI. The plugin's cuda_params.c is compiled into this test
+ * (tests/CMakeLists.txt). What the kernels do with these numbers on a GPU is checked by
+ * `dlrun test-ops --backend cuda` in the GPU round. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_params.h"
+#include "op_check.h"
+#include "test_util.h"
+
+/* ---- ops ---- */
+
+typedef struct opb {
+    dl_op_attrs a;
+    int64_t xs[8], bs[8], ys[8];
+    dl_tensor in[2], out;
+    dl_op op;
+    dl_op_geom g;
+} opb;
+
+/* An op of kind on input x (and b where n_in is 2); the attributes are set by the caller before
+ * finish() infers the output shape with the op table's row and fills the geometry. */
+static void start(opb *o, int kind, int xnd, const int64_t *xs) {
+    memset(o, 0, sizeof *o);
+    o->a.struct_size = sizeof o->a;
+    memcpy(o->xs, xs, (size_t)xnd * sizeof *xs);
+    o->in[0] = (dl_tensor){NULL, {DL_DEVICE_CUDA, 0}, xnd, DL_F32, o->xs, NULL, 0};
+    o->out = (dl_tensor){NULL, {DL_DEVICE_CUDA, 0}, 0, DL_F32, o->ys, NULL, 0};
+    o->op = (dl_op){sizeof o->op, kind, "t", &o->a, 1, o->in, 1, &o->out, DL_PRECISION_F32};
+}
+static void second(opb *o, int bnd, const int64_t *bs) {
+    memcpy(o->bs, bs, (size_t)bnd * sizeof *bs);
+    o->in[1] = (dl_tensor){NULL, {DL_DEVICE_CUDA, 0}, bnd, DL_F32, o->bs, NULL, 0};
+    o->op.n_inputs = 2;
+}
+static void finish(opb *o) {
+    dl_shape y;
+    dl_error why = {{0}};
+    cr_assert(dl_op_def_of(o->op.kind)->infer(&o->op, NULL, &y, &why), "infer: %s", why.msg);
+    o->out.ndim = y.ndim;
+    memcpy(o->ys, y.d, sizeof o->ys);
+    cr_assert(dl_op_check(&o->op, &why), "%s", why.msg);
+    cr_assert(dl_op_geom_init(&o->g, &o->op));
+}
+#define DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((int64_t[]){__VA_ARGS__})
+
+static int64_t numel(int nd, const int64_t *s) {
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= s[d];
+    return n;
+}
+/* the row-major coordinates of index i over s[0..nd) */
+static void coords_of(int64_t i, int nd, const int64_t *s, int64_t *c) {
+    for (int d = nd - 1; d >= 0; d--) c[d] = i % s[d], i /= s[d];
+}
+/* the row-major index of coordinates c over s[0..nd) */
+static int64_t index_of(const int64_t *c, int nd, const int64_t *s) {
+    int64_t i = 0;
+    for (int d = 0; d < nd; d++) i = i * s[d] + c[d];
+    return i;
+}
+
+/* ---- merging dimensions ---- */
+
+Test(cuda_params, merged_dimensions_keep_every_offset) {
+    /* shapes with size-1 dims and strides that merge, partly merge or not at all */
+    static const struct {
+        int nd;
+        int64_t s[6], a[6], b[6];
+    } cases[] = {
+        {4, {2, 3, 4, 5}, {60, 20, 5, 1}, {0, 1, 0, 0}},         {4, {2, 3, 4, 5}, {60, 20, 5, 1}, {60, 20, 5, 1}},
+        {5, {1, 3, 1, 4, 1}, {12, 4, 4, 1, 1}, {0, 0, 0, 0, 0}}, {3, {3, 5, 7}, {1, 3, 15}, {35, 7, 1}},
+        {4, {2, 1, 6, 2}, {-24, 7, 2, 1}, {12, 0, 2, 1}},        {2, {1, 1}, {5, 3}, {1, 1}}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t s[8], a[8], b[8];
+        memcpy(s, cases[c].s, sizeof s), memcpy(a, cases[c].a, sizeof a), memcpy(b, cases[c].b, sizeof b);
+        int nd = cu_merge_dims(cases[c].nd, s, (int64_t *const[]){a, b}, 2);
+        cr_assert(nd >= 1 && nd <= cases[c].nd, "case %zu: rank %d", c, nd);
+        cr_expect_eq(numel(nd, s), numel(cases[c].nd, cases[c].s), "case %zu", c);
+        for (int64_t i = 0; i < numel(nd, s); i++) {
+            cr_assert_eq(dlk_offset(nd, s, a, i), dlk_offset(cases[c].nd, cases[c].s, cases[c].a, i), "case %zu i %lld",
+                         c, (long long)i);
+            cr_assert_eq(dlk_offset(nd, s, b, i), dlk_offset(cases[c].nd, cases[c].s, cases[c].b, i), "case %zu i %lld",
+                         c, (long long)i);
+        }
+    }
+    int64_t s[8] = {4, 5}, a[8] = {5, 1};
+    cr_expect_eq(cu_merge_dims(2, s, (int64_t *const[]){a}, 1), 1, "a contiguous shape is one dimension");
+    cr_expect_eq(s[0], 20);
+}
+
+/* ---- binary broadcasting ---- */
+
+static void check_bcast(int an, const int64_t *as, int bn, const int64_t *bs) {
+    opb o;
+    start(&o, DL_OP_MUL, an, as);
+    second(&o, bn, bs);
+    finish(&o);
+    dlk_binary_p p;
+    cr_assert(cu_binary_params(&o.g, &p));
+    cr_expect_eq(p.kind, DLK_MUL);
+    int64_t n = o.g.numel, c[8], ca[8], cb[8];
+    cr_assert(p.bcast);
+    for (int64_t i = 0; i < n; i++) { /* numpy: each operand's coordinate is 0 where its size is 1 */
+        coords_of(i, o.g.ynd, o.ys, c);
+        for (int d = 0; d < an; d++) ca[d] = as[d] == 1 ? 0 : c[o.g.ynd - an + d];
+        for (int d = 0; d < bn; d++) cb[d] = bs[d] == 1 ? 0 : c[o.g.ynd - bn + d];
+        cr_assert_eq(dlk_offset(p.bc.nd, p.bc.ys, p.bc.sa, i), index_of(ca, an, as), "a at %lld", (long long)i);
+        cr_assert_eq(dlk_offset(p.bc.nd, p.bc.ys, p.bc.sb, i), index_of(cb, bn, bs), "b at %lld", (long long)i);
+    }
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, binary_broadcast_offsets) {
+    check_bcast(DIMS(3, 7, 5, 3), DIMS(7, 1, 1));
+    check_bcast(DIMS(2, 1, 5), DIMS(3, 1));
+    check_bcast(DIMS(4, 9), DIMS(1));
+    check_bcast(DIMS(1, 6, 1, 4), DIMS(5, 1, 1, 4, 1));
+    opb o;
+    start(&o, DL_OP_ADD, DIMS(3, 4));
+    second(&o, DIMS(3, 4));
+    finish(&o);
+    dlk_binary_p p;
+    cr_assert(cu_binary_params(&o.g, &p));
+    cr_expect(p.kind == DLK_ADD && !p.bcast, "same shapes run flat");
+    dl_op_geom_free(&o.g);
+    start(&o, DL_OP_SQRT, DIMS(3, 4));
+    finish(&o);
+    cr_expect_not(cu_binary_params(&o.g, &p));
+    dlk_unary_p u;
+    cr_expect(cu_unary_params(&o.g, &u) && u.kind == DLK_SQRT);
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, unary_kinds_and_their_parameters) {
+    opb o;
+    start(&o, DL_OP_HARD_SIGMOID, DIMS(3, 4));
+    o.a.alpha = 0.25f, o.a.beta = 0.75f;
+    finish(&o);
+    dlk_unary_p u;
+    cr_assert(cu_unary_params(&o.g, &u));
+    cr_expect(u.kind == DLK_HARD_SIGMOID && u.a == 0.25f && u.b == 0.75f);
+    dl_op_geom_free(&o.g);
+    start(&o, DL_OP_GELU, DIMS(3, 4));
+    o.a.mode = DL_GELU_TANH;
+    finish(&o);
+    cr_assert(cu_unary_params(&o.g, &u));
+    cr_expect_eq(u.kind, DLK_GELU_TANH);
+    dl_op_geom_free(&o.g);
+    for (int k = DL_OP_SQRT; k <= DL_OP_SOFTPLUS; k++) {
+        start(&o, k, DIMS(2, 3));
+        o.a.alpha = 0.2f, o.a.beta = 0.5f;
+        finish(&o);
+        cr_expect(cu_unary_params(&o.g, &u), "%s", dl_op_kind_name(k));
+        dl_op_geom_free(&o.g);
+    }
+}
+
+/* ---- transpose and slice ---- */
+
+static void check_transpose(int nd, const int64_t *xs, const int *perm) {
+    opb o;
+    start(&o, DL_OP_TRANSPOSE, nd, xs);
+    for (int d = 0; d < nd; d++) o.a.perm[d] = perm[d];
+    finish(&o);
+    dlk_gather_p p;
+    cu_transpose_params(&o.g, &p);
+    int64_t c[8], xc[8];
+    for (int64_t i = 0; i < o.g.numel; i++) {
+        coords_of(i, nd, o.ys, c);
+        for (int d = 0; d < nd; d++) xc[perm[d]] = c[d];
+        cr_assert_eq(p.base + dlk_offset(p.nd, p.ys, p.st, i), index_of(xc, nd, xs), "at %lld", (long long)i);
+    }
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, transpose_offsets) {
+    check_transpose(DIMS(2, 3, 5, 7), (int[]){0, 2, 3, 1});
+    check_transpose(DIMS(3, 5, 7), (int[]){2, 1, 0});
+    check_transpose(DIMS(2, 7, 3, 5), (int[]){0, 2, 1, 3});
+    check_transpose(DIMS(1, 4, 1, 3, 2), (int[]){4, 2, 0, 3, 1});
+    check_transpose(DIMS(6, 5), (int[]){0, 1});
+}
+
+/* The indices ONNX Slice takes along a dimension of size n, enumerated (not computed): *count. */
+static void slice_indices(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *idx, int64_t *count) {
+    if (start < 0) start += n;
+    if (end < 0) end += n;
+    *count = 0;
+    if (step > 0) {
+        start = start < 0 ? 0 : start > n ? n : start;
+        end = end < 0 ? 0 : end > n ? n : end;
+        for (int64_t i = start; i < end; i += step) idx[(*count)++] = i;
+    } else {
+        start = start < 0 ? 0 : start > n - 1 ? n - 1 : start;
+        end = end < -1 ? -1 : end > n - 1 ? n - 1 : end;
+        for (int64_t i = start; i > end; i += step) idx[(*count)++] = i;
+    }
+}
+
+/* axes[i], starts[i], ends[i], steps[i] for i < na */
+static void check_slice(int nd, const int64_t *xs, int na, const int *axes, const int64_t *starts, const int64_t *ends,
+                        const int64_t *steps) {
+    opb o;
+    start(&o, DL_OP_SLICE, nd, xs);
+    o.a.n_axes = na;
+    for (int i = 0; i < na; i++) o.a.axes[i] = axes[i], o.a.starts[i] = starts[i], o.a.ends[i] = ends[i];
+    for (int i = 0; i < 8; i++) o.a.steps[i] = i < na ? steps[i] : 1;
+    finish(&o);
+    dlk_gather_p p;
+    cu_slice_params(&o.g, &p);
+    int64_t idx[8][64], cnt[8], c[8], xc[8];
+    for (int d = 0; d < nd; d++) { /* every index of an unsliced dimension */
+        cnt[d] = xs[d];
+        for (int64_t i = 0; i < xs[d]; i++) idx[d][i] = i;
+    }
+    for (int i = 0; i < na; i++) {
+        int d = axes[i] < 0 ? axes[i] + nd : axes[i];
+        slice_indices(xs[d], starts[i], ends[i], steps[i], idx[d], &cnt[d]);
+    }
+    for (int d = 0; d < nd; d++) cr_assert_eq(o.ys[d], cnt[d], "dim %d", d);
+    for (int64_t i = 0; i < o.g.numel; i++) {
+        coords_of(i, nd, o.ys, c);
+        for (int d = 0; d < nd; d++) xc[d] = idx[d][c[d]];
+        cr_assert_eq(p.base + dlk_offset(p.nd, p.ys, p.st, i), index_of(xc, nd, xs), "at %lld", (long long)i);
+    }
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, slice_offsets) {
+    /* the op table's test-ops cases, then clamping, negative indices and steps on every dimension */
+    check_slice(DIMS(2, 3, 9, 7), 2, (int[]){2, 3}, (int64_t[]){1, 0}, (int64_t[]){8, -1}, (int64_t[]){1, 1});
+    check_slice(DIMS(3, 11, 5), 2, (int[]){1, -1}, (int64_t[]){1, 0}, (int64_t[]){100, 5}, (int64_t[]){3, 2});
+    check_slice(DIMS(4, 13), 1, (int[]){1}, (int64_t[]){-1}, (int64_t[]){-100}, (int64_t[]){-2});
+    check_slice(DIMS(5, 6, 7), 3, (int[]){0, 1, 2}, (int64_t[]){-2, 100, 0}, (int64_t[]){-6, -100, 7},
+                (int64_t[]){-1, -3, 7});
+    check_slice(DIMS(6, 1, 8), 1, (int[]){0}, (int64_t[]){INT64_MIN}, (int64_t[]){INT64_MAX}, (int64_t[]){2});
+}
+
+/* ---- pad ---- */
+
+/* The input index of padded position o along a dimension of size n, `before` in front, built the
+ * way the modes are described: a row of every padded position, or -1 for the fill. */
+static int64_t pad_naive(int64_t o, int64_t before, int64_t n, int mode) {
+    int64_t row[64], len = 0;
+    for (int64_t k = before; k > 0; k--) /* in front: mirrored without the edge, the edge, or fill */
+        row[len++] = mode == DL_PAD_REFLECT ? k : mode == DL_PAD_EDGE ? 0 : -1;
+    for (int64_t k = 0; k < n; k++) row[len++] = k;
+    for (int64_t k = 1; len < 64; k++) /* behind, as far as the row goes (reflect pads are below n) */
+        row[len++] = mode == DL_PAD_REFLECT ? n - 1 - k : mode == DL_PAD_EDGE ? n - 1 : -1;
+    return row[o];
+}
+
+static void check_pad(int nd, const int64_t *xs, const int64_t *pads, int mode) {
+    opb o;
+    start(&o, DL_OP_PAD, nd, xs);
+    for (int d = 0; d < nd; d++) o.a.pads_before[d] = pads[d], o.a.pads_after[d] = pads[nd + d];
+    o.a.mode = mode, o.a.value = 0.5f;
+    finish(&o);
+    dlk_pad_p p;
+    cu_pad_params(&o.g, &p);
+    cr_expect_eq(p.value, 0.5f);
+    int64_t c[8], xc[8];
+    for (int64_t i = 0; i < o.g.numel; i++) {
+        coords_of(i, nd, o.ys, c);
+        int64_t want = 0;
+        for (int d = 0; d < nd && want >= 0; d++) want = (xc[d] = pad_naive(c[d], pads[d], xs[d], mode)) < 0 ? -1 : 0;
+        if (want == 0) want = index_of(xc, nd, xs);
+        cr_assert_eq(dlk_pad_source(&p, i), want, "mode %d at %lld", mode, (long long)i);
+    }
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, pad_sources) {
+    check_pad(DIMS(2, 3, 5, 7), (int64_t[]){0, 0, 1, 2, 0, 0, 3, 1}, DL_PAD_CONSTANT);
+    check_pad(DIMS(2, 3, 5, 7), (int64_t[]){0, 1, 2, 3, 0, 0, 4, 1}, DL_PAD_REFLECT);
+    check_pad(DIMS(3, 11), (int64_t[]){1, 5, 2, 0}, DL_PAD_EDGE);
+    check_pad(DIMS(3, 4, 5), (int64_t[]){2, 3, 4, 2, 3, 4}, DL_PAD_REFLECT);
+    check_pad(DIMS(1, 2, 3), (int64_t[]){3, 1, 4, 2, 5, 6}, DL_PAD_EDGE);
+    check_pad(DIMS(4), (int64_t[]){2, 3}, DL_PAD_CONSTANT);
+}
+
+/* ---- reductions ---- */
+
+/* axes[0..na) of x, keepdims; sums each output from the parameters the kernels get (in double, in
+ * their order) against sums over every input element by its dropped coordinates. */
+static void check_reduce(int kind, int nd, const int64_t *xs, int na, const int *axes, int keepdims) {
+    opb o;
+    start(&o, kind, nd, xs);
+    o.a.n_axes = na, o.a.keepdims = keepdims;
+    for (int i = 0; i < na; i++) o.a.axes[i] = axes[i];
+    finish(&o);
+    dlk_reduce_p p;
+    cu_reduce_params(&o.g, &p);
+    int64_t n = numel(nd, xs), ny = o.g.numel, c[8];
+    cr_assert_eq(p.kept, ny);
+    cr_assert_eq(p.kept * p.count, n);
+    int red[8] = {0};
+    for (int i = 0; i < na; i++) red[axes[i] < 0 ? axes[i] + nd : axes[i]] = 1;
+    if (na == 0)
+        for (int d = 0; d < nd; d++) red[d] = 1;
+    cr_expect_eq(p.inner_reduced, red[nd - 1] && xs[nd - 1] > 1);
+    cr_expect(p.threads >= 32 && p.threads <= 256 && p.threads % 32 == 0);
+    float *x = malloc((size_t)n * sizeof *x);
+    double *want = calloc((size_t)ny, sizeof *want), *seen = calloc((size_t)ny, sizeof *seen);
+    tu_fill_uniform(x, (size_t)n, 7, -1, 1);
+    for (int64_t i = 0; i < n; i++) { /* output index: the kept coordinates, row-major */
+        coords_of(i, nd, xs, c);
+        int64_t o_i = 0;
+        for (int d = 0; d < nd; d++)
+            if (!red[d]) o_i = o_i * xs[d] + c[d];
+        want[o_i] += x[i];
+        seen[o_i]++;
+    }
+    for (int64_t oi = 0; oi < ny; oi++) {
+        const float *base = x + dlk_offset(p.nk, p.ks, p.kst, oi);
+        double got = 0;
+        for (int64_t q = 0; q < p.count; q++) got += base[dlk_offset(p.nr, p.rs, p.rst, q)];
+        cr_assert_eq(seen[oi], (double)p.count);
+        cr_assert(fabs(got - want[oi]) <= 1e-12 * (1 + fabs(want[oi])), "output %lld: %g, want %g", (long long)oi, got,
+                  want[oi]);
+    }
+    free(x), free(want), free(seen);
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, reduction_dimensions) {
+    /* the op table's cases, then gaps between reduced dimensions, size-1 dims, negative axes */
+    check_reduce(DL_OP_REDUCE_MEAN, DIMS(2, 5, 7, 9), 2, (int[]){2, 3}, 1);
+    check_reduce(DL_OP_REDUCE_SUM, DIMS(3, 7, 5, 3), 1, (int[]){1}, 0);
+    check_reduce(DL_OP_REDUCE_MAX, DIMS(4, 3, 101), 1, (int[]){-1}, 1);
+    check_reduce(DL_OP_REDUCE_MIN, DIMS(3, 5, 7), 0, NULL, 0);
+    check_reduce(DL_OP_REDUCE_SUM, DIMS(2, 3, 4, 5, 6), 3, (int[]){0, 2, 4}, 1);
+    check_reduce(DL_OP_REDUCE_SUM, DIMS(2, 1, 4, 1, 6), 2, (int[]){-4, 3}, 0);
+    check_reduce(DL_OP_REDUCE_MEAN, DIMS(5, 4, 3), 2, (int[]){1, 0}, 0);
+    dlk_reduce_p p;
+    opb o;
+    start(&o, DL_OP_REDUCE_MAX, DIMS(3, 4));
+    o.a.n_axes = 1, o.a.axes[0] = 1;
+    finish(&o);
+    cu_reduce_params(&o.g, &p);
+    cr_expect(p.how == DLK_REDUCE_MAX && p.inner_reduced && p.threads == 32);
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, layer_norm_rows_and_block_sizes) {
+    opb o;
+    start(&o, DL_OP_LAYER_NORM, DIMS(3, 5, 7, 9));
+    o.a.axis = 2, o.a.epsilon = 1e-3f;
+    second(&o, DIMS(7, 9));                         /* the weight */
+    dl_tensor in3[3] = {o.in[0], o.in[1], o.in[1]}; /* and the bias, of the same shape */
+    o.op.inputs = in3, o.op.n_inputs = 3;
+    finish(&o);
+    dlk_layer_norm_p p;
+    cu_layer_norm_params(&o.g, &p);
+    cr_expect(p.rows == 15 && p.inner == 63 && p.eps == 1e-3f && p.threads == 64, "%lld %lld %d", (long long)p.rows,
+              (long long)p.inner, p.threads);
+    dl_op_geom_free(&o.g);
+    cr_expect_eq(cu_block_threads(0), 32);
+    cr_expect_eq(cu_block_threads(33), 64);
+    cr_expect_eq(cu_block_threads(100000), 256);
+}
+
+/* ---- resize: the kernel's math on the host against the CPU plugin ---- */
+
+static void quiet(void *ctx, int level, const char *msg) { (void)ctx, (void)level, (void)msg; }
+
+static const dl_backend *cpu_backend(void) {
+    static const dl_backend *be;
+    if (be) return be;
+    void *h = dlopen(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", RTLD_NOW | RTLD_LOCAL);
+    cr_assert(h, "dlopen: %s", dlerror());
+    void *sym = dlsym(h, DL_PLUGIN_ENTRY);
+    cr_assert(sym);
+    dl_plugin_init_fn init;
+    memcpy(&init, &sym, sizeof init);
+    static dl_host host;
+    host = (dl_host){DL_ABI_VERSION, sizeof host, NULL, 1, 0, quiet};
+    dl_error err;
+    be = init(&host, &err);
+    cr_assert(be, "init: %s", err.msg);
+    return be;
+}
+
+/* resize_k's body for element i (plugins/cuda/ops/movement.cu), in f32 on the host */
+static float resize_at(const dlk_resize_p *p, const float *x, int64_t i) {
+    int64_t ox = i % p->ow, oy = i / p->ow % p->oh;
+    const float *plane = x + i / (p->ow * p->oh) * p->h * p->w;
+    double cy = dlk_resize_source(oy, p->h, p->oh, p->coord), cx = dlk_resize_source(ox, p->w, p->ow, p->coord);
+    if (p->mode != DL_RESIZE_LINEAR)
+        return plane[dlk_resize_nearest(cy, p->h, p->nearest) * p->w + dlk_resize_nearest(cx, p->w, p->nearest)];
+    int64_t y0, y1, x0, x1;
+    float wy, wx;
+    dlk_resize_taps(cy, p->h, &y0, &y1, &wy);
+    dlk_resize_taps(cx, p->w, &x0, &x1, &wx);
+    const float *r0 = plane + y0 * p->w, *r1 = plane + y1 * p->w;
+    float top = r0[x0] + (r0[x1] - r0[x0]) * wx, bottom = r1[x0] + (r1[x1] - r1[x0]) * wx;
+    return top + (bottom - top) * wy;
+}
+
+static void check_resize(const int64_t *xs, int64_t oh, int64_t ow, int mode, int coord, int nearest) {
+    opb o;
+    start(&o, DL_OP_RESIZE, 4, xs);
+    o.a.mode = mode, o.a.coord = coord, o.a.nearest = nearest;
+    o.out.ndim = 4;
+    memcpy(o.ys, xs, 4 * sizeof *xs);
+    o.ys[2] = oh, o.ys[3] = ow; /* a backend sees the size in the output */
+    finish(&o);
+    dlk_resize_p p;
+    cu_resize_params(&o.g, &p);
+    int64_t n = numel(4, xs), ny = o.g.numel;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)ny * sizeof *y);
+    tu_fill_uniform(x, (size_t)n, 11, -1, 1);
+    const dl_backend *be = cpu_backend();
+    dl_error err = {{0}};
+    dl_kernel *k = NULL;
+    size_t ws = 0;
+    o.in[0].device = o.out.device = be->device;
+    cr_assert(be->supports(be->self, &o.op, &err), "%s", err.msg);
+    cr_assert_eq(be->prepare(be->self, &o.op, &k, &ws, &err), DL_OK, "%s", err.msg);
+    void *w = ws ? malloc(ws) : NULL;
+    o.in[0].data = x, o.out.data = y;
+    cr_assert_eq(be->run(be->self, k, o.in, &o.out, w, &err), DL_OK, "%s", err.msg);
+    for (int64_t i = 0; i < ny; i++) {
+        float got = resize_at(&p, x, i);
+        cr_assert(fabsf(got - y[i]) <= 1e-6f, "mode %d coord %d nearest %d at %lld: %g, cpu %g", mode, coord, nearest,
+                  (long long)i, got, y[i]);
+    }
+    be->release(be->self, k);
+    free(w), free(x), free(y);
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, resize_matches_the_cpu_plugin) {
+    const int64_t a[4] = {2, 3, 5, 7}, b[4] = {1, 2, 6, 5}, c[4] = {1, 3, 13, 11}, d[4] = {1, 1, 4, 1};
+    for (int coord = DL_COORD_HALF_PIXEL; coord <= DL_COORD_ASYMMETRIC; coord++) {
+        for (int nm = DL_NEAREST_ROUND_PREFER_FLOOR; nm <= DL_NEAREST_CEIL; nm++) {
+            check_resize(a, 10, 14, DL_RESIZE_NEAREST, coord, nm);
+            check_resize(c, 5, 4, DL_RESIZE_NEAREST, coord, nm);
+        }
+        check_resize(a, 11, 9, DL_RESIZE_LINEAR, coord, 0);
+        check_resize(b, 9, 13, DL_RESIZE_LINEAR, coord, 0);
+        check_resize(c, 5, 4, DL_RESIZE_LINEAR, coord, 0);
+        check_resize(d, 1, 3, DL_RESIZE_LINEAR, coord, 0);
+    }
+}
