@@ -4,9 +4,11 @@ weights exported to ONNX (opset 13), converted by tools/onnx/convert.py, run by 
 backend; each must match PyTorch's eval() output (relative L2 error below 1e-4, the same top-1
 everywhere). The subset covers the new ops: squeezenet (concat, ceil-mode pools),
 mobilenet_v3_small (hard_swish, hard_sigmoid, squeeze-excite mul), shufflenet_v2_x0_5
-(transpose, slice), efficientnet_b0 at 96x96 (silu, sigmoid gating), a 2-layer transformer
-encoder (nn.TransformerEncoder: gather, layer_norm, gelu, softmax) and a 2-layer GPT-style
-decoder (split, causal mask, pow/sqrt-free layer_norm fusion). Run by ctest (onnx_zoo_subset).
+(transpose, slice, reduce_mean), efficientnet_b0 (silu fused from x·sigmoid(x), sigmoid gating),
+each at 96x96, a 2-layer transformer encoder (nn.TransformerEncoder: Gather of q/k/v as slices,
+LayerNorm and GELU fused from their spelled-out ONNX forms, batched matmul, softmax) and a
+2-layer GPT-style decoder (Split as slices, an additive causal mask, pre-LayerNorm). About 10 s
+on 2 cores. Run by ctest (onnx_zoo_subset).
 
 A model whose converted form needs a dlrun op listed in PENDING_OPS, and that dlrun rejects as
 unknown, is reported as skipped (exit status 77 when any was, which ctest shows as skipped);

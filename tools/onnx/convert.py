@@ -10,7 +10,10 @@ Each supported op becomes one or a few dlrun layers named after the ONNX output 
 so `--output NAME=FILE` takes ONNX names. Constants that are operands (a bias added to a tensor)
 become the model's `constants:`; weights of conv, linear and batchnorm layers are stored under
 `<layer>.weight` and friends. Anything dlrun cannot express is a ConvertError naming the node
-and what is unsupported; nothing is silently approximated.
+and what is unsupported; nothing is silently approximated. Ops whose inputs are all constants
+are folded with NumPy (fold.py), and a few spelled-out patterns become one dlrun op
+(x·sigmoid(x) -> silu, the erf form of GELU -> gelu, the decomposed LayerNorm -> layer_norm; see
+fuse()); layers nothing uses afterwards are pruned.
 
 16-bit weights: a constant whose values are float16 or bfloat16 (an initializer or Constant of
 that type, or one only cast to float or moved: Cast, Identity, Reshape, Transpose, Squeeze,
@@ -1476,8 +1479,6 @@ class Converter:
 
     def op_LayerNormalization(self):
         a = self.attrs({"axis", "epsilon", "stash_type"})
-        if sum(1 for o in self.node.output if o) > 1:
-            self.fail("the Mean and InvStdDev outputs are not supported", Unsupported)
         x = self.runtime(self.node.input[0])
         rank = len(x.shape)
         axis = int(a.get("axis", -1))
@@ -1495,6 +1496,26 @@ class Converter:
         eps = float(a.get("epsilon", 1e-5))
         self.emit(self.node.output[0], "layer_norm", [x], x.shape, p,
                   {"weight": self.half(self.opt_input(1)), "bias": self.half(self.opt_input(2))}, axis=axis, eps=eps)
+        outs = list(self.node.output) + ["", ""]
+        if outs[1] or outs[2]:
+            self.layer_norm_stats(x, axis, eps, outs[1], outs[2])
+
+    def layer_norm_stats(self, x, axis, eps, mean_out, inv_std_out):
+        """LayerNormalization's optional Mean and InvStdDev outputs, [..., 1, 1] shaped, spelled
+        with dlrun ops: mean(x) and 1 / sqrt(mean((x − mean)²) + eps)."""
+        axes = list(range(axis, len(x.shape)))
+        base = mean_out or inv_std_out
+        m = self.reduce("reduce_mean", x, axes, True, mean_out or base + "/mean")
+        if mean_out:
+            self.set_out(mean_out, m)
+        if inv_std_out:
+            d = Runtime(self.layer(inv_std_out + "/centred", "sub", [x, m]), x.shape)
+            sq = Runtime(self.layer(inv_std_out + "/square", "mul", [d, d]), x.shape)
+            var = self.reduce("reduce_mean", sq, axes, True, inv_std_out + "/var")
+            e = self.new_constant(inv_std_out + "/eps", np.array([eps], np.float32))
+            ve = Runtime(self.layer(inv_std_out + "/plus_eps", "add", [var, e]), var.shape)
+            sd = Runtime(self.layer(inv_std_out + "/std", "sqrt", [ve]), var.shape)
+            self.emit(inv_std_out, "reciprocal", [sd], var.shape)
 
     # ---- resize ----
 
