@@ -152,6 +152,7 @@ class Converter:
         self.layer_of = {}         # dlrun layer name -> its entry in self.layers
         self.weights_of = {}       # dlrun layer name -> its safetensors keys
         self.shape_of = {}         # dlrun name of a value some ONNX tensor names -> its shape
+        self.consumed = set()      # ONNX tensor names some node or graph output reads
         self.node = None
 
     # ---- errors and names ----
@@ -333,8 +334,10 @@ class Converter:
                                        f"(give it with --dim {d.dim_param or 'NAME'}=SIZE)")
             self.pending_inputs[inp.name] = (tuple(shape), t.elem_type)
         self.reserved = set(self.values) | set(self.pending_inputs)
+        self.consumed = {o.name for o in g.output}  # every tensor something reads
         for node in g.node:
             self.reserved.update(o for o in node.output if o)
+            self.consumed.update(i for i in node.input if i)
         for node in g.node:
             self.node = node
             if node.domain not in ("", "ai.onnx"):
@@ -848,19 +851,20 @@ class Converter:
 
     def op_Dropout(self):
         a = self.attrs({"ratio", "seed", "is_test"})
+        rate = float(a.get("ratio", 0.5))
+        if self.opt_input(1):
+            rate = float(np.asarray(self.const(self.node.input[1], "ratio")).reshape(-1)[0])
         if self.opt_input(2):
             tm = self.const(self.node.input[2], "training_mode")
-            if bool(np.asarray(tm).reshape(-1)[0]):
+            # training with ratio 0 keeps every value (PyTorch's F.dropout(p=0.0) exports so): the identity
+            if bool(np.asarray(tm).reshape(-1)[0]) and rate != 0.0:
                 self.fail("training_mode is true; dlrun runs inference only", TrainingMode)
-        if len(self.node.output) > 1 and self.node.output[1]:
+        if len(self.node.output) > 1 and self.node.output[1] in self.consumed:
             self.fail("the mask output of Dropout (a bool tensor) is not supported", UnsupportedDtype)
         x = self.get(self.node.input[0])
         if not isinstance(x, Runtime):
             self.values[self.node.output[0]] = x
             return
-        rate = float(a.get("ratio", 0.5))
-        if self.opt_input(1):
-            rate = float(np.asarray(self.const(self.node.input[1], "ratio")).reshape(-1)[0])
         self.emit(self.node.output[0], "dropout", [x], x.shape, rate=rate if 0 <= rate < 1 else 0.0)
 
     def op_Softmax(self):

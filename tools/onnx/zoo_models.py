@@ -137,9 +137,12 @@ def all_models():
 
 
 def randomise_norms(model):
-    """Batchnorm statistics and affine parameters drawn away from 1/0 so that they matter."""
+    """Batchnorm statistics and affine parameters drawn away from 1/0 so that they matter; a
+    linear layer initialised to zeros (ViT's head) gets random weights, or the output is all 0."""
     with torch.no_grad():
         for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and not m.weight.any():
+                m.weight.normal_(0, 0.02)
             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
@@ -224,8 +227,9 @@ def run_model(name, family, size, workdir, dlrun, opset=13, seed=0, threads=None
         return r
     onnx_path, yaml = os.path.join(workdir, name + ".onnx"), os.path.join(workdir, name + ".yaml")
     try:
-        with torch.no_grad():
-            torch.onnx.export(model, x, onnx_path, opset_version=opset, input_names=["input"], output_names=["output"])
+        # with gradients on, PyTorch 1.13's MultiheadAttention and TransformerEncoderLayer take their
+        # plain path, which exports; under no_grad they take the fused "fast path", which does not
+        torch.onnx.export(model, x, onnx_path, opset_version=opset, input_names=["input"], output_names=["output"])
     except Exception as e:  # noqa: BLE001
         r.stage, r.error = "export", first_line(f"{type(e).__name__}: {e}")
         r.seconds = time.time() - t0
