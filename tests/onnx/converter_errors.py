@@ -71,8 +71,8 @@ def main():
     rng = np.random.default_rng(7)
     x4 = vi("x", [1, 3, 5, 5])
     w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
-    expect_error("unsupported op", model([helper.make_node("Tanh", ["x"], ["y"], name="act")], [x4], [vi("y", [1, 3, 5, 5])]),
-                 "node 'act' (Tanh): op Tanh is not supported by dlrun")
+    expect_error("unsupported op", model([helper.make_node("Celu", ["x"], ["y"], name="act")], [x4], [vi("y", [1, 3, 5, 5])]),
+                 "node 'act' (Celu): op Celu is not supported by dlrun")
     expect_error("unsupported attribute",
                  model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", foo=1)], [x4], [vi("y", None)], [("w", w)]),
                  "node 'c' (Conv): attribute 'foo' is not supported")
@@ -88,9 +88,14 @@ def main():
                  model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn", training_mode=1)],
                        [x4], [vi("y", None)], [(n, np.ones(3, np.float32)) for n in "sbmv"], opset=15),
                  "node 'bn' (BatchNormalization): training_mode is set; dlrun runs inference only")
-    expect_error("transpose of a runtime tensor",
-                 model([helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[0, 2, 1, 3])], [x4], [vi("y", None)]),
-                 "node 't' (Transpose): transposes a runtime tensor")
+    expect_error("a folding-only op on a runtime tensor",
+                 model([helper.make_node("Where", ["c", "x", "z"], ["y"], name="w")], [x4], [vi("y", None)],
+                       [("c", np.ones((1, 3, 5, 5), bool)), ("z", np.zeros(1, np.float32))]),
+                 "node 'w' (Where): Where of a runtime tensor ('x') is not supported: dlrun has no Where op")
+    expect_error("resize by a scale that is not output / input",
+                 model([helper.make_node("Resize", ["x", "", "s"], ["y"], name="r", mode="linear")], [x4], [vi("y", None)],
+                       [("s", np.array([1, 1, 1.5, 1.5], np.float32))]),
+                 "node 'r' (Resize): scale 1.5 is not output / input size (7/5)")
     expect_error("empty graph", helper.make_model(helper.make_graph([], "t", [], [])), "has no operations")
     with tempfile.TemporaryDirectory() as d:
         bad = os.path.join(d, "bad.onnx")
@@ -126,9 +131,62 @@ def main():
                        helper.make_node("Flatten", ["r"], ["y"], axis=2)],
                       [vi("x", [2, 3, 4])], [vi("y", None)], [("ax", np.array([1], np.int64))]),
                 {"x": xb}, np.maximum(xb, 0).reshape(5, 1, 3, 4).reshape(5, 12), dlrun, run_extra=["--batch", "5"])
+    new_mappings(dlrun, rng)
     if failures:
         print("\n".join("FAIL  " + f for f in failures))
         sys.exit(1)
+
+
+def layer_ops(m):
+    """The dlrun ops of m's conversion."""
+    with tempfile.TemporaryDirectory() as d:
+        p = convert(m, d)
+        if p.returncode != 0:
+            return p.stderr.strip()
+        return [line.split(", op: ")[1].split(",")[0] for line in open(os.path.join(d, "m.yaml")) if ", op: " in line]
+
+
+def new_mappings(dlrun, rng):
+    """Conversions the ONNX backend tests do not cover: constant indices and shapes, fusions."""
+    x = rng.uniform(-2, 2, (2, 3, 4, 5)).astype(np.float32)
+    xi = vi("x", [2, 3, 4, 5])
+    expect_runs("runtime Transpose", model([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 3, 1, 2])], [xi], [vi("y", None)]),
+                {"x": x}, x.transpose(0, 3, 1, 2), dlrun)
+    idx = np.array([[4, 0], [1, 2]], np.int64)
+    expect_runs("Gather of constant 2-D indices (slices and a concat)",
+                model([helper.make_node("Gather", ["x", "i"], ["y"], axis=-1)], [xi], [vi("y", None)], [("i", idx)]),
+                {"x": x}, np.take(x, idx, axis=-1), dlrun)
+    expect_runs("Gather of a scalar index", model([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], [xi], [vi("y", None)],
+                                                  [("i", np.array(-1, np.int64))]), {"x": x}, x[:, -1], dlrun)
+    big = np.array([9223372036854775807], np.int64)
+    expect_runs("Slice with a huge end and a negative step",
+                model([helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])], [xi], [vi("y", None)],
+                      [("s", np.array([-1], np.int64)), ("e", -big), ("a", np.array([2], np.int64)), ("t", np.array([-2], np.int64))]),
+                {"x": x}, x[:, :, ::-2], dlrun)
+    expect_runs("Expand of a runtime tensor", model([helper.make_node("Expand", ["x", "s"], ["y"])], [vi("x", [3, 1])], [vi("y", None)],
+                                                    [("s", np.array([2, 3, 4], np.int64))]),
+                {"x": x[0, :, 0, :1]}, np.broadcast_to(x[0, :, 0, :1], (2, 3, 4)), dlrun)
+    expect_runs("Pad with negative pads (a crop) and a value",
+                model([helper.make_node("Pad", ["x", "p", "v"], ["y"])], [xi], [vi("y", None)],
+                      [("p", np.array([0, 0, -1, 2, 0, 1, 0, -2], np.int64)), ("v", np.array(1.5, np.float32))]),
+                {"x": x}, np.pad(x[:, :, 1:, :3], [(0, 0), (0, 1), (0, 0), (2, 0)], constant_values=1.5), dlrun)
+    # fusions: x·sigmoid(x) -> silu; the spelled-out LayerNorm with γ and β -> one layer_norm
+    g, b = rng.uniform(0.5, 1.5, 5).astype(np.float32), rng.uniform(-1, 1, 5).astype(np.float32)
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["h"]),
+             helper.make_node("ReduceMean", ["h"], ["m"], axes=[-1]), helper.make_node("Sub", ["h", "m"], ["d"]),
+             helper.make_node("Pow", ["d", "two"], ["p"]), helper.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+             helper.make_node("Add", ["v", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["sd"]),
+             helper.make_node("Div", ["d", "sd"], ["n"]), helper.make_node("Mul", ["n", "g"], ["ng"]),
+             helper.make_node("Add", ["ng", "b"], ["y"])]
+    m = model(nodes, [xi], [vi("y", None)], [("two", np.array(2, np.float32)), ("eps", np.array(1e-5, np.float32)),
+                                             ("g", g), ("b", b)])
+    h = x / (1 + np.exp(-x))
+    d = h - h.mean(-1, keepdims=True)
+    want = d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5) * g + b
+    ops = layer_ops(m)
+    if ops != ["silu", "layer_norm"]:
+        failures.append(f"silu and LayerNorm fusion: dlrun ops {ops}, wanted ['silu', 'layer_norm']")
+    expect_runs("silu and LayerNorm fusion", m, {"x": x}, want, dlrun)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ Each supported op becomes one or a few dlrun layers named after the ONNX output 
 so `--output NAME=FILE` takes ONNX names. Constants that are operands (a bias added to a tensor)
 become the model's `constants:`; weights of conv, linear and batchnorm layers are stored under
 `<layer>.weight` and friends. Anything dlrun cannot express is a ConvertError naming the node
-and what is unsupported; nothing is silently approximated.
+and what is unsupported; nothing is silently approximated. Ops whose inputs are all constants
+are folded with NumPy (fold.py), and a few spelled-out patterns become one dlrun op
+(x·sigmoid(x) -> silu, the erf form of GELU -> gelu, the decomposed LayerNorm -> layer_norm; see
+fuse()); layers nothing uses afterwards are pruned.
 
 16-bit weights: a constant whose values are float16 or bfloat16 (an initializer or Constant of
 that type, or one only cast to float or moved: Cast, Identity, Reshape, Transpose, Squeeze,
@@ -25,12 +28,19 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+import fold
 from safetensors_write import to_bf16_bits, write_safetensors
 
-# ONNX ops with a dlrun mapping (the issue's list); the helpers below fold constants or are views.
+# ONNX ops with a dlrun mapping; the helpers below fold constants or are views. tools/onnx-conformance
+# runs the ONNX backend tests whose ops are all in these two lists.
 MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAveragePool Gemm MatMul "
-              "Flatten Dropout Softmax Add Sum Concat BatchNormalization").split()
-HELPER_OPS = "Constant Identity Cast Reshape Transpose Squeeze Unsqueeze Shape".split()
+              "Flatten Dropout Softmax Add Sum Concat BatchNormalization "
+              "Mul Sub Div Pow Min Max Sqrt Exp Log Tanh Erf Neg Abs Reciprocal HardSigmoid HardSwish "
+              "Softplus Gelu Transpose Slice Pad ReduceMean ReduceSum ReduceMax ReduceMin ReduceL2 "
+              "ReduceSumSquare Resize Upsample LayerNormalization Gather Split Expand Tile").split()
+HELPER_OPS = "Constant Identity Cast Reshape Squeeze Unsqueeze Shape".split()
+# Ops folded when all their inputs are constants and refused on a runtime tensor (fold.py).
+FOLD_ONLY_OPS = sorted(set(fold.FOLDERS) - set(MAPPED_OPS))
 
 # Element types a runtime tensor may have (dlrun computes in f32).
 RUNTIME_TYPES = {onnx.TensorProto.FLOAT: "float32"}
@@ -51,6 +61,11 @@ class UnsupportedDtype(ConvertError):
 
 class TrainingMode(ConvertError):
     """An op asked to run in training mode; dlrun is an inference runtime."""
+
+
+class Unsupported(ConvertError):
+    """A variant of a mapped op dlrun has no equivalent for (an attribute value such as Resize's
+    cubic mode, an empty result, runtime indices); the message says which."""
 
 
 class Runtime:
@@ -132,6 +147,12 @@ class Converter:
         self.tensors = {}          # safetensors name -> float32 array
         self.stored = {}           # safetensors name -> "F16" | "BF16" (absent: F32)
         self.halves = {}           # ONNX constant name -> "F16" | "BF16": its values are 16-bit floats
+        self.operands = {}         # ONNX constant name -> Runtime: the model constant made of it
+        self.const_of = {}         # dlrun constant name -> its float32 values (for pattern fusion)
+        self.layer_of = {}         # dlrun layer name -> its entry in self.layers
+        self.weights_of = {}       # dlrun layer name -> its safetensors keys
+        self.shape_of = {}         # dlrun name of a value some ONNX tensor names -> its shape
+        self.consumed = set()      # ONNX tensor names some node or graph output reads
         self.node = None
 
     # ---- errors and names ----
@@ -160,10 +181,10 @@ class Converter:
             if elem not in RUNTIME_TYPES:
                 self.fail(f"input '{name}' is {_dtype_name(elem)}; dlrun runs float32 tensors only", UnsupportedDtype)
             if any(d == 0 for d in shape):
-                self.fail(f"input '{name}' has an empty dimension {list(shape)}")
+                self.fail(f"input '{name}' has an empty dimension {list(shape)}", Unsupported)
             dl = self.fresh(name, own=True)
             self.inputs.append((dl, shape if shape else (1,)))
-            self.values[name] = Runtime(dl, shape)
+            self.set_out(name, Runtime(dl, shape))
             return self.values[name]
         self.fail(f"uses '{name}', which nothing defines before it")
 
@@ -196,14 +217,31 @@ class Converter:
         n = self.node
         return n.input[i] if len(n.input) > i and n.input[i] else None
 
-    def runtime(self, name):
-        """A runtime value for `name`; a constant operand becomes one of the model's constants."""
+    def runtime(self, name, as_float=False):
+        """A runtime value for `name`; a constant operand becomes one of the model's constants (once;
+        the ONNX value stays a constant for folding). as_float: an integer or double constant is
+        converted to float32 (Pow's exponent), refused if that changes a value."""
         v = self.get(name)
         if isinstance(v, Runtime):
             return v
-        rv = self.constant_operand(name, np.asarray(v), np.shape(v))
-        self.values[name] = rv
-        return rv
+        if name not in self.operands:
+            arr = np.asarray(v)
+            if as_float and arr.dtype != np.float32:
+                f = arr.astype(np.float32)
+                if not np.array_equal(f.astype(arr.dtype), arr):
+                    self.fail(f"constant '{name}' ({arr.dtype}) is not exact in float32")
+                arr = f
+            self.operands[name] = self.constant_operand(name, arr, np.shape(v))
+        return self.operands[name]
+
+    def new_constant(self, base, arr):
+        """A model constant holding arr (float32), made by the converter (a fresh name)."""
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        dl = self.fresh(base)
+        self.constants.append((dl, arr.shape if arr.ndim else (1,)))
+        self.store(dl, arr.reshape(arr.shape if arr.ndim else (1,)), None)
+        self.const_of[dl] = arr
+        return Runtime(dl, arr.shape)
 
     def constant_operand(self, name, arr, shape):
         """Declares arr (viewed as shape) as one of the model's constants."""
@@ -214,6 +252,7 @@ class Converter:
         dl = self.fresh(name, own=True)
         self.constants.append((dl, tuple(shape) if len(shape) else (1,)))
         self.store(dl, arr.reshape(tuple(shape) if len(shape) else (1,)), self.half(name))
+        self.const_of[dl] = arr.reshape(tuple(shape))
         return Runtime(dl, shape)
 
     def operand(self, name, shape):
@@ -243,13 +282,16 @@ class Converter:
         entry = {"name": name, "op": op, "inputs": [i.name for i in inputs]}
         entry.update(attrs)
         self.layers.append(entry)
+        self.layer_of[name] = entry
+        self.weights_of[name] = []
         for suffix, arr in (weights or {}).items():
             self.store(f"{name}.{suffix}", np.ascontiguousarray(arr, dtype=np.float32), (halves or {}).get(suffix))
+            self.weights_of[name].append(f"{name}.{suffix}")
         return name
 
     def emit(self, onnx_out, op, inputs, shape, weights=None, halves=None, **attrs):
         name = self.layer(onnx_out, op, inputs, weights, halves, **attrs)
-        self.values[onnx_out] = Runtime(name, shape)
+        self.set_out(onnx_out, Runtime(name, shape))
         return self.values[onnx_out]
 
     def reshape_to(self, x, shape, base):
@@ -267,6 +309,7 @@ class Converter:
 
     def set_out(self, onnx_out, rv):
         self.values[onnx_out] = rv
+        self.shape_of[rv.name] = rv.shape
 
     # ---- the walk ----
 
@@ -291,13 +334,17 @@ class Converter:
                                        f"(give it with --dim {d.dim_param or 'NAME'}=SIZE)")
             self.pending_inputs[inp.name] = (tuple(shape), t.elem_type)
         self.reserved = set(self.values) | set(self.pending_inputs)
+        self.consumed = {o.name for o in g.output}  # every tensor something reads
         for node in g.node:
             self.reserved.update(o for o in node.output if o)
+            self.consumed.update(i for i in node.input if i)
         for node in g.node:
             self.node = node
             if node.domain not in ("", "ai.onnx"):
                 self.fail(f"op domain '{node.domain}' is not supported")
             fn = getattr(self, "op_" + node.op_type, None)
+            if fn is None and node.op_type in fold.FOLDERS:
+                fn = self.fold_only
             if fn is None:
                 self.fail(f"op {node.op_type} is not supported by dlrun")
             fn()
@@ -320,7 +367,25 @@ class Converter:
             outputs.append(v.name)
         if not self.layers:
             raise ConvertError("the graph has no operations dlrun runs")
+        self.prune(outputs)
         return outputs
+
+    def prune(self, outputs):
+        """Drops the layers and constants nothing uses: what a fusion (x·sigmoid(x) -> silu, the
+        spelled-out LayerNorm -> layer_norm) left behind, with their weights."""
+        used = set(outputs)
+        for entry in reversed(self.layers):
+            if entry["name"] in used:
+                used.update(entry["inputs"])
+        for entry in [e for e in self.layers if e["name"] not in used]:
+            self.layers.remove(entry)
+            for key in self.weights_of.get(entry["name"], []):
+                self.tensors.pop(key, None)
+                self.stored.pop(key, None)
+        for name, shape in [c for c in self.constants if c[0] not in used]:
+            self.constants.remove((name, shape))
+            self.tensors.pop(name, None)
+            self.stored.pop(name, None)
 
     def follow_half(self, node):
         """A constant only moved or cast to float keeps the 16-bit origin of its input."""
@@ -418,14 +483,19 @@ class Converter:
     def op_Transpose(self):
         a = self.attrs({"perm"})
         x = self.get(self.node.input[0])
-        if isinstance(x, Runtime):
-            perm = a.get("perm", list(range(len(x.shape)))[::-1])
-            moved = [p for i, p in enumerate(perm) if x.shape[p] != 1]
-            if moved != sorted(moved):  # only a permutation of unit dims is a reshape
-                self.fail("transposes a runtime tensor (dlrun has no transpose op)")
-            self.set_out(self.node.output[0], self.reshape_to(x, [x.shape[p] for p in perm], self.node.output[0]))
-        else:
+        if not isinstance(x, Runtime):
             self.values[self.node.output[0]] = np.transpose(x, a.get("perm"))
+            return
+        rank = len(x.shape)
+        perm = [int(p) % max(rank, 1) for p in a.get("perm", list(range(rank))[::-1])]
+        if sorted(perm) != list(range(rank)):
+            self.fail(f"perm {a.get('perm')} is not a permutation of {rank} dimensions")
+        out = self.node.output[0]
+        moved = [p for p in perm if x.shape[p] != 1]
+        if moved == sorted(moved):  # only unit dims move (or none): a reshape, or x itself
+            self.set_out(out, self.reshape_to(x, [x.shape[p] for p in perm], out))
+        else:
+            self.emit(out, "transpose", [x], tuple(x.shape[p] for p in perm), perm=perm)
 
     def _axes(self, a):
         """Squeeze's and Unsqueeze's axes: an attribute before opset 13, an input since."""
@@ -781,19 +851,20 @@ class Converter:
 
     def op_Dropout(self):
         a = self.attrs({"ratio", "seed", "is_test"})
+        rate = float(a.get("ratio", 0.5))
+        if self.opt_input(1):
+            rate = float(np.asarray(self.const(self.node.input[1], "ratio")).reshape(-1)[0])
         if self.opt_input(2):
             tm = self.const(self.node.input[2], "training_mode")
-            if bool(np.asarray(tm).reshape(-1)[0]):
+            # training with ratio 0 keeps every value (PyTorch's F.dropout(p=0.0) exports so): the identity
+            if bool(np.asarray(tm).reshape(-1)[0]) and rate != 0.0:
                 self.fail("training_mode is true; dlrun runs inference only", TrainingMode)
-        if len(self.node.output) > 1 and self.node.output[1]:
+        if len(self.node.output) > 1 and self.node.output[1] in self.consumed:
             self.fail("the mask output of Dropout (a bool tensor) is not supported", UnsupportedDtype)
         x = self.get(self.node.input[0])
         if not isinstance(x, Runtime):
             self.values[self.node.output[0]] = x
             return
-        rate = float(a.get("ratio", 0.5))
-        if self.opt_input(1):
-            rate = float(np.asarray(self.const(self.node.input[1], "ratio")).reshape(-1)[0])
         self.emit(self.node.output[0], "dropout", [x], x.shape, rate=rate if 0 <= rate < 1 else 0.0)
 
     def op_Softmax(self):
@@ -820,13 +891,7 @@ class Converter:
         if not isinstance(A, Runtime) and not isinstance(B, Runtime):
             self.values[out] = np.asarray(A) + np.asarray(B)
             return self.values[out]
-        ar, br = self.runtime(a_name), self.runtime(b_name)
-        shape = _broadcast(ar.shape, br.shape)
-        if shape is None:
-            self.fail(f"shapes {list(ar.shape)} and {list(br.shape)} do not broadcast")
-        if not shape:  # dlrun keeps 0-D tensors as [1]: give both operands one dimension
-            ar, br, shape = self.reshape_to(ar, (1,), out + "/a"), self.reshape_to(br, (1,), out + "/b"), (1,)
-        return self.emit(out, "add", [ar, br], shape)
+        return self._binary(out, "add", a_name, b_name)
 
     def op_Add(self):
         a = self.attrs({"broadcast", "axis"})
@@ -895,6 +960,669 @@ class Converter:
         if not eps > 0:
             self.fail(f"epsilon {eps} must be positive")
         self.emit(self.node.output[0], "batchnorm", [x], x.shape, p, halves, eps=eps)
+
+    # ---- folding: every op whose inputs are all constants ----
+
+    def all_attrs(self):
+        out = {}
+        for a in self.node.attribute:
+            v = onnx.helper.get_attribute_value(a)
+            out[a.name] = v.decode() if isinstance(v, bytes) else v
+        return out
+
+    def inputs_if_constant(self):
+        """The node's inputs as arrays (None for an omitted one) when every one is a constant,
+        else None."""
+        vals = []
+        for name in self.node.input:
+            if not name:
+                vals.append(None)
+                continue
+            if name in self.pending_inputs:  # a graph input: a runtime tensor
+                return None
+            v = self.get(name)
+            if isinstance(v, Runtime):
+                return None
+            vals.append(np.asarray(v))
+        return vals
+
+    def try_fold(self):
+        """Folds the node with NumPy when all its inputs are constants; True when it did."""
+        vals = self.inputs_if_constant()
+        if vals is None:
+            return False
+        n_out = len(self.node.output)
+        try:
+            outs = fold.fold(self.node.op_type, self.all_attrs(), vals, self.opset, n_out)
+        except (fold.FoldError, ValueError, IndexError, KeyError, TypeError) as e:
+            self.fail(f"cannot fold on constants: {e}")
+        for name, v in zip(self.node.output, outs):
+            if name:
+                self.values[name] = np.asarray(v)
+        return True
+
+    def fold_only(self):
+        """An op dlrun has no layer for: folded on constants, refused on a runtime tensor."""
+        if not self.try_fold():
+            rt = [n for n in self.node.input if n and isinstance(self.get(n), Runtime)]
+            self.fail(f"{self.node.op_type} of a runtime tensor ('{rt[0]}') is not supported: dlrun has no "
+                      f"{self.node.op_type} op (only a {self.node.op_type} of constants is folded)", Unsupported)
+
+    # ---- elementwise ----
+
+    def _unary(self, dl, **kw):
+        if self.try_fold():
+            return None
+        x = self.runtime(self.node.input[0])
+        return self.emit(self.node.output[0], dl, [x], x.shape, **kw)
+
+    def _binary(self, out, dl, a_name, b_name):
+        """dlrun's broadcasting binary op dl on two ONNX tensors (at least one at run time)."""
+        ar, br = self.runtime(a_name, as_float=dl == "pow"), self.runtime(b_name, as_float=dl == "pow")
+        shape = _broadcast(ar.shape, br.shape)
+        if shape is None:
+            self.fail(f"shapes {list(ar.shape)} and {list(br.shape)} do not broadcast")
+        fused = self.fuse(dl, out, ar, br, shape)
+        if fused is not None:
+            self.set_out(out, fused)
+            return fused
+        if not shape:  # dlrun keeps 0-D tensors as [1]: give both operands one dimension
+            ar, br, shape = self.reshape_to(ar, (1,), out + "/a"), self.reshape_to(br, (1,), out + "/b"), (1,)
+        return self.emit(out, dl, [ar, br], shape)
+
+    def _elementwise2(self, dl):
+        self.attrs({"broadcast"} if self.opset < 7 else set())
+        if not self.try_fold():
+            self._binary(self.node.output[0], dl, self.node.input[0], self.node.input[1])
+
+    def op_Mul(self):
+        self._elementwise2("mul")
+
+    def op_Sub(self):
+        self._elementwise2("sub")
+
+    def op_Div(self):
+        self._elementwise2("div")
+
+    def op_Pow(self):
+        self.attrs(set())
+        if not self.try_fold():
+            if not isinstance(self.get(self.node.input[0]), Runtime):
+                self.fail("Pow of a constant base with a runtime exponent is not supported", Unsupported)
+            self._binary(self.node.output[0], "pow", self.node.input[0], self.node.input[1])
+
+    def _chain(self, dl):
+        """Min, Max: one input is itself; more are a chain of dlrun's two-input op."""
+        self.attrs(set())
+        if self.try_fold():
+            return
+        ins, out = [n for n in self.node.input if n], self.node.output[0]
+        if len(ins) == 1:
+            self.set_out(out, self.runtime(ins[0]))
+            return
+        acc = ins[0]
+        for i, name in enumerate(ins[1:]):
+            target = out if i == len(ins) - 2 else self.fresh(f"{out}/partial{i + 1}")
+            self._binary(target, dl, acc, name)
+            acc = target
+
+    def op_Min(self):
+        self._chain("min")
+
+    def op_Max(self):
+        self._chain("max")
+
+    def op_HardSigmoid(self):
+        a = self.attrs({"alpha", "beta"})
+        alpha, beta = float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
+        vals = self.inputs_if_constant()
+        if vals is not None:
+            self.values[self.node.output[0]] = fold.hard_sigmoid(vals[0], alpha, beta)
+            return
+        self._unary("hard_sigmoid", alpha=alpha, beta=beta)
+
+    def op_HardSwish(self):
+        self.attrs(set())
+        vals = self.inputs_if_constant()
+        if vals is not None:
+            self.values[self.node.output[0]] = vals[0] * fold.hard_sigmoid(vals[0], 1 / 6, 0.5)
+            return
+        self._unary("hard_swish")
+
+    def op_Gelu(self):
+        a = self.attrs({"approximate"})
+        approx = a.get("approximate", "none")
+        if approx not in ("none", "tanh"):
+            self.fail(f"approximate '{approx}' is not supported", Unsupported)
+        vals = self.inputs_if_constant()
+        if vals is not None:
+            self.values[self.node.output[0]] = fold.gelu(vals[0], approx)
+            return
+        self._unary("gelu", approximate=approx)
+
+    # ---- fusions: patterns of runtime layers with one dlrun op for them (exact in meaning) ----
+
+    def producer(self, rv, op):
+        """The layer entry that computes runtime value rv when its op is `op`, else None."""
+        e = self.layer_of.get(rv.name)
+        return e if e is not None and e["op"] == op else None
+
+    def scalar(self, rv):
+        """The single value of a model constant (any shape of one element), else None."""
+        c = self.const_of.get(rv.name)
+        return float(c.reshape(-1)[0]) if c is not None and c.size == 1 else None
+
+    def fuse(self, dl, out, a, b, shape):
+        """A fused layer for `a dl b` when it completes a known pattern, else None. The layers the
+        pattern used stay (other layers may use them); prune() drops them when nothing does."""
+        if dl == "mul":
+            for x, y in ((a, b), (b, a)):
+                s = self.producer(y, "sigmoid")
+                if s and s["inputs"] == [x.name] and shape == x.shape:
+                    return self.emit(out, "silu", [x], shape)
+                h = self.producer(y, "hard_sigmoid")
+                if (h and h["inputs"] == [x.name] and shape == x.shape and
+                        np.float32(h["alpha"]) == np.float32(1 / 6) and h["beta"] == 0.5):
+                    return self.emit(out, "hard_swish", [x], shape)
+            return self.fuse_gelu(out, a, b, shape) or self.fuse_ln_affine(out, a, b, shape, "weight")
+        if dl == "add":
+            return self.fuse_ln_affine(out, a, b, shape, "bias")
+        if dl == "div":
+            return self.fuse_layer_norm(out, a, b, shape)
+        return None
+
+    def factors(self, rv):
+        e = self.producer(rv, "mul")
+        return [Runtime(n, ()) for n in e["inputs"]] if e else [rv]
+
+    def fuse_gelu(self, out, a, b, shape):
+        """0.5 · x · (1 + erf(x / √2)) in any grouping of the two multiplications -> gelu."""
+        fs = self.factors(a) + self.factors(b)
+        if len(fs) != 3:
+            return None
+        for i, half in enumerate(fs):
+            if self.scalar(half) != 0.5:
+                continue
+            rest = fs[:i] + fs[i + 1:]
+            for x, q in (rest, rest[::-1]):
+                if self.is_one_plus_erf(q.name, x.name) and self.layer_shape(x.name) == shape:
+                    return self.emit(out, "gelu", [Runtime(x.name, shape)], shape, approximate="none")
+        return None
+
+    def layer_shape(self, name):
+        return self.shape_of.get(name)
+
+    def is_one_plus_erf(self, q, x):
+        """Whether layer q computes 1 + erf(x / √2) (or x · (1/√2))."""
+        add = self.producer(Runtime(q, ()), "add")
+        if not add:
+            return False
+        for e, one in (add["inputs"], add["inputs"][::-1]):
+            erf = self.producer(Runtime(e, ()), "erf")
+            if not erf or self.scalar(Runtime(one, ())) != 1.0:
+                continue
+            d = self.layer_of.get(erf["inputs"][0])
+            if not d or d["inputs"][0] != x:
+                continue
+            c = self.scalar(Runtime(d["inputs"][1], ()))
+            if c is None:
+                continue
+            if d["op"] == "div" and abs(c - np.sqrt(2)) < 1e-6 or d["op"] == "mul" and abs(c - np.sqrt(0.5)) < 1e-7:
+                return True
+        return False
+
+    def fuse_layer_norm(self, out, d, s, shape):
+        """(x − mean(x)) / sqrt(mean((x − mean(x))²) + eps) over trailing axes -> layer_norm
+        (weight ones, bias zeros; a following Mul and Add by constants fold into them)."""
+        sub, sq = self.producer(d, "sub"), self.producer(s, "sqrt")
+        if not sub or not sq:
+            return None
+        x, m = sub["inputs"]
+        mean = self.layer_of.get(m)
+        addeps = self.producer(Runtime(sq["inputs"][0], ()), "add")
+        if not mean or mean["op"] != "reduce_mean" or mean["inputs"] != [x] or not addeps:
+            return None
+        if self.layer_shape(x) != tuple(shape):
+            return None
+        rank = len(shape)
+        axes = mean["axes"]
+        if not mean["keepdims"] or not axes or axes != list(range(axes[0], rank)):
+            return None
+        for v, epsn in (addeps["inputs"], addeps["inputs"][::-1]):
+            eps = self.scalar(Runtime(epsn, ()))
+            var = self.layer_of.get(v)
+            if eps is None or not var or var["op"] != "reduce_mean" or var["axes"] != axes or not var["keepdims"]:
+                continue
+            p = self.layer_of.get(var["inputs"][0])
+            squares = p and (p["op"] == "pow" and p["inputs"][0] == d.name and self.scalar(Runtime(p["inputs"][1], ())) == 2.0
+                             or p["op"] == "mul" and p["inputs"] == [d.name, d.name])
+            if squares:
+                ns = shape[axes[0]:]
+                return self.emit(out, "layer_norm", [Runtime(x, shape)], shape,
+                                 {"weight": np.ones(ns, np.float32), "bias": np.zeros(ns, np.float32)},
+                                 axis=axes[0], eps=eps)
+        return None
+
+    def fuse_ln_affine(self, out, a, b, shape, which):
+        """layer_norm · γ (weight still ones, bias zeros) or layer_norm + β (bias still zeros), γ and
+        β constants varying only over the normalised dimensions -> one layer_norm."""
+        for y, c in ((a, b), (b, a)):
+            ln = self.producer(y, "layer_norm")
+            k = self.const_of.get(c.name)
+            if not ln or k is None or shape != y.shape:
+                continue
+            ns = y.shape[ln["axis"]:]
+            lead = k.shape[:max(0, k.ndim - len(ns))]
+            if any(d != 1 for d in lead) or _broadcast(k.shape[len(lead):], ns) != tuple(ns):
+                continue
+            w, bias = self.tensors[ln["name"] + ".weight"], self.tensors[ln["name"] + ".bias"]
+            if bias.any() or (which == "weight" and not (w == 1).all()):
+                continue
+            k = np.broadcast_to(k.reshape(k.shape[len(lead):]), ns).astype(np.float32)
+            weights = {"weight": k if which == "weight" else w, "bias": k if which == "bias" else bias}
+            return self.emit(out, "layer_norm", [Runtime(ln["inputs"][0], shape)], shape, weights,
+                             axis=ln["axis"], eps=ln["eps"])
+        return None
+
+    # ---- moving data: slice, pad, gather, split, expand, tile ----
+
+    def slice_rt(self, x, ranges, name):
+        """dlrun's slice of runtime x with ONNX Slice's clamped (start, end, step) per axis (from
+        fold.slice_ranges); x itself when nothing is cut. Written with clamped values; an end
+        before index 0 of a backward slice is written as -(dim + 1), which ONNX clamps to -1."""
+        shape = tuple(len(range(s, e, st)) for s, e, st in ranges)
+        if 0 in shape:
+            self.fail(f"the slice of {list(x.shape)} is empty; dlrun tensors have no empty dimensions", Unsupported)
+        axes = [i for i, r in enumerate(ranges) if r != (0, x.shape[i], 1)]
+        if not axes:
+            return x
+        starts = [ranges[i][0] for i in axes]
+        ends = [ranges[i][1] if ranges[i][1] >= 0 else -(x.shape[i] + 1) for i in axes]
+        steps = [ranges[i][2] for i in axes]
+        kw = {"starts": starts, "ends": ends, "axes": axes}
+        if any(st != 1 for st in steps):
+            kw["steps"] = steps
+        return Runtime(self.layer(name, "slice", [x], **kw), shape)
+
+    def op_Slice(self):
+        a = self.attrs({"starts", "ends", "axes"} if self.opset < 10 else set())
+        if self.try_fold():
+            return
+        x = self.runtime(self.node.input[0])
+        if self.opset < 10:
+            spec = (a["starts"], a["ends"], a.get("axes"), None)
+        else:
+            ins = [np.asarray(self.const(n, what)) if n else None
+                   for n, what in zip(list(self.node.input[1:]) + [""] * 4, ["starts", "ends", "axes", "steps"])]
+            spec = fold.slice_inputs({}, [None] + ins, self.opset)
+        try:
+            ranges = fold.slice_ranges(x.shape, *spec)
+        except fold.FoldError as e:
+            self.fail(str(e))
+        out = self.node.output[0]
+        self.set_out(out, self.slice_rt(x, ranges, out))
+
+    def op_Pad(self):
+        a = self.attrs({"mode", "pads", "value", "paddings"})
+        if self.try_fold_pad(a):
+            return
+        x = self.runtime(self.node.input[0])
+        rank, out = len(x.shape), self.node.output[0]
+        if self.opset < 11:
+            pads, value = list(a.get("pads", a.get("paddings", []))), float(a.get("value", 0.0))
+        else:
+            pads = fold.ints(self.const(self.node.input[1], "pads"))
+            value = float(np.asarray(self.const(self.opt_input(2), "constant_value")).reshape(-1)[0]) if self.opt_input(2) else 0.0
+            if self.opt_input(3):
+                axes = [ax % rank for ax in fold.ints(self.const(self.opt_input(3), "axes"))]
+                full = [0] * (2 * rank)
+                for i, ax in enumerate(axes):
+                    full[ax], full[rank + ax] = pads[i], pads[len(axes) + i]
+                pads = full
+        mode = a.get("mode", "constant")
+        if len(pads) != 2 * rank:
+            self.fail(f"pads has {len(pads)} values for a rank-{rank} input")
+        if mode not in ("constant", "reflect", "edge"):
+            self.fail(f"mode '{mode}' is not supported (constant, reflect, edge are)", Unsupported)
+        if min(pads) < 0:  # negative pads crop: a slice first (in constant mode the order does not matter)
+            if mode != "constant":
+                self.fail(f"negative pads in mode '{mode}' are not supported", Unsupported)
+            ranges = [(max(0, -pads[i]), x.shape[i] - max(0, -pads[rank + i]), 1) for i in range(rank)]
+            x = self.slice_rt(x, ranges, out + "/crop")
+            pads = [max(0, p) for p in pads]
+        if not any(pads):
+            self.set_out(out, x)
+            return
+        if mode == "reflect" and any(pads[i] >= x.shape[i] or pads[rank + i] >= x.shape[i] for i in range(rank)):
+            self.fail(f"reflect padding {pads} is not smaller than the input {list(x.shape)}", Unsupported)
+        if mode == "edge" and any(d == 0 for d in x.shape):
+            self.fail("edge padding of an empty tensor", Unsupported)
+        kw = {"pads": pads, "mode": mode}
+        if mode == "constant" and value != 0.0:
+            kw["value"] = value
+        shape = tuple(x.shape[i] + pads[i] + pads[rank + i] for i in range(rank))
+        self.emit(out, "pad", [x], shape, **kw)
+
+    def try_fold_pad(self, a):
+        vals = self.inputs_if_constant()
+        if vals is None:
+            return False
+        x = vals[0]
+        rank = x.ndim
+        if self.opset < 11:
+            pads, value = list(a.get("pads", a.get("paddings", []))), a.get("value", 0.0)
+        else:
+            pads = fold.ints(vals[1])
+            value = vals[2].reshape(-1)[0] if len(vals) > 2 and vals[2] is not None else 0
+            if len(vals) > 3 and vals[3] is not None:
+                self.fail("a Pad of constants with axes is not folded")
+        mode = a.get("mode", "constant")
+        if min(pads) < 0:
+            x = x[tuple(slice(max(0, -pads[i]), x.shape[i] - max(0, -pads[rank + i])) for i in range(rank))]
+            pads = [max(0, p) for p in pads]
+        width = [(pads[i], pads[rank + i]) for i in range(rank)]
+        kw = {"constant_values": value} if mode == "constant" else {}
+        self.values[self.node.output[0]] = np.pad(x, width, mode={"edge": "edge", "reflect": "reflect"}.get(mode, mode), **kw)
+        return True
+
+    def op_Gather(self):
+        a = self.attrs({"axis"})
+        if self.try_fold():
+            return
+        x = self.runtime(self.node.input[0])
+        if isinstance(self.get(self.node.input[1]), Runtime):
+            self.fail("Gather with indices computed at run time is not supported (dlrun has no integer tensors; "
+                      "constant indices are)", Unsupported)
+        idx = np.asarray(self.const(self.node.input[1], "indices")).astype(np.int64)
+        rank, out = len(x.shape), self.node.output[0]
+        axis = int(a.get("axis", 0))
+        axis = axis + rank if axis < 0 else axis
+        d = x.shape[axis]
+        flat = [int(i) + d if i < 0 else int(i) for i in idx.reshape(-1)]
+        if any(not 0 <= i < d for i in flat):
+            self.fail(f"index out of range for dimension {d}")
+        y = self.take(x, flat, axis, out)
+        self.set_out(out, self.reshape_to(y, x.shape[:axis] + idx.shape + x.shape[axis + 1:], out))
+
+    MAX_GATHER_PIECES = 256
+
+    def take(self, x, flat, axis, name):
+        """x's entries flat (indices, in order) along axis: one slice when they step evenly,
+        else one slice per run of consecutive indices, concatenated."""
+        def ranges(s, e, st):
+            r = [(0, n, 1) for n in x.shape]
+            r[axis] = (s, e, st)
+            return r
+        if len(flat) == 1 or len({b - a for a, b in zip(flat, flat[1:])}) == 1 and flat[1] != flat[0]:
+            st = flat[1] - flat[0] if len(flat) > 1 else 1
+            end = flat[-1] + (1 if st > 0 else -1)
+            return self.slice_rt(x, ranges(flat[0], end if end >= 0 else -1, st), name if len(flat) == x.shape[axis] else name + "/take")
+        runs = [[flat[0], flat[0] + 1]]
+        for i in flat[1:]:
+            if i == runs[-1][1]:
+                runs[-1][1] += 1
+            else:
+                runs.append([i, i + 1])
+        if len(runs) > self.MAX_GATHER_PIECES:
+            self.fail(f"gathers {len(runs)} separate pieces (at most {self.MAX_GATHER_PIECES} are made of slices)", Unsupported)
+        parts = [self.slice_rt(x, ranges(s, e, 1), f"{name}/part{k}") for k, (s, e) in enumerate(runs)]
+        shape = list(x.shape)
+        shape[axis] = len(flat)
+        return Runtime(self.layer(name + "/take", "concat", parts, axis=axis), tuple(shape))
+
+    def op_Split(self):
+        a = self.attrs({"axis", "split", "num_outputs"})
+        if self.try_fold():
+            return
+        x = self.runtime(self.node.input[0])
+        axis = int(a.get("axis", 0)) % len(x.shape)
+        ins = [None, np.asarray(self.const(self.opt_input(1), "split")) if self.opt_input(1) else None]
+        try:
+            bounds = fold.split_bounds(a, ins, self.opset, x.shape[axis], len(self.node.output))
+        except fold.FoldError as e:
+            self.fail(str(e))
+        for name, (b, e) in zip(self.node.output, bounds):
+            if name:
+                r = [(0, n, 1) for n in x.shape]
+                r[axis] = (b, e, 1)
+                y = self.slice_rt(x, r, name)
+                self.set_out(name, y if y is not x else self.emit(name, "dropout", [x], x.shape))
+
+    def op_Expand(self):
+        self.attrs(set())
+        if self.try_fold():
+            return
+        x = self.runtime(self.node.input[0])
+        spec = fold.ints(self.const(self.node.input[1], "shape"))
+        shape = _broadcast(x.shape, spec)
+        if shape is None:
+            self.fail(f"shape {list(x.shape)} does not expand to {spec}")
+        out = self.node.output[0]
+        if shape == x.shape:
+            self.set_out(out, x)
+            return
+        # x · ones: exact for every value (−0, inf and NaN included), broadcast by dlrun's mul
+        xs = (1,) * (len(shape) - len(x.shape)) + x.shape
+        ones = self.new_constant(out + "/ones", np.ones([o if d == 1 else 1 for d, o in zip(xs, shape)], np.float32))
+        self.emit(out, "mul", [x, ones], shape)
+
+    MAX_TILE_COPIES = 64
+
+    def op_Tile(self):
+        self.attrs(set())
+        if self.try_fold():
+            return
+        x = self.runtime(self.node.input[0])
+        reps = fold.ints(self.const(self.node.input[1], "repeats"))
+        out = self.node.output[0]
+        if len(reps) != len(x.shape) or min(reps) < 1:
+            self.fail(f"repeats {reps} do not fit the input {list(x.shape)}", Unsupported)
+        if int(np.prod(reps)) > self.MAX_TILE_COPIES:
+            self.fail(f"tiles {int(np.prod(reps))} copies (at most {self.MAX_TILE_COPIES} are made of concats)", Unsupported)
+        y = x
+        for axis, r in enumerate(reps):
+            if r > 1:
+                shape = list(y.shape)
+                shape[axis] *= r
+                y = Runtime(self.layer(f"{out}/tile{axis}", "concat", [y] * r, axis=axis), tuple(shape))
+        self.set_out(out, y if y is not x else self.emit(out, "dropout", [x], x.shape))
+
+    # ---- reductions and normalisation ----
+
+    def reduce(self, dl, x, axes, keepdims, out):
+        """dlrun reduction of runtime x over axes; a 0-D result is kept as [1] (keepdims, reshape)."""
+        rank = len(x.shape)
+        kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+        shape = kept if keepdims else tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        if not shape:
+            y = Runtime(self.layer(out + "/keep", dl, [x], axes=axes, keepdims=True), kept)
+            return self.reshape_to(y, (), out)
+        return Runtime(self.layer(out, dl, [x], axes=axes, keepdims=bool(keepdims)), shape) if rank else x
+
+    def _reduce(self, dl):
+        a = self.attrs({"axes", "keepdims", "noop_with_empty_axes"})
+        if self.try_fold():
+            return
+        x = self.runtime(self.node.input[0])
+        ins = [None, np.asarray(self.const(self.opt_input(1), "axes")) if self.opt_input(1) else None]
+        try:
+            axes = fold.reduce_axes(a, ins, self.opset, len(x.shape), fold.REDUCE_AXES_INPUT.get(self.node.op_type, 18))
+        except fold.FoldError as e:
+            self.fail(str(e))
+        out = self.node.output[0]
+        if not axes:  # noop_with_empty_axes
+            self.set_out(out, x)
+            return
+        keep = int(a.get("keepdims", 1))
+        if dl == "l2" or dl == "sum_square":
+            x = Runtime(self.layer(out + "/square", "mul", [x, x]), x.shape)
+            y = self.reduce("reduce_sum", x, axes, keep, out if dl == "sum_square" else out + "/sum")
+            if dl == "l2":
+                y = Runtime(self.layer(out, "sqrt", [y]), y.shape)
+        else:
+            y = self.reduce(dl, x, axes, keep, out)
+        self.set_out(out, y)
+
+    def op_ReduceMean(self):
+        self._reduce("reduce_mean")
+
+    def op_ReduceSum(self):
+        self._reduce("reduce_sum")
+
+    def op_ReduceMax(self):
+        self._reduce("reduce_max")
+
+    def op_ReduceMin(self):
+        self._reduce("reduce_min")
+
+    def op_ReduceL2(self):
+        self._reduce("l2")
+
+    def op_ReduceSumSquare(self):
+        self._reduce("sum_square")
+
+    def op_LayerNormalization(self):
+        a = self.attrs({"axis", "epsilon", "stash_type"})
+        x = self.runtime(self.node.input[0])
+        rank = len(x.shape)
+        axis = int(a.get("axis", -1))
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            self.fail(f"axis {a.get('axis')} out of range for {list(x.shape)}")
+        ns = x.shape[axis:]
+        p = {}
+        for key, i in (("weight", 1), ("bias", 2)):
+            name = self.opt_input(i)
+            v = np.asarray(self.const(name, ["scale", "B"][i - 1]), dtype=np.float32) if name else np.full(ns, 0.0 if i == 2 else 1.0)
+            if _broadcast(v.shape, ns) != tuple(ns):
+                self.fail(f"{['scale', 'B'][i - 1]} {list(v.shape)} does not broadcast to {list(ns)}")
+            p[key] = np.broadcast_to(v.reshape(v.shape[max(0, v.ndim - len(ns)):]), ns).astype(np.float32)
+        eps = float(a.get("epsilon", 1e-5))
+        self.emit(self.node.output[0], "layer_norm", [x], x.shape, p,
+                  {"weight": self.half(self.opt_input(1)), "bias": self.half(self.opt_input(2))}, axis=axis, eps=eps)
+        outs = list(self.node.output) + ["", ""]
+        if outs[1] or outs[2]:
+            self.layer_norm_stats(x, axis, eps, outs[1], outs[2])
+
+    def layer_norm_stats(self, x, axis, eps, mean_out, inv_std_out):
+        """LayerNormalization's optional Mean and InvStdDev outputs, [..., 1, 1] shaped, spelled
+        with dlrun ops: mean(x) and 1 / sqrt(mean((x − mean)²) + eps)."""
+        axes = list(range(axis, len(x.shape)))
+        base = mean_out or inv_std_out
+        m = self.reduce("reduce_mean", x, axes, True, mean_out or base + "/mean")
+        if mean_out:
+            self.set_out(mean_out, m)
+        if inv_std_out:
+            d = Runtime(self.layer(inv_std_out + "/centred", "sub", [x, m]), x.shape)
+            sq = Runtime(self.layer(inv_std_out + "/square", "mul", [d, d]), x.shape)
+            var = self.reduce("reduce_mean", sq, axes, True, inv_std_out + "/var")
+            e = self.new_constant(inv_std_out + "/eps", np.array([eps], np.float32))
+            ve = Runtime(self.layer(inv_std_out + "/plus_eps", "add", [var, e]), var.shape)
+            sd = Runtime(self.layer(inv_std_out + "/std", "sqrt", [ve]), var.shape)
+            self.emit(inv_std_out, "reciprocal", [sd], var.shape)
+
+    # ---- resize ----
+
+    RESIZE_COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+    NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+    def op_Upsample(self):
+        self._resize(legacy=True)
+
+    def op_Resize(self):
+        self._resize(legacy=self.opset < 11)
+
+    def _resize(self, legacy):
+        a = self.attrs({"mode", "scales", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+                        "exclude_outside", "extrapolation_value", "antialias", "axes", "keep_aspect_ratio_policy"})
+        x = self.runtime(self.node.input[0])
+        rank, out = len(x.shape), self.node.output[0]
+        mode = a.get("mode", "nearest")
+        if mode not in ("nearest", "linear", "bilinear"):
+            self.fail(f"mode '{mode}' is not supported (nearest and linear are)", Unsupported)
+        mode = "linear" if mode == "bilinear" else mode
+        if legacy:  # Upsample and Resize-10: x_in = x_out / scale, nearest rounds down
+            coord, nearest = "asymmetric", "floor"
+            scales = a.get("scales") if "scales" in a else self.const(self.node.input[1], "scales")
+            sizes = None
+        else:
+            coord = a.get("coordinate_transformation_mode", "half_pixel")
+            nearest = a.get("nearest_mode", "round_prefer_floor")
+            for k, ok in (("antialias", 0), ("exclude_outside", 0)):
+                if int(a.get(k, ok)) != ok and (k == "antialias" or mode == "cubic"):
+                    self.fail(f"{k}={a[k]} is not supported", Unsupported)
+            if "axes" in a or a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+                self.fail("the axes and keep_aspect_ratio_policy attributes are not supported", Unsupported)
+            sizes = self.const(self.opt_input(3), "sizes") if self.opt_input(3) else None
+            scales = self.const(self.opt_input(2), "scales") if self.opt_input(2) else None
+            if sizes is not None and np.size(sizes) == 0:
+                sizes = None
+        if coord not in self.RESIZE_COORDS:
+            self.fail(f"coordinate_transformation_mode '{coord}' is not supported", Unsupported)
+        if mode == "nearest" and nearest not in self.NEAREST_MODES:
+            self.fail(f"nearest_mode '{nearest}' is not supported", Unsupported)
+        osize = self.resize_sizes(x.shape, scales, sizes)
+        if tuple(osize) == x.shape:
+            self.set_out(out, x)
+            return
+        if any(o != i for o, i in zip(osize[:-2], x.shape[:-2])):
+            self.fail(f"resizes {list(x.shape)} to {osize}: only the last two dimensions may change", Unsupported)
+        one_axis = rank == 1 or rank == 3 and osize[1] == x.shape[1]
+        v, vo = self.as_4d(x.shape, one_axis), self.as_4d(tuple(osize), one_axis)
+        x4 = self.reshape_to(x, v, out + "/as4d")
+        kw = {"size": list(vo[2:]), "mode": mode, "coordinate": coord}
+        if mode == "nearest":
+            kw["nearest"] = nearest
+        y = Runtime(self.layer(out if vo == tuple(osize) else out + "/4d", "resize", [x4], **kw), vo)
+        self.set_out(out, self.reshape_to(y, tuple(osize), out))
+
+    @staticmethod
+    def as_4d(shape, one_axis):
+        """The [N, C, H, W] view resize works on: leading dimensions merged into C; with one
+        resized axis (rank 1, or rank 3 with C kept) H is 1."""
+        if len(shape) >= 4:
+            return (shape[0], int(np.prod(shape[1:-2])), shape[-2], shape[-1])
+        if one_axis:
+            return (1,) * (3 - len(shape)) + tuple(shape[:-1]) + (1, shape[-1])
+        return (1,) * (4 - len(shape)) + tuple(shape)
+
+    def resize_sizes(self, shape, scales, sizes):
+        """The output shape of a Resize: its sizes, or floor(size · scale) where the scale is
+        exactly output / input (what dlrun's resize uses), else refused."""
+        if sizes is not None:
+            out = fold.ints(sizes)
+            if len(out) != len(shape):
+                self.fail(f"sizes {out} do not fit the input {list(shape)}")
+            return out
+        if scales is None:
+            self.fail("neither scales nor sizes is given")
+        sc = [float(s) for s in np.asarray(scales, dtype=np.float32).reshape(-1)]
+        if len(sc) != len(shape):
+            self.fail(f"scales {sc} do not fit the input {list(shape)}")
+        out = [int(np.floor(d * np.float32(s))) for d, s in zip(shape, sc)]
+        for d, s, o in zip(shape, sc, out):
+            if o < 1:
+                self.fail(f"scale {s} makes an empty output", Unsupported)
+            if np.float32(s) != np.float32(o / d):
+                self.fail(f"scale {s} is not output / input size ({o}/{d}); dlrun's resize uses the latter",
+                          Unsupported)
+        return out
+
+
+# ONNX elementwise ops without attributes and the dlrun op of each.
+UNARY_OPS = {"Sqrt": "sqrt", "Exp": "exp", "Log": "log", "Tanh": "tanh", "Erf": "erf", "Neg": "neg", "Abs": "abs",
+             "Reciprocal": "reciprocal", "Softplus": "softplus"}
+
+
+def _unary_handler(dl):
+    def handler(self):
+        self.attrs(set())
+        self._unary(dl)
+    return handler
+
+
+for _onnx_op, _dl_op in UNARY_OPS.items():
+    setattr(Converter, "op_" + _onnx_op, _unary_handler(_dl_op))
 
 
 # ---- writing ----
