@@ -97,15 +97,15 @@ def whole_tool(dlrun, example, relu_nan):
         for so in (example, relu_nan):  # only these two: the folder of test plugins holds broken ones too
             os.symlink(os.path.abspath(so), os.path.join(d, os.path.basename(so)))
         rc, out = run_tool(dlrun, d, "example", "node/test_sigmoid")
-        if rc != 0 or "| Sigmoid | 0 | 0 | 0 | 0 | 2 |" not in out or \
-                "0 fail, 0 unsupported dtype, 0 training mode (dlrun runs inference), 2 backend cannot run op" not in out \
+        if rc != 0 or "| Sigmoid | 0 | 0 | 0 | 0 | 0 | 2 |" not in out or \
+                "0 fail, 0 unsupported dtype, 0 unsupported variant, 0 training mode (dlrun runs inference), 2 backend cannot run op" not in out \
                 or "- node/test_sigmoid [example]: backend 'example' cannot run sigmoid" not in out:
             failures.append(f"example on Sigmoid: exit {rc}, expected 0 and 2 'backend cannot run op':\n{out}")
         rc, out = run_tool(dlrun, d, "example", "node/test_relu")
-        if rc != 0 or "| Relu | 1 | 0 | 0 | 0 | 0 |" not in out:
+        if rc != 0 or "| Relu | 1 | 0 | 0 | 0 | 0 | 0 |" not in out:
             failures.append(f"example on Relu: exit {rc}, expected 0 and a pass:\n{out}")
         rc, out = run_tool(dlrun, d, "relu_nan", "node/test_relu")
-        if rc != 1 or "| Relu | 0 | 1 | 0 | 0 | 0 |" not in out or "nan, expected" not in out:
+        if rc != 1 or "| Relu | 0 | 1 | 0 | 0 | 0 | 0 |" not in out or "nan, expected" not in out:
             failures.append(f"relu_nan on Relu: exit {rc}, expected 1 and a failure naming the NaN:\n{out}")
 
 
