@@ -37,7 +37,8 @@ MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAverag
               "Flatten Dropout Softmax Add Sum Concat BatchNormalization "
               "Mul Sub Div Pow Min Max Sqrt Exp Log Tanh Erf Neg Abs Reciprocal HardSigmoid HardSwish "
               "Softplus Gelu Transpose Slice Pad ReduceMean ReduceSum ReduceMax ReduceMin ReduceL2 "
-              "ReduceSumSquare Resize Upsample LayerNormalization Gather Split Expand Tile").split()
+              "ReduceSumSquare Resize Upsample LayerNormalization Gather Split Expand Tile "
+              "LogSoftmax InstanceNormalization GroupNormalization").split()
 HELPER_OPS = "Constant Identity Cast Reshape Squeeze Unsqueeze Shape".split()
 # Ops folded when all their inputs are constants and refused on a runtime tensor (fold.py).
 FOLD_ONLY_OPS = sorted(set(fold.FOLDERS) - set(MAPPED_OPS))
@@ -867,7 +868,7 @@ class Converter:
             return
         self.emit(self.node.output[0], "dropout", [x], x.shape, rate=rate if 0 <= rate < 1 else 0.0)
 
-    def op_Softmax(self):
+    def op_Softmax(self, op="softmax"):
         a = self.attrs({"axis"})
         x = self.runtime(self.node.input[0])
         nd = len(x.shape)
@@ -878,13 +879,16 @@ class Converter:
             self.fail(f"axis {a.get('axis')} out of range for {list(x.shape)}")
         out = self.node.output[0]
         if self.opset >= 13 or axis == nd - 1:
-            self.emit(out, "softmax", [x], x.shape, axis=axis)
+            self.emit(out, op, [x], x.shape, axis=axis)
             return
         # before opset 13: softmax over all dimensions from axis on, flattened
         flat = (int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
         xf = self.reshape_to(x, flat, out + "/flat")
-        y = Runtime(self.layer(out + "/2d", "softmax", [xf], axis=1), flat)
+        y = Runtime(self.layer(out + "/2d", op, [xf], axis=1), flat)
         self.set_out(out, self.reshape_to(y, x.shape, out))
+
+    def op_LogSoftmax(self):
+        self.op_Softmax("log_softmax")
 
     def _add(self, out, a_name, b_name):
         A, B = self.get(a_name), self.get(b_name)
@@ -1503,6 +1507,44 @@ class Converter:
         outs = list(self.node.output) + ["", ""]
         if outs[1] or outs[2]:
             self.layer_norm_stats(x, axis, eps, outs[1], outs[2])
+
+    def _group_norm(self, groups, scale, bias, eps):
+        x = self.runtime(self.node.input[0])
+        if len(x.shape) < 3:
+            self.fail(f"needs [N, C, D1, ...], got {list(x.shape)}")
+        c = x.shape[1]
+        if groups < 1 or c % groups:
+            self.fail(f"{groups} groups do not divide {c} channels")
+        p = {"weight": scale, "bias": bias}
+        for key, v in p.items():
+            if v.size != c:
+                self.fail(f"{key} has {v.size} values for {c} channels")
+            p[key] = v.reshape(c).astype(np.float32)
+        if not eps > 0:
+            self.fail(f"epsilon {eps} must be positive")
+        halves = {"weight": self.half(self.node.input[1]), "bias": self.half(self.node.input[2])}
+        self.emit(self.node.output[0], "group_norm", [x], x.shape, p, halves, groups=int(groups), eps=float(eps))
+
+    def op_InstanceNormalization(self):
+        a = self.attrs({"epsilon"})
+        x = self.get(self.node.input[0])
+        c = x.shape[1] if isinstance(x, Runtime) and len(x.shape) > 1 else 0
+        scale = np.asarray(self.const(self.node.input[1], "scale"), dtype=np.float32)
+        bias = np.asarray(self.const(self.node.input[2], "B"), dtype=np.float32)
+        self._group_norm(c, scale, bias, float(a.get("epsilon", 1e-5)))
+
+    def op_GroupNormalization(self):
+        """Opset 18 gives scale and bias per group (opset 21: per channel); per group, each is
+        repeated over the group's channels."""
+        a = self.attrs({"epsilon", "num_groups", "stash_type"})
+        x = self.get(self.node.input[0])
+        groups = int(a["num_groups"]) if "num_groups" in a else 0
+        c = x.shape[1] if isinstance(x, Runtime) and len(x.shape) > 1 else 0
+        scale = np.asarray(self.const(self.node.input[1], "scale"), dtype=np.float32).reshape(-1)
+        bias = np.asarray(self.const(self.node.input[2], "bias"), dtype=np.float32).reshape(-1)
+        if groups and c % groups == 0 and scale.size == groups != c:
+            scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
+        self._group_norm(groups, scale, bias, float(a.get("epsilon", 1e-5)))
 
     def layer_norm_stats(self, x, axis, eps, mean_out, inv_std_out):
         """LayerNormalization's optional Mean and InvStdDev outputs, [..., 1, 1] shaped, spelled
