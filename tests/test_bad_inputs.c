@@ -83,6 +83,19 @@ static const bad_model models[] = {
      "2147483647, 2147483647]"},
     {"model: m\ninputs:\n  - {name: x, shape: [2147483647, 2147483647, 4]}\nlayers:\n  - {op: relu}\n",
      ": input 'x' of 1.84e+19 elements at batch 2147483647 is too large"},
+    /* int64 inputs: token ids for gather, and nowhere else */
+    {"model: m\ninputs:\n  - {name: ids, shape: [2, 5], dtype: int64}\nlayers:\n  - {op: relu}\n",
+     ":5:5: relu 'relu_1': input 'ids' is int64; relu takes float tensors (int64 feeds gather's indices)"},
+    {HEAD "  - {op: gather, inputs: [x, x]}\n",
+     ":5:5: gather 'gather_1': input 2 ('x') must be int64 (a model input of dtype int64)"},
+    {"model: m\ninputs:\n  - {name: ids, shape: [2, 5], dtype: int8}\nlayers:\n  - {op: relu}\n",
+     ":3:39: unsupported dtype 'int8' (an input is f32 or int64)"},
+    {"model: m\ninputs:\n  - {name: x, shape: [4, 3]}\n  - {name: ids, shape: [2], dtype: int64}\nlayers:\n"
+     "  - {op: gather, inputs: [x, ids]}\noutputs: [gather_1, ids]\n",
+     ":7:21: output 'ids' is an int64 input; outputs are f32"},
+    {"model: m\ninputs:\n  - {name: x, shape: [4, 3]}\n  - {name: ids, shape: [2], dtype: int64}\nlayers:\n"
+     "  - {op: gather, inputs: [x, ids], axis: 2}\n",
+     ":6:5: gather 'gather_1': axis 2 is out of range for data 'x' [4, 3]"},
     /* the ABI 1.4 ops: integer lists and names */
     {HEAD "  - {op: transpose, perm: 3}\n", ":5:27: perm must be a list of integers, not a scalar"},
     {HEAD "  - {op: transpose, perm: [0, 1, 2]}\n",

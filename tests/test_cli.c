@@ -209,6 +209,60 @@ Test(cli, activations_fuse_into_their_producer) {
     free(model);
 }
 
+/* Token ids: an int64 input feeds gather (an embedding lookup); read from an int64 .npy exactly,
+ * seeded inside the vocabulary when not given; an index past the table is a one-line error, and
+ * float data for it is refused. */
+Test(cli, int64_token_ids_feed_an_embedding) {
+    const char text[] = "model: m\ninputs:\n  - {name: ids, shape: [2, 3], dtype: int64}\n"
+                        "constants:\n  - {name: table, shape: [7, 4]}\nlayers:\n"
+                        "  - {name: emb, op: gather, inputs: [table, ids]}\n";
+    char *model = tu_write_temp(".yaml", text, strlen(text));
+    char ids[] = "/tmp/dlrun-ids-XXXXXX.npy", bad[] = "/tmp/dlrun-bad-XXXXXX.npy", y[] = "/tmp/dlrun-emb-XXXXXX.npy";
+    cr_assert(mkstemps(ids, 4) >= 0 && mkstemps(bad, 4) >= 0 && mkstemps(y, 4) >= 0);
+    /* an int64 .npy by hand: the header, then the six ids (two of them negative: from the end) */
+    const int64_t v[6] = {0, 6, -1, 3, -7, 2}, w[6] = {0, 1, 2, 3, 4, 7};
+    const int64_t *vals[2] = {v, w};
+    const char *paths[2] = {ids, bad};
+    for (int f = 0; f < 2; f++) {
+        char hdr[128] = "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }";
+        size_t hl = strlen(hdr);
+        while ((10 + hl + 1) % 64) hdr[hl++] = ' ';
+        hdr[hl++] = '\n';
+        FILE *fp = fopen(paths[f], "wb");
+        cr_assert(fp);
+        fwrite("\x93NUMPY\x01\x00", 1, 8, fp);
+        unsigned char len[2] = {(unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
+        fwrite(len, 1, 2, fp);
+        fwrite(hdr, 1, hl, fp);
+        fwrite(vals[f], sizeof(int64_t), 6, fp);
+        fclose(fp);
+    }
+    char *out, *args;
+    cr_assert(asprintf(&args, "%s --input ids=%s --output emb=%s", model, ids, y) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    free(out), free(args);
+    int64_t ys[8];
+    int ynd;
+    float *e = read_npy(y, ys, &ynd);
+    cr_assert_eq(ynd, 3);
+    cr_assert(ys[0] == 2 && ys[1] == 3 && ys[2] == 4);
+    /* rows picked by the ids: id 6 and id -1 are the same row, id -7 is row 0 */
+    for (int j = 0; j < 4; j++) {
+        cr_expect_eq(e[1 * 4 + j], e[2 * 4 + j], "ids 6 and -1 differ at %d", j);
+        cr_expect_eq(e[0 * 4 + j], e[4 * 4 + j], "ids 0 and -7 differ at %d", j);
+    }
+    cr_expect_neq(e[0], e[4], "ids 0 and 6 gave the same row");
+    free(e);
+    cr_assert(asprintf(&args, "%s --input ids=%s", model, bad) > 0);
+    cr_expect_eq(dlrun(args, &out), 2, "%s", out);
+    cr_expect(strstr(out, "gather: index 7 (at 5) is out of range for a dimension of size 7"), "%s", out);
+    free(out), free(args);
+    cr_assert_eq(dlrun(model, &out), 0, "seeded ids: %s", out); /* no --input: ids drawn inside [0, 7) */
+    free(out);
+    unlink(ids), unlink(bad), unlink(y), unlink(model);
+    free(model);
+}
+
 Test(cli, bad_model_reports_file_line_col) {
     const char text[] =
         "model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nlayers:\n  - {name: c, op: conv2d, kernel: 3}\n";

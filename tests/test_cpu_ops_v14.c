@@ -3,7 +3,7 @@
  * of one element, transpose, slice, pad, resize, the reductions and layer_norm. Each test runs in
  * f32 and in every storage format (OP_TEST, tests/support/op_harness.h). Also NaN going through
  * the elementwise ops, log_softmax, group_norm, fused activations in the epilogues, and supports()
- * refusing what the rows refuse. */
+ * refusing what the rows refuse; gather with int64 indices, out-of-range ones refused at run. */
 #define _GNU_SOURCE
 #include "op_harness.h"
 #include "op_table.h"
@@ -566,4 +566,70 @@ OP_TEST(fused_activations_in_epilogues) {
         for (int i = 0; i < 5; i++) free(bn[i].data);
         for (int i = 0; i < 3; i++) free(li[i].data);
     }
+}
+
+/* ---- gather: int64 indices (negative from the end), checked against their dimension ---- */
+
+static void check_gather(tt x, tt idx, int axis) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.axis = axis;
+    int64_t ys[8];
+    int ynd = 0;
+    for (int d = 0; d < axis; d++) ys[ynd++] = x.shape[d];
+    for (int d = 0; d < idx.nd; d++) ys[ynd++] = idx.shape[d];
+    for (int d = axis + 1; d < x.nd; d++) ys[ynd++] = x.shape[d];
+    for (int64_t i = 0; i < idx.n; i++) /* whole indices in [-n, n) */
+        idx.data[i] = floorf(idx.data[i] * (float)x.shape[axis]);
+    tt in[2] = {x, idx}, y = make(ynd, ys, 0, 1);
+    run_op(DL_OP_GATHER, &a, in, 2, &y);
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    int64_t c[8], xst[8];
+    strides(&x, xst);
+    for (int64_t i = 0; i < y.n; i++) {
+        coords(&y, i, c);
+        int64_t k = 0, off = 0; /* the index's position among idx's elements, then the data offset */
+        for (int d = 0; d < idx.nd; d++) k = k * idx.shape[d] + c[axis + d];
+        int64_t at = (int64_t)idx.data[k];
+        if (at < 0) at += x.shape[axis];
+        for (int d = 0; d < axis; d++) off += c[d] * xst[d];
+        off += at * xst[axis];
+        for (int d = axis + 1; d < x.nd; d++) off += c[d - 1 + idx.nd] * xst[d];
+        ref[i] = x.data[off];
+    }
+    expect_close(&y, ref, 0, "gather");
+    free(ref), free(x.data), free(idx.data), free(y.data);
+}
+
+OP_TEST(gather_axes) {
+    check_gather(MAKE(-1, 1, 11, 7), MAKE(-1, 1, 2, 5), 0); /* an embedding: [vocab, d] by [batch, seq] */
+    check_gather(MAKE(-1, 1, 3, 9, 5), MAKE(-1, 1, 4), 1);
+    check_gather(MAKE(-1, 1, 2, 3, 6), MAKE(-1, 1, 3, 2), 2);
+    check_gather(MAKE(-1, 1, 2, 3, 5, 7), MAKE(-1, 1, 1, 3), 1);
+}
+
+Test(cpu_ops, gather_refuses_an_index_out_of_range) {
+    load();
+    dl_op_attrs a;
+    attrs(&a);
+    int64_t xs[2] = {5, 3}, is[1] = {4}, ys[2] = {4, 3};
+    float data[15] = {0}, out[12];
+    int64_t idx[4] = {0, 4, -5, 5};
+    dl_tensor in[2] = {{NULL, {DL_DEVICE_CPU, 0}, 2, DL_F32, xs, NULL, 0},
+                       {NULL, {DL_DEVICE_CPU, 0}, 1, DL_I64, is, NULL, 0}};
+    dl_tensor y = {NULL, {DL_DEVICE_CPU, 0}, 2, DL_F32, ys, NULL, 0};
+    dl_op op = {sizeof op, DL_OP_GATHER, "g", &a, 2, in, 1, &y, DL_PRECISION_F32};
+    dl_error err = {{0}};
+    dl_kernel *k = NULL;
+    size_t ws = 0;
+    cr_assert_eq(be->prepare(be->self, &op, &k, &ws, &err), DL_OK, "%s", err.msg);
+    in[0].data = data, in[1].data = idx, y.data = out;
+    cr_expect_neq(be->run(be->self, k, in, &y, NULL, &err), DL_OK, "index 5 of a dimension of 5 accepted");
+    cr_expect(strstr(err.msg, "index 5 (at 3) is out of range for a dimension of size 5"), "%s", err.msg);
+    idx[3] = -5;
+    cr_expect_eq(be->run(be->self, k, in, &y, NULL, &err), DL_OK, "%s", err.msg);
+    be->release(be->self, k);
+    in[1].dtype = DL_F32; /* float indices: refused */
+    cr_expect(!be->supports(be->self, &op, &err));
+    cr_expect(strstr(err.msg, "input 2 is f32, not int64"), "%s", err.msg);
 }

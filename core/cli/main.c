@@ -146,19 +146,30 @@ static void shape_text(const int64_t *shape, int ndim, char *buf, size_t len) {
     if (u < len) snprintf(buf + u, len - u, "]");
 }
 
-/* Fills input i of the session from its --input file, or from the seed. */
-static int load_input(const char *file, const char *name, const dl_tensor *want, unsigned long long seed, float **buf) {
+/* Fills input i of the session from its --input file, or from the seed: f32 uniform in [-1, 1),
+ * int64 (token ids) uniform in [0, bound). */
+static int load_input(const char *file, const char *name, const dl_tensor *want, int64_t bound, unsigned long long seed,
+                      void **buf) {
     int64_t numel = dl_tensor_numel(want);
+    int is_int = want->dtype.code == DL_DTYPE_INT;
     if (!file) {
-        *buf = malloc((size_t)numel * sizeof **buf);
-        if (!*buf) return EXIT_RUNTIME;
-        fill_random(*buf, (size_t)numel, seed);
-        return 0;
+        float *x = malloc((size_t)numel * sizeof *x);
+        if (!x) return EXIT_RUNTIME;
+        fill_random(x, (size_t)numel, seed);
+        *buf = x;
+        if (!is_int) return 0;
+        int64_t *ids = malloc((size_t)numel * sizeof *ids);
+        for (int64_t i = 0; ids && i < numel; i++)
+            ids[i] = (int64_t)((x[i] + 1) / 2 * (float)bound) % (bound ? bound : 1);
+        free(x);
+        *buf = ids;
+        return ids ? 0 : EXIT_RUNTIME;
     }
     int64_t shape[8];
     int ndim = 0;
     dl_error err;
-    dl_status st = dl_npy_read(file, buf, shape, &ndim, &err);
+    dl_status st = is_int ? dl_npy_read_int64(file, (int64_t **)buf, shape, &ndim, &err)
+                          : dl_npy_read(file, (float **)buf, shape, &ndim, &err);
     if (st != DL_OK) return fail(st, &err);
     int ok = ndim == want->ndim;
     for (int i = 0; ok && i < ndim; i++) ok = shape[i] == want->shape[i];
@@ -234,7 +245,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     dl_error err = {{0}};
     dl_model *m = NULL;
     dl_session *s = NULL;
-    float *bufs[64] = {0};
+    void *bufs[64] = {0};
     dl_tensor ins[64];
     double *times = NULL;
     int rc = 0;
@@ -267,8 +278,8 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     int nin = dl_session_input_count(s);
     rc = match_inputs(o, s, files);
     for (int i = 0; !rc && i < nin; i++) {
-        rc = load_input(files[i], dl_session_input_name(s, i), dl_session_input(s, i), o->seed + (unsigned long long)i,
-                        &bufs[i]);
+        rc = load_input(files[i], dl_session_input_name(s, i), dl_session_input(s, i), dl_session_input_bound(s, i),
+                        o->seed + (unsigned long long)i, &bufs[i]);
         ins[i] = *dl_session_input(s, i);
         ins[i].data = bufs[i];
     }

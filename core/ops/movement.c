@@ -1,7 +1,7 @@
 /* movement.c — rows of the ops of ABI 1.4 that move elements to new places without arithmetic:
  * transpose (any permutation), slice (ONNX Slice: steps, negative indices, clamping) and pad
  * (constant, reflect, edge); and resize (nearest or linear resampling of H and W), which reads
- * its input at computed places. */
+ * its input at computed places; and gather (ONNX Gather: an embedding lookup by int64 indices). */
 #include <limits.h>
 #include <stdint.h>
 
@@ -261,4 +261,42 @@ const dl_op_def dl_op_row_resize = {
     .validate = resize_validate,
     .infer = resize_infer,
     .flops = dl_flops_numel,
+};
+
+/* ---- gather ---- */
+
+static int gather_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    const dl_tensor *x = &op->inputs[0], *idx = &op->inputs[1];
+    char s[200], is[200];
+    int axis = dl_axis_norm(op->attrs->axis, x->ndim);
+    if (axis < 0) DL_NO(why, "axis %d is out of range for data %s", op->attrs->axis, dl_in_str(op, cx, 0, s, sizeof s));
+    if (!dl_dtype_eq(idx->dtype, DL_I64))
+        DL_NO(why, "indices %s must be int64 (a model input of dtype int64)", dl_in_str(op, cx, 1, is, sizeof is));
+    if (x->ndim - 1 + idx->ndim > DL_MAX_DIMS)
+        DL_NO(why, "the output of data %s and indices %s would have more than %d dimensions",
+              dl_in_str(op, cx, 0, s, sizeof s), dl_in_str(op, cx, 1, is, sizeof is), DL_MAX_DIMS);
+    y->ndim = 0;
+    for (int d = 0; d < axis; d++) y->d[y->ndim++] = x->shape[d];
+    for (int d = 0; d < idx->ndim; d++) y->d[y->ndim++] = idx->shape[d];
+    for (int d = axis + 1; d < x->ndim; d++) y->d[y->ndim++] = x->shape[d];
+    return 1;
+}
+
+const dl_op_def dl_op_row_gather = {
+    .name = "gather",
+    .abi_minor = 4,
+    .flags = DL_OPF_AXIS,
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .attrs =
+        (const dl_attr_def[]){{"axis", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.axis), -DL_MAX_DIMS, DL_MAX_DIMS - 1, 0, 0},
+                              {0}},
+    .nmse = DL_NMSE_EXACT,
+    .cases = (const dl_op_case[]){{"gather embedding", "[[11, 7], [2, 5]]", "", 1},
+                                  {"gather axis 1", "[[3, 9, 5], [4]]", "axis: 1", 1},
+                                  {"gather last", "[[2, 3, 6], [3, 2]]", "axis: -1", 1},
+                                  {0}},
+    .infer = gather_infer,
+    .flops = dl_flops_none,
+    .int_inputs = 1u << 1,
 };

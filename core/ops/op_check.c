@@ -58,8 +58,18 @@ int dl_op_check_as(const dl_op *op, unsigned formats, dl_error *why) {
     if (op->n_outputs != 1) DL_NO(why, "%s has one output, not %d", d->name, op->n_outputs);
     if (op->n_inputs < lo || op->n_inputs > hi)
         DL_NO(why, "%s takes %d to %d inputs, not %d", d->name, lo, hi, op->n_inputs);
-    for (int i = 0; i < op->n_inputs; i++)
-        if (!format_ok(&op->inputs[i], formats, "input ", i + 1, why)) return 0;
+    for (int i = 0; i < op->n_inputs; i++) {
+        const dl_tensor *t = &op->inputs[i];
+        if (d->int_inputs >> i & 1) { /* gather's indices: int64, dense row-major, whatever the formats */
+            char name[32];
+            if (!dl_dtype_eq(t->dtype, DL_I64))
+                DL_NO(why, "input %d is %s, not int64", i + 1, dtype_txt(t->dtype, name, sizeof name));
+            if (t->byte_offset || t->ndim < 1 || t->ndim > DL_MAX_DIMS || t->strides)
+                DL_NO(why, "input %d: only dense row-major int64 tensors up to 8-D", i + 1);
+        } else if (!format_ok(t, formats, "input ", i + 1, why)) {
+            return 0;
+        }
+    }
     if (!format_ok(&op->outputs[0], formats, "the output", 0, why)) return 0;
     int act = op->attrs->activation;
     int act_ok =

@@ -56,7 +56,8 @@
     X(LAYER_NORM, layer_norm) \
     X(RESIZE, resize) \
     X(LOG_SOFTMAX, log_softmax) \
-    X(GROUP_NORM, group_norm)
+    X(GROUP_NORM, group_norm) \
+    X(GATHER, gather)
 /* clang-format on */
 
 #define DECLARE(kind, name) extern const dl_op_def dl_op_row_##name;

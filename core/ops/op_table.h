@@ -141,6 +141,9 @@ typedef struct dl_op_def {
     /* Optional: the ABI minor this instance needs when above abi_minor (attribute meanings added
      * later, e.g. maxpool dilation in 1.2). */
     uint32_t (*abi_minor_of)(const dl_op *op);
+    /* Activation inputs that hold integers (bit i: input i is DL_I64: gather's indices); every
+     * other tensor is floating point. */
+    uint32_t int_inputs;
     /* Optional: attributes that follow from the first input's rank (transpose's default perm),
      * set once the model's shapes are known; infer sees them unresolved before that. */
     void (*resolve)(dl_op_params *p, int rank);

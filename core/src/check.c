@@ -286,12 +286,17 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
     dl_tensor *ins = calloc((size_t)nin, sizeof *ins);
     for (int i = 0; ins && i < nin; i++) {
         ins[i] = *dl_session_input(ref, i);
-        int64_t n = dl_tensor_numel(&ins[i]);
-        float *x = malloc((size_t)n * sizeof *x);
+        int64_t n = dl_tensor_numel(&ins[i]), bound = dl_session_input_bound(ref, i);
+        void *x = malloc((size_t)n * dl_dtype_size(ins[i].dtype));
         if (!x) break;
         dl_rng r;
         dl_rng_seed(&r, dl_rng_derive(o->seed, "input"));
-        for (int64_t j = 0; j < n; j++) x[j] = dl_rng_uniform(&r, -1, 1);
+        for (int64_t j = 0; j < n; j++) { /* f32 in [-1, 1), int64 indices in [0, bound) */
+            float u = dl_rng_uniform(&r, 0, 1);
+            if (ins[i].dtype.code == DL_DTYPE_INT)
+                ((int64_t *)x)[j] = (int64_t)(u * (float)bound) % (bound ? bound : 1);
+            else ((float *)x)[j] = 2 * u - 1;
+        }
         ins[i].data = x;
     }
     st = ins && (nin == 0 || ins[nin - 1].data) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
@@ -351,7 +356,8 @@ static dl_status case_graph(const dl_op_def *row, const dl_op_case *c, dl_graph 
     int i = 0;
     while ((p = strchr(p, '[')) != NULL) {
         const char *e = strchr(p, ']');
-        u += (size_t)snprintf(text + u, sizeof text - u, "  - {name: x%d, shape: %.*s}\n", i, (int)(e - p + 1), p);
+        u += (size_t)snprintf(text + u, sizeof text - u, "  - {name: x%d, shape: %.*s%s}\n", i, (int)(e - p + 1), p,
+                              row->int_inputs >> i & 1 ? ", dtype: int64" : "");
         size_t nu = strlen(names);
         snprintf(names + nu, sizeof names - nu, "%sx%d", i ? ", " : "", i);
         i++;
@@ -377,6 +383,20 @@ static float *draw(const dl_value *v, uint64_t seed, float scale, float low) {
     return x;
 }
 
+/* Fresh int64 indices in [-bound, bound): negative ones count from the end. */
+static int64_t *draw_indices(const dl_value *v, uint64_t seed, int64_t bound) {
+    int64_t n = dl_shape_numel(&v->shape);
+    int64_t *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    if (!x) return NULL;
+    dl_rng r;
+    dl_rng_seed(&r, dl_rng_derive(seed, v->name));
+    for (int64_t e = 0; e < n; e++) {
+        int64_t i = (int64_t)floor(dl_rng_uniform(&r, -(float)bound, (float)bound));
+        x[e] = i < -bound ? -bound : i >= bound ? bound - 1 : i;
+    }
+    return x;
+}
+
 /* One case on every checked backend against the CPU reference. */
 static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t seed, const check_setup *cs,
                           reporter *rep, dl_error *err) {
@@ -388,7 +408,7 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
     dl_shape shapes[DL_MAX_NODE_INPUTS + 2];
     dl_tensor tin[DL_MAX_NODE_INPUTS], tout;
     unsigned char isw[DL_MAX_NODE_INPUTS];
-    float *data[DL_MAX_NODE_INPUTS] = {0};
+    void *data[DL_MAX_NODE_INPUTS] = {0};
     if (g->n_values > (int)(sizeof shapes / sizeof shapes[0]))
         st = dl_fail(err, DL_E_INVALID, "case '%s' is too big", c->name);
     for (int v = 0; st == DL_OK && v < g->n_values; v++) shapes[v] = g->values[v].shape;
@@ -397,7 +417,15 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
     op.name = c->name;
     for (int j = 0; j < nd->n_inputs && st == DL_OK; j++) {
         const dl_value *v = &g->values[nd->inputs[j]];
-        if (!(data[j] = draw(v, seed, c->scale, c->lo))) st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        if (v->dtype.code == DL_DTYPE_INT) { /* indices valid along any dimension of the first input */
+            int64_t bound = INT64_MAX;
+            for (int d = 0; d < shapes[nd->inputs[0]].ndim; d++)
+                if (shapes[nd->inputs[0]].d[d] < bound) bound = shapes[nd->inputs[0]].d[d];
+            data[j] = draw_indices(v, seed, bound);
+        } else {
+            data[j] = draw(v, seed, c->scale, c->lo);
+        }
+        if (!data[j]) st = dl_fail(err, DL_E_NOMEM, "out of memory");
         tin[j].data = data[j];
         isw[j] = v->kind == DL_VALUE_WEIGHT;
     }

@@ -165,6 +165,7 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
     if (m->type != YAML_MAPPING_NODE)
         return failat(r, m, "each %s must be a mapping {name, shape, dtype}, not %s", what, kind_name(m));
     yaml_node_t *name = NULL, *shape = NULL;
+    dl_dtype dtype = DL_F32;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = node(r, p->key), *v = node(r, p->value);
         const char *key = scalar(k);
@@ -176,8 +177,10 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
         else if (key && !strcmp(key, "shape")) shape = v;
         else if (key && !strcmp(key, "dtype")) {
             const char *d = scalar(v);
-            if (!d || (strcmp(d, "f32") && strcmp(d, "float32")))
-                return failat(r, v, "unsupported dtype '%s' (this version supports f32)", d ? d : kind_name(v));
+            if (d && !constant && (!strcmp(d, "int64") || !strcmp(d, "i64"))) dtype = DL_I64; /* token ids */
+            else if (!d || (strcmp(d, "f32") && strcmp(d, "float32")))
+                return failat(r, v, "unsupported dtype '%s' (%s)", d ? d : kind_name(v),
+                              constant ? "constants are f32" : "an input is f32 or int64");
         } else return failat(r, k, "unknown key '%s' in an %s (expected name, shape, dtype)", key ? key : "?", what);
     }
     if (!name) return failat(r, m, "%s needs 'name'", what);
@@ -194,6 +197,7 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
                       constant ? "" : " (batch first)", nd);
     int v = dl_graph_add_value(r->g, nm, constant ? DL_VALUE_WEIGHT : DL_VALUE_INPUT, loc_of(m));
     if (v < 0) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
+    r->g->values[v].dtype = dtype;
     for (int i = 0; i < nd; i++) {
         int d;
         st = get_int(r, node(r, shape->data.sequence.items.start[i]), "a dimension", 1, INT_MAX, &d);
@@ -616,6 +620,8 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
             int v = dl_graph_find_value(r->g, nm);
             if (v < 0 || r->g->values[v].kind == DL_VALUE_WEIGHT)
                 return failat(r, item, "output '%s' is not a layer or input of this model", nm);
+            if (!dl_dtype_is_f32(r->g->values[v].dtype))
+                return failat(r, item, "output '%s' is an int64 input; outputs are f32", nm);
             r->g->outputs[r->g->n_outputs++] = v;
         }
     } else {

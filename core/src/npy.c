@@ -58,7 +58,9 @@ static dl_status parse_header(const char *path, const char *hdr, char descr[8], 
     return DL_OK;
 }
 
-dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim, dl_error *err) {
+/* Reads a .npy as f32 (from f32, f64, f16, i32, i64, u8), or with as_int as int64 (from i64, i32,
+ * u8: integers only, exact). */
+static dl_status read_npy(const char *path, int as_int, void **data, int64_t *shape, int *ndim, dl_error *err) {
     *data = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return dl_fail(err, DL_E_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -93,18 +95,32 @@ dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim,
         else if (!strcmp(descr, "<f2")) esize = 2;
         else if (!strcmp(descr, "|u1")) esize = 1;
         else rc = dl_fail(err, DL_E_INVALID, "%s: dtype '%s' is not supported (use float32)", path, descr);
+        if (rc == DL_OK && as_int && descr[1] != 'i' && descr[1] != 'u')
+            rc = dl_fail(err, DL_E_INVALID, "%s: dtype '%s' where the input is int64 (use numpy.int64)", path, descr);
     }
+    const size_t osize = as_int ? sizeof(int64_t) : sizeof(float);
     uint64_t count = 1;
     for (int i = 0; rc == DL_OK && i < *ndim; i++) {
         if (shape[i] > 0 && count > (UINT64_MAX / 16) / (uint64_t)shape[i])
             rc = dl_fail(err, DL_E_INVALID, "%s: .npy shape is too large", path);
         count *= (uint64_t)shape[i];
     }
-    if (rc == DL_OK && (!(raw = malloc(count * (size_t)esize + 1)) || !(*data = malloc(count * sizeof(float) + 1))))
+    if (rc == DL_OK && (!(raw = malloc(count * (size_t)esize + 1)) || !(*data = malloc(count * osize + 1))))
         rc = dl_fail(err, DL_E_NOMEM, "%s: out of memory for %llu elements", path, (unsigned long long)count);
     if (rc == DL_OK && fread(raw, (size_t)esize, count, f) != count)
         rc = dl_fail(err, DL_E_INVALID, "%s: data is shorter than its shape needs (truncated file?)", path);
-    if (rc == DL_OK) {
+    if (rc == DL_OK && as_int) {
+        int64_t *o = *data;
+        const unsigned char *b = raw;
+        for (uint64_t i = 0; i < count; i++) {
+            if (esize == 8) memcpy(&o[i], b + 8 * i, 8);
+            else if (esize == 4) {
+                int32_t v;
+                memcpy(&v, b + 4 * i, 4);
+                o[i] = v;
+            } else o[i] = b[i];
+        }
+    } else if (rc == DL_OK) {
         float *o = *data;
         const unsigned char *b = raw;
         for (uint64_t i = 0; i < count; i++) {
@@ -159,4 +175,18 @@ dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape
     ok = ok && fputc('\n', f) != EOF && fwrite(data, 4, count, f) == count;
     if (fclose(f) != 0 || !ok) return dl_fail(err, DL_E_IO, "%s: write failed", path);
     return DL_OK;
+}
+
+dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim, dl_error *err) {
+    void *d = NULL;
+    dl_status st = read_npy(path, 0, &d, shape, ndim, err);
+    *data = d;
+    return st;
+}
+
+dl_status dl_npy_read_int64(const char *path, int64_t **data, int64_t *shape, int *ndim, dl_error *err) {
+    void *d = NULL;
+    dl_status st = read_npy(path, 1, &d, shape, ndim, err);
+    *data = d;
+    return st;
 }

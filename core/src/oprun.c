@@ -46,6 +46,7 @@ void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned
     int cl = f.layout == DL_LAYOUT_CHANNELS_LAST, n = op->n_inputs;
     for (int j = 0; j <= n; j++) {
         dl_tensor *t = j < n ? &in[j] : out;
+        if (t->dtype.code == DL_DTYPE_INT) continue; /* gather's indices stay int64 row-major */
         t->dtype = f.dtype;
         t->strides = NULL;
         if (cl && t->ndim == 4 && (j == n || !is_weight[j])) {
@@ -84,10 +85,11 @@ int dl_backend_accepts_as(const dl_backend *be, int precision, int input_cl, dl_
 }
 
 /* Host f32 row-major data `f32` as tensor t's dtype and layout, in a new buffer (or f32 itself
- * when t is f32 row-major; *owned says which). NULL when out of memory. */
-static const void *as_stored(const dl_tensor *t, const float *f32, void **owned) {
+ * when t is f32 row-major; *owned says which). An integer tensor's data is already its own
+ * (int64 indices), used as it is. NULL when out of memory. */
+static const void *as_stored(const dl_tensor *t, const void *f32, void **owned) {
     *owned = NULL;
-    if (dl_dtype_is_f32(t->dtype) && !t->strides) return f32;
+    if ((dl_dtype_is_f32(t->dtype) && !t->strides) || t->dtype.code == DL_DTYPE_INT) return f32;
     size_t b = (size_t)dl_tensor_numel(t) * dl_dtype_size(t->dtype);
     if (!(*owned = malloc(b ? b : 1))) return NULL;
     dl_tensor d = *t, src = *t;

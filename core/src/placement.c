@@ -135,7 +135,7 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error
     const dl_node *n = &s->g->nodes[i];
     dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
     unsigned char isw[DL_MAX_NODE_INPUTS + 1];
-    float *data[DL_MAX_NODE_INPUTS + 1] = {0};
+    void *data[DL_MAX_NODE_INPUTS + 1] = {0};
     int ins[DL_MAX_NODE_INPUTS + 1];
     dl_session_node_inputs(s, i, ins);
     dl_op op;
@@ -155,14 +155,20 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error
             continue;
         }
         int64_t cnt = dl_shape_numel(&s->shape[ins[j]]);
-        data[j] = malloc((size_t)(cnt ? cnt : 1) * sizeof(float));
-        if (!data[j]) {
+        if (v->dtype.code == DL_DTYPE_INT) { /* indices: all 0, valid for any gather */
+            data[j] = calloc((size_t)(cnt ? cnt : 1), dl_dtype_size(v->dtype));
+            if (!(in[j].data = data[j])) ok = 0;
+            if (!ok) break;
+            continue;
+        }
+        float *x = malloc((size_t)(cnt ? cnt : 1) * sizeof(float));
+        if (!(data[j] = x)) {
             ok = 0;
             break;
         }
         dl_rng r;
         dl_rng_seed(&r, dl_rng_derive(7, v->name));
-        for (int64_t e = 0; e < cnt; e++) data[j][e] = dl_rng_uniform(&r, -1, 1);
+        for (int64_t e = 0; e < cnt; e++) x[e] = dl_rng_uniform(&r, -1, 1);
         in[j].data = data[j];
     }
     float *y = ok ? malloc(dl_session_value_bytes(s, n->output) + 4) : NULL;

@@ -418,13 +418,15 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
     for (int i = 0; i < n_inputs; i++) {
         const dl_tensor *t = &inputs[i];
-        if (!same_shape(t, &s->inputs[i]) || !dl_dtype_is_f32(t->dtype) || !t->data ||
+        dl_dtype want_dt = g->values[g->inputs[i]].dtype;
+        if (!same_shape(t, &s->inputs[i]) || !dl_dtype_eq(t->dtype, want_dt) || !t->data ||
             t->device.device_type != DL_DEVICE_CPU || t->strides) {
             char want[128], got[128];
             dl_shape_str(s->inputs[i].shape, s->inputs[i].ndim, want, sizeof want);
             dl_shape_str(t->shape, t->ndim, got, sizeof got);
-            return dl_fail(err, DL_E_INVALID, "input '%s' must be a dense host f32 tensor of shape %s, got %s",
-                           g->values[g->inputs[i]].name, want, got);
+            return dl_fail(err, DL_E_INVALID, "input '%s' must be a dense host %s tensor of shape %s, got %s%s",
+                           g->values[g->inputs[i]].name, dl_dtype_is_f32(want_dt) ? "f32" : "int64", want, got,
+                           dl_dtype_eq(t->dtype, want_dt) ? "" : " of another dtype");
         }
         memcpy(BUF(s, g->inputs[i], 0), (const char *)t->data + t->byte_offset,
                dl_session_value_bytes(s, g->inputs[i]));
@@ -511,6 +513,20 @@ void dl_session_step(const dl_session *s, int i, dl_step_info *info) {
     info->layer = n->name;
     info->op = dl_op_kind_name(n->kind);
     info->backend = st->kind == DL_STEP_FUSED ? st->label : st->be->name;
+}
+
+int64_t dl_session_input_bound(const dl_session *s, int i) {
+    if (i < 0 || i >= s->g->n_inputs) return 0;
+    int v = s->g->inputs[i];
+    if (s->g->values[v].dtype.code != DL_DTYPE_INT) return 0;
+    int64_t bound = INT64_MAX;
+    for (int k = 0; k < s->g->n_nodes; k++) {
+        const dl_node *n = &s->g->nodes[k];
+        if (n->kind != DL_OP_GATHER || n->inputs[1] != v) continue;
+        int64_t size = s->shape[n->inputs[0]].d[n->params.attrs.axis];
+        if (size < bound) bound = size;
+    }
+    return bound == INT64_MAX ? 0 : bound;
 }
 
 const dl_op *dl_session_step_op(const dl_session *s, int i, const unsigned char **constant) {

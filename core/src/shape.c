@@ -47,6 +47,15 @@ static dl_status infer_node(const dl_graph *g, int i, dl_shape *shapes, dl_error
     dl_op op;
     dl_node_op(g, i, n->inputs, n->n_inputs, shapes, &n->params.attrs, DL_PRECISION_F32, &op, in, &out);
     for (int j = 0; j < n->n_inputs; j++) names[j] = g->values[n->inputs[j]].name;
+    for (int j = 0; j < acts; j++) { /* integers only where the row takes them (gather's indices) */
+        const dl_value *in_v = &g->values[n->inputs[j]];
+        int want_int = row->int_inputs >> j & 1, is_int = !dl_dtype_is_f32(in_v->dtype);
+        if (is_int && !want_int)
+            return bad(g, n, err, "input '%s' is int64; %s takes float tensors (int64 feeds gather's indices)",
+                       in_v->name, row->name);
+        if (want_int && !is_int)
+            return bad(g, n, err, "input %d ('%s') must be int64 (a model input of dtype int64)", j + 1, in_v->name);
+    }
     dl_infer_ctx cx = {&n->params, names};
     dl_error why = {{0}};
     dl_shape *y = &shapes[n->output];

@@ -33,21 +33,30 @@ static int is_4d_activation(const dl_session *s, int v) {
     return s->g->values[v].kind != DL_VALUE_WEIGHT && s->shape[v].ndim == 4;
 }
 
+/* An integer value (gather's int64 indices) keeps its own dtype, row-major, in every place: the
+ * places' formats are those of the floating-point tensors. */
+static int is_integer(const dl_session *s, int v) { return s->g->values[v].dtype.code == DL_DTYPE_INT; }
+
 int dl_place_of_value(dl_session *s, int v, int p) {
     dl_store pl = s->places[p];
+    if (is_integer(s, v)) /* stored the same in every place of a domain: the domain's first */
+        for (int q = 0; q < s->n_places; q++)
+            if (s->places[q].dom == pl.dom) return q;
     if (pl.fmt.layout == DL_LAYOUT_ROW_MAJOR || is_4d_activation(s, v)) return p;
     return dl_place_index(s, pl.dom, (dl_format){pl.fmt.dtype, DL_LAYOUT_ROW_MAJOR}); /* exists or fits */
 }
 
 size_t dl_session_place_bytes(const dl_session *s, int v, int p) {
-    return (size_t)dl_shape_numel(&s->shape[v]) * dl_dtype_size(s->places[p].fmt.dtype);
+    dl_dtype d = is_integer(s, v) ? s->g->values[v].dtype : s->places[p].fmt.dtype;
+    return (size_t)dl_shape_numel(&s->shape[v]) * dl_dtype_size(d);
 }
 
 dl_tensor dl_place_view(const dl_session *s, int v, int p, int64_t *strides) {
     const dl_store *pl = &s->places[p];
     dl_tensor t = {NULL, {DL_DEVICE_CPU, 0}, s->shape[v].ndim, pl->fmt.dtype, (int64_t *)s->shape[v].d, NULL, 0};
     if (pl->dom) t.device = s->doms[pl->dom].device;
-    if (pl->fmt.layout == DL_LAYOUT_CHANNELS_LAST && t.ndim == 4) {
+    if (is_integer(s, v)) t.dtype = s->g->values[v].dtype;
+    else if (pl->fmt.layout == DL_LAYOUT_CHANNELS_LAST && t.ndim == 4) {
         dl_channels_last_strides(t.shape, strides);
         t.strides = strides;
     }
@@ -149,13 +158,17 @@ static const dl_backend *converter(const dl_session *s, int a, int b, dl_copy_ki
 dl_status dl_step_plan_transfer(dl_session *s, dl_step *st, dl_error *err) {
     int a = st->src_place, b = st->place, v = st->value;
     dl_format fa = s->places[a].fmt, fb = s->places[b].fmt;
-    int moves = st->src_dom != st->dom, casts = !dl_dtype_eq(fa.dtype, fb.dtype);
-    int transposes = fa.layout != fb.layout;
+    int integer = is_integer(s, v); /* moved as it is, whatever the places' formats */
+    int moves = st->src_dom != st->dom, casts = !integer && !dl_dtype_eq(fa.dtype, fb.dtype);
+    int transposes = !integer && fa.layout != fb.layout;
     static const char *const what[8] = {"copy", "transpose",      "cast",      "cast+transpose",
                                         "copy", "copy+transpose", "copy+cast", "copy+cast+transpose"};
     st->what = what[moves << 2 | casts << 1 | transposes];
     char sa[32] = "", sb[32] = "";
-    if (casts || transposes || !dl_dtype_is_f32(fa.dtype)) {
+    if (integer) {
+        snprintf(sa, sizeof sa, " int64");
+        snprintf(sb, sizeof sb, " int64");
+    } else if (casts || transposes || !dl_dtype_is_f32(fa.dtype)) {
         dl_format_str(fa, sa + 1, sizeof sa - 1), sa[0] = ' ';
         dl_format_str(fb, sb + 1, sizeof sb - 1), sb[0] = ' ';
     }

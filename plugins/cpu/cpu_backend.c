@@ -89,6 +89,7 @@ static const cpu_op_fn kernels[DL_OP_COUNT] = {
     [DL_OP_RESIZE] = cpu_resize,
     [DL_OP_LOG_SOFTMAX] = cpu_log_softmax,
     [DL_OP_GROUP_NORM] = cpu_group_norm,
+    [DL_OP_GATHER] = cpu_gather,
 };
 
 static int cpu_supports(void *self, const dl_op *op, dl_error *why) {
@@ -127,6 +128,10 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
 
 static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     omp_set_num_threads(k->threads);
+    if (k->g.kind == DL_OP_GATHER) {
+        dl_status st = cpu_gather_check(k, in, err);
+        if (st != DL_OK) return st;
+    }
     if (k->st.active) return cpu_storage_run(&k->st, k, kernels[k->g.kind], in, out, ws, err);
     kernels[k->g.kind](k, in, out[0].data, ws);
     return DL_OK;

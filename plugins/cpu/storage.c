@@ -6,15 +6,17 @@
 
 #include "tensor_convert.h"
 
-static int is_f32_row_major(const dl_tensor *t) {
-    return dl_dtype_is_f32(t->dtype) && dl_tensor_layout(t) == DL_LAYOUT_ROW_MAJOR;
+/* What a kernel reads where it is: f32 row-major, or integers (gather's int64 indices, which are
+ * never converted). */
+static int is_native(const dl_tensor *t) {
+    return (dl_dtype_is_f32(t->dtype) || t->dtype.code == DL_DTYPE_INT) && dl_tensor_layout(t) == DL_LAYOUT_ROW_MAJOR;
 }
 
-/* t as an f32 row-major tensor of the same shape, at data. */
+/* t as an f32 row-major tensor of the same shape, at data (an integer tensor keeps its dtype). */
 static dl_tensor f32_view(const dl_tensor *t, void *data) {
     dl_tensor v = *t;
     v.data = data;
-    v.dtype = DL_F32;
+    if (t->dtype.code != DL_DTYPE_INT) v.dtype = DL_F32;
     v.strides = NULL;
     v.byte_offset = 0;
     return v;
@@ -36,8 +38,8 @@ void cpu_storage_free(cpu_storage *s) {
 dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, dl_error *err) {
     *s = (cpu_storage){0};
     *op32 = *op;
-    int active = !is_f32_row_major(&op->outputs[0]);
-    for (int i = 0; i < op->n_inputs; i++) active |= !is_f32_row_major(&op->inputs[i]);
+    int active = !is_native(&op->outputs[0]);
+    for (int i = 0; i < op->n_inputs; i++) active |= !is_native(&op->inputs[i]);
     if (!active) return DL_OK; /* today's path, untouched */
     const int n = op->n_inputs;
     s->active = 1;
@@ -53,8 +55,8 @@ dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, dl_e
         const dl_tensor *t = &op->inputs[i];
         s->stage[i] = CPU_NO_STAGE;
         s->t32[i] = f32_view(t, t->data);
-        if (is_f32_row_major(t)) continue; /* the kernel reads it where it is */
-        if (!t->data) {                    /* an activation: staged at run */
+        if (is_native(t)) continue; /* the kernel reads it where it is */
+        if (!t->data) {             /* an activation: staged at run */
             s->stage[i] = s->staging;
             s->staging += staging_bytes(t);
             continue;
@@ -69,7 +71,7 @@ dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, dl_e
         }
     }
     s->out_stage = CPU_NO_STAGE;
-    if (!is_f32_row_major(&op->outputs[0])) {
+    if (!is_native(&op->outputs[0])) {
         s->out_stage = s->staging;
         s->staging += staging_bytes(&op->outputs[0]);
     }

@@ -7,7 +7,8 @@ mobilenet_v3_small (hard_swish, hard_sigmoid, squeeze-excite mul), shufflenet_v2
 (transpose, slice, reduce_mean), efficientnet_b0 (silu fused from x·sigmoid(x), sigmoid gating),
 each at 96x96, a 2-layer transformer encoder (nn.TransformerEncoder: Gather of q/k/v as slices,
 LayerNorm and GELU fused from their spelled-out ONNX forms, batched matmul, softmax) and a
-2-layer GPT-style decoder (Split as slices, an additive causal mask, pre-LayerNorm). About 10 s
+2-layer GPT-style decoder (Split as slices, an additive causal mask, pre-LayerNorm), and both again
+with their token and position embeddings (int64 token ids into gather). About 15 s
 on 2 cores. Run by ctest (onnx_zoo_subset).
 
 A model whose converted form needs a dlrun op listed in PENDING_OPS, and that dlrun rejects as
@@ -31,7 +32,8 @@ import zoo_models  # noqa: E402
 # (model, family, input size)
 SUBSET = [("squeezenet1_1", "classification", 96), ("mobilenet_v3_small", "classification", 96),
           ("shufflenet_v2_x0_5", "classification", 96), ("efficientnet_b0", "classification", 96),
-          ("tiny-encoder", "transformer", 0), ("tiny-decoder", "transformer", 0)]
+          ("tiny-encoder", "transformer", 0), ("tiny-decoder", "transformer", 0),
+          ("tiny-encoder-ids", "transformer", 0), ("tiny-decoder-ids", "transformer", 0)]
 PENDING_OPS = set()  # dlrun ops not yet in the binary: a model needing one is skipped, not failed
 REL_L2_LIMIT = 1e-4
 SKIP = 77

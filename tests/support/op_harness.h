@@ -90,8 +90,12 @@ static storage_mode mode = {"f32", {DL_DTYPE_FLOAT, 32, 1}, 0, 0};
     Test(cpu_storage, name##_f32_nhwc) { mode = modes[4], name(); }  \
     static void name(void)
 
+/* Input i of op kind holds int64 indices (gather's second input); the test keeps them as exact
+ * integer floats and stores them as int64. */
+static int is_index_input(dl_op_kind kind, int i) { return kind == DL_OP_GATHER && i == 1; }
+
 static float round_to(dl_dtype d, float v) {
-    if (d.bits == 32) return v;
+    if (d.bits == 32 || d.code == DL_DTYPE_INT) return v;
     return d.code == DL_DTYPE_BFLOAT ? dl_bf16_to_f32(dl_f32_to_bf16(v)) : dl_f16_to_f32(dl_f32_to_f16(v));
 }
 
@@ -105,7 +109,8 @@ static int64_t stored_at(const dl_tensor *t, int64_t i) {
 }
 static void put(const dl_tensor *t, int64_t i, float v) {
     int64_t o = stored_at(t, i);
-    if (t->dtype.bits == 32) ((float *)t->data)[o] = v;
+    if (t->dtype.code == DL_DTYPE_INT) ((int64_t *)t->data)[o] = (int64_t)v;
+    else if (t->dtype.bits == 32) ((float *)t->data)[o] = v;
     else ((uint16_t *)t->data)[o] = t->dtype.code == DL_DTYPE_BFLOAT ? dl_f32_to_bf16(v) : dl_f32_to_f16(v);
 }
 static float fetch(const dl_tensor *t, int64_t i) {
@@ -177,8 +182,8 @@ static size_t run_op_as(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_in,
     dl_dtype dt[16];
     int cl[16], nw = n_weights(kind, n_in);
     for (int i = 0; i < n_in; i++) {
-        dt[i] = mode.dtype;
-        cl[i] = mode.nhwc && in[i].nd == 4 && (i < n_in - nw || mode.nhwc_weights);
+        dt[i] = is_index_input(kind, i) ? DL_I64 : mode.dtype;
+        cl[i] = mode.nhwc && in[i].nd == 4 && (i < n_in - nw || mode.nhwc_weights) && !is_index_input(kind, i);
     }
     return run_formats(kind, a, in, n_in, y, dt, cl, mode.dtype, mode.nhwc && y->nd == 4, in_place);
 }

@@ -45,6 +45,8 @@ FOLD_ONLY_OPS = sorted(set(fold.FOLDERS) - set(MAPPED_OPS))
 
 # Element types a runtime tensor may have (dlrun computes in f32).
 RUNTIME_TYPES = {onnx.TensorProto.FLOAT: "float32"}
+# Graph input types taken as int64 token ids where they only index (Gather's indices).
+INDEX_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
 
 # 16-bit float element types a constant may be stored in (safetensors dtype names).
 HALF_TYPES = {onnx.TensorProto.FLOAT16: "F16", onnx.TensorProto.BFLOAT16: "BF16"}
@@ -141,7 +143,8 @@ class Converter:
         self.values = {}           # ONNX tensor name -> np.ndarray | Runtime
         self.used_names = set()    # dlrun names given out
         self.reserved = set()      # every ONNX tensor name: helpers never take one
-        self.inputs = []           # (dlrun name, shape)
+        self.inputs = []           # (dlrun name, shape, dtype): dtype "float32", or "int64" for token ids
+        self.int_values = {}       # ONNX name -> Runtime of an int64 graph input (gather's indices only)
         self.pending_inputs = {}   # ONNX graph input name -> (shape, elem_type), declared when used
         self.constants = []        # (dlrun name, shape)
         self.layers = []           # dicts, in order
@@ -174,19 +177,34 @@ class Converter:
 
     # ---- values ----
 
-    def get(self, name):
+    def get(self, name, allow_int=False):
+        """The value of `name`. An int64 (or int32) graph input, token ids, is a runtime value only
+        where allow_int says the op takes it (gather's indices, Shape); elsewhere it is refused."""
         if name in self.values:
             return self.values[name]
         if name in self.pending_inputs:  # a graph input first used here: declare it
-            shape, elem = self.pending_inputs.pop(name)
-            if elem not in RUNTIME_TYPES:
-                self.fail(f"input '{name}' is {_dtype_name(elem)}; dlrun runs float32 tensors only", UnsupportedDtype)
+            shape, elem = self.pending_inputs[name]
             if any(d == 0 for d in shape):
                 self.fail(f"input '{name}' has an empty dimension {list(shape)}", Unsupported)
-            dl = self.fresh(name, own=True)
-            self.inputs.append((dl, shape if shape else (1,)))
-            self.set_out(name, Runtime(dl, shape))
-            return self.values[name]
+            if elem in INDEX_TYPES and allow_int:
+                self.pending_inputs.pop(name)
+                dl = self.fresh(name, own=True)
+                self.inputs.append((dl, shape if shape else (1,), "int64"))
+                self.int_values[name] = Runtime(dl, shape)
+            elif elem not in RUNTIME_TYPES:
+                self.fail(f"input '{name}' is {_dtype_name(elem)}; dlrun runs float32 tensors only (and int64 token "
+                          "ids as Gather's indices)", UnsupportedDtype)
+            else:
+                self.pending_inputs.pop(name)
+                dl = self.fresh(name, own=True)
+                self.inputs.append((dl, shape if shape else (1,), "float32"))
+                self.set_out(name, Runtime(dl, shape))
+                return self.values[name]
+        if name in self.int_values:
+            if allow_int:
+                return self.int_values[name]
+            self.fail(f"uses the int64 tensor '{name}' as a float tensor; dlrun takes int64 tensors only as Gather's "
+                      "indices", UnsupportedDtype)
         self.fail(f"uses '{name}', which nothing defines before it")
 
     def const(self, name, what):
@@ -429,7 +447,10 @@ class Converter:
 
     def op_Cast(self):
         a = self.attrs({"to", "saturate"})
-        v = self.get(self.node.input[0])
+        v = self.get(self.node.input[0], allow_int=a["to"] in INDEX_TYPES)
+        if isinstance(v, Runtime) and self.node.input[0] in self.int_values:  # ids to int64/int32: the ids
+            self.int_values[self.node.output[0]] = v
+            return
         if isinstance(v, Runtime):
             if a["to"] != onnx.TensorProto.FLOAT:
                 self.fail(f"casts a runtime tensor to {_dtype_name(a['to'])}; dlrun runs float32 tensors only",
@@ -447,7 +468,7 @@ class Converter:
 
     def op_Shape(self):
         a = self.attrs({"start", "end"})
-        v = self.get(self.node.input[0])
+        v = self.get(self.node.input[0], allow_int=True)
         shape = np.array(v.shape if isinstance(v, Runtime) else np.shape(v), dtype=np.int64)
         self.values[self.node.output[0]] = shape[a.get("start", 0):a.get("end", len(shape))]
 
@@ -1334,13 +1355,21 @@ class Converter:
         if self.try_fold():
             return
         x = self.runtime(self.node.input[0])
-        if isinstance(self.get(self.node.input[1]), Runtime):
-            self.fail("Gather with indices computed at run time is not supported (dlrun has no integer tensors; "
-                      "constant indices are)", Unsupported)
-        idx = np.asarray(self.const(self.node.input[1], "indices")).astype(np.int64)
         rank, out = len(x.shape), self.node.output[0]
         axis = int(a.get("axis", 0))
         axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            self.fail(f"axis {a.get('axis', 0)} out of range for {list(x.shape)}")
+        ind = self.get(self.node.input[1], allow_int=True)
+        if isinstance(ind, Runtime) and self.node.input[1] in self.int_values:  # token ids: dlrun's gather
+            if len(x.shape) - 1 + len(ind.shape) > 8:
+                self.fail("the output would have more than 8 dimensions")
+            self.emit(out, "gather", [x, ind], x.shape[:axis] + ind.shape + x.shape[axis + 1:], axis=axis)
+            return
+        if isinstance(ind, Runtime):
+            self.fail("Gather with indices computed at run time is not supported (dlrun's gather takes int64 "
+                      "model inputs or constants as indices)", Unsupported)
+        idx = np.asarray(self.const(self.node.input[1], "indices")).astype(np.int64)
         d = x.shape[axis]
         flat = [int(i) + d if i < 0 else int(i) for i in idx.reshape(-1)]
         if any(not 0 <= i < d for i in flat):
@@ -1686,8 +1715,9 @@ def to_yaml(conv, outputs, model_name, weights_file):
     if conv.tensors:
         lines.append(f"weights: {_yaml_value(weights_file)}")
     lines.append("inputs:")
-    for name, shape in conv.inputs:
-        lines.append(f"  - {{name: {_yaml_value(name)}, shape: {_yaml_value(list(shape))}}}")
+    for name, shape, dtype in conv.inputs:
+        dt = ", dtype: int64" if dtype == "int64" else ""
+        lines.append(f"  - {{name: {_yaml_value(name)}, shape: {_yaml_value(list(shape))}{dt}}}")
     if conv.constants:
         lines.append("constants:")
         for name, shape in conv.constants:
@@ -1703,7 +1733,8 @@ def to_yaml(conv, outputs, model_name, weights_file):
 
 def convert_file(onnx_path, yaml_path, feeds=None, dims=None):
     """Converts onnx_path; writes yaml_path and its .safetensors beside it. Returns a dict with the
-    dlrun input names (in order) and output names. Raises ConvertError."""
+    dlrun input names (in order), their dtypes ("float32" or "int64") and output names. Raises
+    ConvertError."""
     try:
         model = onnx.load(onnx_path)
     except OSError as e:
@@ -1720,4 +1751,5 @@ def convert_file(onnx_path, yaml_path, feeds=None, dims=None):
     name = model.graph.name or "onnx-model"
     with open(yaml_path, "w") as f:
         f.write(to_yaml(conv, outputs, name, st_path.rsplit("/", 1)[-1]))
-    return {"inputs": [n for n, _ in conv.inputs], "outputs": outputs}
+    return {"inputs": [n for n, _, _ in conv.inputs], "input_dtypes": [d for _, _, d in conv.inputs],
+            "outputs": outputs}

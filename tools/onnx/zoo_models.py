@@ -107,6 +107,8 @@ TRANSFORMERS = {
     "tiny-encoder": (lambda: BertEncoder(layers=2, d=64, heads=4, seq=16, vocab=100, embed=False),
                      _seq_input(64, 16, 100, False)),
     "tiny-decoder": (lambda: GPT(layers=2, d=64, heads=4, seq=16, vocab=100, embed=False), _seq_input(64, 16, 100, False)),
+    "tiny-encoder-ids": (lambda: BertEncoder(layers=2, d=64, heads=4, seq=16, vocab=100), _seq_input(64, 16, 100, True)),
+    "tiny-decoder-ids": (lambda: GPT(layers=2, d=64, heads=4, seq=16, vocab=100), _seq_input(64, 16, 100, True)),
 }
 
 # ---- torchvision ----
@@ -243,7 +245,7 @@ def run_model(name, family, size, workdir, dlrun, opset=13, seed=0, threads=None
         del model
     r.ops = ops_of(yaml)
     x_path, y_path = os.path.join(workdir, name + ".x.npy"), os.path.join(workdir, name + ".y.npy")
-    np.save(x_path, x.numpy().astype(np.float32))
+    np.save(x_path, x.numpy().astype(np.int64 if info["input_dtypes"][0] == "int64" else np.float32))
     cmd = [dlrun, yaml, "--input", f"{info['inputs'][0]}={x_path}", "--output", f"{info['outputs'][0]}={y_path}"]
     if threads:
         cmd += ["--threads", str(threads)]

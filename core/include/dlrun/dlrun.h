@@ -117,11 +117,15 @@ DL_API dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_sessio
                                    dl_error *err);
 DL_API void dl_session_free(dl_session *s);
 
-/* Input i as the session expects it (host, f32, batch applied); data is NULL. */
+/* Input i as the session expects it (host, f32 or int64, batch applied); data is NULL. */
 DL_API const dl_tensor *dl_session_input(const dl_session *s, int i);
 DL_API int dl_session_input_count(const dl_session *s);
+/* For an int64 input: one past the largest valid index, the smallest size along the axis of the
+ * gathers it indexes (a vocabulary's size for token ids); 0 for an f32 input. */
+DL_API int64_t dl_session_input_bound(const dl_session *s, int i);
 DL_API const char *dl_session_input_name(const dl_session *s, int i);
-/* Runs the model. inputs[i] must be host f32 tensors with dl_session_input(s, i)'s shape. */
+/* Runs the model. inputs[i] must be host tensors with dl_session_input(s, i)'s shape and dtype (f32, or
+ * int64 for an input declared `dtype: int64`: token ids for gather). */
 DL_API dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 DL_API int dl_session_output_count(const dl_session *s);
 /* Output i after the last run: host f32, owned by the session, valid until the next run. */
@@ -260,6 +264,8 @@ DL_API double dl_check_threshold(int op_kind, int precision);
 /* Reads an .npy file (f32, f64, f16, i32, i64, u8 converted to f32, C order). *data is malloc'd;
  * shape must have room for 8 dims. */
 DL_API dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int *ndim, dl_error *err);
+/* The same for an int64 input (token ids): int64, int32 or uint8 data, exact. */
+DL_API dl_status dl_npy_read_int64(const char *path, int64_t **data, int64_t *shape, int *ndim, dl_error *err);
 DL_API dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape, int ndim, dl_error *err);
 
 #ifdef __cplusplus

@@ -117,6 +117,7 @@ typedef struct dl_dtype {
 #define DL_F32 ((dl_dtype){DL_DTYPE_FLOAT, 32, 1})
 #define DL_F16 ((dl_dtype){DL_DTYPE_FLOAT, 16, 1})
 #define DL_BF16 ((dl_dtype){DL_DTYPE_BFLOAT, 16, 1})
+#define DL_I64 ((dl_dtype){DL_DTYPE_INT, 64, 1}) /* (1.4) gather's indices */
 
 /* Same layout as DLPack's DLTensor. Tensors are dense; byte_offset is always 0. The shape is always
  * the logical one (a conv's input is [N,C,H,W] whatever its memory order); strides NULL means
@@ -189,6 +190,10 @@ typedef enum dl_layout {
  *   GROUP_NORM (1.4)  x[N,C,...], weight[C], bias[C]: channels split into attrs.groups groups,
  *                     each (n, group) normalised over its channels and positions (biased
  *                     variance, epsilon), then y = x_hat * weight[c] + bias[c] -> x's shape
+ *   GATHER (1.4)      data, indices (DL_I64, any shape; negative counts from the end): along
+ *                     attrs.axis, y[..., i..., ...] = data[..., indices[i...], ...] (ONNX Gather,
+ *                     an embedding lookup)       -> data[:axis] + indices + data[axis+1:]
+ *                     The one op with an integer input: every other tensor is floating point.
  * Output sizes of the window ops follow PyTorch: OH = floor((H + pad_begin + pad_end -
  * dilation * (KH - 1) - 1) / stride) + 1, rounded up instead with ceil_mode (pools only, where
  * the last window must start inside the input or its top/left padding). */
@@ -239,7 +244,8 @@ typedef enum dl_op_kind {
     DL_OP_LAYER_NORM = 43,   /* 1.4 */
     DL_OP_RESIZE = 44,       /* 1.4 */
     DL_OP_LOG_SOFTMAX = 45,  /* 1.4 */
-    DL_OP_GROUP_NORM = 46    /* 1.4 */
+    DL_OP_GROUP_NORM = 46,   /* 1.4 */
+    DL_OP_GATHER = 47        /* 1.4 */
 } dl_op_kind;
 
 /* How many kinds each version defines: kinds below the count exist in that version. */
@@ -247,7 +253,7 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_1 15
 #define DL_OP_COUNT_V1_2 17
 #define DL_OP_COUNT_V1_3 17 /* 1.3 added storage dtypes and layouts, no kinds */
-#define DL_OP_COUNT_V1_4 47
+#define DL_OP_COUNT_V1_4 48
 #define DL_OP_COUNT DL_OP_COUNT_V1_4 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
@@ -303,7 +309,7 @@ typedef struct dl_op_attrs {
     int32_t groups;            /* (1.0) conv2d; (1.4) group_norm */
     int32_t ceil_mode;         /* (1.0) pools: 1 rounds the output size up (PyTorch/ONNX ceil_mode) */
     int32_t count_include_pad; /* (1.0) avgpool2d: 1 divides by the full window, pads included */
-    int32_t axis;              /* (1.0) flatten, softmax, concat; (1.4) layer_norm, log_softmax: always >= 0 */
+    int32_t axis;              /* (1.0) flatten, softmax, concat; (1.4) layer_norm, log_softmax, gather: >= 0 */
     float epsilon;             /* (1.0) batchnorm; (1.4) layer_norm, group_norm */
     int32_t activation;        /* (1.0) dl_activation fused after conv2d, linear, add, batchnorm */
     float alpha;               /* (1.1) the op's scalar coefficient, as ONNX names it:

@@ -1,6 +1,7 @@
 /* movement.c — the CPU kernels that move elements: transpose and slice (one strided gather:
  * each output dimension steps through the input by its own stride), pad (constant, reflect,
- * edge) and resize (nearest and linear, ONNX Resize's coordinate rules). */
+ * edge), resize (nearest and linear, ONNX Resize's coordinate rules) and gather (rows picked by
+ * int64 indices, each checked first). */
 #include <math.h>
 #include <string.h>
 
@@ -18,6 +19,12 @@ static void strided_gather(const float *x, float *y, int nd, const int64_t *ys, 
         else
             for (int64_t j = 0; j < len; j++) dst[j] = src[j * step];
     }
+}
+
+static int64_t count(int nd, const int64_t *s) {
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= s[d];
+    return n;
 }
 
 /* Row-major strides of a shape. */
@@ -148,5 +155,36 @@ void cpu_resize(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
             float top = r0[x0] + (r0[x1] - r0[x0]) * wx, bottom = r1[x0] + (r1[x1] - r1[x0]) * wx;
             dst[ox] = top + (bottom - top) * wy;
         }
+    }
+}
+
+/* Every index inside [-n, n) for a gather along a dimension of size n: checked before the kernel
+ * runs, since the indices are the user's (token ids), not something shapes vouch for. */
+dl_status cpu_gather_check(const dl_kernel *k, const dl_tensor *in, dl_error *err) {
+    const dl_op_geom *g = &k->g;
+    const int64_t *idx = in[1].data, n = g->xs[g->a.axis], m = count(g->bnd, g->bs);
+    for (int64_t j = 0; j < m; j++)
+        if (idx[j] < -n || idx[j] >= n)
+            return dl_fail(err, DL_E_INVALID,
+                           "gather: index %lld (at %lld) is out of range for a dimension of size %lld",
+                           (long long)idx[j], (long long)j, (long long)n);
+    return DL_OK;
+}
+
+void cpu_gather(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    const float *x = in[0].data;
+    const int64_t *idx = in[1].data;
+    const int axis = g->a.axis;
+    const int64_t n = g->xs[axis], m = count(g->bnd, g->bs);
+    int64_t outer = 1, inner = 1;
+    (void)ws;
+    for (int d = 0; d < axis; d++) outer *= g->xs[d];
+    for (int d = axis + 1; d < g->xnd; d++) inner *= g->xs[d];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < outer * m; r++) {
+        int64_t o = r / m, i = idx[r % m];
+        if (i < 0) i += n;
+        memcpy(y + r * inner, x + (o * n + i) * inner, (size_t)inner * sizeof *y);
     }
 }
