@@ -45,7 +45,7 @@ def expect_error(what, m, want, extra=()):
             print(f"ok    {what}: {lines[0]}")
 
 
-def expect_runs(what, m, feeds, want, dlrun, extra=(), run_extra=()):
+def expect_runs(what, m, feeds, want, dlrun, extra=(), run_extra=(), exact=False):
     with tempfile.TemporaryDirectory() as d:
         p = convert(m, d, extra)
         if p.returncode != 0:
@@ -60,10 +60,14 @@ def expect_runs(what, m, feeds, want, dlrun, extra=(), run_extra=()):
             failures.append(f"{what}: dlrun failed: {r.stderr.strip()}")
             return
         got = np.load(os.path.join(d, "y.npy")).reshape(want.shape)
-        if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+        if exact and not np.array_equal(got, want, equal_nan=True):
+            bad = got != want
+            failures.append(f"{what}: {int(bad.sum())} values differ, e.g. at {np.argwhere(bad)[0].tolist()}: "
+                            f"{got[bad][0]!r}, expected {want[bad][0]!r}")
+        elif not np.allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True):
             failures.append(f"{what}: max error {np.abs(got - want).max()}")
         else:
-            print(f"ok    {what}: matches numpy")
+            print(f"ok    {what}: {'equals numpy exactly' if exact else 'matches numpy'}")
 
 
 def main():
@@ -71,8 +75,8 @@ def main():
     rng = np.random.default_rng(7)
     x4 = vi("x", [1, 3, 5, 5])
     w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
-    expect_error("unsupported op", model([helper.make_node("Celu", ["x"], ["y"], name="act")], [x4], [vi("y", [1, 3, 5, 5])]),
-                 "node 'act' (Celu): op Celu is not supported by dlrun")
+    expect_error("unsupported op", model([helper.make_node("Hardmax", ["x"], ["y"], name="act")], [x4], [vi("y", [1, 3, 5, 5])]),
+                 "node 'act' (Hardmax): op Hardmax is not supported by dlrun")
     expect_error("unsupported attribute",
                  model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", foo=1)], [x4], [vi("y", None)], [("w", w)]),
                  "node 'c' (Conv): attribute 'foo' is not supported")
@@ -132,6 +136,7 @@ def main():
                       [vi("x", [2, 3, 4])], [vi("y", None)], [("ax", np.array([1], np.int64))]),
                 {"x": xb}, np.maximum(xb, 0).reshape(5, 1, 3, 4).reshape(5, 12), dlrun, run_extra=["--batch", "5"])
     new_mappings(dlrun, rng)
+    spelled_ops(dlrun, rng)
     if failures:
         print("\n".join("FAIL  " + f for f in failures))
         sys.exit(1)
@@ -187,6 +192,99 @@ def new_mappings(dlrun, rng):
     if ops != ["silu", "layer_norm"]:
         failures.append(f"silu and LayerNorm fusion: dlrun ops {ops}, wanted ['silu', 'layer_norm']")
     expect_runs("silu and LayerNorm fusion", m, {"x": x}, want, dlrun)
+
+
+
+def unary(op, shape=(2, 3, 4, 5), opset=13, **attrs):
+    return model([helper.make_node(op, ["x"], ["y"], **attrs)], [vi("x", list(shape))], [vi("y", None)], opset=opset)
+
+
+def spelled_ops(dlrun, rng):
+    """ONNX ops written as a few dlrun ops (convert.py), against NumPy; the steps of
+    ThresholdedRelu and Shrink must be exact at the threshold's neighbours, and ReduceLogSumExp
+    must give ONNX's infinities."""
+    x = rng.uniform(-3, 3, (2, 3, 4, 5)).astype(np.float32)
+    f = np.float32
+    expect_runs("Elu", unary("Elu", alpha=0.7), {"x": x}, np.where(x > 0, x, 0.7 * (np.exp(np.minimum(x, 0)) - 1)), dlrun)
+    sa, sg = 1.67326319217681884765625, 1.05070102214813232421875
+    expect_runs("Selu", unary("Selu"), {"x": x}, sg * np.where(x > 0, x, sa * (np.exp(np.minimum(x, 0)) - 1)), dlrun)
+    expect_runs("Celu", unary("Celu", alpha=2.0), {"x": x}, np.maximum(x, 0) + np.minimum(0, 2 * (np.exp(x / 2) - 1)), dlrun)
+    expect_runs("Softsign", unary("Softsign"), {"x": x}, x / (1 + np.abs(x)), dlrun)
+    slope = rng.uniform(0, 0.5, (3, 1, 1)).astype(np.float32)
+    expect_runs("PRelu with a per-channel constant slope",
+                model([helper.make_node("PRelu", ["x", "s"], ["y"])], [vi("x", [2, 3, 4, 5])], [vi("y", None)], [("s", slope)]),
+                {"x": x}, np.where(x >= 0, x, slope * x), dlrun)
+    expect_runs("PRelu with a runtime slope", model([helper.make_node("PRelu", ["x", "s"], ["y"])],
+                                                     [vi("x", [2, 3, 4, 5]), vi("s", [5])], [vi("y", None)]),
+                {"x": x, "s": x[0, 0, 0]}, np.where(x >= 0, x, x[0, 0, 0] * x), dlrun)
+    expect_error("PRelu slope that does not broadcast to x",
+                 model([helper.make_node("PRelu", ["x", "s"], ["y"], name="p")], [vi("x", [2, 3, 4, 5])], [vi("y", None)],
+                       [("s", np.ones((2, 3, 4, 5, 1), np.float32))]),
+                 "node 'p' (PRelu): slope [2, 3, 4, 5, 1] does not broadcast to the input [2, 3, 4, 5]")
+    ys = [rng.uniform(-1, 1, s).astype(np.float32) for s in ((2, 3, 4, 5), (4, 1), (5,))]
+    expect_runs("Mean of three, broadcasting", model([helper.make_node("Mean", ["p", "q", "r"], ["y"])],
+                                                     [vi("p", [2, 3, 4, 5]), vi("q", [4, 1]), vi("r", [5])], [vi("y", None)]),
+                dict(zip("pqr", ys)), (ys[0] + ys[1] + ys[2]) / 3, dlrun)
+    expect_runs("ReduceL1", unary("ReduceL1", axes=[1, 3], keepdims=0), {"x": x}, np.abs(x).sum((1, 3)), dlrun)
+    expect_runs("ReduceLogSum", unary("ReduceLogSum", axes=[-1]), {"x": np.abs(x)},
+                np.log(np.abs(x).sum(-1, keepdims=True)), dlrun)
+    big = x * 40  # exp overflows float32 without the maximum subtracted
+    want = np.log(np.exp(big.astype(np.float64)).sum((0, 2))).astype(np.float32)
+    expect_runs("ReduceLogSumExp of large values", unary("ReduceLogSumExp", axes=[0, 2], keepdims=0), {"x": big}, want, dlrun)
+    inf = np.array([[1, np.inf, 2], [-np.inf, -np.inf, -np.inf], [-np.inf, 3, -1]], np.float32)
+    with np.errstate(divide="ignore", over="ignore"):
+        want = np.log(np.exp(inf.astype(np.float64)).sum(1)).astype(np.float32)
+    expect_runs("ReduceLogSumExp with infinities", unary("ReduceLogSumExp", (3, 3), axes=[1], keepdims=0), {"x": inf}, want,
+                dlrun, exact=True)
+    d2s = x.reshape(2, 12, 1, 5)
+    b, c, h, w = d2s.shape
+    for mode in ("DCR", "CRD"):
+        v = d2s.reshape(b, 2, 2, 3, h, w).transpose(0, 3, 4, 1, 5, 2) if mode == "DCR" else \
+            d2s.reshape(b, 3, 2, 2, h, w).transpose(0, 1, 4, 2, 5, 3)
+        expect_runs(f"DepthToSpace {mode}", unary("DepthToSpace", (2, 12, 1, 5), blocksize=2, mode=mode), {"x": d2s},
+                    v.reshape(b, 3, 2, 10), dlrun, exact=True)
+    s2d = x.reshape(2, 3, 4, 5)[:, :, :, :4]
+    expect_runs("SpaceToDepth", unary("SpaceToDepth", (2, 3, 4, 4), blocksize=2), {"x": np.ascontiguousarray(s2d)},
+                s2d.reshape(2, 3, 2, 2, 2, 2).transpose(0, 3, 5, 1, 2, 4).reshape(2, 12, 2, 2), dlrun, exact=True)
+    # the steps: values at and next to the threshold, zeros, infinities
+    t = f(1.5)
+    edge = np.array([t, np.nextafter(t, f(9)), np.nextafter(t, f(0)), -t, np.nextafter(-t, f(-9)), np.nextafter(-t, f(0)),
+                     0, -0.0, np.inf, -np.inf, 3e38, -3e38, 1e-30, -1e-30, 2.5, -2.5], np.float32)
+    expect_runs("ThresholdedRelu at its threshold", unary("ThresholdedRelu", (16,), alpha=1.5), {"x": edge},
+                np.where(edge > t, edge, 0).astype(np.float32), dlrun, exact=True)
+    e2 = np.concatenate([edge, -edge])
+    expect_runs("ThresholdedRelu below 0", unary("ThresholdedRelu", (32,), alpha=-1.5), {"x": e2},
+                np.where(e2 > -t, e2, 0).astype(np.float32), dlrun, exact=True)
+    for lambd, bias in ((1.5, 0.0), (1.5, 1.5), (1.5, 0.25)):
+        want = np.where(edge < -lambd, edge + f(bias), np.where(edge > lambd, edge - f(bias), 0)).astype(np.float32)
+        expect_runs(f"Shrink lambd {lambd} bias {bias} at its thresholds", unary("Shrink", (16,), lambd=lambd, bias=bias),
+                    {"x": edge}, want, dlrun, exact=True)
+    expect_error("Shrink with a negative lambd", model([helper.make_node("Shrink", ["x"], ["y"], name="s", lambd=-1.0)],
+                                                       [vi("x", [4])], [vi("y", None)]),
+                 "node 's' (Shrink): lambd -1.0 is negative")
+    expect_runs("GlobalMaxPool", unary("GlobalMaxPool"), {"x": x}, x.max((2, 3), keepdims=True), dlrun)
+    xl = np.abs(x)
+    sq = np.pad(xl * xl, [(0, 0), (1, 1), (0, 0), (0, 0)])
+    want = xl / (2 + 1e-2 / 3 * (sq[:, :3] + sq[:, 1:4] + sq[:, 2:5])) ** 0.75
+    expect_runs("LRN", unary("LRN", size=3, alpha=1e-2, bias=2.0), {"x": xl}, want, dlrun)
+    m = x.mean((0, 2, 3), keepdims=True)
+    expect_runs("MeanVarianceNormalization", unary("MeanVarianceNormalization"), {"x": x},
+                (x - m) / (np.sqrt((x * x).mean((0, 2, 3), keepdims=True) - m * m) + 1e-9), dlrun)
+    expect_runs("CastLike to float32 is the tensor itself",
+                model([helper.make_node("CastLike", ["x", "l"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
+                      [vi("x", [2, 3, 4, 5])], [vi("y", None)], [("l", np.zeros(1, np.float32))]), {"x": x}, np.maximum(x, 0), dlrun)
+    expect_error("CastLike of a runtime tensor to double",
+                 model([helper.make_node("CastLike", ["x", "l"], ["y"], name="c")], [vi("x", [2, 3])], [vi("y", None)],
+                       [("l", np.zeros(1, np.float64))]),
+                 "node 'c' (CastLike): casts a runtime tensor to double; dlrun runs float32 tensors only")
+    # every input a constant: folded, nothing of the op left at run time
+    k = rng.uniform(-2, 2, (3, 4)).astype(np.float32)
+    ops = layer_ops(model([helper.make_node("Elu", ["k"], ["e"]), helper.make_node("ReduceLogSumExp", ["e"], ["r"], axes=[0]),
+                           helper.make_node("Add", ["x", "r"], ["y"])], [vi("x", [3, 4])], [vi("y", None)], [("k", k)]))
+    if ops != ["add"]:
+        failures.append(f"Elu and ReduceLogSumExp of constants: dlrun ops {ops}, wanted ['add'] (folded)")
+    else:
+        print("ok    Elu and ReduceLogSumExp of constants fold")
 
 
 if __name__ == "__main__":

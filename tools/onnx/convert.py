@@ -38,8 +38,10 @@ MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAverag
               "Mul Sub Div Pow Min Max Sqrt Exp Log Tanh Erf Neg Abs Reciprocal HardSigmoid HardSwish "
               "Softplus Gelu Transpose Slice Pad ReduceMean ReduceSum ReduceMax ReduceMin ReduceL2 "
               "ReduceSumSquare Resize Upsample LayerNormalization Gather Split Expand Tile "
-              "LogSoftmax InstanceNormalization GroupNormalization").split()
-HELPER_OPS = "Constant Identity Cast Reshape Squeeze Unsqueeze Shape".split()
+              "LogSoftmax InstanceNormalization GroupNormalization Elu Selu Celu PRelu Softsign ThresholdedRelu "
+              "Shrink Mean ReduceL1 ReduceLogSum ReduceLogSumExp DepthToSpace SpaceToDepth GlobalMaxPool LRN "
+              "MeanVarianceNormalization").split()
+HELPER_OPS = "Constant Identity Cast CastLike Reshape Squeeze Unsqueeze Shape".split()
 # Ops folded when all their inputs are constants and refused on a runtime tensor (fold.py).
 FOLD_ONLY_OPS = sorted(set(fold.FOLDERS) - set(MAPPED_OPS))
 
@@ -80,6 +82,13 @@ class Runtime:
 
 def _dtype_name(elem_type):
     return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _elem_type(np_dtype):
+    """The ONNX element type of a NumPy dtype."""
+    if hasattr(onnx.helper, "np_dtype_to_tensor_dtype"):
+        return onnx.helper.np_dtype_to_tensor_dtype(np.dtype(np_dtype))
+    return onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(np_dtype)]
 
 
 def _to_array(t):
@@ -1125,6 +1134,282 @@ class Converter:
             return
         self._unary("gelu", approximate=approx)
 
+    # ---- ops spelled with a few dlrun ops (each the ONNX definition, operation for operation) ----
+
+    def rt(self, name, op, inputs, shape=None, **kw):
+        """A helper dlrun layer (named after name, or a fresh variant) as a runtime value; its shape
+        is the first input's unless given."""
+        return Runtime(self.layer(name, op, inputs, **kw), inputs[0].shape if shape is None else shape)
+
+    def scalar_const(self, base, value):
+        """A one-value model constant (float32), broadcast by dlrun's binary ops."""
+        return self.new_constant(base, np.array([value], np.float32))
+
+    def fold_if_constant(self, known):
+        """Checks the attributes; folds the node (fold.py) when every input is a constant."""
+        self.attrs(known)
+        return self.try_fold()
+
+    def neg_part_exp(self, x, out):
+        """exp(min(x, 0)) − 1, with min(x, 0) as clip(max: 0)."""
+        m = self.rt(out + "/neg", "clip", [x], max=0.0)
+        e = self.rt(out + "/exp", "exp", [m])
+        return self.rt(out + "/expm1", "sub", [e, self.scalar_const(out + "/one", 1.0)])
+
+    def op_Elu(self):
+        """max(x, 0) + (exp(min(x, 0)) − 1)·alpha, ONNX's reference formula."""
+        if self.fold_if_constant({"alpha", "consumed_inputs"}):
+            return
+        alpha = float(self.attrs({"alpha", "consumed_inputs"}).get("alpha", 1.0))
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        r = self.rt(out + "/pos", "relu", [x])
+        n = self.neg_part_exp(x, out)
+        if alpha != 1.0:
+            n = self.rt(out + "/scaled", "mul", [n, self.scalar_const(out + "/alpha", alpha)])
+        self.emit(out, "add", [r, n], x.shape)
+
+    def op_Selu(self):
+        """max(x, 0)·gamma + (exp(min(x, 0)) − 1)·alpha·gamma."""
+        if self.fold_if_constant({"alpha", "gamma", "consumed_inputs"}):
+            return
+        a = self.attrs({"alpha", "gamma", "consumed_inputs"})
+        alpha, gamma = float(a.get("alpha", fold.SELU_ALPHA)), float(a.get("gamma", fold.SELU_GAMMA))
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        g = self.scalar_const(out + "/gamma", gamma)
+        r = self.rt(out + "/pos_scaled", "mul", [self.rt(out + "/pos", "relu", [x]), g])
+        n = self.rt(out + "/neg_alpha", "mul", [self.neg_part_exp(x, out), self.scalar_const(out + "/alpha", alpha)])
+        n = self.rt(out + "/neg_scaled", "mul", [n, g])
+        self.emit(out, "add", [r, n], x.shape)
+
+    def op_Celu(self):
+        """max(x, 0) + min(0, alpha·(exp(x / alpha) − 1)), the ONNX definition as written."""
+        if self.fold_if_constant({"alpha"}):
+            return
+        alpha = float(self.attrs({"alpha"}).get("alpha", 1.0))
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        r = self.rt(out + "/pos", "relu", [x])
+        a = self.scalar_const(out + "/alpha", alpha)
+        e = self.rt(out + "/exp", "exp", [self.rt(out + "/div", "div", [x, a])])
+        e = self.rt(out + "/expm1", "sub", [e, self.scalar_const(out + "/one", 1.0)])
+        n = self.rt(out + "/neg", "clip", [self.rt(out + "/scaled", "mul", [a, e], x.shape)], max=0.0)
+        self.emit(out, "add", [r, n], x.shape)
+
+    def op_PRelu(self):
+        """leaky_relu for one constant slope; otherwise max(x, 0) + min(x, 0)·slope with the slope
+        broadcast to x (unidirectionally; before opset 7 one value per channel)."""
+        if self.fold_if_constant({"consumed_inputs"}):
+            return
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        sname = self.node.input[1]
+        s = self.get(sname)
+        sshape = s.shape if isinstance(s, Runtime) else np.shape(s)
+        try:
+            view = fold.prelu_slope_shape(x.shape, sshape, self.opset)
+        except fold.FoldError as e:
+            self.fail(str(e))
+        if not isinstance(s, Runtime) and np.size(s) == 1:
+            arr = np.asarray(s)
+            if arr.dtype != np.float32:
+                self.fail(f"slope '{sname}' is {arr.dtype}; dlrun runs float32 tensors only", UnsupportedDtype)
+            self.emit(out, "leaky_relu", [x], x.shape, alpha=float(arr.reshape(-1)[0]))
+            return
+        slope = self.operand(sname, view)
+        r = self.rt(out + "/pos", "relu", [x])
+        n = self.rt(out + "/neg", "clip", [x], max=0.0)
+        n = self.rt(out + "/neg_scaled", "mul", [n, slope], x.shape)
+        self.emit(out, "add", [r, n], x.shape)
+
+    def op_Softsign(self):
+        """x / (1 + |x|)."""
+        if self.fold_if_constant(set()):
+            return
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        d = self.rt(out + "/den", "add", [self.scalar_const(out + "/one", 1.0), self.rt(out + "/abs", "abs", [x])], x.shape)
+        self.emit(out, "div", [x, d], x.shape)
+
+    def step_above(self, x, t, name, negate=False):
+        """1 where x > t (negate: where −x > t), else 0, exactly: hard_sigmoid with alpha = A (−A),
+        beta = −A·t, A = 1 / (the float32 spacing just above t), a power of two. A·x is exact (or
+        overflows to ±inf), so A·x − A·t is A·(x − t) rounded, at least A·spacing = 1 when x > t,
+        at most 0 when x ≤ t; clamped to [0, 1] it is the step. None when A or A·t is not a finite
+        float32 (|t| below about 2⁻¹⁰⁴, t = 0 included)."""
+        t32 = np.float32(t)
+        if float(t32) != float(t) or not np.isfinite(t32):
+            return None
+        with np.errstate(over="ignore", divide="ignore"):
+            spacing = np.nextafter(t32, np.float32(np.inf)) - t32
+            a = np.float32(1) / spacing
+            at = a * t32
+        if not (np.isfinite(a) and np.isfinite(at) and a * spacing == 1 and spacing > 0):
+            return None
+        return self.rt(name, "hard_sigmoid", [x], alpha=float(-a if negate else a), beta=float(-at))
+
+    def op_ThresholdedRelu(self):
+        """x where x > alpha, else 0: relu for alpha 0; otherwise clip(x, min: alpha) · step(x > alpha)
+        (step_above: exact; the clip keeps −inf · 0 out)."""
+        if self.fold_if_constant({"alpha"}):
+            return
+        alpha = float(self.attrs({"alpha"}).get("alpha", 1.0))
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        if alpha == 0.0:
+            self.emit(out, "relu", [x], x.shape)
+            return
+        s = self.step_above(x, alpha, out + "/step")
+        if s is None:
+            self.fail(f"alpha {alpha} is too close to 0 for an exact step in float32", Unsupported)
+        c = self.rt(out + "/clip", "clip", [x], min=alpha)
+        self.emit(out, "mul", [c, s], x.shape)
+
+    def op_Shrink(self):
+        """x + bias where x < −lambd, x − bias where x > lambd, else 0. bias = lambd (soft shrink):
+        x − clip(x, −lambd, lambd); otherwise x·(p + n) − bias·(p − n) with the exact steps
+        p = [x > lambd], n = [−x > lambd] (step_above), the same roundings as the definition."""
+        if self.fold_if_constant({"lambd", "bias"}):
+            return
+        a = self.attrs({"lambd", "bias"})
+        lambd, bias = float(a.get("lambd", 0.5)), float(a.get("bias", 0.0))
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        if lambd < 0:
+            self.fail(f"lambd {lambd} is negative", Unsupported)
+        if lambd == 0 and bias == 0:
+            self.set_out(out, x)
+            return
+        if lambd == bias:
+            c = self.rt(out + "/clip", "clip", [x], min=-lambd, max=lambd)
+            self.emit(out, "sub", [x, c], x.shape)
+            return
+        p = self.step_above(x, lambd, out + "/above")
+        n = self.step_above(x, lambd, out + "/below", negate=True)
+        if p is None or n is None:
+            self.fail(f"lambd {lambd} is too close to 0 for an exact step in float32", Unsupported)
+        s = self.rt(out + "/outside", "add", [p, n])
+        if bias == 0.0:
+            self.emit(out, "mul", [x, s], x.shape)
+            return
+        xs = self.rt(out + "/kept", "mul", [x, s])
+        sign = self.rt(out + "/side", "sub", [p, n])
+        b = self.rt(out + "/shift", "mul", [sign, self.scalar_const(out + "/bias", bias)], x.shape)
+        self.emit(out, "sub", [xs, b], x.shape)
+
+    def op_Mean(self):
+        """The inputs' sum (a chain of adds, broadcasting) divided by their number."""
+        if self.fold_if_constant(set()):
+            return
+        ins, out = [n for n in self.node.input if n], self.node.output[0]
+        if len(ins) == 1:
+            self.set_out(out, self.runtime(ins[0]))
+            return
+        acc = ins[0]
+        for i, name in enumerate(ins[1:]):
+            target = self.fresh(f"{out}/sum{i + 1}")
+            self._add(target, acc, name)
+            acc = target
+        count = self.fresh(f"{out}/count")
+        self.values[count] = np.array(len(ins), np.float32)
+        self._binary(out, "div", acc, count)
+
+    def op_CastLike(self):
+        """Cast to the element type of the second input; a runtime tensor only to float32 (an alias)."""
+        self.attrs({"saturate"})
+        like = self.node.input[1]
+        if like in self.pending_inputs:  # a graph input used for its type only: not declared
+            to = self.pending_inputs[like][1]
+        else:
+            v = self.get(like)
+            to = onnx.TensorProto.FLOAT if isinstance(v, Runtime) else _elem_type(np.asarray(v).dtype)
+        x = self.get(self.node.input[0])
+        if isinstance(x, Runtime):
+            if to != onnx.TensorProto.FLOAT:
+                self.fail(f"casts a runtime tensor to {_dtype_name(to)}; dlrun runs float32 tensors only", UnsupportedDtype)
+            self.values[self.node.output[0]] = x
+            return
+        try:
+            self.values[self.node.output[0]] = np.asarray(x).astype(fold.np_type(to))
+        except (KeyError, TypeError, ValueError) as e:
+            self.fail(f"cannot cast a constant to {_dtype_name(to)}: {e}", UnsupportedDtype)
+
+    def _rearrange(self, view, perm, shape):
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        v = self.reshape_to(x, view, out + "/view")
+        t = self.rt(out + "/perm", "transpose", [v], tuple(view[p] for p in perm), perm=list(perm))
+        self.set_out(out, self.reshape_to(t, shape, out))
+
+    def op_DepthToSpace(self):
+        """reshape to 6-D, transpose, reshape (DCR and CRD, as ONNX defines them)."""
+        if self.fold_if_constant({"blocksize", "mode"}):
+            return
+        a = self.attrs({"blocksize", "mode"})
+        x = self.runtime(self.node.input[0])
+        try:
+            self._rearrange(*fold.depth_to_space_views(x.shape, a["blocksize"], a.get("mode", "DCR")))
+        except fold.FoldError as e:
+            self.fail(str(e))
+
+    def op_SpaceToDepth(self):
+        """reshape to 6-D, transpose, reshape."""
+        if self.fold_if_constant({"blocksize"}):
+            return
+        a = self.attrs({"blocksize"})
+        x = self.runtime(self.node.input[0])
+        try:
+            self._rearrange(*fold.space_to_depth_views(x.shape, a["blocksize"]))
+        except fold.FoldError as e:
+            self.fail(str(e))
+
+    def op_GlobalMaxPool(self):
+        """reduce_max over every spatial dimension, kept."""
+        if self.fold_if_constant(set()):
+            return
+        x = self.runtime(self.node.input[0])
+        if len(x.shape) < 3:
+            self.fail(f"needs [N, C, ...], got {list(x.shape)}")
+        self.set_out(self.node.output[0], self.reduce("reduce_max", x, list(range(2, len(x.shape))), True, self.node.output[0]))
+
+    def op_LRN(self):
+        """x / (bias + alpha/size · Σ x² over the channel window)^beta. The window sum is
+        size · avgpool2d over channels ([N, 1, C, rest]; the padding counted, stride 1, so each
+        window divides by size): written alpha · mean, the same value as alpha/size · sum."""
+        if self.fold_if_constant({"alpha", "beta", "bias", "size"}):
+            return
+        a = self.attrs({"alpha", "beta", "bias", "size"})
+        size = int(a["size"])
+        alpha, beta, bias = float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0))
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        if len(x.shape) < 2 or size < 1:
+            self.fail(f"needs [N, C, ...] and size ≥ 1, got {list(x.shape)} and size {size}")
+        n, c = x.shape[0], x.shape[1]
+        rest = int(np.prod(x.shape[2:]))
+        lo, hi = fold.lrn_window(size)
+        sq = self.rt(out + "/square", "mul", [x, x])
+        v = self.reshape_to(sq, (n, 1, c, rest), out + "/channels")
+        m = self.rt(out + "/window_mean", "avgpool2d", [v], (n, 1, c, rest), kernel=[size, 1], stride=[1, 1],
+                    padding=[lo, 0, hi, 0], count_include_pad=True, ceil_mode=False)
+        m = self.reshape_to(m, x.shape, out + "/back")
+        d = self.rt(out + "/scaled", "mul", [m, self.scalar_const(out + "/alpha", alpha)], x.shape)
+        d = self.rt(out + "/plus_bias", "add", [d, self.scalar_const(out + "/bias", bias)], x.shape)
+        d = self.rt(out + "/pow", "pow", [d, self.scalar_const(out + "/beta", beta)], x.shape)
+        self.emit(out, "div", [x, d], x.shape)
+
+    def op_MeanVarianceNormalization(self):
+        """(x − E[x]) / (sqrt(E[x²] − E[x]²) + 1e-9) over axes (default [0, 2, 3]), ONNX's function body."""
+        if self.fold_if_constant({"axes"}):
+            return
+        a = self.attrs({"axes"})
+        x, out = self.runtime(self.node.input[0]), self.node.output[0]
+        rank = len(x.shape)
+        axes = sorted({int(ax) + rank if int(ax) < 0 else int(ax) for ax in a.get("axes", [0, 2, 3])})
+        if not axes or any(not 0 <= ax < rank for ax in axes):
+            self.fail(f"axes {a.get('axes', [0, 2, 3])} out of range for {list(x.shape)}")
+        m = self.reduce("reduce_mean", x, axes, True, out + "/mean")
+        m2 = self.rt(out + "/mean_squared", "mul", [m, m])
+        sq = self.rt(out + "/square", "mul", [x, x])
+        e2 = self.reduce("reduce_mean", sq, axes, True, out + "/square_mean")
+        var = self.rt(out + "/var", "sub", [e2, m2])
+        sd = self.rt(out + "/std", "sqrt", [var])
+        sd = self.rt(out + "/std_eps", "add", [sd, self.scalar_const(out + "/eps", 1e-9)], sd.shape)
+        d = self.rt(out + "/centred", "sub", [x, m], x.shape)
+        self.emit(out, "div", [d, sd], x.shape)
+
     # ---- fusions: patterns of runtime layers with one dlrun op for them (exact in meaning) ----
 
     def producer(self, rv, op):
@@ -1487,7 +1772,14 @@ class Converter:
             self.set_out(out, x)
             return
         keep = int(a.get("keepdims", 1))
-        if dl == "l2" or dl == "sum_square":
+        if dl == "log_sum_exp":
+            y = self.log_sum_exp(x, axes, keep, out)
+        elif dl == "l1":
+            y = self.reduce("reduce_sum", self.rt(out + "/abs", "abs", [x]), axes, keep, out)
+        elif dl == "log_sum":
+            y = self.reduce("reduce_sum", x, axes, keep, out + "/sum")
+            y = Runtime(self.layer(out, "log", [y]), y.shape)
+        elif dl == "l2" or dl == "sum_square":
             x = Runtime(self.layer(out + "/square", "mul", [x, x]), x.shape)
             y = self.reduce("reduce_sum", x, axes, keep, out if dl == "sum_square" else out + "/sum")
             if dl == "l2":
@@ -1513,6 +1805,30 @@ class Converter:
 
     def op_ReduceSumSquare(self):
         self._reduce("sum_square")
+
+    def op_ReduceL1(self):
+        self._reduce("l1")
+
+    def op_ReduceLogSum(self):
+        self._reduce("log_sum")
+
+    def op_ReduceLogSumExp(self):
+        self._reduce("log_sum_exp")
+
+    def log_sum_exp(self, x, axes, keep, out):
+        """log Σ exp(x) as m + log Σ exp(x − m), m the maximum clipped to the finite floats: equal to
+        m itself when finite (no overflow for large x), and when the maximum is ±inf the clipped m
+        still gives ONNX's ±inf (x − m is −inf or +inf there, never inf − inf)."""
+        big = float(np.finfo(np.float32).max)
+        m = self.reduce("reduce_max", x, axes, True, out + "/max")
+        m = self.rt(out + "/max_finite", "clip", [m], min=-big, max=big)
+        e = self.rt(out + "/exp", "exp", [self.rt(out + "/shifted", "sub", [x, m], x.shape)])
+        s = self.reduce("reduce_sum", e, axes, True, out + "/sum")
+        l = self.rt(out + "/log", "log", [s])
+        shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape)) if keep else \
+            tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        y = self.rt(out if shape == m.shape else out + "/kept", "add", [l, m])
+        return self.reshape_to(y, shape, out)
 
     def op_LayerNormalization(self):
         a = self.attrs({"axis", "epsilon", "stash_type"})

@@ -328,7 +328,10 @@ def reduce_axes(at, ins, opset, rank, axes_input_from):
 
 REDUCE_NP = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
              "ReduceProd": np.prod, "ReduceL2": lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims)),
-             "ReduceSumSquare": lambda x, axis, keepdims: np.sum(x * x, axis=axis, keepdims=keepdims)}
+             "ReduceSumSquare": lambda x, axis, keepdims: np.sum(x * x, axis=axis, keepdims=keepdims),
+             "ReduceL1": lambda x, axis, keepdims: np.sum(np.abs(x), axis=axis, keepdims=keepdims),
+             "ReduceLogSum": lambda x, axis, keepdims: np.log(np.sum(x, axis=axis, keepdims=keepdims)),
+             "ReduceLogSumExp": lambda x, axis, keepdims: np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims))}
 # The opset from which each Reduce* takes its axes as an input instead of an attribute.
 REDUCE_AXES_INPUT = {"ReduceSum": 13}
 
@@ -371,6 +374,150 @@ def split_bounds(at, ins, opset, dim, n_out):
     return bounds
 
 
+# ---- activations, reductions and moves that dlrun runs as a few of its ops (convert.py) ----
+
+def _f64(fn):
+    """A float op computed in float64 and returned in the input's dtype."""
+    def f(at, ins, opset):
+        x = np.asarray(ins[0])
+        return [np.asarray(fn(at, x.astype(np.float64), ins, opset)).astype(x.dtype)]
+    return f
+
+
+def _elu(at, x, ins, opset):
+    a = float(at.get("alpha", 1.0))
+    return np.clip(x, 0, np.inf) + (np.exp(np.clip(x, -np.inf, 0)) - 1) * a
+
+
+SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875
+
+
+def _selu(at, x, ins, opset):
+    a, g = float(at.get("alpha", SELU_ALPHA)), float(at.get("gamma", SELU_GAMMA))
+    return np.clip(x, 0, np.inf) * g + (np.exp(np.clip(x, -np.inf, 0)) - 1) * a * g
+
+
+def _celu(at, x, ins, opset):
+    a = float(at.get("alpha", 1.0))
+    return np.clip(x, 0, np.inf) + np.clip(a * (np.exp(x / a) - 1), -np.inf, 0)
+
+
+def prelu_slope_shape(x_shape, slope_shape, opset):
+    """The shape PRelu's slope is viewed as against x: ONNX's unidirectional broadcasting (opset
+    7 on); before, one value for all, the input's own shape, or one value per channel (dimension 1)."""
+    x_shape, slope_shape = tuple(x_shape), tuple(slope_shape)
+    size = int(np.prod(slope_shape)) if slope_shape else 1
+    if opset < 7:
+        if size == 1:
+            return (1,) * len(x_shape)
+        if slope_shape == x_shape:
+            return x_shape
+        if len(slope_shape) == 1 and len(x_shape) >= 2 and size == x_shape[1]:
+            return (1, size) + (1,) * (len(x_shape) - 2)
+        raise FoldError(f"slope {list(slope_shape)} is neither one value, the input's shape {list(x_shape)} nor one per channel")
+    if len(slope_shape) > len(x_shape) or broadcast_shape(x_shape, slope_shape) != x_shape:
+        raise FoldError(f"slope {list(slope_shape)} does not broadcast to the input {list(x_shape)}")
+    return slope_shape
+
+
+def _prelu(at, x, ins, opset):
+    s = np.asarray(ins[1], dtype=np.float64)
+    s = s.reshape(prelu_slope_shape(x.shape, s.shape, opset))
+    return np.clip(x, 0, np.inf) + np.clip(x, -np.inf, 0) * s
+
+
+def _softsign(at, x, ins, opset):
+    return x / (1 + np.abs(x))
+
+
+def _shrink(at, x, ins, opset):
+    lambd, bias = float(at.get("lambd", 0.5)), float(at.get("bias", 0.0))
+    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
+
+
+def _thresholded_relu(at, x, ins, opset):
+    alpha = float(at.get("alpha", 1.0))
+    return np.where(x > alpha, x, 0)
+
+
+def _mean(at, ins, opset):
+    acc = np.asarray(ins[0])
+    for v in ins[1:]:
+        acc = acc + np.asarray(v)
+    return [np.asarray(acc / len(ins)).astype(np.asarray(ins[0]).dtype)]
+
+
+def depth_to_space_views(shape, blocksize, mode):
+    """DepthToSpace as reshape -> transpose -> reshape: the 6-D view, the permutation, the result."""
+    if len(shape) != 4:
+        raise FoldError(f"needs a 4-D input, got {list(shape)}")
+    n, c, h, w = shape
+    b = int(blocksize)
+    if b < 1 or c % (b * b):
+        raise FoldError(f"blocksize {b}: {c} channels are not a multiple of {b * b}")
+    if mode == "DCR":
+        view, perm = (n, b, b, c // (b * b), h, w), (0, 3, 4, 1, 5, 2)
+    elif mode == "CRD":
+        view, perm = (n, c // (b * b), b, b, h, w), (0, 1, 4, 2, 5, 3)
+    else:
+        raise FoldError(f"mode '{mode}' is not DCR or CRD")
+    return view, perm, (n, c // (b * b), h * b, w * b)
+
+
+def space_to_depth_views(shape, blocksize):
+    """SpaceToDepth as reshape -> transpose -> reshape."""
+    if len(shape) != 4:
+        raise FoldError(f"needs a 4-D input, got {list(shape)}")
+    n, c, h, w = shape
+    b = int(blocksize)
+    if b < 1 or h % b or w % b:
+        raise FoldError(f"blocksize {b} does not divide the spatial size {h}x{w}")
+    return (n, c, h // b, b, w // b, b), (0, 3, 5, 1, 2, 4), (n, c * b * b, h // b, w // b)
+
+
+def _depth_to_space(at, ins, opset):
+    x = np.asarray(ins[0])
+    view, perm, out = depth_to_space_views(x.shape, at["blocksize"], at.get("mode", "DCR"))
+    return [np.transpose(x.reshape(view), perm).reshape(out).copy()]
+
+
+def _space_to_depth(at, ins, opset):
+    x = np.asarray(ins[0])
+    view, perm, out = space_to_depth_views(x.shape, at["blocksize"])
+    return [np.transpose(x.reshape(view), perm).reshape(out).copy()]
+
+
+def _global_max_pool(at, ins, opset):
+    x = np.asarray(ins[0])
+    return [np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)]
+
+
+def lrn_window(size):
+    """LRN's channel window around c: from c - floor((size-1)/2) to c + ceil((size-1)/2)."""
+    return (int(size) - 1) // 2, -(-(int(size) - 1) // 2)
+
+
+def _lrn(at, x, ins, opset):
+    size = int(at["size"])
+    alpha, beta, bias = float(at.get("alpha", 1e-4)), float(at.get("beta", 0.75)), float(at.get("bias", 1.0))
+    lo, hi = lrn_window(size)
+    sq = np.pad(x * x, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+    c = x.shape[1]
+    s = sum(sq[:, k:k + c] for k in range(size))
+    return x / (bias + alpha / size * s) ** beta
+
+
+def _mvn(at, x, ins, opset):
+    axes = tuple(int(a) for a in at.get("axes", [0, 2, 3]))
+    m = np.mean(x, axis=axes, keepdims=True)
+    std = np.sqrt(np.mean(x * x, axis=axes, keepdims=True) - m * m)
+    return (x - m) / (std + 1e-9)
+
+
+def _cast_like(at, ins, opset):
+    return [np.asarray(ins[0]).astype(np.asarray(ins[1]).dtype)]
+
+
 def _einsum(at, ins, opset):
     return [np.einsum(at["equation"], *[np.asarray(v) for v in ins])]
 
@@ -381,6 +528,10 @@ FOLDERS = {
     "ScatterND": _scatter_nd, "ScatterElements": _scatter_elements, "Trilu": _trilu, "Size": _size,
     "NonZero": _non_zero, "CumSum": _cum_sum, "ArgMax": _arg(np.argmax), "ArgMin": _arg(np.argmin),
     "Mod": _mod, "IsInf": _is_inf, "Einsum": _einsum, "Split": None,  # Split: n_out, see convert.py
+    "Elu": _f64(_elu), "Selu": _f64(_selu), "Celu": _f64(_celu), "PRelu": _f64(_prelu), "Softsign": _f64(_softsign),
+    "Shrink": _f64(_shrink), "ThresholdedRelu": _f64(_thresholded_relu), "Mean": _mean,
+    "DepthToSpace": _depth_to_space, "SpaceToDepth": _space_to_depth, "GlobalMaxPool": _global_max_pool,
+    "LRN": _f64(_lrn), "MeanVarianceNormalization": _f64(_mvn), "CastLike": _cast_like,
 }
 for _op in UNARY:
     FOLDERS[_op] = _unary_folder(_op)
