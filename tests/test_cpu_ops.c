@@ -299,6 +299,12 @@ OP_TEST(matmul) {
     tt c3 = MAKE(-1, 1, 37, 301);
     check_matmul(MAKE(-1, 1, 37, 129), MAKE(-1, 1, 301, 129), &c3, MAKE(0, 1, 37, 301), 0, 1, 1.5f, 2);
     check_matmul(MAKE(-1, 1, 3, 11, 2), MAKE(-1, 1, 3, 11, 13), NULL, MAKE(0, 1, 3, 2, 13), 1, 0, 1, 1);
+    /* one weight for every batch, the batches folded into one product: [17, 1, 9] x [9, 6] (a
+     * sequence-first transformer's projection), with a bias, b transposed or not */
+    tt c4 = MAKE(-1, 1, 6);
+    check_matmul(MAKE(-1, 1, 17, 1, 9), MAKE(-1, 1, 9, 6), &c4, MAKE(0, 1, 17, 1, 6), 0, 0, 1, 1);
+    check_matmul(MAKE(-1, 1, 2, 5, 3, 9), MAKE(-1, 1, 6, 9), NULL, MAKE(0, 1, 2, 5, 3, 6), 0, 1, 0.5f, 1);
+    check_matmul(MAKE(-1, 1, 4, 3, 9), MAKE(-1, 1, 1, 9, 7), NULL, MAKE(0, 1, 4, 3, 7), 0, 0, 1, 1);
 }
 
 OP_TEST(batchnorm) {

@@ -10,7 +10,8 @@ void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     (void)ws;
     const dl_op_geom *g = &k->g;
     const int ta = g->a.trans_a, tb = g->a.trans_b;
-    const int64_t m = g->ys[g->ynd - 2], n = g->ys[g->ynd - 1];
+    int64_t m = g->ys[g->ynd - 2];
+    const int64_t n = g->ys[g->ynd - 1];
     const int64_t kk = g->xs[g->xnd - (ta ? 2 : 1)];
     const int bat_nd = g->ynd - 2;
     int64_t batches = 1;
@@ -27,6 +28,14 @@ void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < g->numel; i++) y[i] = beta * c[dl_bcast_offset(i, g->ynd, g->ys, sc)];
     }
+    /* One b for every batch (a weight [K, N] times activations [..., M, K]: a transformer's
+     * projections) and a not transposed: a's matrices are consecutive rows, so the batches fold
+     * into one product of batches * m rows, which reads b once instead of once per batch. */
+    int b_shared = !ta;
+    for (int d = 0; d < bat_nd && b_shared; d++) b_shared = sb[d] == 0 || g->ys[d] == 1;
+    int a_dense = 1; /* a repeats along no batch dimension of y */
+    for (int d = 0; d < bat_nd && a_dense; d++) a_dense = sa[d] != 0 || g->ys[d] == 1;
+    if (b_shared && a_dense && batches > 1) m *= batches, batches = 1;
     /* column blocks so that one large product still keeps every thread busy */
     int64_t blocks = (k->threads + batches - 1) / batches;
     if (blocks > (n + 63) / 64) blocks = (n + 63) / 64;
