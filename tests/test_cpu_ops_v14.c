@@ -633,3 +633,27 @@ Test(cpu_ops, gather_refuses_an_index_out_of_range) {
     cr_expect(!be->supports(be->self, &op, &err));
     cr_expect(strstr(err.msg, "input 2 is f32, not int64"), "%s", err.msg);
 }
+
+/* gelu's erf comes from a table of Taylor polynomials (plugins/cpu/erf_table.h): on a dense grid
+ * across every interval, its boundaries, the tails and NaN, each value within 3e-7 |x| of the
+ * exact one. */
+Test(cpu_ops, gelu_table_is_accurate_everywhere) {
+    const int n = 200001;
+    tt x = MAKE(0, 1, 1, n), y = MAKE(0, 1, 1, n);
+    for (int i = 0; i < n; i++) x.data[i] = -6.0f + 12.0f * (float)i / (float)(n - 1);
+    x.data[0] = NAN, x.data[1] = INFINITY, x.data[2] = -INFINITY, x.data[3] = 4.0f * (float)M_SQRT2;
+    dl_op_attrs a;
+    attrs(&a);
+    run_op(DL_OP_GELU, &a, &x, 1, &y);
+    cr_expect(isnan(y.data[0]) && y.data[1] == INFINITY && (y.data[2] == 0 || isnan(y.data[2])), "tails: %g %g %g",
+              y.data[0], y.data[1], y.data[2]);
+    double worst = 0;
+    int at = 3;
+    for (int i = 3; i < n; i++) {
+        double v = x.data[i], want = 0.5 * v * (1 + erf(v / sqrt(2)));
+        double e = fabs(y.data[i] - want) / (fabs(v) + 1e-30);
+        if (e > worst) worst = e, at = i;
+    }
+    cr_expect(worst <= 3e-7, "gelu off by %.3g |x| at x = %.9g", worst, x.data[at]);
+    free(x.data), free(y.data);
+}

