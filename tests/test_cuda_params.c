@@ -396,13 +396,13 @@ static const dl_backend *cpu_backend(void) {
 static float resize_at(const dlk_resize_p *p, const float *x, int64_t i) {
     int64_t ox = i % p->ow, oy = i / p->ow % p->oh;
     const float *plane = x + i / (p->ow * p->oh) * p->h * p->w;
-    double cy = dlk_resize_source(oy, p->h, p->oh, p->coord), cx = dlk_resize_source(ox, p->w, p->ow, p->coord);
+    double cy = dl_resample_source(oy, p->h, p->oh, p->coord), cx = dl_resample_source(ox, p->w, p->ow, p->coord);
     if (p->mode != DL_RESIZE_LINEAR)
-        return plane[dlk_resize_nearest(cy, p->h, p->nearest) * p->w + dlk_resize_nearest(cx, p->w, p->nearest)];
+        return plane[dl_resample_nearest(cy, p->h, p->nearest) * p->w + dl_resample_nearest(cx, p->w, p->nearest)];
     int64_t y0, y1, x0, x1;
     float wy, wx;
-    dlk_resize_taps(cy, p->h, &y0, &y1, &wy);
-    dlk_resize_taps(cx, p->w, &x0, &x1, &wx);
+    dl_resample_taps(cy, p->h, &y0, &y1, &wy);
+    dl_resample_taps(cx, p->w, &x0, &x1, &wx);
     const float *r0 = plane + y0 * p->w, *r1 = plane + y1 * p->w;
     float top = r0[x0] + (r0[x1] - r0[x0]) * wx, bottom = r1[x0] + (r1[x1] - r1[x0]) * wx;
     return top + (bottom - top) * wy;

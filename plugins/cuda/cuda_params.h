@@ -12,6 +12,7 @@
 
 #include "gpu_storage.h"
 #include "op_check.h"
+#include "resample.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -161,38 +162,7 @@ DL_GPU_HD int64_t dlk_pad_source(const dlk_pad_p *p, int64_t i) {
     return off;
 }
 
-/* The input coordinate output coordinate o maps to, out of `in` resized to `out` (in double, as
- * the CPU plugin, so that both pick the same nearest element and weights). */
-DL_GPU_HD double dlk_resize_source(int64_t o, int64_t in, int64_t out, int coord) {
-    double scale = (double)out / (double)in;
-    switch (coord) {
-    case DL_COORD_ALIGN_CORNERS: return out == 1 ? 0.0 : (double)o * (double)(in - 1) / (double)(out - 1);
-    case DL_COORD_ASYMMETRIC: return (double)o / scale;
-    case DL_COORD_PYTORCH_HALF_PIXEL: return out == 1 ? 0.0 : ((double)o + 0.5) / scale - 0.5;
-    default: return ((double)o + 0.5) / scale - 0.5;
-    }
-}
-
-/* The nearest input index of coordinate c (ONNX's nearest_mode), inside [0, n). */
-DL_GPU_HD int64_t dlk_resize_nearest(double c, int64_t n, int mode) {
-    double f = floor(c), i;
-    switch (mode) {
-    case DL_NEAREST_FLOOR: i = f; break;
-    case DL_NEAREST_CEIL: i = ceil(c); break;
-    case DL_NEAREST_ROUND_PREFER_CEIL: i = c - f >= 0.5 ? f + 1 : f; break;
-    default: i = c - f > 0.5 ? f + 1 : f; break;
-    }
-    return i < 0 ? 0 : i > (double)(n - 1) ? n - 1 : (int64_t)i;
-}
-
-/* Linear interpolation taps of coordinate c: i0, i1 (inside [0, n)) and i1's weight. */
-DL_GPU_HD void dlk_resize_taps(double c, int64_t n, int64_t *i0, int64_t *i1, float *w) {
-    if (c < 0) c = 0;
-    if (c > (double)(n - 1)) c = (double)(n - 1);
-    *i0 = (int64_t)c;
-    *i1 = *i0 + 1 < n ? *i0 + 1 : n - 1;
-    *w = (float)(c - (double)*i0);
-}
+/* resize's coordinates and taps: core/ops/resample.h, shared with the cpu plugin */
 
 #ifdef __cplusplus
 }

@@ -1094,11 +1094,17 @@ class Converter:
         if len(ins) == 1:
             self.set_out(out, self.runtime(ins[0]))
             return
+        self._fold_inputs(ins, dl, out, out)
+
+    def _fold_inputs(self, ins, dl, out, last):
+        """ins combined left to right by dlrun's two-input op dl, the last step named `last`
+        (partial results get fresh names after out); returns the last step's name."""
         acc = ins[0]
         for i, name in enumerate(ins[1:]):
-            target = out if i == len(ins) - 2 else self.fresh(f"{out}/partial{i + 1}")
+            target = last if i == len(ins) - 2 else self.fresh(f"{out}/partial{i + 1}")
             self._binary(target, dl, acc, name)
             acc = target
+        return acc
 
     def op_Min(self):
         self._chain("min")
@@ -1299,11 +1305,7 @@ class Converter:
         if len(ins) == 1:
             self.set_out(out, self.runtime(ins[0]))
             return
-        acc = ins[0]
-        for i, name in enumerate(ins[1:]):
-            target = self.fresh(f"{out}/sum{i + 1}")
-            self._add(target, acc, name)
-            acc = target
+        acc = self._fold_inputs(ins, "add", out, self.fresh(f"{out}/sum"))
         count = self.fresh(f"{out}/count")
         self.values[count] = np.array(len(ins), np.float32)
         self._binary(out, "div", acc, count)

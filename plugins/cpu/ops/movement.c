@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "resample.h"
 
 /* y[i] = x[base + sum over d of coord_d(i) * st[d]], i over the output shape ys (nd dims). */
 static void strided_gather(const float *x, float *y, int nd, const int64_t *ys, const int64_t *st, int64_t base,
@@ -97,38 +98,6 @@ void cpu_pad(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     }
 }
 
-/* The input coordinate output coordinate o maps to, out of `in` resized to `out`. */
-static double resize_source(int64_t o, int64_t in, int64_t out, int coord) {
-    double scale = (double)out / (double)in;
-    switch (coord) {
-    case DL_COORD_ALIGN_CORNERS: return out == 1 ? 0.0 : (double)o * (double)(in - 1) / (double)(out - 1);
-    case DL_COORD_ASYMMETRIC: return (double)o / scale;
-    case DL_COORD_PYTORCH_HALF_PIXEL: return out == 1 ? 0.0 : ((double)o + 0.5) / scale - 0.5;
-    default: return ((double)o + 0.5) / scale - 0.5;
-    }
-}
-
-/* The nearest input index of coordinate c (ONNX's nearest_mode), inside [0, n). */
-static int64_t resize_nearest(double c, int64_t n, int mode) {
-    double f = floor(c), i;
-    switch (mode) {
-    case DL_NEAREST_FLOOR: i = f; break;
-    case DL_NEAREST_CEIL: i = ceil(c); break;
-    case DL_NEAREST_ROUND_PREFER_CEIL: i = c - f >= 0.5 ? f + 1 : f; break;
-    default: i = c - f > 0.5 ? f + 1 : f; break;
-    }
-    return i < 0 ? 0 : i > (double)(n - 1) ? n - 1 : (int64_t)i;
-}
-
-/* Linear interpolation taps of coordinate c: i0, i1 (inside [0, n)) and i1's weight. */
-static void resize_taps(double c, int64_t n, int64_t *i0, int64_t *i1, float *w) {
-    if (c < 0) c = 0;
-    if (c > (double)(n - 1)) c = (double)(n - 1);
-    *i0 = (int64_t)c;
-    *i1 = *i0 + 1 < n ? *i0 + 1 : n - 1;
-    *w = (float)(c - (double)*i0);
-}
-
 void cpu_resize(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const dl_op_geom *g = &k->g;
     const float *x = in[0].data;
@@ -140,18 +109,19 @@ void cpu_resize(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
         const int64_t oy = p % OH;
         const float *src = x + p / OH * H * W;
         float *dst = y + p * OW;
-        double cy = resize_source(oy, H, OH, coord);
+        double cy = dl_resample_source(oy, H, OH, coord);
         if (!linear) {
-            const float *row = src + resize_nearest(cy, H, nm) * W;
-            for (int64_t ox = 0; ox < OW; ox++) dst[ox] = row[resize_nearest(resize_source(ox, W, OW, coord), W, nm)];
+            const float *row = src + dl_resample_nearest(cy, H, nm) * W;
+            for (int64_t ox = 0; ox < OW; ox++)
+                dst[ox] = row[dl_resample_nearest(dl_resample_source(ox, W, OW, coord), W, nm)];
             continue;
         }
         int64_t y0, y1, x0, x1;
         float wy, wx;
-        resize_taps(cy, H, &y0, &y1, &wy);
+        dl_resample_taps(cy, H, &y0, &y1, &wy);
         const float *r0 = src + y0 * W, *r1 = src + y1 * W;
         for (int64_t ox = 0; ox < OW; ox++) {
-            resize_taps(resize_source(ox, W, OW, coord), W, &x0, &x1, &wx);
+            dl_resample_taps(dl_resample_source(ox, W, OW, coord), W, &x0, &x1, &wx);
             float top = r0[x0] + (r0[x1] - r0[x0]) * wx, bottom = r1[x0] + (r1[x1] - r1[x0]) * wx;
             dst[ox] = top + (bottom - top) * wy;
         }

@@ -30,8 +30,8 @@ template <class T> __global__ void pad_k(const T *x, T *y, int64_t n, dlk_pad_p 
 template <class T> __device__ float resize_linear(const T *plane, const dlk_resize_p &p, double cy, double cx) {
     int64_t y0, y1, x0, x1;
     float wy, wx;
-    dlk_resize_taps(cy, p.h, &y0, &y1, &wy);
-    dlk_resize_taps(cx, p.w, &x0, &x1, &wx);
+    dl_resample_taps(cy, p.h, &y0, &y1, &wy);
+    dl_resample_taps(cx, p.w, &x0, &x1, &wx);
     const T *r0 = plane + y0 * p.w, *r1 = plane + y1 * p.w;
     float a = to_f(r0[x0]), b = to_f(r0[x1]), c = to_f(r1[x0]), d = to_f(r1[x1]);
     float top = a + (b - a) * wx, bottom = c + (d - c) * wx;
@@ -42,9 +42,9 @@ template <class T> __global__ void resize_k(const T *x, T *y, int64_t n, dlk_res
     for (int64_t i = grid_first(); i < n; i += grid_step()) {
         int64_t ox = i % p.ow, oy = i / p.ow % p.oh;
         const T *plane = x + i / (p.ow * p.oh) * p.h * p.w;
-        double cy = dlk_resize_source(oy, p.h, p.oh, p.coord), cx = dlk_resize_source(ox, p.w, p.ow, p.coord);
+        double cy = dl_resample_source(oy, p.h, p.oh, p.coord), cx = dl_resample_source(ox, p.w, p.ow, p.coord);
         if (p.mode == DL_RESIZE_LINEAR) y[i] = from_f<T>(resize_linear(plane, p, cy, cx));
-        else y[i] = plane[dlk_resize_nearest(cy, p.h, p.nearest) * p.w + dlk_resize_nearest(cx, p.w, p.nearest)];
+        else y[i] = plane[dl_resample_nearest(cy, p.h, p.nearest) * p.w + dl_resample_nearest(cx, p.w, p.nearest)];
     }
 }
 
