@@ -82,8 +82,9 @@ Test(cuda_params, merged_dimensions_keep_every_offset) {
         {5, {1, 3, 1, 4, 1}, {12, 4, 4, 1, 1}, {0, 0, 0, 0, 0}}, {3, {3, 5, 7}, {1, 3, 15}, {35, 7, 1}},
         {4, {2, 1, 6, 2}, {-24, 7, 2, 1}, {12, 0, 2, 1}},        {2, {1, 1}, {5, 3}, {1, 1}}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        int64_t s[8], a[8], b[8];
-        memcpy(s, cases[c].s, sizeof s), memcpy(a, cases[c].a, sizeof a), memcpy(b, cases[c].b, sizeof b);
+        int64_t s[8] = {0}, a[8] = {0}, b[8] = {0};
+        memcpy(s, cases[c].s, sizeof cases[c].s), memcpy(a, cases[c].a, sizeof cases[c].a);
+        memcpy(b, cases[c].b, sizeof cases[c].b);
         int nd = cu_merge_dims(cases[c].nd, s, (int64_t *const[]){a, b}, 2);
         cr_assert(nd >= 1 && nd <= cases[c].nd, "case %zu: rank %d", c, nd);
         cr_expect_eq(numel(nd, s), numel(cases[c].nd, cases[c].s), "case %zu", c);
