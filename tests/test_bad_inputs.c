@@ -97,6 +97,10 @@ static const bad_model models[] = {
      "  - {op: gather, inputs: [x, ids], axis: 2}\n",
      ":6:5: gather 'gather_1': axis 2 is out of range for data 'x' [4, 3]"},
     /* the ABI 1.4 ops: integer lists and names */
+    {HEAD "  - {op: transpose, perm: [4294967297, 0, 1, 2]}\n", ":5:27: perm entry 4294967297 is out of range [0, 8)"},
+    {HEAD "  - {op: reduce_sum, axes: [4294967298]}\n", ":5:28: axis 4294967298 is out of range [-8, 8)"},
+    {HEAD "  - {op: slice, starts: [0], ends: [1], axes: [-9]}\n",
+     ":5:48: axes must hold integers of at least -8, not -9"},
     {HEAD "  - {op: transpose, perm: 3}\n", ":5:27: perm must be a list of integers, not a scalar"},
     {HEAD "  - {op: transpose, perm: [0, 1, 2]}\n",
      ":5:5: transpose 'transpose_1': perm has 3 entries for input [1, 3, 8, 8] of rank 4"},

@@ -211,7 +211,9 @@ OP_TEST(slice_steps_negatives_and_clamping) {
     check_slice(MAKE(-1, 1, 4, 13), (slice_spec){1, {1}, {-1}, {-100}, {-2}});
     check_slice(MAKE(-1, 1, 4, 13), (slice_spec){1, {-1}, {INT64_MAX}, {INT64_MIN}, {-1}}); /* reversed */
     check_slice(MAKE(-1, 1, 5, 3, 7), (slice_spec){3, {0, 1, 2}, {-3, 1, 2}, {INT64_MAX, 2, -2}, {2, 1, 1}});
-    check_slice(MAKE(-1, 1, 2, 3, 9, 7), (slice_spec){1, {2}, {-2}, {9}, {5}}); /* one element */
+    check_slice(MAKE(-1, 1, 2, 3, 9, 7), (slice_spec){1, {2}, {-2}, {9}, {5}});   /* one element */
+    check_slice(MAKE(-1, 1, 3, 5), (slice_spec){1, {1}, {0}, {5}, {INT64_MAX}});  /* a huge step: one */
+    check_slice(MAKE(-1, 1, 3, 5), (slice_spec){1, {1}, {4}, {-9}, {INT64_MIN}}); /* and backwards */
 }
 
 /* ---- pad ---- */
@@ -443,6 +445,12 @@ Test(cpu_ops, v14_supports_refuses_with_reasons) {
     expect_refused(DL_OP_GELU, &a, (int64_t[]){2, 3}, 2, (int64_t[]){2, 3}, 2, "gelu mode 2");
     attrs(&a);
     expect_refused(DL_OP_RESIZE, &a, (int64_t[]){2, 3, 4}, 3, (int64_t[]){2, 3, 8}, 3, "4-D");
+    a.perm[0] = 1, a.perm[1] = 0; /* empty and 0-D tensors: refused before any kernel sees them */
+    expect_refused(DL_OP_TRANSPOSE, &a, (int64_t[]){0, 2}, 2, (int64_t[]){2, 0}, 2, "an empty tensor");
+    attrs(&a);
+    a.mode = DL_PAD_EDGE, a.pads_before[1] = 1;
+    expect_refused(DL_OP_PAD, &a, (int64_t[]){2, 0}, 2, (int64_t[]){2, 1}, 2, "an empty tensor");
+    expect_refused(DL_OP_PAD, &a, (int64_t[]){2}, 0, (int64_t[]){2}, 0, "rank 0");
 }
 
 /* ---- log_softmax and group_norm ---- */

@@ -18,6 +18,22 @@ static void transpose_complete(dl_op_params *p, uint32_t given) {
     for (int d = 0; d < DL_MAX_DIMS; d++) p->attrs.perm[d] = d < p->perm.n ? (int32_t)p->perm.v[d] : -1;
 }
 
+/* 1 if every value of an axes-like list is in [lo, hi); else 0 with the message for validate. */
+static int ints_within(const dl_ints *l, int64_t lo, int64_t hi, const char *what, char *msg, size_t len) {
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i] < lo || l->v[i] >= hi) {
+            snprintf(msg, len, "%s %lld is out of range [%lld, %lld)", what, (long long)l->v[i], (long long)lo,
+                     (long long)hi);
+            return 0;
+        }
+    return 1;
+}
+
+static int transpose_validate(const dl_op_params *p, const char **key, char *msg, size_t len) {
+    *key = "perm";
+    return ints_within(&p->perm, 0, DL_MAX_DIMS, "perm entry", msg, len);
+}
+
 static void transpose_resolve(dl_op_params *p, int rank) {
     if (p->perm.n == 0)
         for (int d = 0; d < rank; d++) p->attrs.perm[d] = rank - 1 - d;
@@ -57,6 +73,7 @@ const dl_op_def dl_op_row_transpose = {
                                   {"transpose heads", "[[2, 7, 3, 5]]", "perm: [0, 2, 1, 3]", 1},
                                   {0}},
     .complete = transpose_complete,
+    .validate = transpose_validate,
     .infer = transpose_infer,
     .flops = dl_flops_none,
     .resolve = transpose_resolve,
@@ -89,6 +106,8 @@ static int slice_validate(const dl_op_params *p, const char **key, char *msg, si
         return 0;
     }
     if (n == 0) return *key = "starts", snprintf(msg, len, "starts must name at least one value"), 0;
+    *key = "axes";
+    if (!ints_within(&p->axes, -DL_MAX_DIMS, DL_MAX_DIMS, "axis", msg, len)) return 0;
     for (int i = 0; i < p->steps.n; i++)
         if (p->steps.v[i] == 0) return *key = "steps", snprintf(msg, len, "steps must not be 0"), 0;
     return 1;

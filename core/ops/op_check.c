@@ -58,6 +58,12 @@ int dl_op_check_as(const dl_op *op, unsigned formats, dl_error *why) {
     if (op->n_outputs != 1) DL_NO(why, "%s has one output, not %d", d->name, op->n_outputs);
     if (op->n_inputs < lo || op->n_inputs > hi)
         DL_NO(why, "%s takes %d to %d inputs, not %d", d->name, lo, hi, op->n_inputs);
+    for (int i = 0; i <= op->n_inputs; i++) { /* dlrun's tensors have a size: no 0-D, no empty ones */
+        const dl_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->outputs[0];
+        if (t->ndim < 1 || t->ndim > DL_MAX_DIMS) DL_NO(why, "a tensor of rank %d (1 to 8 are supported)", t->ndim);
+        for (int k = 0; k < t->ndim; k++)
+            if (t->shape[k] < 1) DL_NO(why, "an empty tensor (dimension %d is %lld)", k, (long long)t->shape[k]);
+    }
     for (int i = 0; i < op->n_inputs; i++) {
         const dl_tensor *t = &op->inputs[i];
         if (d->int_inputs >> i & 1) { /* gather's indices: int64, dense row-major, whatever the formats */

@@ -177,7 +177,7 @@ int64_t dl_slice_dim(int64_t n, int64_t start, int64_t end, int64_t step, int64_
         start = start < 0 ? 0 : start > n ? n : start;
         end = end < 0 ? 0 : end > n ? n : end;
         *first = start;
-        return end > start ? (end - start + step - 1) / step : 0;
+        return end > start ? 1 + (end - start - 1) / step : 0; /* no overflow for any step */
     }
     start = start < 0 ? 0 : start > n - 1 ? n - 1 : start;
     end = end < -1 ? -1 : end > n - 1 ? n - 1 : end;

@@ -12,6 +12,14 @@ static void reduce_complete(dl_op_params *p, uint32_t given) {
     for (int i = 0; i < DL_MAX_DIMS; i++) p->attrs.axes[i] = i < p->axes.n ? (int32_t)p->axes.v[i] : 0;
 }
 
+static int reduce_validate(const dl_op_params *p, const char **key, char *msg, size_t len) {
+    *key = "axes";
+    for (int i = 0; i < p->axes.n; i++)
+        if (p->axes.v[i] < -DL_MAX_DIMS || p->axes.v[i] >= DL_MAX_DIMS)
+            return snprintf(msg, len, "axis %lld is out of range [-8, 8)", (long long)p->axes.v[i]), 0;
+    return 1;
+}
+
 /* Bit d set: dimension d is reduced (every one when no axes are given); -1 when invalid. */
 static int reduce_mask(const dl_op *op, const dl_infer_ctx *cx, dl_error *why) {
     const dl_tensor *x = &op->inputs[0];
@@ -66,6 +74,7 @@ static double reduce_flops(const dl_op *op) { return (double)dl_tensor_numel(&op
                                  {#op " all", "[[3, 5, 7]]", "keepdims: false", 1},                                  \
                                  {0}},                                                                               \
         .complete = reduce_complete,                                                                                 \
+        .validate = reduce_validate,                                                                                 \
         .infer = reduce_infer,                                                                                       \
         .flops = reduce_flops,                                                                                       \
     }

@@ -264,7 +264,7 @@ static dl_status get_choice(reader *r, yaml_node_t *v, const dl_attr_def *a, con
     size_t u = 0;
     for (int i = 0; a->choices[i]; i++) {
         if (s && !strcmp(s, a->choices[i])) return *out = i, DL_OK;
-        u += (size_t)snprintf(names + u, u < sizeof names ? sizeof names - u : 0, "%s%s", i ? ", " : "", a->choices[i]);
+        if (u < sizeof names) u += (size_t)snprintf(names + u, sizeof names - u, "%s%s", i ? ", " : "", a->choices[i]);
     }
     return failat(r, v, "%s must be one of %s, not %s%s%s", what, names, s ? "'" : "", s ? s : kind_name(v),
                   s ? "'" : "");

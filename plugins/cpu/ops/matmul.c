@@ -2,6 +2,7 @@
  * and Gemm): leading dimensions broadcast as numpy's matmul, c broadcasts to y. Work is split
  * into (batch, column block) tasks, each one single-threaded sgemm. */
 #include <cblas.h>
+#include <limits.h>
 
 #include "cpu_ops.h"
 
@@ -35,7 +36,7 @@ void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     for (int d = 0; d < bat_nd && b_shared; d++) b_shared = sb[d] == 0 || g->ys[d] == 1;
     int a_dense = 1; /* a repeats along no batch dimension of y */
     for (int d = 0; d < bat_nd && a_dense; d++) a_dense = sa[d] != 0 || g->ys[d] == 1;
-    if (b_shared && a_dense && batches > 1) m *= batches, batches = 1;
+    if (b_shared && a_dense && batches > 1 && batches * m <= INT_MAX) m *= batches, batches = 1;
     /* column blocks so that one large product still keeps every thread busy */
     int64_t blocks = (k->threads + batches - 1) / batches;
     if (blocks > (n + 63) / 64) blocks = (n + 63) / 64;

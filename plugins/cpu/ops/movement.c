@@ -50,10 +50,9 @@ void cpu_slice(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     strides_of(g->xnd, g->xs, st);
     for (int i = 0; i < g->a.n_axes; i++) {
         int d = dl_axis_norm(g->a.axes[i], g->xnd);
-        int64_t first;
-        dl_slice_dim(g->xs[d], g->a.starts[i], g->a.ends[i], g->a.steps[i], &first);
+        int64_t first, taken = dl_slice_dim(g->xs[d], g->a.starts[i], g->a.ends[i], g->a.steps[i], &first);
         base += first * st[d];
-        st[d] *= g->a.steps[i];
+        if (taken > 1) st[d] *= g->a.steps[i]; /* one element: no step (a huge one would overflow) */
     }
     strided_gather(in[0].data, y, g->ynd, g->ys, st, base, g->numel);
 }
