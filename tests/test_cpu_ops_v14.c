@@ -3,7 +3,8 @@
  * of one element, transpose, slice, pad, resize, the reductions and layer_norm. Each test runs in
  * f32 and in every storage format (OP_TEST, tests/support/op_harness.h). Also NaN going through
  * the elementwise ops, log_softmax, group_norm, fused activations in the epilogues, and supports()
- * refusing what the rows refuse; gather with int64 indices, out-of-range ones refused at run. */
+ * refusing what the rows refuse; gather with int64 indices, out-of-range ones refused at run;
+ * conv_transpose2d against a scatter through the kernel. */
 #define _GNU_SOURCE
 #include "op_harness.h"
 #include "op_table.h"
@@ -664,4 +665,59 @@ Test(cpu_ops, gelu_table_is_accurate_everywhere) {
     }
     cr_expect(worst <= 3e-7, "gelu off by %.3g |x| at x = %.9g", worst, x.data[at]);
     free(x.data), free(y.data);
+}
+
+/* ---- conv_transpose2d: every input pixel scattered through the kernel, in double ---- */
+
+static double act_ref_or_none(int act, double v) { return act == DL_ACT_NONE ? v : act_ref(act, v); }
+
+typedef struct deconv_case {
+    int n, c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, oph, opw, dh, dw, groups, bias, act;
+} deconv_case;
+
+static void check_deconv(deconv_case d) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.kernel[0] = d.kh, a.kernel[1] = d.kw, a.stride[0] = d.sh, a.stride[1] = d.sw;
+    a.pad_begin[0] = d.pt, a.pad_begin[1] = d.pl, a.pad_end[0] = d.pb, a.pad_end[1] = d.pr;
+    a.output_padding[0] = d.oph, a.output_padding[1] = d.opw, a.dilation[0] = d.dh, a.dilation[1] = d.dw;
+    a.groups = d.groups, a.activation = d.act;
+    const int oh = (d.h - 1) * d.sh - d.pt - d.pb + d.dh * (d.kh - 1) + d.oph + 1;
+    const int ow = (d.w - 1) * d.sw - d.pl - d.pr + d.dw * (d.kw - 1) + d.opw + 1;
+    const int cg = d.c / d.groups, ocg = d.oc / d.groups;
+    tt in[3] = {MAKE(-1, 1, d.n, d.c, d.h, d.w), MAKE(-0.5f, 0.5f, d.c, ocg, d.kh, d.kw), MAKE(-1, 1, d.oc)};
+    tt y = MAKE(0, 1, d.n, d.oc, oh, ow);
+    run_op(DL_OP_CONV_TRANSPOSE2D, &a, in, d.bias ? 3 : 2, &y);
+    double *ref = calloc((size_t)y.n, sizeof *ref);
+    for (int i = 0; i < d.n; i++)
+        for (int ci = 0; ci < d.c; ci++)
+            for (int iy = 0; iy < d.h; iy++)
+                for (int ix = 0; ix < d.w; ix++) {
+                    double v = in[0].data[((i * d.c + ci) * d.h + iy) * d.w + ix];
+                    int gi = ci / cg;
+                    for (int o = 0; o < ocg; o++)
+                        for (int ty = 0; ty < d.kh; ty++)
+                            for (int tx = 0; tx < d.kw; tx++) {
+                                int oy = iy * d.sh - d.pt + ty * d.dh, ox = ix * d.sw - d.pl + tx * d.dw;
+                                if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
+                                ref[((i * d.oc + gi * ocg + o) * oh + oy) * ow + ox] +=
+                                    v * in[1].data[((ci * ocg + o) * d.kh + ty) * d.kw + tx];
+                            }
+                }
+    for (int64_t e = 0; e < y.n; e++)
+        ref[e] = act_ref_or_none(d.act, ref[e] + (d.bias ? in[2].data[e / (oh * ow) % d.oc] : 0));
+    char what[96];
+    snprintf(what, sizeof what, "conv_transpose2d c%d oc%d k%dx%d s%d,%d g%d act%d", d.c, d.oc, d.kh, d.kw, d.sh, d.sw,
+             d.groups, d.act);
+    expect_close(&y, ref, 1e-10, what);
+    free(ref), free(y.data);
+    for (int i = 0; i < 3; i++) free(in[i].data);
+}
+
+OP_TEST(conv_transpose2d_cases) {
+    check_deconv((deconv_case){1, 6, 7, 5, 4, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, DL_ACT_NONE});
+    check_deconv((deconv_case){2, 5, 6, 7, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, DL_ACT_RELU});
+    check_deconv((deconv_case){1, 6, 5, 5, 9, 3, 2, 1, 1, 0, 0, 0, 0, 0, 0, 2, 1, 3, 1, DL_ACT_NONE});
+    check_deconv((deconv_case){1, 4, 9, 8, 5, 4, 4, 2, 3, 1, 2, 0, 1, 1, 2, 1, 1, 1, 0, DL_ACT_SILU});
+    check_deconv((deconv_case){2, 8, 4, 3, 8, 3, 3, 3, 1, 2, 0, 2, 0, 2, 0, 1, 2, 8, 1, DL_ACT_NONE}); /* depthwise */
 }

@@ -1,5 +1,5 @@
-/* conv_pool.c — rows of the window ops: conv2d, maxpool2d, avgpool2d, global_avgpool. Output
- * sizes follow PyTorch's formulas (dl_window_out). */
+/* conv_pool.c — rows of the window ops: conv2d, conv_transpose2d, maxpool2d, avgpool2d,
+ * global_avgpool. Output sizes follow PyTorch's formulas (dl_window_out). */
 #include <limits.h>
 
 #include "op_rows.h"
@@ -104,6 +104,83 @@ const dl_op_def dl_op_row_conv2d = {
     .weight_shapes = conv2d_weights,
     .infer = conv2d_infer,
     .flops = conv2d_flops,
+};
+
+/* ---- conv_transpose2d ---- */
+
+static void conv_transpose2d_weights(const dl_op_params *p, const dl_shape *x, dl_shape *w) {
+    int64_t per_group = p->attrs.groups > 0 ? p->units / p->attrs.groups : p->units;
+    w[0] = (dl_shape){4, {x->d[1], per_group, p->attrs.kernel[0], p->attrs.kernel[1]}};
+    if (p->has_bias) w[1] = (dl_shape){1, {p->units}};
+}
+
+static int conv_transpose2d_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    const dl_op_attrs *a = op->attrs;
+    const dl_tensor *x = &op->inputs[0], *w = &op->inputs[1];
+    char s[200];
+    if (x->ndim != 4) DL_NO(why, "needs a 4-D input [N, C, H, W], got %s", dl_shape_txt(x, s, sizeof s));
+    if (w->ndim != 4) DL_NO(why, "needs a 4-D weight [C, OC/groups, KH, KW], got %s", dl_shape_txt(w, s, sizeof s));
+    if (a->groups < 1 || x->shape[1] % a->groups)
+        DL_NO(why, "input channels %lld are not divisible by groups %d", (long long)x->shape[1], a->groups);
+    if (cx && cx->params && cx->params->units % a->groups)
+        DL_NO(why, "filters %d are not divisible by groups %d", cx->params->units, a->groups);
+    if (w->shape[0] != x->shape[1])
+        DL_NO(why, "weight %s must have the input's %lld channels first", dl_shape_txt(w, s, sizeof s),
+              (long long)x->shape[1]);
+    if (w->shape[2] != a->kernel[0] || w->shape[3] != a->kernel[1])
+        DL_NO(why, "weight kernel %lldx%lld differs from the kernel attribute %dx%d", (long long)w->shape[2],
+              (long long)w->shape[3], a->kernel[0], a->kernel[1]);
+    const int64_t oc = w->shape[1] * a->groups;
+    if (op->n_inputs == 3 && !dl_is_vec(&op->inputs[2], oc))
+        DL_NO(why, "bias must be [%lld], got %s", (long long)oc, dl_shape_txt(&op->inputs[2], s, sizeof s));
+    *y = (dl_shape){4, {x->shape[0], oc, 0, 0}};
+    for (int i = 0; i < 2; i++) {
+        const int k = a->kernel[i], st = a->stride[i], d = a->dilation[i], extra = a->output_padding[i];
+        if (k < 1 || st < 1 || d < 1 || a->pad_begin[i] < 0 || a->pad_end[i] < 0)
+            DL_NO(why, "kernel, stride and dilation must be at least 1 and padding at least 0");
+        if (extra < 0 || (extra >= st && extra >= d))
+            DL_NO(why, "output_padding %d must be below the stride %d or the dilation %d", extra, st, d);
+        /* in int64, (H - 1) * stride stays far inside the range for any H and stride a model has */
+        y->d[2 + i] = (x->shape[2 + i] - 1) * st - a->pad_begin[i] - a->pad_end[i] + (int64_t)d * (k - 1) + extra + 1;
+        if (y->d[2 + i] < 1) DL_NO(why, "the padding leaves no output of input %s", dl_in_str(op, cx, 0, s, sizeof s));
+    }
+    return 1;
+}
+
+static double conv_transpose2d_flops(const dl_op *op) {
+    const int64_t *w = op->inputs[1].shape; /* [C, OC/groups, KH, KW] */
+    return 2.0 * (double)dl_tensor_numel(&op->inputs[0]) * (double)(w[1] * w[2] * w[3]);
+}
+
+const dl_op_def dl_op_row_conv_transpose2d = {
+    .name = "conv_transpose2d",
+    .abi_minor = 4,
+    .flags = DL_OPF_FUSES_RELU,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .weights =
+        (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
+    .attrs = (const dl_attr_def[]){{"filters", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
+                                   {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
+                                   {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},
+                                   {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
+                                   {"output_padding", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.output_padding), 0, 0, 0, 0},
+                                   {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
+                                   {"groups", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.groups), 1, INT_MAX, 1, 0},
+                                   {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
+                                   {0}},
+    .nmse = DL_NMSE_GEMM,
+    .cases = (const dl_op_case[]){{"deconv 2x2 stride 2", "[[1, 6, 7, 5]]", "filters: 4, kernel: 2, stride: 2", 1},
+                                  {"deconv 3x3 stride 2 pad 1 out-pad 1", "[[2, 5, 6, 7]]",
+                                   "filters: 3, kernel: 3, stride: 2, padding: 1, output_padding: 1", 1},
+                                  {"deconv groups dilation", "[[1, 6, 5, 5]]",
+                                   "filters: 9, kernel: [3, 2], dilation: [2, 1], groups: 3", 1},
+                                  {"deconv asymmetric pads no bias", "[[1, 4, 9, 8]]",
+                                   "filters: 5, kernel: 4, stride: [2, 3], padding: [1, 2, 0, 1], bias: false", 1},
+                                  {0}},
+    .weight_shapes = conv_transpose2d_weights,
+    .infer = conv_transpose2d_infer,
+    .flops = conv_transpose2d_flops,
 };
 
 /* ---- pools ---- */

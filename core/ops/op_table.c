@@ -57,7 +57,8 @@
     X(RESIZE, resize) \
     X(LOG_SOFTMAX, log_softmax) \
     X(GROUP_NORM, group_norm) \
-    X(GATHER, gather)
+    X(GATHER, gather) \
+    X(CONV_TRANSPOSE2D, conv_transpose2d)
 /* clang-format on */
 
 #define DECLARE(kind, name) extern const dl_op_def dl_op_row_##name;

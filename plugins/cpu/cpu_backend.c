@@ -90,6 +90,7 @@ static const cpu_op_fn kernels[DL_OP_COUNT] = {
     [DL_OP_LOG_SOFTMAX] = cpu_log_softmax,
     [DL_OP_GROUP_NORM] = cpu_group_norm,
     [DL_OP_GATHER] = cpu_gather,
+    [DL_OP_CONV_TRANSPOSE2D] = cpu_conv_transpose2d,
 };
 
 static int cpu_supports(void *self, const dl_op *op, dl_error *why) {
@@ -115,6 +116,7 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     st = dl_op_geom_init(&k->g, &op32) ? DL_OK : DL_E_NOMEM;
     if (st == DL_OK && k->g.kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, &op32);
     if (st == DL_OK && k->g.kind == DL_OP_MAXPOOL2D) k->workspace = cpu_maxpool2d_workspace(k);
+    if (st == DL_OK && k->g.kind == DL_OP_CONV_TRANSPOSE2D) k->workspace = cpu_conv_transpose2d_workspace(k);
     if (st != DL_OK) {
         cpu_storage_free(&k->st);
         dl_op_geom_free(&k->g);

@@ -82,6 +82,8 @@ void cpu_layer_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
 void cpu_log_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_group_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_gather(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+size_t cpu_conv_transpose2d_workspace(const dl_kernel *k); /* bytes cpu_conv_transpose2d needs as ws */
 /* gather's indices inside their dimension, else an error naming the first that is not */
 dl_status cpu_gather_check(const dl_kernel *k, const dl_tensor *in, dl_error *err);
 #endif

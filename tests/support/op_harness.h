@@ -54,7 +54,7 @@ static tt make(int nd, const int64_t *shape, float lo, float hi) {
 #define MAKE(lo, hi, ...) make(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__}, lo, hi)
 
 static int n_weights(dl_op_kind kind, int n) {
-    if (kind == DL_OP_CONV2D || kind == DL_OP_LINEAR) return n - 1;
+    if (kind == DL_OP_CONV2D || kind == DL_OP_LINEAR || kind == DL_OP_CONV_TRANSPOSE2D) return n - 1;
     if (kind == DL_OP_BATCHNORM) return 4;
     if (kind == DL_OP_LAYER_NORM || kind == DL_OP_GROUP_NORM) return 2;
     return 0;

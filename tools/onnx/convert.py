@@ -40,7 +40,7 @@ MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAverag
               "ReduceSumSquare Resize Upsample LayerNormalization Gather Split Expand Tile "
               "LogSoftmax InstanceNormalization GroupNormalization Elu Selu Celu PRelu Softsign ThresholdedRelu "
               "Shrink Mean ReduceL1 ReduceLogSum ReduceLogSumExp DepthToSpace SpaceToDepth GlobalMaxPool LRN "
-              "MeanVarianceNormalization").split()
+              "MeanVarianceNormalization ConvTranspose").split()
 HELPER_OPS = "Constant Identity Cast CastLike Reshape Squeeze Unsqueeze Shape".split()
 # Ops folded when all their inputs are constants and refused on a runtime tensor (fold.py).
 FOLD_ONLY_OPS = sorted(set(fold.FOLDERS) - set(MAPPED_OPS))
@@ -697,6 +697,68 @@ class Converter:
             y = self._conv2d(out + "/2d", x, w2.reshape(oc * od, cg * d, kernel[1], kernel[2]),
                              None if bias is None else np.repeat(bias, od), strides[1:],
                              [begin[1], begin[2], end[1], end[2]], dil[1:], group, (n, oc * od, osp[1], osp[2]), halves)
+        self.set_out(out, self.reshape_to(y, (n, oc) + tuple(osp), out))
+
+    def op_ConvTranspose(self):
+        """2-D (and 1-D through a reshape) ConvTranspose -> conv_transpose2d: pads from `pads`, or
+        from `output_shape` / `auto_pad` as ONNX's formula gives them; output_padding kept."""
+        a = self.attrs({"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads",
+                        "strides"})
+        x0 = self.get(self.node.input[0])
+        if not isinstance(x0, Runtime):
+            self.fail("transposed convolution of a constant input is not supported")
+        w = np.asarray(self.const(self.node.input[1], "weight"), dtype=np.float32)
+        b = self.opt_input(2)
+        bias = np.asarray(self.const(b, "bias"), dtype=np.float32).reshape(-1) if b else None
+        nsp = len(x0.shape) - 2
+        if nsp not in (1, 2) or w.ndim != nsp + 2:
+            self.fail(f"{nsp}-D transposed convolution (input {list(x0.shape)}, weight {list(w.shape)}): 1-D and 2-D "
+                      "are supported", Unsupported)
+        kernel = list(w.shape[2:])
+        if "kernel_shape" in a and list(a["kernel_shape"]) != kernel:
+            self.fail(f"kernel_shape {a['kernel_shape']} differs from the weight's {kernel}")
+        strides, dil = list(a.get("strides", [1] * nsp)), list(a.get("dilations", [1] * nsp))
+        extra = list(a.get("output_padding", [0] * nsp))
+        group = int(a.get("group", 1))
+        n, c, sp = x0.shape[0], x0.shape[1], list(x0.shape[2:])
+        if group < 1 or c != w.shape[0] or c % group:
+            self.fail(f"input has {c} channels; weight {list(w.shape)} with group {group} does not fit")
+        oc = w.shape[1] * group
+        full = [strides[i] * (sp[i] - 1) + extra[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(nsp)]
+        pads = list(a.get("pads", [0] * 2 * nsp))
+        mode = a.get("auto_pad", "NOTSET")
+        if "output_shape" in a or mode in ("SAME_UPPER", "SAME_LOWER"):
+            want = list(a["output_shape"])[-nsp:] if "output_shape" in a else [sp[i] * strides[i] for i in range(nsp)]
+            total = [full[i] - want[i] for i in range(nsp)]
+            for i in range(nsp):  # an output larger than the full one: the rest is output_padding
+                if total[i] < 0:
+                    extra[i], full[i], total[i] = extra[i] - total[i], full[i] - total[i], 0
+            upper = mode == "SAME_UPPER"
+            pads = [t // 2 if upper else t - t // 2 for t in total] + [t - t // 2 if upper else t // 2 for t in total]
+        elif mode not in ("NOTSET", "VALID"):
+            self.fail(f"auto_pad {mode} is not supported")
+        begin, end = pads[:nsp], pads[nsp:]
+        osp = [full[i] - begin[i] - end[i] for i in range(nsp)]
+        if min(osp) < 1 or min(pads) < 0:
+            self.fail(f"pads {pads} leave no output", Unsupported)
+        if any(not (0 <= extra[i] < max(strides[i], dil[i])) for i in range(nsp)):
+            self.fail(f"output_padding {extra} must be below the stride or the dilation", Unsupported)
+        out = self.node.output[0]
+        if nsp == 1:  # [N, C, L] as [N, C, 1, L]
+            x0 = self.reshape_to(x0, (n, c, 1, sp[0]), out + "/as2d")
+            w, kernel, strides, dil, extra = (w.reshape(c, w.shape[1], 1, kernel[0]), [1, kernel[0]], [1, strides[0]],
+                                              [1, dil[0]], [0, extra[0]])
+            begin, end, osp2 = [0, begin[0]], [0, end[0]], (1, osp[0])
+        else:
+            osp2 = tuple(osp)
+        weights = {"weight": w}
+        if bias is not None:
+            weights["bias"] = bias
+        halves = {"weight": self.half(self.node.input[1]), "bias": self.half(b)}
+        name = out if nsp == 2 else out + "/2d"
+        y = Runtime(self.layer(name, "conv_transpose2d", [x0], weights, halves, filters=int(oc), kernel=kernel,
+                               stride=strides, padding=[begin[0], begin[1], end[0], end[1]], output_padding=extra,
+                               dilation=dil, groups=group, bias=bias is not None), (n, oc) + osp2)
         self.set_out(out, self.reshape_to(y, (n, oc) + tuple(osp), out))
 
     def _conv2d(self, name, x, w, bias, strides, pad, dil, group, yshape, halves=None):

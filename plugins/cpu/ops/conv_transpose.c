@@ -1,0 +1,69 @@
+/* conv_transpose.c — transposed 2-D convolution on the CPU (PyTorch's ConvTranspose2d): per image
+ * and group, one GEMM gives every input pixel's contribution to each (output channel, tap), and
+ * col2im adds those into the output at stride, padding and dilation; then bias and a fused
+ * activation. */
+#include <cblas.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+/* The GEMM's result: [OC/groups * KH * KW, H * W] floats. */
+size_t cpu_conv_transpose2d_workspace(const dl_kernel *k) {
+    const int64_t ocg = k->g.ys[1] / k->g.a.groups, taps = (int64_t)k->g.a.kernel[0] * k->g.a.kernel[1];
+    return (size_t)(ocg * taps * k->g.xs[2] * k->g.xs[3]) * sizeof(float);
+}
+
+/* cols[m x n] = w^T x, w [kdim x m] (a group's weight, C/groups rows), x [kdim x n]; the columns
+ * split across threads, each a single-threaded sgemm. */
+static void gemm_tn(int m, int64_t n, int kdim, const float *w, const float *x, float *cols) {
+#pragma omp parallel
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
+        int64_t c0 = (int64_t)t * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
+        if (c1 > c0)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, m, x + c0, (int)n,
+                        0.0f, cols + c0, (int)n);
+    }
+}
+
+void cpu_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    const dl_op_attrs *a = &g->a;
+    const float *x = in[0].data, *w = in[1].data, *b = g->has_bias ? in[2].data : NULL;
+    float *cols = ws;
+    const int64_t n = g->xs[0], c = g->xs[1], h = g->xs[2], wd = g->xs[3], oc = g->ys[1], oh = g->ys[2], ow = g->ys[3];
+    const int groups = a->groups, kh = a->kernel[0], kw = a->kernel[1];
+    const int64_t cg = c / groups, ocg = oc / groups, plane = oh * ow;
+    memset(y, 0, (size_t)(n * oc * plane) * sizeof *y);
+    for (int64_t i = 0; i < n; i++)
+        for (int gi = 0; gi < groups; gi++) {
+            const float *xg = x + (i * c + gi * cg) * h * wd, *wg = w + gi * cg * ocg * kh * kw;
+            gemm_tn((int)(ocg * kh * kw), h * wd, (int)cg, wg, xg, cols);
+            /* col2im: each output channel's taps land in its own plane, so channels run in parallel */
+#pragma omp parallel for schedule(static)
+            for (int64_t o = 0; o < ocg; o++) {
+                float *dst = y + (i * oc + gi * ocg + o) * plane;
+                for (int ty = 0; ty < kh; ty++)
+                    for (int tx = 0; tx < kw; tx++) {
+                        const float *src = cols + ((o * kh + ty) * kw + tx) * h * wd;
+                        for (int64_t iy = 0; iy < h; iy++) {
+                            int64_t oy = iy * a->stride[0] - a->pad_begin[0] + (int64_t)ty * a->dilation[0];
+                            if (oy < 0 || oy >= oh) continue;
+                            for (int64_t ix = 0; ix < wd; ix++) {
+                                int64_t ox = ix * a->stride[1] - a->pad_begin[1] + (int64_t)tx * a->dilation[1];
+                                if (ox >= 0 && ox < ow) dst[oy * ow + ox] += src[iy * wd + ix];
+                            }
+                        }
+                    }
+            }
+        }
+    const int act = a->activation;
+    if (!b && act == DL_ACT_NONE) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < n * oc; p++) {
+        const float bias = b ? b[p % oc] : 0.0f;
+        float *row = y + p * plane;
+        for (int64_t j = 0; j < plane; j++) row[j] = cpu_activate(row[j] + bias, act);
+    }
+}
