@@ -372,6 +372,30 @@ Test(cuda_params, layer_norm_rows_and_block_sizes) {
     cr_expect_eq(cu_block_threads(100000), 256);
 }
 
+/* group_norm: one row per (image, group); element i of row r is channel (r % groups) * per + i /
+ * spatial, which the kernel reads its weight and bias by: checked against a naive walk. */
+Test(cuda_params, group_norm_rows_and_channels) {
+    opb o;
+    start(&o, DL_OP_GROUP_NORM, DIMS(2, 6, 5, 7));
+    o.a.groups = 3, o.a.epsilon = 1e-4f;
+    second(&o, DIMS(6));
+    dl_tensor in3[3] = {o.in[0], o.in[1], o.in[1]};
+    o.op.inputs = in3, o.op.n_inputs = 3;
+    finish(&o);
+    dlk_group_norm_p p;
+    cu_group_norm_params(&o.g, &p);
+    cr_expect(p.rows == 6 && p.inner == 70 && p.spatial == 35 && p.groups == 3 && p.per_group == 2 && p.eps == 1e-4f &&
+                  p.threads == 96,
+              "%lld %lld %lld %d", (long long)p.rows, (long long)p.inner, (long long)p.spatial, p.threads);
+    for (int64_t r = 0; r < p.rows; r++) /* the row's elements are channels g * per .. (g + 1) * per - 1 */
+        for (int64_t i = 0; i < p.inner; i++) {
+            int64_t flat = r * p.inner + i, ch = flat / 35 % 6;
+            cr_assert_eq((r % p.groups) * p.per_group + i / p.spatial, ch, "row %lld element %lld", (long long)r,
+                         (long long)i);
+        }
+    dl_op_geom_free(&o.g);
+}
+
 /* ---- resize: the kernel's math on the host against the CPU plugin ---- */
 
 static void quiet(void *ctx, int level, const char *msg) { (void)ctx, (void)level, (void)msg; }

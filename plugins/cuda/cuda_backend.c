@@ -44,6 +44,7 @@ struct dl_kernel {
         dlk_resize_p resize;
         dlk_reduce_p reduce;
         dlk_layer_norm_p layer_norm;
+        dlk_group_norm_p group_norm;
     } p;
 };
 
@@ -142,8 +143,9 @@ static void launch_params(dl_kernel *k, dl_layout layout) {
                                a->pad_end[1], a->dilation[0],  a->dilation[1],  a->count_include_pad};
         break;
     case DL_OP_SOFTMAX:
-        k->p.softmax =
-            (dlk_softmax_p){dl_gpu_prod(xs, 0, a->axis), xs[a->axis], dl_gpu_prod(xs, a->axis + 1, k->g.xnd)};
+    case DL_OP_LOG_SOFTMAX:
+        k->p.softmax = (dlk_softmax_p){dl_gpu_prod(xs, 0, a->axis), xs[a->axis], dl_gpu_prod(xs, a->axis + 1, k->g.xnd),
+                                       k->g.kind == DL_OP_LOG_SOFTMAX};
         break;
     case DL_OP_CONCAT:
         k->p.concat.outer = dl_gpu_prod(ys, 0, a->axis);
@@ -158,6 +160,7 @@ static void launch_params(dl_kernel *k, dl_layout layout) {
     case DL_OP_REDUCE_MAX:
     case DL_OP_REDUCE_MIN: cu_reduce_params(&k->g, &k->p.reduce); break;
     case DL_OP_LAYER_NORM: cu_layer_norm_params(&k->g, &k->p.layer_norm); break;
+    case DL_OP_GROUP_NORM: cu_group_norm_params(&k->g, &k->p.group_norm); break;
     default: break; /* global avgpool reads k->g; the views are copies */
     }
 }
@@ -229,6 +232,9 @@ static int run_resize(const dl_kernel *k, const dl_tensor *in, void *y, cudaStre
 static int run_reduce(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_reduce(&k->p.reduce, k->type, in[0].data, y, st);
 }
+static int run_group_norm(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    return dlk_group_norm(&k->p.group_norm, k->type, in[0].data, in[1].data, in[2].data, y, st);
+}
 static int run_layer_norm(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_layer_norm(&k->p.layer_norm, k->type, in[0].data, in[1].data, in[2].data, y, st);
 }
@@ -292,6 +298,8 @@ static const cu_launch_fn launchers[DL_OP_COUNT] = {
     [DL_OP_REDUCE_MAX] = run_reduce,
     [DL_OP_REDUCE_MIN] = run_reduce,
     [DL_OP_LAYER_NORM] = run_layer_norm,
+    [DL_OP_LOG_SOFTMAX] = run_softmax,
+    [DL_OP_GROUP_NORM] = run_group_norm,
 };
 
 static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {

@@ -132,6 +132,12 @@ void cu_layer_norm_params(const dl_op_geom *g, dlk_layer_norm_p *p) {
     *p = (dlk_layer_norm_p){inner ? g->numel / inner : 0, inner, g->a.epsilon, cu_block_threads(inner)};
 }
 
+void cu_group_norm_params(const dl_op_geom *g, dlk_group_norm_p *p) {
+    const int64_t groups = g->a.groups > 0 ? g->a.groups : 1, per = g->xs[1] / groups, spatial = prod(g->xs, 2, g->xnd);
+    *p = (dlk_group_norm_p){
+        g->xs[0] * groups, per * spatial, spatial, groups, per, g->a.epsilon, cu_block_threads(per * spatial)};
+}
+
 int cu_block_threads(int64_t work) {
     int64_t t = (work + 31) / 32 * 32;
     return t < 32 ? 32 : t > 256 ? 256 : (int)t;

@@ -127,6 +127,14 @@ typedef struct dlk_layer_norm_p {
 void cu_reduce_params(const dl_op_geom *g, dlk_reduce_p *p);
 void cu_layer_norm_params(const dl_op_geom *g, dlk_layer_norm_p *p);
 
+/* group_norm (ABI 1.4): one row per (image, group) of per_group channels x spatial positions. */
+typedef struct dlk_group_norm_p {
+    int64_t rows, inner, spatial, groups, per_group;
+    float eps;
+    int threads;
+} dlk_group_norm_p;
+void cu_group_norm_params(const dl_op_geom *g, dlk_group_norm_p *p);
+
 /* Threads of a block that reduces `work` elements: a multiple of 32 from 32 to 256. */
 int cu_block_threads(int64_t work);
 /* Merges adjacent dimensions of the shape s[0..nd) that k stride arrays st[0..k) all step through

@@ -77,6 +77,7 @@ int dlk_global_avgpool(int type, const void *x, void *y, int64_t planes, int64_t
 
 typedef struct dlk_softmax_p {
     int64_t outer, len, inner; /* dims before the axis, along it, after it */
+    int log;                   /* 1: log_softmax, x - max - log(sum exp(x - max)) */
 } dlk_softmax_p;
 
 int dlk_softmax(const dlk_softmax_p *p, int type, const void *x, void *y, cudaStream_t s);
@@ -96,6 +97,10 @@ int dlk_resize(const dlk_resize_p *p, int type, const void *x, void *y, cudaStre
 
 int dlk_reduce(const dlk_reduce_p *p, int type, const void *x, void *y, cudaStream_t s);
 /* weight and bias (`inner` elements each) have x's storage type too */
+/* group_norm: rows = N * groups of `inner` = (C / groups) * spatial contiguous elements each; the
+ * weight and bias per channel: row r's element i is channel (r % groups) * (C / groups) + i / spatial. */
+int dlk_group_norm(const dlk_group_norm_p *p, int type, const void *x, const void *w, const void *b, void *y,
+                   cudaStream_t s);
 int dlk_layer_norm(const dlk_layer_norm_p *p, int type, const void *x, const void *w, const void *b, void *y,
                    cudaStream_t s);
 

@@ -4,7 +4,8 @@
 // passes per row: the mean, then the variance about it). Sums are float: per thread over a
 // strided share, then a tree of warp shuffles and one across warps (pairwise-like, so the error
 // grows with log n, not n), or Kahan-compensated where one thread sums a whole output. max and
-// min propagate NaN as the CPU plugin (plugins/cpu/ops/reduce_norm.c). Templates on the storage
+// min propagate NaN as the CPU plugin (plugins/cpu/ops/reduce_norm.c); group_norm as layer_norm
+// over each group's channels. Templates on the storage
 // type T: loads widen to float, stores round.
 #include <type_traits>
 
@@ -125,7 +126,43 @@ template <class T> __global__ void layer_norm_k(const T *x, const T *w, const T 
     }
 }
 
+// One block per (image, group): the same two passes as layer_norm over the group's contiguous
+// channels x positions, then each element scaled and shifted by its channel's weight and bias.
+template <class T> __global__ void group_norm_k(const T *x, const T *w, const T *b, T *y, dlk_group_norm_p p) {
+    __shared__ float smem[32];
+    const sum_op add;
+    for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+        const T *src = x + r * p.inner;
+        T *dst = y + r * p.inner;
+        const int64_t first_channel = (r % p.groups) * p.per_group;
+        float s = 0.f;
+        for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x) s += to_f(src[i]);
+        const float mean = block_all(s, add, 0.f, smem) / (float)p.inner;
+        float v = 0.f;
+        for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x) {
+            float d = to_f(src[i]) - mean;
+            v += d * d;
+        }
+        const float inv = 1.f / sqrtf(block_all(v, add, 0.f, smem) / (float)p.inner + p.eps);
+        for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x) {
+            const int64_t ch = first_channel + i / p.spatial;
+            dst[i] = from_f<T>((to_f(src[i]) - mean) * inv * to_f(w[ch]) + to_f(b[ch]));
+        }
+    }
+}
+
 } // namespace
+
+extern "C" int dlk_group_norm(const dlk_group_norm_p *p, int type, const void *x, const void *w, const void *b, void *y,
+                              cudaStream_t s) {
+    if (p->rows <= 0 || p->inner <= 0) return launched();
+    return dlg::by_type(type, [&](auto z) {
+        using T = decltype(z);
+        group_norm_k<T>
+            <<<blocks_over(p->rows), p->threads, 0, s>>>((const T *)x, (const T *)w, (const T *)b, (T *)y, *p);
+        return launched();
+    });
+}
 
 extern "C" int dlk_reduce(const dlk_reduce_p *p, int type, const void *x, void *y, cudaStream_t s) {
     if (p->kept <= 0) return launched();

@@ -1,4 +1,4 @@
-// softmax_concat.cu — the cuda plugin's softmax along an axis (max-subtracted, one thread per
+// softmax_concat.cu — the cuda plugin's softmax and log_softmax along an axis (max-subtracted, one thread per
 // row, float arithmetic on any storage type) and the copy of one input of a concat into its place
 // in the output (elements moved as they are).
 #include "launch.cuh"
@@ -9,7 +9,7 @@ using namespace dlk;
 using dlg::from_f;
 using dlg::to_f;
 
-template <class T> __global__ void softmax_k(const T *x, T *y, int64_t rows, int64_t len, int64_t inner) {
+template <class T> __global__ void softmax_k(const T *x, T *y, int64_t rows, int64_t len, int64_t inner, int log_of) {
     for (int64_t r = grid_first(); r < rows; r += grid_step()) {
         const T *src = x + (r / inner) * len * inner + r % inner;
         T *dst = y + (r / inner) * len * inner + r % inner;
@@ -17,7 +17,11 @@ template <class T> __global__ void softmax_k(const T *x, T *y, int64_t rows, int
         for (int64_t i = 0; i < len; i++) m = fmaxf(m, to_f(src[i * inner]));
         float s = 0.f;
         for (int64_t i = 0; i < len; i++) s += expf(to_f(src[i * inner]) - m);
-        for (int64_t i = 0; i < len; i++) dst[i * inner] = from_f<T>(expf(to_f(src[i * inner]) - m) / s);
+        const float ls = logf(s);
+        for (int64_t i = 0; i < len; i++) {
+            const float v = to_f(src[i * inner]) - m;
+            dst[i * inner] = from_f<T>(log_of ? v - ls : expf(v) / s);
+        }
     }
 }
 
@@ -32,7 +36,7 @@ extern "C" int dlk_softmax(const dlk_softmax_p *p, int type, const void *x, void
     return dlg::by_type(type, [&](auto z) {
         using T = decltype(z);
         softmax_k<T><<<grid_for(p->outer * p->inner), THREADS, 0, s>>>((const T *)x, (T *)y, p->outer * p->inner,
-                                                                       p->len, p->inner);
+                                                                       p->len, p->inner, p->log);
         return launched();
     });
 }
