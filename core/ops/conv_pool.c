@@ -35,6 +35,19 @@ static int infer_window(const dl_op *op, int conv, dl_shape *y, dl_error *why) {
 
 /* ---- conv2d ---- */
 
+/* The YAML keys of conv2d, which conv_transpose2d shares (with output_padding between them). */
+#define CONV_KEYS                                                                         \
+    {"filters", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},      \
+        {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0}, \
+        {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0}, {              \
+        "padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0            \
+    }
+#define CONV_KEYS_AFTER                                                           \
+    {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},        \
+        {"groups", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.groups), 1, INT_MAX, 1, 0}, { \
+        "bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0                 \
+    }
+
 static void conv2d_weights(const dl_op_params *p, const dl_shape *x, dl_shape *w) {
     int64_t per_group = p->attrs.groups > 0 ? x->d[1] / p->attrs.groups : x->d[1];
     w[0] = (dl_shape){4, {p->units, per_group, p->attrs.kernel[0], p->attrs.kernel[1]}};
@@ -77,14 +90,7 @@ const dl_op_def dl_op_row_conv2d = {
     .max_inputs = 1,
     .weights =
         (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
-    .attrs = (const dl_attr_def[]){{"filters", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
-                                   {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
-                                   {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},
-                                   {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
-                                   {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
-                                   {"groups", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.groups), 1, INT_MAX, 1, 0},
-                                   {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
-                                   {0}},
+    .attrs = (const dl_attr_def[]){CONV_KEYS, CONV_KEYS_AFTER, {0}},
     .nmse = DL_NMSE_GEMM,
     .cases =
         (const dl_op_case[]){
@@ -160,14 +166,9 @@ const dl_op_def dl_op_row_conv_transpose2d = {
     .max_inputs = 1,
     .weights =
         (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
-    .attrs = (const dl_attr_def[]){{"filters", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
-                                   {"kernel", DL_ATTR_PAIR, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel), 1, 0, 0, 0},
-                                   {"stride", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.stride), 1, 0, 1, 0},
-                                   {"padding", DL_ATTR_PADDING, 0, DL_ATTR_AT(attrs.pad_begin), 0, 0, 0, 0},
+    .attrs = (const dl_attr_def[]){CONV_KEYS,
                                    {"output_padding", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.output_padding), 0, 0, 0, 0},
-                                   {"dilation", DL_ATTR_PAIR, 0, DL_ATTR_AT(attrs.dilation), 1, 0, 1, 0},
-                                   {"groups", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.groups), 1, INT_MAX, 1, 0},
-                                   {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
+                                   CONV_KEYS_AFTER,
                                    {0}},
     .nmse = DL_NMSE_GEMM,
     .cases = (const dl_op_case[]){{"deconv 2x2 stride 2", "[[1, 6, 7, 5]]", "filters: 4, kernel: 2, stride: 2", 1},

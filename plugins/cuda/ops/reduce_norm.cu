@@ -104,46 +104,46 @@ int launch_reduce(const dlk_reduce_p *p, int type, const void *x, void *y, cudaS
     });
 }
 
-// One block per row of `inner` elements: mean, then the variance about it (two passes, as the
-// CPU plugin, rather than E[x^2] - mean^2, which cancels), then the scaled and shifted output.
+// The mean of a row of n elements and 1 / sqrt(variance + eps), the variance about the mean (two
+// passes, as the CPU plugin, rather than E[x^2] - mean^2, which cancels). Every thread of the
+// block calls it and gets both.
+template <class T> __device__ void row_stats(const T *src, int64_t n, float eps, float *smem, float *mean, float *inv) {
+    const sum_op add;
+    float s = 0.f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += to_f(src[i]);
+    const float m = block_all(s, add, 0.f, smem) / (float)n;
+    float v = 0.f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float d = to_f(src[i]) - m;
+        v += d * d;
+    }
+    *mean = m;
+    *inv = 1.f / sqrtf(block_all(v, add, 0.f, smem) / (float)n + eps);
+}
+
+// One block per row of `inner` elements, normalised, then scaled and shifted element by element.
 template <class T> __global__ void layer_norm_k(const T *x, const T *w, const T *b, T *y, dlk_layer_norm_p p) {
     __shared__ float smem[32];
-    const sum_op add;
     for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
         const T *src = x + r * p.inner;
         T *dst = y + r * p.inner;
-        float s = 0.f;
-        for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x) s += to_f(src[i]);
-        const float mean = block_all(s, add, 0.f, smem) / (float)p.inner;
-        float v = 0.f;
-        for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x) {
-            float d = to_f(src[i]) - mean;
-            v += d * d;
-        }
-        const float inv = 1.f / sqrtf(block_all(v, add, 0.f, smem) / (float)p.inner + p.eps);
+        float mean, inv;
+        row_stats(src, p.inner, p.eps, smem, &mean, &inv);
         for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x)
             dst[i] = from_f<T>((to_f(src[i]) - mean) * inv * to_f(w[i]) + to_f(b[i]));
     }
 }
 
-// One block per (image, group): the same two passes as layer_norm over the group's contiguous
-// channels x positions, then each element scaled and shifted by its channel's weight and bias.
+// One block per (image, group) over the group's contiguous channels x positions, each element
+// then scaled and shifted by its channel's weight and bias.
 template <class T> __global__ void group_norm_k(const T *x, const T *w, const T *b, T *y, dlk_group_norm_p p) {
     __shared__ float smem[32];
-    const sum_op add;
     for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
         const T *src = x + r * p.inner;
         T *dst = y + r * p.inner;
         const int64_t first_channel = (r % p.groups) * p.per_group;
-        float s = 0.f;
-        for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x) s += to_f(src[i]);
-        const float mean = block_all(s, add, 0.f, smem) / (float)p.inner;
-        float v = 0.f;
-        for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x) {
-            float d = to_f(src[i]) - mean;
-            v += d * d;
-        }
-        const float inv = 1.f / sqrtf(block_all(v, add, 0.f, smem) / (float)p.inner + p.eps);
+        float mean, inv;
+        row_stats(src, p.inner, p.eps, smem, &mean, &inv);
         for (int64_t i = threadIdx.x; i < p.inner; i += blockDim.x) {
             const int64_t ch = first_channel + i / p.spatial;
             dst[i] = from_f<T>((to_f(src[i]) - mean) * inv * to_f(w[ch]) + to_f(b[ch]));
