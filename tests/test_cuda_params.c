@@ -9,7 +9,6 @@
  * `dlrun test-ops --backend cuda` in the GPU round. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,22 +397,11 @@ Test(cuda_params, group_norm_rows_and_channels) {
 
 /* ---- resize: the kernel's math on the host against the CPU plugin ---- */
 
-static void quiet(void *ctx, int level, const char *msg) { (void)ctx, (void)level, (void)msg; }
-
 static const dl_backend *cpu_backend(void) {
     static const dl_backend *be;
-    if (be) return be;
-    void *h = dlopen(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", RTLD_NOW | RTLD_LOCAL);
-    cr_assert(h, "dlopen: %s", dlerror());
-    void *sym = dlsym(h, DL_PLUGIN_ENTRY);
-    cr_assert(sym);
-    dl_plugin_init_fn init;
-    memcpy(&init, &sym, sizeof init);
-    static dl_host host;
-    host = (dl_host){DL_ABI_VERSION, sizeof host, NULL, 1, 0, quiet};
-    dl_error err;
-    be = init(&host, &err);
-    cr_assert(be, "init: %s", err.msg);
+    dl_error err = {{0}};
+    if (!be) be = tu_load_backend(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", 1, &err);
+    cr_assert(be, "loading the cpu plugin: %s", err.msg);
     return be;
 }
 

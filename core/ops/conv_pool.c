@@ -1,6 +1,7 @@
 /* conv_pool.c — rows of the window ops: conv2d, conv_transpose2d, maxpool2d, avgpool2d,
  * global_avgpool. Output sizes follow PyTorch's formulas (dl_window_out). */
 #include <limits.h>
+#include <stdint.h>
 
 #include "op_rows.h"
 
@@ -146,6 +147,8 @@ static int conv_transpose2d_infer(const dl_op *op, const dl_infer_ctx *cx, dl_sh
             DL_NO(why, "kernel, stride and dilation must be at least 1 and padding at least 0");
         if (extra < 0 || (extra >= st && extra >= d))
             DL_NO(why, "output_padding %d must be below the stride %d or the dilation %d", extra, st, d);
+        if (x->shape[2 + i] > (INT64_MAX / 4) / st) /* a host's shape: (H - 1) * stride must not overflow */
+            DL_NO(why, "input %s is too large for stride %d", dl_in_str(op, cx, 0, s, sizeof s), st);
         /* in int64, (H - 1) * stride stays far inside the range for any H and stride a model has */
         y->d[2 + i] = (x->shape[2 + i] - 1) * st - a->pad_begin[i] - a->pad_end[i] + (int64_t)d * (k - 1) + extra + 1;
         if (y->d[2 + i] < 1) DL_NO(why, "the padding leaves no output of input %s", dl_in_str(op, cx, 0, s, sizeof s));

@@ -23,22 +23,22 @@ static inline float cpu_erf_fast(float x) {
     return x == x ? v : x; /* NaN stays NaN */
 }
 
-/* GELU, x * Phi(x), with the exact (erf) form */
-static inline float cpu_gelu_of(float x) { return 0.5f * x * (1.0f + cpu_erf_fast(x * 0.70710678118654752f)); }
+/* 1 / (1 + exp(-x)), never taking exp of a large positive number */
+static inline float cpu_sigmoid_of(float x) {
+    float e = expf(-fabsf(x));
+    return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
 
 /* A fused activation (dl_activation) of v, as the activation ops compute it; NaN stays NaN. */
 static inline float cpu_activate(float v, int act) {
     switch (act) {
     case DL_ACT_RELU: return v < 0 ? 0.0f : v;
-    case DL_ACT_SILU: {
-        float e = expf(-fabsf(v));
-        return v * (v >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e));
-    }
+    case DL_ACT_SILU: return v * cpu_sigmoid_of(v);
     case DL_ACT_HARD_SWISH: {
         float t = v + 3.0f;
         return v * (t < 0 ? 0.0f : t > 6.0f ? 6.0f : t) / 6.0f;
     }
-    case DL_ACT_GELU: return cpu_gelu_of(v);
+    case DL_ACT_GELU: return 0.5f * v * (1.0f + cpu_erf_fast(v * 0.70710678118654752f));
     case DL_ACT_GELU_TANH: return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     default: return v;
     }

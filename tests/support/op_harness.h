@@ -6,32 +6,22 @@
 #define DLRUN_OP_HARNESS_H
 #pragma GCC diagnostic ignored "-Wunused-function" /* each program uses its share */
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dlrun/plugin.h"
+#include "op_table.h"
 #include "test_util.h"
 
 static const dl_backend *be;
 
-static void log_cb(void *ctx, int level, const char *msg) { (void)ctx, (void)level, (void)msg; }
-
 static void load(void) {
     if (be) return;
-    void *h = dlopen(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", RTLD_NOW | RTLD_LOCAL);
-    cr_assert(h, "dlopen: %s", dlerror());
-    void *sym = dlsym(h, DL_PLUGIN_ENTRY);
-    cr_assert(sym);
-    dl_plugin_init_fn init;
-    memcpy(&init, &sym, sizeof init);
-    static dl_host host;
-    host = (dl_host){DL_ABI_VERSION, sizeof host, NULL, 2, 0, log_cb};
-    dl_error err;
-    be = init(&host, &err);
-    cr_assert(be, "init: %s", err.msg);
+    dl_error err = {{0}};
+    be = tu_load_backend(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", 2, &err);
+    cr_assert(be, "loading the cpu plugin: %s", err.msg);
 }
 
 /* A test tensor: shape + f32 data. */
@@ -90,9 +80,9 @@ static storage_mode mode = {"f32", {DL_DTYPE_FLOAT, 32, 1}, 0, 0};
     Test(cpu_storage, name##_f32_nhwc) { mode = modes[4], name(); }  \
     static void name(void)
 
-/* Input i of op kind holds int64 indices (gather's second input); the test keeps them as exact
- * integer floats and stores them as int64. */
-static int is_index_input(dl_op_kind kind, int i) { return kind == DL_OP_GATHER && i == 1; }
+/* Input i of op kind holds int64 indices (its row's int_inputs: gather's second input); the test
+ * keeps them as exact integer floats and stores them as int64. */
+static int is_index_input(dl_op_kind kind, int i) { return dl_op_def_of(kind)->int_inputs >> i & 1; }
 
 static float round_to(dl_dtype d, float v) {
     if (d.bits == 32 || d.code == DL_DTYPE_INT) return v;

@@ -19,6 +19,10 @@ int tu_run(const char *cmd, char **out);
  * text, and a session with the options given; DL_OK or the failing call's status with err set.
  * Free with dl_session_free, dl_model_free, dl_context_free. */
 #include "dlrun/dlrun.h"
+#include "dlrun/plugin.h"
+/* The backend of the plugin at path, loaded through its entry point as the host does (its log
+ * silenced), with `threads` CPU threads; NULL with the reason in err. The plugin stays loaded. */
+const dl_backend *tu_load_backend(const char *path, int threads, dl_error *err);
 dl_status tu_open_session(const char *plugins, const char *yaml, const dl_session_options *so, dl_context **ctx,
                           dl_model **m, dl_session **s, dl_error *err);
 #endif

@@ -3,14 +3,17 @@
  * col2im adds those into the output at stride, padding and dilation; then bias and a fused
  * activation. */
 #include <cblas.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cpu_ops.h"
 
-/* The GEMM's result: [OC/groups * KH * KW, H * W] floats. */
+/* The GEMM's result: [OC/groups * KH * KW, H * W] floats; SIZE_MAX when that is past 2^50 bytes
+ * (counted in double: the product of sizes a model declares can overflow 64 bits). */
 size_t cpu_conv_transpose2d_workspace(const dl_kernel *k) {
-    const int64_t ocg = k->g.ys[1] / k->g.a.groups, taps = (int64_t)k->g.a.kernel[0] * k->g.a.kernel[1];
-    return (size_t)(ocg * taps * k->g.xs[2] * k->g.xs[3]) * sizeof(float);
+    const double n = (double)(k->g.ys[1] / k->g.a.groups) * k->g.a.kernel[0] * k->g.a.kernel[1] * (double)k->g.xs[2] *
+                     (double)k->g.xs[3];
+    return n * sizeof(float) > 0x1p50 ? SIZE_MAX : (size_t)n * sizeof(float);
 }
 
 /* cols[m x n] = w^T x, w [kdim x m] (a group's weight, C/groups rows), x [kdim x n]; the columns

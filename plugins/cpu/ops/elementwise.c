@@ -24,10 +24,7 @@ void cpu_sigmoid(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < k->g.numel; i++) { /* never exp of a large positive number */
-        float e = expf(-fabsf(x[i]));
-        y[i] = x[i] >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
-    }
+    for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_sigmoid_of(x[i]);
 }
 
 void cpu_clip(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {

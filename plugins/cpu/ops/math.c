@@ -47,14 +47,11 @@ static int64_t count(int nd, const int64_t *s) {
         }                                                                                                             \
     }
 
-/* relu that keeps NaN */
-static inline float relu_nan(float v) { return v < 0 ? 0.0f : v; }
-
 void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     (void)ws;
     const int act = k->g.a.activation;
-    if (act == DL_ACT_RELU) {
-        BINARY_BODY(relu_nan(a + b))
+    if (act == DL_ACT_RELU) { /* its own loop: the constant activation inlines to one compare */
+        BINARY_BODY(cpu_activate(a + b, DL_ACT_RELU))
     } else if (act != DL_ACT_NONE) {
         BINARY_BODY(cpu_activate(a + b, act))
     } else {
@@ -84,17 +81,6 @@ BINARY_KERNEL(max, max_nan(a, b))
 /* clamp to [lo, hi] keeping NaN */
 static inline float clamp_nan(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* 1 / (1 + exp(-x)) without exp of a large positive number */
-static inline float sigmoid_of(float x) {
-    float e = expf(-fabsf(x));
-    return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
-}
-
-static inline float gelu_tanh(float x) {
-    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
-    return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
-}
-
 #define UNARY_KERNEL(name, EXPR)                                                                \
     void cpu_##name(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {              \
         const float *X = in[0].data;                                                            \
@@ -115,7 +101,8 @@ UNARY_KERNEL(neg, -x)
 UNARY_KERNEL(abs, fabsf(x))
 UNARY_KERNEL(reciprocal, 1.0f / x)
 UNARY_KERNEL(hard_sigmoid, clamp_nan(at->alpha *x + at->beta, 0.0f, 1.0f))
-UNARY_KERNEL(hard_swish, x *clamp_nan(x + 3.0f, 0.0f, 6.0f) / 6.0f)
-UNARY_KERNEL(silu, x *sigmoid_of(x))
-UNARY_KERNEL(gelu, at->mode == DL_GELU_TANH ? gelu_tanh(x) : cpu_gelu_of(x))
+/* the ops that are also fused activations: one formula for both (activate.h) */
+UNARY_KERNEL(hard_swish, cpu_activate(x, DL_ACT_HARD_SWISH))
+UNARY_KERNEL(silu, cpu_activate(x, DL_ACT_SILU))
+UNARY_KERNEL(gelu, cpu_activate(x, at->mode == DL_GELU_TANH ? DL_ACT_GELU_TANH : DL_ACT_GELU))
 UNARY_KERNEL(softplus, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)))) /* NaN: log1pf(NaN) */
