@@ -82,7 +82,21 @@ static const bad_model models[] = {
      ":5:5: reshape 'reshape_1': cannot reshape [1, 3, 8, 8] (192 elements) to [2147483647, 2147483647, 2147483647, "
      "2147483647, 2147483647]"},
     {"model: m\ninputs:\n  - {name: x, shape: [2147483647, 2147483647, 4]}\nlayers:\n  - {op: relu}\n",
-     ": input 'x' of 1.84e+19 elements at batch 2147483647 is too large"},
+     ":3:23: the batch (first dimension) must be between 1 and 1048576, not 2147483647"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 2147483647, 2147483647, 4]}\nlayers:\n  - {op: relu}\n",
+     ":3:5: input 'x' at batch 1: shape [1, 2147483647, 2147483647, 4] is more than the 17179869184 elements a tensor "
+     "may have"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 65536, 65536, 65536, 65536]}\nlayers:\n  - {op: relu}\n",
+     ":3:5: input 'x' at batch 1: shape [1, 65536, 65536, 65536, 65536] is more than the 17179869184 elements a tensor "
+     "may have"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 4]}\nconstants:\n  - {name: k, shape: [1073741824, 1073741824, "
+     "4]}\nlayers:\n  - {op: relu, inputs: [x]}\n",
+     ":5:5: constant 'k' of shape [1073741824, 1073741824, 4] is more than the 17179869184 elements a tensor may have"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 1073741824]}\nlayers:\n  - {op: linear, units: 1073741824}\n",
+     ":5:5: linear 'linear_1': weight 'linear_1.weight' of shape [1073741824, 1073741824] is more than the "
+     "17179869184 elements a tensor may have"},
+    {"model: m\ninputs:\n  - {name: x, shape: [1, 4, 131072, 131072]}\nlayers:\n  - {op: global_avgpool}\n",
+     ":3:5: input 'x' at batch 1: shape [1, 4, 131072, 131072] is more than the 17179869184 elements a tensor may have"},
     /* int64 inputs: token ids for gather, and nowhere else */
     {"model: m\ninputs:\n  - {name: ids, shape: [2, 5], dtype: int64}\nlayers:\n  - {op: relu}\n",
      ":5:5: relu 'relu_1': input 'ids' is int64; relu takes float tensors (int64 feeds gather's indices)"},
@@ -125,7 +139,8 @@ static const bad_model models[] = {
     {HEAD "  - {op: gelu, approximate: fast}\n", ":5:29: approximate must be one of none, tanh, not 'fast'"},
     {HEAD "  - {op: resize, size: [4]}\n", ":5:24: size must be [oh, ow], two positive sizes"},
     {HEAD "  - {op: resize, size: [2147483647, 2147483647]}\n",
-     ":5:5: resize 'resize_1': output of 1.38e+19 elements is too large"},
+     ":5:5: resize 'resize_1': output of shape [1, 3, 2147483647, 2147483647] is more than the 17179869184 elements a "
+     "tensor may have"},
     {HEAD "  - {op: group_norm, groups: 2}\n",
      ":5:5: group_norm 'group_norm_1': 2 groups do not divide the 3 channels"},
     {HEAD "  - {op: layer_norm, axis: 4}\n",
@@ -457,7 +472,15 @@ Test(bad_inputs, a_huge_batch_is_refused_before_anything_is_allocated) {
     dl_status st = tu_open_session(DLRUN_PLUGIN_DIR, tiny_model, &so, &ctx, &m, &s, &err);
     cr_expect_eq(st, DL_E_INVALID, "%s", err.msg);
     cr_expect_null(s);
-    cr_expect(strstr(err.msg, "input 'x' of 4.4e+12 elements at batch 1099511627776 is too large"), "%s", err.msg);
+    cr_expect(strstr(err.msg, "batch must be between 1 and 1048576, not 1099511627776"), "%s", err.msg);
+    dl_model_free(m);
+    dl_context_free(ctx);
+    so.batch = DL_MAX_BATCH; /* a batch within the cap, whose input passes the tensor limit */
+    const char wide[] = "model: w\ninputs:\n  - {name: x, shape: [1, 65536, 1024]}\nlayers:\n  - {op: relu}\n";
+    st = tu_open_session(DLRUN_PLUGIN_DIR, wide, &so, &ctx, &m, &s, &err);
+    cr_expect_eq(st, DL_E_INVALID, "%s", err.msg);
+    cr_expect_null(s);
+    cr_expect(strstr(err.msg, "shape [1048576, 65536, 1024] is more than the 17179869184 elements"), "%s", err.msg);
     dl_model_free(m);
     dl_context_free(ctx);
 }

@@ -114,14 +114,17 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Seeded input: uniform in [-1, 1) from a xorshift stream. */
-static void fill_random(float *x, size_t n, unsigned long long seed) {
+/* Seeded input: uniform in [-1, 1) from a xorshift stream, as f32; or as int64 ids in [0, bound)
+ * drawn from the same stream (ids != NULL). */
+static void fill_random(float *x, int64_t *ids, int64_t bound, size_t n, unsigned long long seed) {
     unsigned long long s = seed * 0x9E3779B97F4A7C15ull ^ 0xD1B54A32D192ED03ull;
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
-        x[i] = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
+        float u = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
+        if (ids) ids[i] = (int64_t)((u + 1) / 2 * (float)bound) % (bound ? bound : 1);
+        else x[i] = u;
     }
 }
 
@@ -153,17 +156,13 @@ static int load_input(const char *file, const char *name, const dl_tensor *want,
     int64_t numel = dl_tensor_numel(want);
     int is_int = want->dtype.code == DL_DTYPE_INT;
     if (!file) {
-        float *x = malloc((size_t)numel * sizeof *x);
-        if (!x) return EXIT_RUNTIME;
-        fill_random(x, (size_t)numel, seed);
-        *buf = x;
-        if (!is_int) return 0;
-        int64_t *ids = malloc((size_t)numel * sizeof *ids);
-        for (int64_t i = 0; ids && i < numel; i++)
-            ids[i] = (int64_t)((x[i] + 1) / 2 * (float)bound) % (bound ? bound : 1);
-        free(x);
-        *buf = ids;
-        return ids ? 0 : EXIT_RUNTIME;
+        *buf = malloc((size_t)numel * (is_int ? sizeof(int64_t) : sizeof(float)) + 1);
+        if (!*buf) {
+            fprintf(stderr, "dlrun: out of memory for input '%s'\n", name);
+            return EXIT_RUNTIME;
+        }
+        fill_random(is_int ? NULL : *buf, is_int ? *buf : NULL, bound, (size_t)numel, seed);
+        return 0;
     }
     int64_t shape[8];
     int ndim = 0;
@@ -267,6 +266,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     so.max_memory = o->max_memory;
     so.retune = o->retune;
     so.no_fallback = o->no_fallback;
+    so.reserve_inputs = 1; /* bufs[] below: counted against --max-memory with the session */
     if (isatty(STDERR_FILENO)) so.progress = progress_line;
     st = dl_session_create(ctx, m, &so, &s, &err);
     if (st != DL_OK) {

@@ -153,6 +153,22 @@ int64_t dl_shape_numel(const dl_shape *s) {
     return n;
 }
 
+int dl_dims_numel(const int64_t *d, int ndim, int64_t *n) {
+    int64_t c = 1;
+    *n = -1;
+    for (int i = 0; i < ndim; i++) {
+        if (d[i] < 0) return 0;
+        if (d[i] == 0) c = 0; /* an empty tensor, whatever its other dims */
+        else if (c && (__builtin_mul_overflow(c, d[i], &c) || c > DL_MAX_TENSOR_ELEMENTS)) {
+            for (int j = i + 1; j < ndim; j++) /* a later zero still makes it empty */
+                if (d[j] == 0) return *n = 0, 1;
+            return 0;
+        }
+    }
+    *n = c;
+    return 1;
+}
+
 void dl_shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
     if (len == 0) return;
     size_t u = (size_t)snprintf(buf, len, "[");

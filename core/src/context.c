@@ -5,10 +5,13 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "files.h"
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -99,6 +102,13 @@ static void load_one(dl_context *ctx, const char *path) {
         if (strcmp(ctx->plugins[i].path, path) == 0) return; /* same file via two routes */
     dl_plugin *p = push(ctx, path);
     if (!p) return;
+    const char *type;
+    if (!dl_is_regular(path, &type)) { /* dlopen would block on a FIFO */
+        char why[64];
+        snprintf(why, sizeof why, "not a regular file (%s)", type);
+        skip(p, why);
+        return;
+    }
     dlerror();
     p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!p->handle) {

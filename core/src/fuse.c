@@ -27,7 +27,7 @@ static float *owned(dl_fusion *f, size_t n) {
     if (!list) return NULL;
     f->owned = list;
     float *p = malloc(n * sizeof *p);
-    if (p) f->owned[f->n_owned++] = p;
+    if (p) f->owned[f->n_owned++] = p, f->owned_bytes += n * sizeof *p;
     return p;
 }
 

@@ -3,6 +3,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "model_yaml.h"
 
+#include "dlrun/dlrun.h"
+#include "files.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -200,7 +203,9 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
     r->g->values[v].dtype = dtype;
     for (int i = 0; i < nd; i++) {
         int d;
-        st = get_int(r, node(r, shape->data.sequence.items.start[i]), "a dimension", 1, INT_MAX, &d);
+        int batch = i == 0 && !constant; /* capped as --batch is */
+        st = get_int(r, node(r, shape->data.sequence.items.start[i]), batch ? "the batch (first dimension)" : "a dimension",
+                     1, batch ? DL_MAX_BATCH : INT_MAX, &d);
         if (st != DL_OK) return st;
         r->g->values[v].shape.d[i] = d;
     }
@@ -664,8 +669,9 @@ dl_status dl_model_parse_yaml(const char *text, size_t len, const char *path, dl
 
 dl_status dl_model_read_yaml(const char *path, dl_graph **out, dl_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dl_fail(err, DL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    dl_status opened = dl_fopen_regular(path, &f, err);
+    if (opened != DL_OK) return opened;
     size_t cap = 1 << 16, len = 0, n;
     char *buf = malloc(cap);
     while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "files.h"
 
 /* Value text after 'key': in a header dict, or NULL. */
 static const char *dict_value(const char *hdr, const char *key) {
@@ -58,14 +61,55 @@ static dl_status parse_header(const char *path, const char *hdr, char descr[8], 
     return DL_OK;
 }
 
+/* n little-endian integers of esize bytes (8, 4 or 1 unsigned) at b, as int64. */
+static void convert_int(int64_t *o, const unsigned char *b, int esize, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (esize == 8) memcpy(&o[i], b + 8 * i, 8);
+        else if (esize == 4) {
+            int32_t v;
+            memcpy(&v, b + 4 * i, 4);
+            o[i] = v;
+        } else o[i] = b[i];
+    }
+}
+
+/* n elements of dtype descr at b, as f32. */
+static void convert_f32(float *o, const unsigned char *b, const char *descr, size_t n) {
+    if (!strcmp(descr, "<f4")) {
+        memcpy(o, b, 4 * n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(descr, "<f8")) {
+            double v;
+            memcpy(&v, b + 8 * i, 8);
+            o[i] = (float)v;
+        } else if (!strcmp(descr, "<f2")) {
+            uint16_t v;
+            memcpy(&v, b + 2 * i, 2);
+            o[i] = dl_f16_to_f32(v);
+        } else if (!strcmp(descr, "<i4")) {
+            int32_t v;
+            memcpy(&v, b + 4 * i, 4);
+            o[i] = (float)v;
+        } else if (!strcmp(descr, "<i8")) {
+            int64_t v;
+            memcpy(&v, b + 8 * i, 8);
+            o[i] = (float)v;
+        } else o[i] = (float)b[i];
+    }
+}
+
 /* Reads a .npy as f32 (from f32, f64, f16, i32, i64, u8), or with as_int as int64 (from i64, i32,
  * u8: integers only, exact). */
 static dl_status read_npy(const char *path, int as_int, void **data, int64_t *shape, int *ndim, dl_error *err) {
     *data = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dl_fail(err, DL_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    dl_status rc = dl_fopen_regular(path, &f, err);
+    if (rc != DL_OK) return rc;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) sb.st_size = 0;
     unsigned char pre[12];
-    dl_status rc = DL_OK;
     char *hdr = NULL;
     void *raw = NULL;
     size_t got = fread(pre, 1, 10, f);
@@ -99,50 +143,27 @@ static dl_status read_npy(const char *path, int as_int, void **data, int64_t *sh
             rc = dl_fail(err, DL_E_INVALID, "%s: dtype '%s' where the input is int64 (use numpy.int64)", path, descr);
     }
     const size_t osize = as_int ? sizeof(int64_t) : sizeof(float);
-    uint64_t count = 1;
-    for (int i = 0; rc == DL_OK && i < *ndim; i++) {
-        if (shape[i] > 0 && count > (UINT64_MAX / 16) / (uint64_t)shape[i])
-            rc = dl_fail(err, DL_E_INVALID, "%s: .npy shape is too large", path);
-        count *= (uint64_t)shape[i];
-    }
-    if (rc == DL_OK && (!(raw = malloc(count * (size_t)esize + 1)) || !(*data = malloc(count * osize + 1))))
-        rc = dl_fail(err, DL_E_NOMEM, "%s: out of memory for %llu elements", path, (unsigned long long)count);
-    if (rc == DL_OK && fread(raw, (size_t)esize, count, f) != count)
-        rc = dl_fail(err, DL_E_INVALID, "%s: data is shorter than its shape needs (truncated file?)", path);
-    if (rc == DL_OK && as_int) {
-        int64_t *o = *data;
-        const unsigned char *b = raw;
-        for (uint64_t i = 0; i < count; i++) {
-            if (esize == 8) memcpy(&o[i], b + 8 * i, 8);
-            else if (esize == 4) {
-                int32_t v;
-                memcpy(&v, b + 4 * i, 4);
-                o[i] = v;
-            } else o[i] = b[i];
+    /* The declared size is checked against the limit and the file's length before any allocation. */
+    int64_t count = 1;
+    if (rc == DL_OK && !dl_dims_numel(shape, *ndim, &count))
+        rc = dl_fail(err, DL_E_INVALID, "%s: .npy shape holds more than the %lld elements a tensor may have", path,
+                     (long long)DL_MAX_TENSOR_ELEMENTS);
+    long header_end = rc == DL_OK ? ftell(f) : 0;
+    if (rc == DL_OK && (int64_t)sb.st_size - header_end < count * esize)
+        rc = dl_fail(err, DL_E_INVALID, "%s: data is shorter than its shape needs (%lld bytes, the file has %lld)",
+                     path, (long long)(count * esize), (long long)((int64_t)sb.st_size - header_end));
+    /* Read and converted a block at a time: the only full-size buffer is the result. */
+    enum { BLOCK = 1 << 16 };
+    if (rc == DL_OK && (!(raw = malloc((size_t)BLOCK * (size_t)esize)) || !(*data = malloc((size_t)count * osize + 1))))
+        rc = dl_fail(err, DL_E_NOMEM, "%s: out of memory for %lld elements", path, (long long)count);
+    for (int64_t at = 0; rc == DL_OK && at < count; at += BLOCK) {
+        size_t n = (size_t)(count - at < BLOCK ? count - at : BLOCK);
+        if (fread(raw, (size_t)esize, n, f) != n) {
+            rc = dl_fail(err, DL_E_INVALID, "%s: data is shorter than its shape needs (truncated file?)", path);
+            break;
         }
-    } else if (rc == DL_OK) {
-        float *o = *data;
-        const unsigned char *b = raw;
-        for (uint64_t i = 0; i < count; i++) {
-            if (!strcmp(descr, "<f4")) memcpy(&o[i], b + 4 * i, 4);
-            else if (!strcmp(descr, "<f8")) {
-                double v;
-                memcpy(&v, b + 8 * i, 8);
-                o[i] = (float)v;
-            } else if (!strcmp(descr, "<f2")) {
-                uint16_t v;
-                memcpy(&v, b + 2 * i, 2);
-                o[i] = dl_f16_to_f32(v);
-            } else if (!strcmp(descr, "<i4")) {
-                int32_t v;
-                memcpy(&v, b + 4 * i, 4);
-                o[i] = (float)v;
-            } else if (!strcmp(descr, "<i8")) {
-                int64_t v;
-                memcpy(&v, b + 8 * i, 8);
-                o[i] = (float)v;
-            } else o[i] = (float)b[i];
-        }
+        if (as_int) convert_int((int64_t *)*data + at, raw, esize, n);
+        else convert_f32((float *)*data + at, raw, descr, n);
     }
     fclose(f);
     free(hdr);

@@ -3,6 +3,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "safetensors.h"
 
+#include "files.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -147,12 +149,11 @@ dl_status dl_safetensors_open(const char *path, dl_safetensors **out, dl_error *
         free(st);
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     }
-    dl_status rc = DL_OK;
-    int fd = open(path, O_RDONLY);
+    int fd;
     struct stat sb;
-    if (fd < 0) rc = dl_fail(err, DL_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) rc = dl_fail(err, DL_E_IO, "%s: not a regular file", path);
-    else if (sb.st_size < 8)
+    dl_status rc = dl_open_regular(path, &fd, err);
+    if (rc == DL_OK && fstat(fd, &sb) != 0) rc = dl_fail(err, DL_E_IO, "%s: cannot read: %s", path, strerror(errno));
+    else if (rc == DL_OK && sb.st_size < 8)
         rc = dl_fail(err, DL_E_INVALID, "%s: %lld bytes is too short for a safetensors file", path,
                      (long long)sb.st_size);
     if (rc == DL_OK) {

@@ -312,7 +312,8 @@ static dl_status check_options(dl_context *ctx, const dl_session_options *o, dl_
     }
     if (o->precision < DL_PRECISION_F32 || o->precision > DL_PRECISION_BF16)
         return dl_fail(err, DL_E_INVALID, "unknown precision %d", o->precision);
-    if (o->batch < 0) return dl_fail(err, DL_E_INVALID, "batch must be at least 1, not %lld", (long long)o->batch);
+    if (o->batch < 0 || o->batch > DL_MAX_BATCH)
+        return dl_fail(err, DL_E_INVALID, "batch must be between 1 and %d, not %lld", DL_MAX_BATCH, (long long)o->batch);
     return DL_OK;
 }
 
@@ -332,7 +333,9 @@ dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_optio
     if (st == DL_OK) st = dl_graph_infer(s->g, s->opt.batch, s->shape, err);
     if (st == DL_OK) {
         const char *wpath = s->opt.weights_path ? s->opt.weights_path : s->g->weights_path;
-        st = dl_weights_bind(s->g, s->shape, wpath, s->opt.seed, &s->weights, err);
+        st = dl_session_check_weights(s, wpath ? 0 : dl_weights_seeded_bytes(s->g, s->shape), err);
+        if (st == DL_OK)
+            st = dl_weights_bind(s->g, s->shape, wpath, s->opt.seed, &s->weights, err);
     }
     if (st == DL_OK) st = build(s, err);
     if (st != DL_OK) {
@@ -553,5 +556,6 @@ void dl_session_memory(const dl_session *s, int i, dl_memory_info *info) {
     info->peak_bytes = s->mem[i].peak;
     info->naive_bytes = s->mem[i].naive;
     info->lower_bound_bytes = s->mem[i].lower_bound;
-    info->weight_bytes = s->mem[i].weights;
+    /* the host's weights: those its arena-less placement copied, plus the seeded and folded ones */
+    info->weight_bytes = s->mem[i].weights + (i == 0 ? dl_session_host_weights(s) : 0);
 }

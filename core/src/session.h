@@ -102,6 +102,7 @@ typedef struct dl_fusion {
     const float **weight; /* value -> host weights folding computed (NULL: the bound ones) */
     float **owned;        /* what folding allocated */
     int n_owned;
+    size_t owned_bytes; /* the bytes of owned, counted against the host's memory */
 } dl_fusion;
 
 /* Placement's record of one node's candidates. */
@@ -227,7 +228,16 @@ const char *dl_domain_name(const dl_session *s, int d);
 int dl_slot_add(dl_session *s, int value, int place, size_t size, int first);
 int dl_slot_find(const dl_session *s, int value, int place);
 void dl_slot_use(dl_session *s, int slot, int step);
-/* Plans every domain's arena (offsets only) and refuses one that does not fit. */
+/* Host memory held outside the arena and the weights placement copied: the seeded, copied and
+ * folded weights (host_weights), plus the caller's copies of the inputs (host_held, with
+ * reserve_inputs). */
+size_t dl_session_host_weights(const dl_session *s);
+size_t dl_session_host_held(const dl_session *s);
+/* Before weights are drawn: refuses `seeded` more bytes of host memory (dl_weights_seeded_bytes)
+ * when they and what is held already pass the budget (--max-memory or the free memory). */
+dl_status dl_session_check_weights(const dl_session *s, size_t seeded, dl_error *err);
+/* Plans every domain's arena (offsets only) and refuses one that does not fit: activations and
+ * scratch, weights placed there, and for the host what dl_session_host_held counts. */
 dl_status dl_session_check_memory(dl_session *s, dl_error *err);
 /* Plans every domain's arena, refuses what does not fit, allocates and points buffers into it. */
 dl_status dl_session_plan_memory(dl_session *s, dl_error *err);

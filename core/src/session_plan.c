@@ -76,9 +76,11 @@ void dl_format_bytes(double b, char *buf, size_t len) {
     snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
 }
 
-static dl_status check_fits(dl_session *s, int d, dl_error *err) {
-    size_t need = s->mem[d].peak + s->mem[d].weights, avail = 0, total = 0;
-    const char *what = "free memory";
+/* The bytes domain d may use: --max-memory, or what the domain has free if less (0: unknown);
+ * *what names which of the two. */
+static size_t budget(const dl_session *s, int d, const char **what) {
+    size_t avail = 0, total = 0;
+    *what = "free memory";
     if (d == 0) avail = host_available();
     else if (DL_BACKEND_HAS(s->doms[d].be, memory_info)) {
         dl_error e;
@@ -86,17 +88,51 @@ static dl_status check_fits(dl_session *s, int d, dl_error *err) {
     }
     if (s->opt.max_memory > 0 && (avail == 0 || (size_t)s->opt.max_memory < avail)) {
         avail = (size_t)s->opt.max_memory;
-        what = "--max-memory";
+        *what = "--max-memory";
     }
-    if (avail == 0 || need <= avail) return DL_OK;
+    return avail;
+}
+
+size_t dl_session_host_weights(const dl_session *s) {
+    return dl_weights_owned_bytes(s->weights) + s->fuse.owned_bytes;
+}
+
+/* The caller's copies of the inputs (reserve_inputs), at the session's shapes. */
+static size_t caller_inputs(const dl_session *s) {
+    size_t bytes = 0;
+    for (int i = 0; s->opt.reserve_inputs && i < s->g->n_inputs; i++) bytes += dl_session_value_bytes(s, s->g->inputs[i]);
+    return bytes;
+}
+
+size_t dl_session_host_held(const dl_session *s) { return dl_session_host_weights(s) + caller_inputs(s); }
+
+static dl_status refuse(const dl_session *s, int d, size_t need, size_t avail, const char *what, const char *parts,
+                        const char *hint, dl_error *err) {
     char nb[32], ab[32];
     dl_format_bytes((double)need, nb, sizeof nb);
     dl_format_bytes((double)avail, ab, sizeof ab);
-    return dl_fail(err, DL_E_NOMEM,
-                   "model '%s' at batch %lld needs %s of %s memory (activations, scratch%s), but %s allows %s; use a "
-                   "smaller --batch",
-                   s->g->name, (long long)s->inputs[0].shape[0], nb, d == 0 ? "host" : s->doms[d].be->name,
-                   s->mem[d].weights ? ", weights" : "", what, ab);
+    return dl_fail(err, DL_E_NOMEM, "model '%s' at batch %lld needs %s of %s memory (%s), but %s allows %s%s%s",
+                   s->g->name, s->g->n_inputs ? (long long)s->shape[s->g->inputs[0]].d[0] : 1LL, nb, d == 0 ? "host" : s->doms[d].be->name,
+                   parts, what, ab, hint ? "; " : "", hint ? hint : "");
+}
+
+dl_status dl_session_check_weights(const dl_session *s, size_t seeded, dl_error *err) {
+    const char *what;
+    size_t avail = budget(s, 0, &what), need = seeded + dl_session_host_held(s);
+    if (avail == 0 || need <= avail) return DL_OK;
+    return refuse(s, 0, need, avail, what, s->opt.reserve_inputs ? "seeded weights, inputs" : "seeded weights",
+                  NULL, err);
+}
+
+static dl_status check_fits(dl_session *s, int d, dl_error *err) {
+    size_t held = d == 0 ? dl_session_host_held(s) : 0, need = s->mem[d].peak + s->mem[d].weights + held;
+    const char *what;
+    size_t avail = budget(s, d, &what);
+    if (avail == 0 || need <= avail) return DL_OK;
+    const char *parts = !s->mem[d].weights && !held ? "activations, scratch"
+                        : d == 0 && s->opt.reserve_inputs ? "activations, scratch, weights, inputs"
+                                                             : "activations, scratch, weights";
+    return refuse(s, d, need, avail, what, parts, "use a smaller --batch", err);
 }
 
 /* Offsets of every slot in its domain's arena, and whether each domain fits. */

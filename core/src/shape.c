@@ -19,14 +19,19 @@ static dl_status bad(const dl_graph *g, const dl_node *n, dl_error *err, const c
     return dl_fail(err, DL_E_INVALID, "%s%s '%s': %s", where, dl_op_kind_name(n->kind), n->name, msg);
 }
 
-/* Elements of a shape as a double, so that a hostile one cannot overflow the count. */
-static double elements(const dl_shape *s) {
-    double n = 1;
-    for (int d = 0; d < s->ndim; d++) n *= (double)s->d[d];
-    return n;
+/* 1 if a shape is within the limit of one tensor (op_table.h), counted without overflow. */
+static int fits(const dl_shape *s) {
+    int64_t n;
+    return dl_dims_numel(s->d, s->ndim, &n);
 }
 
-#define MAX_ELEMENTS 4e12 /* sizes computed from counts stay far from overflowing 64 bits */
+/* "[65536, 65536, 65536] (more than the limit of 17179869184 elements per tensor)" */
+static const char *too_big(const dl_shape *s, char *buf, size_t len) {
+    char dims[160];
+    dl_shape_str(s->d, s->ndim, dims, sizeof dims);
+    snprintf(buf, len, "%s is more than the %lld elements a tensor may have", dims, (long long)DL_MAX_TENSOR_ELEMENTS);
+    return buf;
+}
 
 static dl_status infer_node(const dl_graph *g, int i, dl_shape *shapes, dl_error *err) {
     const dl_node *n = &g->nodes[i];
@@ -37,9 +42,10 @@ static dl_status infer_node(const dl_graph *g, int i, dl_shape *shapes, dl_error
         row->weight_shapes(&n->params, &shapes[n->inputs[0]], w);
         for (int j = 0; j < own; j++) {
             shapes[n->inputs[acts + j]] = w[j];
-            if (elements(&w[j]) > MAX_ELEMENTS)
-                return bad(g, n, err, "weight '%s' of %.3g elements is too large", g->values[n->inputs[acts + j]].name,
-                           elements(&w[j]));
+            char why[300];
+            if (!fits(&w[j]))
+                return bad(g, n, err, "weight '%s' of shape %s", g->values[n->inputs[acts + j]].name,
+                           too_big(&w[j], why, sizeof why));
         }
     }
     dl_tensor in[DL_MAX_NODE_INPUTS], out;
@@ -60,7 +66,8 @@ static dl_status infer_node(const dl_graph *g, int i, dl_shape *shapes, dl_error
     dl_error why = {{0}};
     dl_shape *y = &shapes[n->output];
     if (!row->infer(&op, &cx, y, &why)) return bad(g, n, err, "%s", why.msg);
-    if (elements(y) > MAX_ELEMENTS) return bad(g, n, err, "output of %.3g elements is too large", elements(y));
+    char big[300];
+    if (!fits(y)) return bad(g, n, err, "output of shape %s", too_big(y, big, sizeof big));
     return DL_OK;
 }
 
@@ -70,14 +77,24 @@ dl_status dl_graph_infer(const dl_graph *g, int64_t batch, dl_shape *shapes, dl_
         memset(&shapes[v], 0, sizeof shapes[v]);
         if (val->kind == DL_VALUE_INPUT || val->constant) shapes[v] = val->shape; /* as declared */
     }
+    char why[300];
     for (int i = 0; i < g->n_inputs; i++) {
         dl_shape *x = &shapes[g->inputs[i]];
         if (batch > 0) x->d[0] = batch;
-        if (elements(x) > MAX_ELEMENTS)
-            return dl_fail(err, DL_E_INVALID, "%s: input '%s' of %.3g elements at batch %lld is too large",
-                           g->path ? g->path : "<model>", g->values[g->inputs[i]].name, elements(x),
-                           (long long)x->d[0]);
+        if (!fits(x)) {
+            char where[300];
+            dl_graph_where(g, g->values[g->inputs[i]].loc, where, sizeof where);
+            return dl_fail(err, DL_E_INVALID, "%sinput '%s' at batch %lld: shape %s", where,
+                           g->values[g->inputs[i]].name, (long long)x->d[0], too_big(x, why, sizeof why));
+        }
     }
+    for (int v = 0; v < g->n_values; v++) /* constants as declared, before anything is bound */
+        if (g->values[v].constant && !fits(&shapes[v])) {
+            char where[300];
+            dl_graph_where(g, g->values[v].loc, where, sizeof where);
+            return dl_fail(err, DL_E_INVALID, "%sconstant '%s' of shape %s", where, g->values[v].name,
+                           too_big(&shapes[v], why, sizeof why));
+        }
     for (int i = 0; i < g->n_nodes; i++) {
         dl_status st = infer_node(g, i, shapes, err);
         if (st != DL_OK) return st;

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "timing_cache.h"
 
+#include "files.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -36,8 +38,12 @@ static char *cache_path(void) {
 /* Reads and validates the file; NULL with *why when it is missing (why "") or unusable. */
 static cJSON *load(const char *path, const char **why) {
     *why = "";
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    FILE *f;
+    dl_error open_err;
+    if (dl_fopen_regular(path, &f, &open_err) != DL_OK) {
+        if (access(path, F_OK) == 0) *why = "not a regular file";
+        return NULL;
+    }
     char *buf = NULL;
     size_t len = 0, cap = 0, n;
     char chunk[65536];

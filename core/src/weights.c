@@ -22,7 +22,8 @@ struct dl_weights {
     size_t *numel;        /* per value: elements of a weight */
     void **copies;        /* buffers we own: converted, generated, or copied for alignment */
     int n_copies;
-    size_t f32_bytes; /* f32 data in copies (dl_weights_f32_bytes) */
+    size_t f32_bytes;   /* f32 data in copies (dl_weights_f32_bytes) */
+    size_t owned_bytes; /* everything in copies (dl_weights_owned_bytes) */
 };
 
 static void *own(dl_weights *w, size_t bytes) {
@@ -30,7 +31,7 @@ static void *own(dl_weights *w, size_t bytes) {
     if (!p) return NULL;
     w->copies = p;
     void *buf = malloc(bytes + 1);
-    if (buf) w->copies[w->n_copies++] = buf;
+    if (buf) w->copies[w->n_copies++] = buf, w->owned_bytes += bytes;
     return buf;
 }
 
@@ -150,6 +151,15 @@ const float *dl_weights_data(dl_weights *w, int v) {
 }
 
 size_t dl_weights_f32_bytes(const dl_weights *w) { return w->f32_bytes; }
+size_t dl_weights_owned_bytes(const dl_weights *w) { return w ? w->owned_bytes : 0; }
+
+size_t dl_weights_seeded_bytes(const dl_graph *g, const dl_shape *shapes) {
+    size_t bytes = 0; /* each weight is within the tensor limit, so the sum cannot overflow */
+    for (int i = 0; i < g->n_values; i++)
+        if (g->values[i].kind == DL_VALUE_WEIGHT && bytes < SIZE_MAX / 2)
+            bytes += (size_t)dl_shape_numel(&shapes[i]) * sizeof(float);
+    return bytes;
+}
 
 void dl_weights_free(dl_weights *w) {
     if (!w) return;

@@ -32,5 +32,11 @@ const float *dl_weights_data(dl_weights *w, int v);
  * f16/bf16 weights converted by dl_weights_data; f32 used in place from the file is not counted.
  * 0 after binding a file of aligned tensors until dl_weights_data converts one. */
 size_t dl_weights_f32_bytes(const dl_weights *w);
+/* Bytes of host memory w has allocated so far, of every dtype (seeded weights, aligned copies,
+ * f32 conversions); the file's mapping is not counted (the page cache backs it). */
+size_t dl_weights_owned_bytes(const dl_weights *w);
+/* Bytes dl_weights_bind will allocate for seeded weights at these shapes (0 with a weights file,
+ * whose tensors are mapped): the memory budget is checked against it before anything is drawn. */
+size_t dl_weights_seeded_bytes(const dl_graph *g, const dl_shape *shapes);
 void dl_weights_free(dl_weights *w);
 #endif

@@ -90,6 +90,9 @@ DL_API const char *dl_model_weights_path(const dl_model *m);
 
 typedef struct dl_session dl_session;
 
+/* The largest batch a session runs at, from a model file or from dl_session_options.batch. */
+#define DL_MAX_BATCH (1 << 20)
+
 typedef struct dl_session_options {
     uint32_t struct_size;       /* sizeof(dl_session_options) */
     int64_t batch;              /* 0: the batch the model file declares */
@@ -107,6 +110,10 @@ typedef struct dl_session_options {
     /* Called before each op is timed for placement (a progress line), or NULL. */
     void (*progress)(void *user, int op_index, int n_ops, const char *layer, const char *backend);
     void *progress_user;
+    /* 1: the caller holds its own host copy of every input while the session runs (as the CLI
+     * does): counted with the session's memory against max_memory and the free memory, so that a
+     * plan that fits does not fail later in the caller. */
+    int32_t reserve_inputs;
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
@@ -181,7 +188,8 @@ typedef struct dl_memory_info {
     uint64_t peak_bytes;        /* the planned arena: activations and scratch */
     uint64_t naive_bytes;       /* every buffer on its own, no reuse */
     uint64_t lower_bound_bytes; /* the largest total of bytes live at any one step */
-    uint64_t weight_bytes;      /* weights copied into this domain (host weights are mapped: 0) */
+    uint64_t weight_bytes;      /* weights this domain holds beside its arena: copied there, and for
+                                   the host the seeded, copied and folded ones (a file's are mapped) */
 } dl_memory_info;
 
 DL_API int dl_session_memory_count(const dl_session *s);
