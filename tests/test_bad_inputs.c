@@ -96,7 +96,8 @@ static const bad_model models[] = {
      ":5:5: linear 'linear_1': weight 'linear_1.weight' of shape [1073741824, 1073741824] is more than the "
      "17179869184 elements a tensor may have"},
     {"model: m\ninputs:\n  - {name: x, shape: [1, 4, 131072, 131072]}\nlayers:\n  - {op: global_avgpool}\n",
-     ":3:5: input 'x' at batch 1: shape [1, 4, 131072, 131072] is more than the 17179869184 elements a tensor may have"},
+     ":3:5: input 'x' at batch 1: shape [1, 4, 131072, 131072] is more than the 17179869184 elements a tensor may "
+     "have"},
     /* int64 inputs: token ids for gather, and nowhere else */
     {"model: m\ninputs:\n  - {name: ids, shape: [2, 5], dtype: int64}\nlayers:\n  - {op: relu}\n",
      ":5:5: relu 'relu_1': input 'ids' is int64; relu takes float tensors (int64 feeds gather's indices)"},

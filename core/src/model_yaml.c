@@ -204,8 +204,8 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
     for (int i = 0; i < nd; i++) {
         int d;
         int batch = i == 0 && !constant; /* capped as --batch is */
-        st = get_int(r, node(r, shape->data.sequence.items.start[i]), batch ? "the batch (first dimension)" : "a dimension",
-                     1, batch ? DL_MAX_BATCH : INT_MAX, &d);
+        st = get_int(r, node(r, shape->data.sequence.items.start[i]),
+                     batch ? "the batch (first dimension)" : "a dimension", 1, batch ? DL_MAX_BATCH : INT_MAX, &d);
         if (st != DL_OK) return st;
         r->g->values[v].shape.d[i] = d;
     }

@@ -313,7 +313,8 @@ static dl_status check_options(dl_context *ctx, const dl_session_options *o, dl_
     if (o->precision < DL_PRECISION_F32 || o->precision > DL_PRECISION_BF16)
         return dl_fail(err, DL_E_INVALID, "unknown precision %d", o->precision);
     if (o->batch < 0 || o->batch > DL_MAX_BATCH)
-        return dl_fail(err, DL_E_INVALID, "batch must be between 1 and %d, not %lld", DL_MAX_BATCH, (long long)o->batch);
+        return dl_fail(err, DL_E_INVALID, "batch must be between 1 and %d, not %lld", DL_MAX_BATCH,
+                       (long long)o->batch);
     return DL_OK;
 }
 
@@ -334,8 +335,7 @@ dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_optio
     if (st == DL_OK) {
         const char *wpath = s->opt.weights_path ? s->opt.weights_path : s->g->weights_path;
         st = dl_session_check_weights(s, wpath ? 0 : dl_weights_seeded_bytes(s->g, s->shape), err);
-        if (st == DL_OK)
-            st = dl_weights_bind(s->g, s->shape, wpath, s->opt.seed, &s->weights, err);
+        if (st == DL_OK) st = dl_weights_bind(s->g, s->shape, wpath, s->opt.seed, &s->weights, err);
     }
     if (st == DL_OK) st = build(s, err);
     if (st != DL_OK) {

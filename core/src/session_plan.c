@@ -93,14 +93,13 @@ static size_t budget(const dl_session *s, int d, const char **what) {
     return avail;
 }
 
-size_t dl_session_host_weights(const dl_session *s) {
-    return dl_weights_owned_bytes(s->weights) + s->fuse.owned_bytes;
-}
+size_t dl_session_host_weights(const dl_session *s) { return dl_weights_owned_bytes(s->weights) + s->fuse.owned_bytes; }
 
 /* The caller's copies of the inputs (reserve_inputs), at the session's shapes. */
 static size_t caller_inputs(const dl_session *s) {
     size_t bytes = 0;
-    for (int i = 0; s->opt.reserve_inputs && i < s->g->n_inputs; i++) bytes += dl_session_value_bytes(s, s->g->inputs[i]);
+    for (int i = 0; s->opt.reserve_inputs && i < s->g->n_inputs; i++)
+        bytes += dl_session_value_bytes(s, s->g->inputs[i]);
     return bytes;
 }
 
@@ -112,16 +111,16 @@ static dl_status refuse(const dl_session *s, int d, size_t need, size_t avail, c
     dl_format_bytes((double)need, nb, sizeof nb);
     dl_format_bytes((double)avail, ab, sizeof ab);
     return dl_fail(err, DL_E_NOMEM, "model '%s' at batch %lld needs %s of %s memory (%s), but %s allows %s%s%s",
-                   s->g->name, s->g->n_inputs ? (long long)s->shape[s->g->inputs[0]].d[0] : 1LL, nb, d == 0 ? "host" : s->doms[d].be->name,
-                   parts, what, ab, hint ? "; " : "", hint ? hint : "");
+                   s->g->name, s->g->n_inputs ? (long long)s->shape[s->g->inputs[0]].d[0] : 1LL, nb,
+                   d == 0 ? "host" : s->doms[d].be->name, parts, what, ab, hint ? "; " : "", hint ? hint : "");
 }
 
 dl_status dl_session_check_weights(const dl_session *s, size_t seeded, dl_error *err) {
     const char *what;
     size_t avail = budget(s, 0, &what), need = seeded + dl_session_host_held(s);
     if (avail == 0 || need <= avail) return DL_OK;
-    return refuse(s, 0, need, avail, what, s->opt.reserve_inputs ? "seeded weights, inputs" : "seeded weights",
-                  NULL, err);
+    return refuse(s, 0, need, avail, what, s->opt.reserve_inputs ? "seeded weights, inputs" : "seeded weights", NULL,
+                  err);
 }
 
 static dl_status check_fits(dl_session *s, int d, dl_error *err) {
@@ -129,9 +128,9 @@ static dl_status check_fits(dl_session *s, int d, dl_error *err) {
     const char *what;
     size_t avail = budget(s, d, &what);
     if (avail == 0 || need <= avail) return DL_OK;
-    const char *parts = !s->mem[d].weights && !held ? "activations, scratch"
+    const char *parts = !s->mem[d].weights && !held       ? "activations, scratch"
                         : d == 0 && s->opt.reserve_inputs ? "activations, scratch, weights, inputs"
-                                                             : "activations, scratch, weights";
+                                                          : "activations, scratch, weights";
     return refuse(s, d, need, avail, what, parts, "use a smaller --batch", err);
 }
 
