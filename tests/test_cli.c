@@ -378,7 +378,8 @@ Test(cli, option_errors_name_the_option_and_exit_2) {
     expect_usage_error(MODEL("lenet.yaml") " --no-such-option", "dlrun: unknown option '--no-such-option'", run);
     expect_usage_error(MODEL("lenet.yaml") " --batch", "dlrun: --batch needs a value", run);
     expect_usage_error(MODEL("lenet.yaml") " --batch 0", "dlrun: --batch wants a positive integer, not '0'", run);
-    expect_usage_error(MODEL("lenet.yaml") " --batch=1048577", "--batch wants a positive integer, not '1048577'", run);
+    expect_usage_error(MODEL("lenet.yaml") " --batch=1048577", "--batch must be between 1 and 1048576, not '1048577'",
+                       run);
     expect_usage_error(MODEL("lenet.yaml") " --warmup -1", "--warmup wants a non-negative integer, not '-1'", run);
     expect_usage_error(MODEL("lenet.yaml") " --precision f64", "--precision wants f32, tf32, f16 or bf16, not 'f64'",
                        run);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,10 @@ static int bad_value(const cli_command *cmd, const cli_opt *o, const char *arg) 
         join_words(o->words, ", ", " or ", words, sizeof words);
         wants = words;
     }
+    long long any;
+    if (o->kind == CLI_INT && parse_int(arg, o->hi, LLONG_MAX, &any)) /* a number past the range */
+        return cli_usage_error(cmd, "--%s must be between %lld and %lld, not '%s'", o->name, (long long)o->lo,
+                               (long long)o->hi, arg);
     return cli_usage_error(cmd, "--%s wants %s, not '%s'", o->name, wants ? wants : "a value", arg);
 }
 
