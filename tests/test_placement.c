@@ -91,6 +91,27 @@ Test(placement, follows_measured_times) {
     expect_placement(chain3, "fakecpu fakecpu fakecpu", NULL);
 }
 
+/* Timing allocates a layer's input and output; past --max-memory that is refused before timing,
+ * as the plan that needs them at once would be. */
+Test(placement, timing_within_max_memory) {
+    fresh_env();
+    const char big[] = "model: big\ninputs:\n  - {name: x, shape: [1, 4194304]}\nlayers:\n  - {name: a, op: relu}\n";
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.max_memory = 24 << 20; /* the 16 MiB input fits; with the relu's 16 MiB output it does not */
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(big, &so, &ctx, &m, &err, &st);
+    cr_expect_eq(st, DL_E_NOMEM, "%s", err.msg);
+    cr_expect_null(s);
+    cr_expect(strstr(err.msg, "relu 'a' needs 32.0 MiB of host memory with its inputs, output and the weights, but "
+                              "--max-memory allows 24.0 MiB"),
+              "%s", err.msg);
+    close_all(s, m, ctx);
+}
+
 Test(placement, transfer_costs_tip_the_choice) {
     fresh_env();
     setenv("DLFAKE_FAKEDEV_US", "100", 1);

@@ -417,10 +417,30 @@ static void choose_dag(planner *p, int *as) {
 
 /* ---- the whole step ---- */
 
+/* Timing node i allocates its activations and output in host memory: refused, like the plan that
+ * would need them at once, when they alone pass the budget (--max-memory or the free memory). */
+static dl_status check_timing_fits(const dl_session *s, int i, dl_error *err) {
+    const dl_node *n = &s->g->nodes[i];
+    size_t bytes = dl_session_value_bytes(s, n->output);
+    for (int j = 0; j < n->n_inputs; j++)
+        if (s->g->values[n->inputs[j]].kind != DL_VALUE_WEIGHT) bytes += dl_session_value_bytes(s, n->inputs[j]);
+    const char *what;
+    size_t avail = dl_session_budget(s, 0, &what);
+    if (avail == 0 || bytes + dl_session_host_held(s) <= avail) return DL_OK;
+    char nb[32], ab[32];
+    dl_format_bytes((double)(bytes + dl_session_host_held(s)), nb, sizeof nb);
+    dl_format_bytes((double)avail, ab, sizeof ab);
+    return dl_fail(err, DL_E_NOMEM,
+                   "%s '%s' needs %s of host memory with its inputs, output and the weights, but %s allows %s; use a "
+                   "smaller --batch",
+                   dl_op_kind_name(n->kind), n->name, nb, what, ab);
+}
+
 /* Times (or finds in the cache) every candidate of every node with more than one: p->t. */
 static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, dl_tcache *cache, dl_error *err) {
     const dl_graph *g = s->g;
     int timing_index = 0, to_time = 0;
+    dl_status st;
     for (int i = 0; i < p->n; i++) to_time += pl->choice[i].n > 1 ? pl->choice[i].n : 0;
     for (int i = 0; i < p->n; i++) {
         dl_node_choice *c = &pl->choice[i];
@@ -435,6 +455,7 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 c->cand[k].cached = 1;
                 pl->cached++;
             } else if (c->n > 1) {
+                if ((st = check_timing_fits(s, i, err)) != DL_OK) return st;
                 if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, layer, be->name);
                 ms = time_op(s, i, be, err);
                 if (ms < 0) { /* it accepted the op but could not run it: never choose it */

@@ -232,6 +232,9 @@ void dl_slot_use(dl_session *s, int slot, int step);
  * folded weights (host_weights), plus the caller's copies of the inputs (host_held, with
  * reserve_inputs). */
 size_t dl_session_host_weights(const dl_session *s);
+/* The bytes domain d may use: --max-memory, or what the domain has free if less (0: unknown);
+ * *what says which ("--max-memory" or "free memory"). */
+size_t dl_session_budget(const dl_session *s, int d, const char **what);
 size_t dl_session_host_held(const dl_session *s);
 /* Before weights are drawn: refuses `seeded` more bytes of host memory (dl_weights_seeded_bytes)
  * when they and what is held already pass the budget (--max-memory or the free memory). */

@@ -78,7 +78,7 @@ void dl_format_bytes(double b, char *buf, size_t len) {
 
 /* The bytes domain d may use: --max-memory, or what the domain has free if less (0: unknown);
  * *what names which of the two. */
-static size_t budget(const dl_session *s, int d, const char **what) {
+size_t dl_session_budget(const dl_session *s, int d, const char **what) {
     size_t avail = 0, total = 0;
     *what = "free memory";
     if (d == 0) avail = host_available();
@@ -117,20 +117,19 @@ static dl_status refuse(const dl_session *s, int d, size_t need, size_t avail, c
 
 dl_status dl_session_check_weights(const dl_session *s, size_t seeded, dl_error *err) {
     const char *what;
-    size_t avail = budget(s, 0, &what), need = seeded + dl_session_host_held(s);
+    size_t avail = dl_session_budget(s, 0, &what), need = seeded + dl_session_host_held(s);
     if (avail == 0 || need <= avail) return DL_OK;
-    return refuse(s, 0, need, avail, what, s->opt.reserve_inputs ? "seeded weights, inputs" : "seeded weights", NULL,
-                  err);
+    return refuse(s, 0, need, avail, what, caller_inputs(s) ? "seeded weights, inputs" : "seeded weights", NULL, err);
 }
 
 static dl_status check_fits(dl_session *s, int d, dl_error *err) {
-    size_t held = d == 0 ? dl_session_host_held(s) : 0, need = s->mem[d].peak + s->mem[d].weights + held;
+    size_t weights = s->mem[d].weights + (d == 0 ? dl_session_host_weights(s) : 0);
+    size_t inputs = d == 0 ? caller_inputs(s) : 0, need = s->mem[d].peak + weights + inputs;
     const char *what;
-    size_t avail = budget(s, d, &what);
+    size_t avail = dl_session_budget(s, d, &what);
     if (avail == 0 || need <= avail) return DL_OK;
-    const char *parts = !s->mem[d].weights && !held       ? "activations, scratch"
-                        : d == 0 && s->opt.reserve_inputs ? "activations, scratch, weights, inputs"
-                                                          : "activations, scratch, weights";
+    char parts[64];
+    snprintf(parts, sizeof parts, "activations, scratch%s%s", weights ? ", weights" : "", inputs ? ", inputs" : "");
     return refuse(s, d, need, avail, what, parts, "use a smaller --batch", err);
 }
 
