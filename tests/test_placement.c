@@ -112,6 +112,53 @@ Test(placement, small_op_between_device_ops_stays_on_the_device) {
     expect_placement(chain3, "fakedev fakecpu fakedev", NULL);
 }
 
+/* 2,000 layers all reading the input (placement's DAG path; the input's readers are tracked per
+ * backend in a tree, not walked for every move): layers alternate relu and dropout, and when the
+ * device runs only relu, each op goes where it runs fastest and the input is copied once. */
+static void fan_out(const char *want_relu, const char *want_dropout) {
+    enum { N = 2000 };
+    size_t cap = 64 + N * 48, n = 0;
+    char *yaml = malloc(cap);
+    n += (size_t)snprintf(yaml, cap, "model: fan\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n");
+    for (int i = 0; i < N; i++)
+        n += (size_t)snprintf(yaml + n, cap - n, "  - {op: %s, inputs: [x]}\n", i % 2 ? "dropout" : "relu");
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(yaml, NULL, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        cr_assert_str_eq(pi.chosen, i % 2 ? want_dropout : want_relu, "layer %d (%s)", i, pi.op);
+    }
+    int copies = 0;
+    for (int i = 0; i < dl_session_step_count(s); i++) {
+        dl_step_info si;
+        dl_session_step(s, i, &si);
+        copies += si.kind == DL_STEP_COPY;
+    }
+    cr_expect_leq(copies, 2, "the input copied in once and the output back, not per layer: %d", copies);
+    dl_tensor in = *dl_session_input(s, 0);
+    float x[512];
+    tu_fill_uniform(x, 512, 3, -1, 1);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    close_all(s, m, ctx);
+    free(yaml);
+}
+
+Test(placement, one_input_read_by_2000_layers) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_US", "10", 1);
+    setenv("DLFAKE_FAKECPU_US", "300", 1);
+    fan_out("fakedev", "fakedev");
+    setenv("DLFAKE_FAKEDEV_OPS", "RELU", 1);
+    fresh_cache();
+    fan_out("fakedev", "fakecpu");
+}
+
 static const char residual[] = "model: res\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
                                "  - {name: a, op: relu}\n  - {name: b, op: dropout}\n  - {name: c, op: relu}\n"
                                "  - {name: s, op: add, inputs: [c, a]}\n  - {name: r, op: relu}\n";
