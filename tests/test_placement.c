@@ -2,16 +2,19 @@
  * ops and memory domains the test sets (tests/plugins/fake_backend.c): the choice follows the
  * measured times, transfer costs tip it, a small op between two device ops stays on the device,
  * pins and --backend are obeyed, --no-fallback errors, and the timing cache hits, misses,
- * survives corruption and --retune; backends sharing a device hand it over in order. */
+ * survives corruption and --retune, holds each key once; backends sharing a device hand it over in
+ * order. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dlrun/dlrun.h"
 #include "test_util.h"
+#include "timing_cache.h"
 
 /* The CLI also loads the cpu plugin from its default folder: three candidates per op there. */
 #define FAKES DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so"
@@ -253,6 +256,52 @@ static int dlrun(const char *args, char **out) {
     int rc = tu_run(cmd, out);
     free(cmd);
     return rc;
+}
+
+/* How many times `needle` occurs in the file at path. */
+static int occurrences(const char *path, const char *needle) {
+    char *out = NULL, cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -o '%s' %s | wc -l", needle, path);
+    cr_assert_eq(tu_run(cmd, &out), 0);
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+/* Each key is held once: a file with a key twice is refused (and rebuilt), since either time
+ * could be the stale one; put replaces a key's time, so get never returns an older one. */
+Test(placement, timing_cache_keys_are_unique) {
+    fresh_cache();
+    char path[256], warn[600];
+    snprintf(path, sizeof path, "%s/dlrun", cache_dir);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", cache_dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"format\": \"dlrun-timing-cache\", \"version\": 1, \"entries\": {\"k\": 1, \"j\": 2, \"k\": 3}}", f);
+    fclose(f);
+    dl_tcache *c = dl_tcache_open(0, warn, sizeof warn);
+    cr_assert(c);
+    cr_expect(strstr(warn, "is unusable (a key appears twice); rebuilding it"), "%s", warn);
+    double ms = -1;
+    cr_expect_eq(dl_tcache_get(c, "k", &ms), 0, "nothing from a refused file is used");
+    cr_expect_eq(dl_tcache_get(c, "j", &ms), 0);
+    dl_tcache_put(c, "k", 5);
+    dl_tcache_put(c, "k", 6);
+    cr_expect(dl_tcache_get(c, "k", &ms) && ms == 6, "put replaces: %g", ms);
+    cr_expect(dl_tcache_save(c, warn, sizeof warn), "%s", warn);
+    dl_tcache_free(c);
+    cr_expect_eq(occurrences(path, "\"k\""), 1, "the file holds the key once");
+    c = dl_tcache_open(0, warn, sizeof warn);
+    cr_expect_str_empty(warn);
+    cr_expect(dl_tcache_get(c, "k", &ms) && ms == 6, "read back: %g", ms);
+    dl_tcache_put(c, "k", 7); /* and replacing a time read from the file */
+    cr_expect(dl_tcache_get(c, "k", &ms) && ms == 7, "put after reading: %g", ms);
+    cr_expect(dl_tcache_save(c, warn, sizeof warn), "%s", warn);
+    dl_tcache_free(c);
+    cr_expect_eq(occurrences(path, "\"k\""), 1);
+    c = dl_tcache_open(0, warn, sizeof warn);
+    cr_expect(dl_tcache_get(c, "k", &ms) && ms == 7, "read back: %g", ms);
+    dl_tcache_free(c);
 }
 
 Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_safe) {
