@@ -165,6 +165,122 @@ Test(bad_inputs, models_give_file_line_col_messages) {
     }
 }
 
+/* One model text (generated: too long for the table) must fail with `want` after the file name. */
+static void expect_model_error(const char *text, const char *want, const char *what) {
+    char *path = tu_write_temp(".yaml", text, strlen(text));
+    dl_graph *g = (dl_graph *)0x1;
+    dl_error err = {{0}};
+    dl_status st = dl_model_read_yaml(path, &g, &err);
+    cr_expect_eq(st, DL_E_INVALID, "%s: status %d (%s)", what, st, err.msg);
+    cr_expect_null(g, "%s: graph returned on error", what);
+    char expect[600];
+    snprintf(expect, sizeof expect, "%s%s", path, want);
+    cr_expect(strstr(err.msg, expect), "%s:\n  got:  %s\n  want: %s", what, err.msg, expect);
+    cr_expect_null(strchr(err.msg, '\n'), "%s: message is not one line", what);
+    unlink(path);
+    free(path);
+}
+
+/* text = head + n copies of unit + tail (malloc'd) */
+static char *repeat(const char *head, const char *unit, int n, const char *tail) {
+    size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail);
+    char *t = malloc(hl + (size_t)n * ul + tl + 1);
+    cr_assert(t);
+    memcpy(t, head, hl);
+    for (int i = 0; i < n; i++) memcpy(t + hl + (size_t)i * ul, unit, ul);
+    memcpy(t + hl + (size_t)n * ul, tail, tl + 1);
+    return t;
+}
+
+/* Nesting is refused at 64 levels (the top-level mapping is the first) while parsing: 10^6 '['
+ * once kept libyaml's scanner busy for minutes. */
+Test(bad_inputs, nesting_deeper_than_64_levels) {
+    char *t = repeat("model: n\ninputs: ", "[", 1000000, "");
+    expect_model_error(t, ":2:72: nesting deeper than 64 levels", "10^6 [");
+    free(t);
+    t = repeat("model: n\ninputs:\n  ", "- ", 100000, "x\n");
+    expect_model_error(t, ":3:129: nesting deeper than 64 levels", "block sequences");
+    free(t);
+    t = repeat("model: n\ninputs: ", "{a: ", 1000, "");
+    expect_model_error(t, ":2:261: nesting deeper than 64 levels", "flow mappings");
+    free(t);
+    /* 63 lists in the top-level mapping: 64 levels, read (and refused by the reader, not the parser) */
+    char *open = repeat("model: n\ninputs: ", "[", 63, ""), *closed = repeat(open, "]", 63, "\nlayers: [{op: relu}]\n");
+    expect_model_error(closed, ":2:10: each input must be a mapping", "63 lists");
+    char *path = tu_write_temp(".yaml", closed, strlen(closed));
+    dl_graph *g;
+    dl_error err = {{0}};
+    cr_expect_eq(dl_model_read_yaml(path, &g, &err), DL_E_INVALID);
+    cr_expect_null(strstr(err.msg, "nesting"), "64 levels are allowed: %s", err.msg);
+    unlink(path);
+    free(path), free(open), free(closed);
+}
+
+/* Names are at most 255 characters, so weight names ("<layer>.<suffix>") never collide after
+ * truncation (two 600-character layer names differing at their end once gave the same weight). */
+Test(bad_inputs, names_longer_than_255_characters) {
+    char name[301];
+    memset(name, 'a', 300);
+    name[300] = 0;
+    char text[1024];
+    snprintf(text, sizeof text, HEAD "  - {name: %.256s, op: conv2d, filters: 2, kernel: 1}\n", name);
+    expect_model_error(text, ":5:12: layer name longer than 255 characters (256)", "layer");
+    snprintf(text, sizeof text, "model: m\ninputs:\n  - {name: %s, shape: [1, 4]}\nlayers:\n  - {op: relu}\n", name);
+    expect_model_error(text, ":3:12: input name longer than 255 characters (300)", "input");
+    snprintf(text, sizeof text,
+             "model: m\ninputs:\n  - {name: x, shape: [1, 4]}\nconstants:\n  - {name: %s, shape: [4]}\nlayers:\n"
+             "  - {op: relu}\n",
+             name);
+    expect_model_error(text, ":5:12: constant name longer than 255 characters (300)", "constant");
+    /* 255 is allowed, and the two layers' weights keep their full names */
+    char b[256];
+    memset(b, 'b', 255);
+    b[255] = 0;
+    snprintf(text, sizeof text,
+             HEAD "  - {name: %s, op: conv2d, filters: 2, kernel: 1}\n  - {name: %.254sc, op: conv2d, filters: 2, "
+                  "kernel: 1}\n",
+             b, b);
+    dl_graph *g;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_model_parse_yaml(text, strlen(text), "long.yaml", &g, &err), DL_OK, "%s", err.msg);
+    char w[300];
+    snprintf(w, sizeof w, "%s.weight", b);
+    cr_expect_geq(dl_graph_find_value(g, w), 0, "a 255-character layer's weight");
+    snprintf(w, sizeof w, "%.254sc.bias", b);
+    cr_expect_geq(dl_graph_find_value(g, w), 0, "the other layer's bias");
+    dl_graph_free(g);
+}
+
+/* Anchors and aliases: found through a hash, defined once, complete before use; and a layer's
+ * mapping is refused before it is searched when it has more keys than any layer takes, so aliases
+ * cannot make the reader walk one huge mapping many times. */
+Test(bad_inputs, anchors_and_aliases) {
+    expect_model_error(HEAD "  - &l {op: relu}\n  - *l\n  - *nope\n",
+                       ":7:5: malformed YAML: alias '*nope' names no complete anchor before it", "undefined");
+    expect_model_error(HEAD "  - &l {op: relu}\n  - &l {op: relu}\n",
+                       ":6:5: malformed YAML: anchor '&l' is defined twice", "twice");
+    expect_model_error(HEAD "  - &l {op: relu, inputs: [*l]}\n",
+                       ":5:28: malformed YAML: alias '*l' names no complete anchor before it", "inside itself");
+    char *keys = malloc(40 * 16 + 1), *u = keys;
+    for (int i = 0; i < 40; i++) u += sprintf(u, "k%d: 1, ", i);
+    char *head = malloc(strlen(keys) + 256);
+    sprintf(head, HEAD "  - &big {%sop: relu}\n", keys);
+    char *t = repeat(head, "  - *big\n", 100000, "");
+    expect_model_error(t, ":5:5: layer 1 has 41 keys; a layer has at most 36", "many keys");
+    free(t), free(head), free(keys);
+    /* many anchors, each used once: linear */
+    size_t cap = 64 + 40u * 20000, n = 0;
+    char *text = malloc(cap);
+    n += (size_t)sprintf(text, "model: m\ninputs: [{name: x, shape: [1, 4]}]\nlayers:\n");
+    for (int i = 0; i < 10000; i++) n += (size_t)sprintf(text + n, "  - &a%d {op: relu}\n  - *a%d\n", i, i);
+    dl_graph *g;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_model_parse_yaml(text, n, "anchors.yaml", &g, &err), DL_OK, "%s", err.msg);
+    cr_expect_eq(g->n_nodes, 20000);
+    dl_graph_free(g);
+    free(text);
+}
+
 Test(bad_inputs, unreadable_model_file) {
     dl_graph *g;
     dl_error err;
@@ -235,6 +351,17 @@ static const bad_st sts[] = {
     {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4]}}", 32, "'data_offsets' must be [begin, end]"},
     {"{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32.5]}}", 32,
      "data_offsets must be non-negative integers"},
+    /* overlaps: each tensor is checked against the furthest end before it, and an empty tensor
+     * (which holds no byte) between two others no longer hides their overlap */
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"e\":{\"dtype\":\"F32\",\"shape\":[0],"
+     "\"data_offsets\":[8,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+     12, "tensors 'a' and 'b' overlap in the data section"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"e\":{\"dtype\":\"F32\",\"shape\":[0],"
+     "\"data_offsets\":[4,4]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[6,14]}}",
+     16, "tensors 'a' and 'b' overlap in the data section"},
+    {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"c\":{\"dtype\":\"F32\",\"shape\":[1],"
+     "\"data_offsets\":[4,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}",
+     16, "tensors 'a' and 'c' overlap in the data section"},
 };
 
 static dl_graph *tiny(void) {

@@ -363,6 +363,39 @@ Test(cli, named_inputs_and_outputs) {
     free(path);
 }
 
+/* A model may have more outputs than the 64 inputs the CLI takes: --output NAME=FILE finds any of
+ * them (the names once went into a fixed array of 64, and the 65th was read past its end). */
+Test(cli, an_output_past_the_64th_by_name) {
+    size_t cap = 8192, n = 0;
+    char *model = malloc(cap);
+    n += (size_t)snprintf(model, cap,
+                          "model: many\ninputs: [{name: x, shape: [1, 4]}]\nlayers:\n  - {name: r1, op: relu}\n");
+    for (int k = 2; k <= 100; k++)
+        n += (size_t)snprintf(model + n, cap - n, "  - {name: r%d, op: add, inputs: [r%d, r1]}\n", k, k - 1);
+    n += (size_t)snprintf(model + n, cap - n, "outputs: [");
+    for (int k = 1; k <= 100; k++) n += (size_t)snprintf(model + n, cap - n, "%sr%d", k > 1 ? ", " : "", k);
+    snprintf(model + n, cap - n, "]\n");
+    char *path = tu_write_temp(".yaml", model, strlen(model));
+    float x[4] = {-1, 0.5f, 2, -3};
+    int64_t shape[2] = {1, 4};
+    char fx[] = "/tmp/dlrun-x-XXXXXX.npy", fy[] = "/tmp/dlrun-y-XXXXXX.npy";
+    close(mkstemps(fx, 4)), close(mkstemps(fy, 4));
+    dl_error err;
+    cr_assert_eq(dl_npy_write(fx, x, shape, 2, &err), DL_OK);
+    char *args, *out;
+    cr_assert(asprintf(&args, "%s --input %s --output r90=%s", path, fx, fy) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    free(out);
+    free(args);
+    int64_t ys[8];
+    int nd;
+    float *y = read_npy(fy, ys, &nd);
+    for (int i = 0; i < 4; i++) cr_expect_eq(y[i], 90 * (x[i] > 0 ? x[i] : 0), "r90 = 90 relu(x) at %d: %g", i, y[i]);
+    free(y);
+    unlink(fx), unlink(fy), unlink(path);
+    free(path), free(model);
+}
+
 /* The option tables (core/cli/options.c): each failure names the option, says what it wants,
  * points at the command's --help and exits 2. */
 static void expect_usage_error(const char *args, const char *message, const char *hint) {

@@ -2,16 +2,19 @@
  * ops and memory domains the test sets (tests/plugins/fake_backend.c): the choice follows the
  * measured times, transfer costs tip it, a small op between two device ops stays on the device,
  * pins and --backend are obeyed, --no-fallback errors, and the timing cache hits, misses,
- * survives corruption and --retune; backends sharing a device hand it over in order. */
+ * survives corruption and --retune, holds each key once; backends sharing a device hand it over in
+ * order. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dlrun/dlrun.h"
 #include "test_util.h"
+#include "timing_cache.h"
 
 /* The CLI also loads the cpu plugin from its default folder: three candidates per op there. */
 #define FAKES DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so"
@@ -133,6 +136,53 @@ Test(placement, small_op_between_device_ops_stays_on_the_device) {
     expect_placement(chain3, "fakedev fakecpu fakedev", NULL);
 }
 
+/* 2,000 layers all reading the input (placement's DAG path; the input's readers are tracked per
+ * backend in a tree, not walked for every move): layers alternate relu and dropout, and when the
+ * device runs only relu, each op goes where it runs fastest and the input is copied once. */
+static void fan_out(const char *want_relu, const char *want_dropout) {
+    enum { N = 2000 };
+    size_t cap = 64 + N * 48, n = 0;
+    char *yaml = malloc(cap);
+    n += (size_t)snprintf(yaml, cap, "model: fan\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n");
+    for (int i = 0; i < N; i++)
+        n += (size_t)snprintf(yaml + n, cap - n, "  - {op: %s, inputs: [x]}\n", i % 2 ? "dropout" : "relu");
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(yaml, NULL, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        cr_assert_str_eq(pi.chosen, i % 2 ? want_dropout : want_relu, "layer %d (%s)", i, pi.op);
+    }
+    int copies = 0;
+    for (int i = 0; i < dl_session_step_count(s); i++) {
+        dl_step_info si;
+        dl_session_step(s, i, &si);
+        copies += si.kind == DL_STEP_COPY;
+    }
+    cr_expect_leq(copies, 2, "the input copied in once and the output back, not per layer: %d", copies);
+    dl_tensor in = *dl_session_input(s, 0);
+    float x[512];
+    tu_fill_uniform(x, 512, 3, -1, 1);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    close_all(s, m, ctx);
+    free(yaml);
+}
+
+Test(placement, one_input_read_by_2000_layers) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_US", "10", 1);
+    setenv("DLFAKE_FAKECPU_US", "300", 1);
+    fan_out("fakedev", "fakedev");
+    setenv("DLFAKE_FAKEDEV_OPS", "RELU", 1);
+    fresh_cache();
+    fan_out("fakedev", "fakecpu");
+}
+
 static const char residual[] = "model: res\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
                                "  - {name: a, op: relu}\n  - {name: b, op: dropout}\n  - {name: c, op: relu}\n"
                                "  - {name: s, op: add, inputs: [c, a]}\n  - {name: r, op: relu}\n";
@@ -227,6 +277,52 @@ static int dlrun(const char *args, char **out) {
     int rc = tu_run(cmd, out);
     free(cmd);
     return rc;
+}
+
+/* How many times `needle` occurs in the file at path. */
+static int occurrences(const char *path, const char *needle) {
+    char *out = NULL, cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -o '%s' %s | wc -l", needle, path);
+    cr_assert_eq(tu_run(cmd, &out), 0);
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+/* Each key is held once: a file with a key twice is refused (and rebuilt), since either time
+ * could be the stale one; put replaces a key's time, so get never returns an older one. */
+Test(placement, timing_cache_keys_are_unique) {
+    fresh_cache();
+    char path[256], warn[600];
+    snprintf(path, sizeof path, "%s/dlrun", cache_dir);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", cache_dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"format\": \"dlrun-timing-cache\", \"version\": 1, \"entries\": {\"k\": 1, \"j\": 2, \"k\": 3}}", f);
+    fclose(f);
+    dl_tcache *c = dl_tcache_open(0, warn, sizeof warn);
+    cr_assert(c);
+    cr_expect(strstr(warn, "is unusable (a key appears twice); rebuilding it"), "%s", warn);
+    double ms = -1;
+    cr_expect_eq(dl_tcache_get(c, "k", &ms), 0, "nothing from a refused file is used");
+    cr_expect_eq(dl_tcache_get(c, "j", &ms), 0);
+    dl_tcache_put(c, "k", 5);
+    dl_tcache_put(c, "k", 6);
+    cr_expect(dl_tcache_get(c, "k", &ms) && ms == 6, "put replaces: %g", ms);
+    cr_expect(dl_tcache_save(c, warn, sizeof warn), "%s", warn);
+    dl_tcache_free(c);
+    cr_expect_eq(occurrences(path, "\"k\""), 1, "the file holds the key once");
+    c = dl_tcache_open(0, warn, sizeof warn);
+    cr_expect_str_empty(warn);
+    cr_expect(dl_tcache_get(c, "k", &ms) && ms == 6, "read back: %g", ms);
+    dl_tcache_put(c, "k", 7); /* and replacing a time read from the file */
+    cr_expect(dl_tcache_get(c, "k", &ms) && ms == 7, "put after reading: %g", ms);
+    cr_expect(dl_tcache_save(c, warn, sizeof warn), "%s", warn);
+    dl_tcache_free(c);
+    cr_expect_eq(occurrences(path, "\"k\""), 1);
+    c = dl_tcache_open(0, warn, sizeof warn);
+    cr_expect(dl_tcache_get(c, "k", &ms) && ms == 7, "read back: %g", ms);
+    dl_tcache_free(c);
 }
 
 Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_safe) {

@@ -217,19 +217,21 @@ static int match_inputs(const cli_options *o, const dl_session *s, const char **
 
 /* Writes each --output: a plain FILE takes the first output, NAME=FILE the one named. */
 static int write_outputs(const cli_options *o, const dl_session *s) {
-    int n = dl_session_output_count(s);
-    const char *names[64];
-    for (int i = 0; i < n && i < 64; i++) names[i] = dl_session_output_name(s, i);
-    for (int a = 0; a < o->n_outputs; a++) {
+    int n = dl_session_output_count(s), rc = 0;
+    const char **names = malloc(((size_t)n + 1) * sizeof *names); /* a model may have any number */
+    if (!names) return EXIT_RUNTIME;
+    for (int i = 0; i < n; i++) names[i] = dl_session_output_name(s, i);
+    for (int a = 0; !rc && a < o->n_outputs; a++) {
         const char *file;
         int i = split_named(o->outputs[a], names, n, &file);
         if (i < 0) i = 0;
         const dl_tensor *y = dl_session_output(s, i);
         dl_error err;
         dl_status st = dl_npy_write(file, y->data, y->shape, y->ndim, &err);
-        if (st != DL_OK) return fail(st, &err);
+        if (st != DL_OK) rc = fail(st, &err);
     }
-    return 0;
+    free(names);
+    return rc;
 }
 
 /* A progress line on a terminal while placement times ops (never when stderr is a file). */

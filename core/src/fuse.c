@@ -23,9 +23,12 @@ static int uses(const dl_graph *g, int v) { return dl_graph_consumers(g, v) + dl
 static int is_weight(const dl_graph *g, int v) { return g->values[v].kind == DL_VALUE_WEIGHT; }
 
 static float *owned(dl_fusion *f, size_t n) {
-    float **list = realloc(f->owned, (size_t)(f->n_owned + 1) * sizeof *list);
-    if (!list) return NULL;
-    f->owned = list;
+    if (f->n_owned == f->cap_owned) {
+        int cap = f->cap_owned ? 2 * f->cap_owned : 16;
+        float **list = realloc(f->owned, (size_t)cap * sizeof *list);
+        if (!list) return NULL;
+        f->owned = list, f->cap_owned = cap;
+    }
     float *p = malloc(n * sizeof *p);
     if (p) f->owned[f->n_owned++] = p, f->owned_bytes += n * sizeof *p;
     return p;

@@ -9,6 +9,7 @@
 #define DLRUN_GRAPH_H
 
 #include "dlrun/plugin.h"
+#include "names.h"
 #include "op_table.h"
 
 /* Where in the model file something was declared, for error messages. */
@@ -60,6 +61,11 @@ typedef struct dl_graph {
     int n_inputs;
     int *outputs; /* value indices of model outputs */
     int n_outputs;
+    /* Indexes, so that no look-up scans the model (a model may have 10^5 layers): */
+    dl_names value_names;     /* value name -> its index, kept by dl_graph_add_value */
+    int *reader_start;        /* dl_graph_index: value v is read by the node inputs listed in */
+    int *reader_node;         /* reader_node[reader_start[v] .. reader_start[v + 1]) (node indices) */
+    unsigned char *is_output; /* dl_graph_index: per value, 1 if it is one of the model's outputs */
 } dl_graph;
 
 dl_graph *dl_graph_new(void);
@@ -67,10 +73,15 @@ void dl_graph_free(dl_graph *g);
 /* Append a value / node; return its index, or -1 when out of memory. Strings are copied. */
 int dl_graph_add_value(dl_graph *g, const char *name, dl_value_kind kind, dl_srcloc loc);
 int dl_graph_add_node(dl_graph *g, const char *name, dl_op_kind kind, dl_srcloc loc);
-/* Index of the value with this name, or -1. */
+/* Index of the value with this name, or -1 (a hash look-up). */
 int dl_graph_find_value(const dl_graph *g, const char *name);
-/* How many node inputs read value v; 1 if v is one of the model's outputs, else 0. */
+/* Once the nodes, their inputs and the outputs are final: the per-value readers and output flags
+ * that the two calls below read in constant time (without it they scan the graph). The YAML
+ * reader calls it last; 0 when out of memory. */
+int dl_graph_index(dl_graph *g);
+/* How many node inputs read value v (a node reading it twice counts twice). */
 int dl_graph_consumers(const dl_graph *g, int v);
+/* 1 if v is one of the model's outputs, else 0. */
 int dl_graph_is_output(const dl_graph *g, int v);
 
 /* "file:line:col: " prefix for messages about something declared at loc. */

@@ -1,5 +1,12 @@
-/* model_yaml.c — reads a YAML model (docs/model-format.md) into a dl_graph with libyaml's document
- * API. Every error is one line, "path:line:col: what is wrong", at the offending node. */
+/* model_yaml.c — reads a YAML model (docs/model-format.md) into a dl_graph: libyaml's parser
+ * events are built into a libyaml document (below, not with yaml_parser_load), which is then read
+ * node by node. Every error is one line, "path:line:col: what is wrong", at the offending node.
+ *
+ * Hostile files stay cheap: the nesting depth is limited (MAX_DEPTH) while parsing, since
+ * libyaml's scanner costs time quadratic in the depth of flow collections ('[' * 10^6 ran for
+ * minutes); anchors are found through a hash table (yaml_parser_load scans a list for each one);
+ * a layer's mapping is refused before it is searched when it has more keys than any op takes, so
+ * aliases cannot make the reader walk one huge mapping many times; names are looked up hashed. */
 #define _POSIX_C_SOURCE 200809L
 #include "model_yaml.h"
 
@@ -14,6 +21,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
+
+#include "names.h"
+
+/* How deeply collections may nest: a model needs 4 (the file, layers, a layer, its inputs). */
+#define MAX_DEPTH 64
+/* The longest name of an input, constant or layer: a weight is named "<layer>.<suffix>". */
+#define MAX_NAME 255
+/* The most layers a model may have, and YAML nodes (scalars, lists, mappings) a file may hold:
+ * each layer costs a few KiB of bookkeeping in the model and in each session, each node ~160
+ * bytes while reading, so a hostile file stays within about 1 GiB. */
+#define MAX_LAYERS 250000
+#define MAX_NODES 4000000
 
 typedef struct reader {
     const char *path;
@@ -61,6 +80,14 @@ static dl_status get_string(reader *r, const yaml_node_t *n, const char *what, c
     return DL_OK;
 }
 
+/* A name something else is named after: a non-empty string of at most MAX_NAME bytes. */
+static dl_status get_name(reader *r, const yaml_node_t *n, const char *what, const char **out) {
+    dl_status st = get_string(r, n, what, out);
+    if (st == DL_OK && n->data.scalar.length > MAX_NAME)
+        return failat(r, n, "%s longer than %d characters (%zu)", what, MAX_NAME, n->data.scalar.length);
+    return st;
+}
+
 static dl_status get_int(reader *r, const yaml_node_t *n, const char *what, long lo, long hi, int *out) {
     const char *s = scalar(n);
     if (!s) return failat(r, n, "%s must be an integer, not %s", what, kind_name(n));
@@ -69,7 +96,7 @@ static dl_status get_int(reader *r, const yaml_node_t *n, const char *what, long
     long v = strtol(s, &end, 10);
     if (!*s || *end || errno) return failat(r, n, "%s must be an integer, not '%s'", what, s);
     if (v < lo || v > hi) {
-        if (hi == INT_MAX) return failat(r, n, "%s must be at least %ld, not %ld", what, lo, v);
+        if (hi == INT_MAX && v < lo) return failat(r, n, "%s must be at least %ld, not %ld", what, lo, v);
         return failat(r, n, "%s must be between %ld and %ld, not %ld", what, lo, hi, v);
     }
     *out = (int)v;
@@ -189,7 +216,7 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
     if (!name) return failat(r, m, "%s needs 'name'", what);
     if (!shape) return failat(r, m, "%s needs 'shape'", what);
     const char *nm = NULL;
-    dl_status st = get_string(r, name, constant ? "constant name" : "input name", &nm);
+    dl_status st = get_name(r, name, constant ? "constant name" : "input name", &nm);
     if (st != DL_OK) return st;
     if (dl_graph_find_value(r->g, nm) >= 0) return failat(r, name, "duplicate name '%s'", nm);
     if (shape->type != YAML_SEQUENCE_NODE)
@@ -215,10 +242,7 @@ static dl_status read_tensor_decl(reader *r, yaml_node_t *m, int constant) {
         r->g->values[v].init = DL_INIT_UNIFORM;
         return DL_OK;
     }
-    int *p = realloc(r->g->inputs, (size_t)(r->g->n_inputs + 1) * sizeof *p);
-    if (!p) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
-    r->g->inputs = p;
-    p[r->g->n_inputs++] = v;
+    r->g->inputs[r->g->n_inputs++] = v; /* room for every entry of `inputs:` (read_document) */
     return DL_OK;
 }
 
@@ -431,8 +455,9 @@ static dl_status finish_params(reader *r, yaml_node_t *m, layer_ctx *lc) {
 }
 
 static dl_status add_weight(reader *r, int node, const char *suffix, int init) {
-    char name[512];
-    snprintf(name, sizeof name, "%s.%s", r->g->nodes[node].name, suffix);
+    char name[2 * MAX_NAME + 2];
+    if (snprintf(name, sizeof name, "%s.%s", r->g->nodes[node].name, suffix) >= (int)sizeof name)
+        return failat(r, NULL, "weight name '%s.%s' is too long", r->g->nodes[node].name, suffix);
     if (dl_graph_find_value(r->g, name) >= 0)
         return failat(r, NULL, "weight name '%s' is used twice (rename one of the layers)", name);
     int v = dl_graph_add_value(r->g, name, DL_VALUE_WEIGHT, r->g->nodes[node].loc);
@@ -483,6 +508,9 @@ static dl_status read_inputs(reader *r, yaml_node_t *m, layer_ctx *lc, int prev,
 
 static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     if (m->type != YAML_MAPPING_NODE) return failat(r, m, "each layer must be a mapping, not %s", kind_name(m));
+    long keys = (long)(m->data.mapping.pairs.top - m->data.mapping.pairs.start);
+    if (keys > MAX_ATTRS + 4) /* before `lookup` walks it: an alias may name one mapping many times */
+        return failat(r, m, "layer %d has %ld keys; a layer has at most %d", index + 1, keys, MAX_ATTRS + 4);
     yaml_node_t *opn = lookup(r, m, "op");
     if (!opn) return failat(r, m, "layer %d needs 'op'", index + 1);
     const char *ops = NULL;
@@ -498,11 +526,11 @@ static dl_status read_layer(reader *r, yaml_node_t *m, int index, int prev) {
     const char *name = defname;
     snprintf(defname, sizeof defname, "%s_%d", ops, index + 1);
     yaml_node_t *nn = lookup(r, m, "name");
-    if (nn && (st = get_string(r, nn, "name", &name)) != DL_OK) return st;
-    for (int i = 0; i < r->g->n_nodes; i++)
-        if (!strcmp(r->g->nodes[i].name, name)) return failat(r, nn ? nn : m, "duplicate layer name '%s'", name);
-    if (dl_graph_find_value(r->g, name) >= 0)
-        return failat(r, nn ? nn : m, "layer name '%s' is already used by an input or weight", name);
+    if (nn && (st = get_name(r, nn, "layer name", &name)) != DL_OK) return st;
+    int used = dl_graph_find_value(r->g, name); /* a layer's output value has the layer's name */
+    if (used >= 0 && r->g->values[used].kind == DL_VALUE_ACTIVATION)
+        return failat(r, nn ? nn : m, "duplicate layer name '%s'", name);
+    if (used >= 0) return failat(r, nn ? nn : m, "layer name '%s' is already used by an input or weight", name);
     int ni = dl_graph_add_node(r->g, name, (dl_op_kind)kind, loc_of(m));
     if (ni < 0) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     layer_ctx lc = {ni, dl_op_def_of(kind), 0, {0}, NULL};
@@ -548,6 +576,7 @@ static dl_status finish_model(reader *r) {
             n->params.attrs.axis += g->values[n->inputs[0]].shape.ndim;
         if (row->resolve) row->resolve(&n->params, g->values[n->inputs[0]].shape.ndim);
     }
+    if (st == DL_OK && !dl_graph_index(g)) st = dl_fail(r->err, DL_E_NOMEM, "out of memory");
     return st;
 }
 
@@ -594,6 +623,8 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
     if (t.inputs->type != YAML_SEQUENCE_NODE ||
         t.inputs->data.sequence.items.top == t.inputs->data.sequence.items.start)
         return failat(r, t.inputs, "inputs must be a non-empty list");
+    size_t n_in = (size_t)(t.inputs->data.sequence.items.top - t.inputs->data.sequence.items.start);
+    if (!(r->g->inputs = malloc(n_in * sizeof *r->g->inputs))) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
     for (yaml_node_item_t *i = t.inputs->data.sequence.items.start; i < t.inputs->data.sequence.items.top; i++)
         if ((st = read_tensor_decl(r, node(r, *i), 0)) != DL_OK) return st;
     if (t.constants) {
@@ -606,6 +637,9 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
     if (t.layers->type != YAML_SEQUENCE_NODE ||
         t.layers->data.sequence.items.top == t.layers->data.sequence.items.start)
         return failat(r, t.layers, "layers must be a non-empty list");
+    if (t.layers->data.sequence.items.top - t.layers->data.sequence.items.start > MAX_LAYERS)
+        return failat(r, t.layers, "more than %d layers (%ld)", MAX_LAYERS,
+                      (long)(t.layers->data.sequence.items.top - t.layers->data.sequence.items.start));
     int prev = r->g->inputs[0], index = 0;
     for (yaml_node_item_t *i = t.layers->data.sequence.items.start; i < t.layers->data.sequence.items.top;
          i++, index++) {
@@ -636,29 +670,172 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
     return finish_model(r);
 }
 
+/* ---- building the document from parser events ---- */
+
+/* One open collection while building. */
+typedef struct open_node {
+    int id;              /* its node in the document */
+    int key;             /* a mapping's key waiting for its value, or 0 */
+    yaml_char_t *anchor; /* its anchor, registered when it is complete (so it cannot hold itself) */
+} open_node;
+
+typedef struct builder {
+    const char *path;
+    yaml_document_t *doc;
+    open_node open[MAX_DEPTH];
+    int depth;
+    dl_names anchors; /* anchor -> node id */
+    char **names;     /* the anchors' strings (the map's keys) */
+    int n_names, cap_names;
+    dl_error *err;
+} builder;
+
+static dl_status built_fail(builder *b, yaml_mark_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static dl_status built_fail(builder *b, yaml_mark_t at, const char *fmt, ...) {
+    char msg[DL_ERROR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return dl_fail(b->err, DL_E_INVALID, "%s:%lu:%lu: %s", b->path, (unsigned long)at.line + 1,
+                   (unsigned long)at.column + 1, msg);
+}
+
+/* Records anchor -> id for the node at `at`; takes the anchor string. */
+static dl_status add_anchor(builder *b, yaml_mark_t at, yaml_char_t *anchor, int id) {
+    if (!anchor) return DL_OK;
+    if (b->n_names == b->cap_names) {
+        int cap = b->cap_names ? 2 * b->cap_names : 16;
+        char **p = realloc(b->names, (size_t)cap * sizeof *p);
+        if (!p) return free(anchor), dl_fail(b->err, DL_E_NOMEM, "out of memory");
+        b->names = p, b->cap_names = cap;
+    }
+    b->names[b->n_names++] = (char *)anchor;
+    int added = dl_names_add(&b->anchors, (const char *)anchor, id);
+    if (added < 0) return dl_fail(b->err, DL_E_NOMEM, "out of memory");
+    if (!added) return built_fail(b, at, "malformed YAML: anchor '&%s' is defined twice", (const char *)anchor);
+    return DL_OK;
+}
+
+/* Sets a new node's position in the file (the document API leaves it zero). */
+static void place_node(builder *b, int id, const yaml_event_t *e) {
+    b->doc->nodes.start[id - 1].start_mark = e->start_mark;
+    b->doc->nodes.start[id - 1].end_mark = e->end_mark;
+}
+
+/* Appends node id to the open collection, if any (else it is the root, node 1). */
+static dl_status attach(builder *b, int id) {
+    if (!b->depth) return DL_OK;
+    open_node *o = &b->open[b->depth - 1];
+    yaml_node_t *parent = yaml_document_get_node(b->doc, o->id);
+    int ok = 1;
+    if (parent->type == YAML_SEQUENCE_NODE) ok = yaml_document_append_sequence_item(b->doc, o->id, id);
+    else if (!o->key) o->key = id;
+    else ok = yaml_document_append_mapping_pair(b->doc, o->id, o->key, id), o->key = 0;
+    return ok ? DL_OK : dl_fail(b->err, DL_E_NOMEM, "out of memory");
+}
+
+/* Handles one event of the first document; *done when it has ended. */
+static dl_status build_event(builder *b, yaml_event_t *e, int *done) {
+    int id = 0;
+    dl_status st;
+    switch (e->type) {
+    case YAML_STREAM_START_EVENT:
+    case YAML_DOCUMENT_START_EVENT: return DL_OK;
+    case YAML_STREAM_END_EVENT:
+    case YAML_DOCUMENT_END_EVENT: *done = 1; return DL_OK;
+    case YAML_ALIAS_EVENT:
+        id = dl_names_find(&b->anchors, (const char *)e->data.alias.anchor);
+        if (id <= 0)
+            return built_fail(b, e->start_mark, "malformed YAML: alias '*%s' names no complete anchor before it",
+                              (const char *)e->data.alias.anchor);
+        return attach(b, id);
+    case YAML_SCALAR_EVENT: {
+        if (e->data.scalar.length > INT_MAX) return built_fail(b, e->start_mark, "a scalar of over 2 GiB");
+        if (b->doc->nodes.top - b->doc->nodes.start >= MAX_NODES)
+            return built_fail(b, e->start_mark, "more than %d YAML values, lists and mappings", MAX_NODES);
+        id = yaml_document_add_scalar(b->doc, e->data.scalar.tag, e->data.scalar.value, (int)e->data.scalar.length,
+                                      e->data.scalar.style);
+        if (!id) return dl_fail(b->err, DL_E_NOMEM, "out of memory");
+        place_node(b, id, e);
+        yaml_char_t *anchor = e->data.scalar.anchor;
+        e->data.scalar.anchor = NULL; /* now b's */
+        if ((st = add_anchor(b, e->start_mark, anchor, id)) != DL_OK) return st;
+        return attach(b, id);
+    }
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT: {
+        if (b->depth == MAX_DEPTH) return built_fail(b, e->start_mark, "nesting deeper than %d levels", MAX_DEPTH);
+        if (b->doc->nodes.top - b->doc->nodes.start >= MAX_NODES)
+            return built_fail(b, e->start_mark, "more than %d YAML values, lists and mappings", MAX_NODES);
+        int seq = e->type == YAML_SEQUENCE_START_EVENT;
+        yaml_char_t **anchor = seq ? &e->data.sequence_start.anchor : &e->data.mapping_start.anchor;
+        id = seq ? yaml_document_add_sequence(b->doc, e->data.sequence_start.tag, e->data.sequence_start.style)
+                 : yaml_document_add_mapping(b->doc, e->data.mapping_start.tag, e->data.mapping_start.style);
+        if (!id) return dl_fail(b->err, DL_E_NOMEM, "out of memory");
+        place_node(b, id, e);
+        if ((st = attach(b, id)) != DL_OK) return st;
+        b->open[b->depth++] = (open_node){id, 0, *anchor};
+        *anchor = NULL; /* now b's */
+        return DL_OK;
+    }
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT: {
+        open_node *o = &b->open[--b->depth];
+        b->doc->nodes.start[o->id - 1].end_mark = e->end_mark;
+        yaml_char_t *anchor = o->anchor;
+        o->anchor = NULL;
+        return add_anchor(b, b->doc->nodes.start[o->id - 1].start_mark, anchor, o->id);
+    }
+    default: return DL_OK;
+    }
+}
+
+/* Parses the first document of text into doc (no root node for an empty stream). */
+static dl_status build_document(const char *text, size_t len, const char *path, yaml_document_t *doc, dl_error *err) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (!yaml_document_initialize(doc, NULL, NULL, NULL, 1, 1)) {
+        yaml_parser_delete(&parser);
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    builder b = {.path = path, .doc = doc, .err = err};
+    dl_status st = DL_OK;
+    for (int done = 0; st == DL_OK && !done;) {
+        yaml_event_t e;
+        if (!yaml_parser_parse(&parser, &e)) {
+            st = dl_fail(err, DL_E_INVALID, "%s:%lu:%lu: malformed YAML: %s%s%s", path,
+                         (unsigned long)parser.problem_mark.line + 1, (unsigned long)parser.problem_mark.column + 1,
+                         parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
+                         parser.context ? parser.context : "");
+            break;
+        }
+        st = build_event(&b, &e, &done);
+        yaml_event_delete(&e);
+    }
+    for (int i = 0; i < b.depth; i++) free(b.open[i].anchor);
+    for (int i = 0; i < b.n_names; i++) free(b.names[i]);
+    free(b.names);
+    dl_names_free(&b.anchors);
+    yaml_parser_delete(&parser);
+    if (st != DL_OK) yaml_document_delete(doc);
+    return st;
+}
+
 dl_status dl_model_parse_yaml(const char *text, size_t len, const char *path, dl_graph **out, dl_error *err) {
     *out = NULL;
-    yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        dl_status st = dl_fail(
-            err, DL_E_INVALID, "%s:%lu:%lu: malformed YAML: %s%s%s", path, (unsigned long)parser.problem_mark.line + 1,
-            (unsigned long)parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error",
-            parser.context ? " " : "", parser.context ? parser.context : "");
-        yaml_parser_delete(&parser);
-        return st;
-    }
+    dl_status st = build_document(text, len, path, &doc, err);
+    if (st != DL_OK) return st;
     dl_graph *g = dl_graph_new();
-    dl_status st = g ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (!g) st = dl_fail(err, DL_E_NOMEM, "out of memory");
     if (g && !(g->path = strdup(path))) st = dl_fail(err, DL_E_NOMEM, "out of memory");
     if (st == DL_OK) {
         reader r = {path, &doc, g, err};
         st = read_document(&r, yaml_document_get_root_node(&doc));
     }
     yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
     if (st != DL_OK) {
         dl_graph_free(g);
         return st;

@@ -14,9 +14,13 @@
  *    concat) dlrun runs coordinate descent on the same cost from several starts (each backend
  *    wherever it can run, and the fastest per op) and keeps the best: not guaranteed optimal, but
  *    it never moves a lone op off a device when the copies cost more than the op saves, since
- *    every move is judged on the whole model's cost. docs/placement.md has the details. */
+ *    every move is judged on the whole model's cost. docs/placement.md has the details.
+ * A move is judged by the costs it changes (the node's op and the values it reads and writes),
+ * found through the graph's reader lists, so placing a model of 10^5 layers stays near-linear. */
 #define _GNU_SOURCE
 #include <float.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,11 +238,20 @@ typedef struct planner {
     int n; /* nodes */
     const dl_backend *be[MAX_CAND * 4];
     int nbe;
-    double *t;                /* t[node * nbe + b]: op time, < 0 if not a candidate */
-    xfer x[MAX_CAND * 4];     /* per backend (device ones) */
-    size_t esz[MAX_CAND * 4]; /* per backend: bytes per element it stores (4, or 2 at f16/bf16) */
-    double cast_ms_per_elem;  /* converting between dtypes, measured in host memory */
+    double *t;                        /* t[node * nbe + b]: op time, < 0 if not a candidate */
+    xfer x[MAX_CAND * 4];             /* per backend (device ones) */
+    size_t esz[MAX_CAND * 4];         /* per backend: bytes per element it stores (4, or 2 at f16/bf16) */
+    double cast_ms_per_elem;          /* converting between dtypes, measured in host memory */
+    uint64_t domain_of[MAX_CAND * 4]; /* per backend: the backends sharing its memory domain (bits) */
+    /* Values read by more than MANY_READERS nodes: per value, a segment tree over its readers (in
+     * node order) of the backends they run on (bit masks), kept by set_backend, so the first
+     * reader in each domain is found without walking all readers (one input read by 10^5 layers). */
+    int *tree;      /* per value: offset of its tree in mask, or -1 */
+    int *leaves;    /* per value: its tree's leaf count (a power of two) */
+    uint64_t *mask; /* the trees: node k's children are 2k and 2k + 1, leaves from `leaves` on */
 } planner;
+
+#define MANY_READERS 32
 
 /* Time per element of an f32 -> bf16 conversion in host memory (the host converts where a backend
  * cannot; a device converting is faster, so this errs on the side of fewer casts). */
@@ -289,30 +302,135 @@ static double to_host(const planner *p, int d, size_t bytes) {
     return c + (on_host(p->be[d]) ? 0 : p->x[d].lat_ms + p->x[d].ms_per_byte * n * (double)p->esz[d]);
 }
 
-/* Total cost of an assignment (backend index per node): op times, plus each activation copied
- * once into each other domain that reads it, plus model outputs brought back to host memory. */
-static double total_cost(const planner *p, const int *as) {
+/* ---- readers by backend (planner.tree) ---- */
+
+static void trees_free(planner *p) {
+    free(p->tree), free(p->leaves), free(p->mask);
+    p->tree = p->leaves = NULL, p->mask = NULL;
+}
+
+/* Builds the trees of the values with many readers for assignment as; without memory, none (the
+ * costs then walk every reader: slower, the same). */
+static void trees_build(planner *p, const int *as) {
     const dl_graph *g = p->s->g;
+    trees_free(p);
+    size_t total = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        int k = dl_graph_consumers(g, v), size = 1;
+        while (k > MANY_READERS && size < k) size *= 2;
+        if (k > MANY_READERS) total += 2 * (size_t)size;
+    }
+    if (!total || total > INT_MAX) return;
+    p->tree = malloc((size_t)g->n_values * sizeof *p->tree);
+    p->leaves = malloc((size_t)g->n_values * sizeof *p->leaves);
+    p->mask = calloc(total, sizeof *p->mask);
+    if (!p->tree || !p->leaves || !p->mask) {
+        trees_free(p);
+        return;
+    }
+    int at = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        int k = dl_graph_consumers(g, v), size = 1;
+        p->tree[v] = -1;
+        if (k <= MANY_READERS) continue;
+        while (size < k) size *= 2;
+        uint64_t *m = p->mask + at;
+        for (int j = 0; j < k; j++) m[size + j] = 1ull << as[g->reader_node[g->reader_start[v] + j]];
+        for (int j = size - 1; j >= 1; j--) m[j] = m[2 * j] | m[2 * j + 1];
+        p->tree[v] = at, p->leaves[v] = size;
+        at += 2 * size;
+    }
+}
+
+/* as[i] := b, and node i's entries in the trees of the values it reads. */
+static void set_backend(const planner *p, int *as, int i, int b) {
+    as[i] = b;
+    if (!p->tree) return;
+    const dl_graph *g = p->s->g;
+    const dl_node *n = &g->nodes[i];
+    for (int j = 0; j < n->n_inputs; j++) {
+        int v = n->inputs[j];
+        if (p->tree[v] < 0) continue;
+        const int *r = g->reader_node + g->reader_start[v];
+        int lo = 0, hi = g->reader_start[v + 1] - g->reader_start[v];
+        while (lo < hi) { /* the first of node i's entries: readers are in node order */
+            int mid = lo + (hi - lo) / 2;
+            if (r[mid] < i) lo = mid + 1;
+            else hi = mid;
+        }
+        uint64_t *m = p->mask + p->tree[v];
+        for (int pos = lo; pos < g->reader_start[v + 1] - g->reader_start[v] && r[pos] == i; pos++)
+            for (int k = p->leaves[v] + pos; k >= 1; k /= 2)
+                m[k] = k >= p->leaves[v] ? 1ull << b : m[2 * k] | m[2 * k + 1];
+    }
+}
+
+/* Position (in v's reader list) of the first reader running on a backend in `set`, or -1. */
+static int first_reader(const planner *p, int v, uint64_t set) {
+    const uint64_t *m = p->mask + p->tree[v];
+    if (!(m[1] & set)) return -1;
+    int k = 1;
+    while (k < p->leaves[v]) k = m[2 * k] & set ? 2 * k : 2 * k + 1;
+    return k - p->leaves[v];
+}
+
+/* ---- costs ---- */
+
+/* Adds to *c the cost of activation (or input) v under an assignment (backend index per node):
+ * copied once into each other domain that reads it (by its first reader there, in node order),
+ * and brought back to host memory if it is a model output. Weights cost nothing here (copied
+ * once at session creation). */
+static void add_value_cost(const planner *p, const int *as, int v, double *c) {
+    const dl_graph *g = p->s->g;
+    const dl_value *val = &g->values[v];
+    if (val->kind == DL_VALUE_WEIGHT) return;
+    int src = val->producer >= 0 ? as[val->producer] : -1; /* -1: host (a model input) */
+    size_t bytes = dl_session_value_bytes(p->s, v);
+    int paid[MAX_CAND * 4] = {0}, host_has = src < 0 || on_host(p->be[src]);
+    int first[MAX_CAND * 4], n_first = 0; /* reader-list positions that may pay, in order */
+    if (p->tree && p->tree[v] >= 0) {     /* many readers: the first in each domain */
+        uint64_t seen = 0;
+        for (int b = 0; b < p->nbe; b++) {
+            if (seen >> b & 1) continue;
+            seen |= p->domain_of[b];
+            int pos = first_reader(p, v, p->domain_of[b]);
+            if (pos < 0) continue;
+            int k = n_first++;
+            for (; k > 0 && first[k - 1] > pos; k--) first[k] = first[k - 1];
+            first[k] = g->reader_start[v] + pos;
+        }
+    }
+    int all = !(p->tree && p->tree[v] >= 0), end = all ? g->reader_start[v + 1] : n_first;
+    for (int q = all ? g->reader_start[v] : 0; q < end; q++) { /* the nodes reading v */
+        int d = as[g->reader_node[all ? q : first[q]]], dup = 0;
+        for (int k = 0; k < p->nbe; k++) dup |= paid[k] && same_domain(p->be[k], p->be[d]);
+        if (dup || (src >= 0 ? same_domain(p->be[src], p->be[d]) : on_host(p->be[d]))) continue;
+        paid[d] = 1;
+        *c += src < 0 ? to_host(p, d, bytes) : move(p, src, d, bytes);
+        if (on_host(p->be[d])) host_has = 1;
+    }
+    if (dl_graph_is_output(g, v) && !host_has) *c += to_host(p, src, bytes);
+}
+
+/* Total cost of an assignment: op times plus every value's copies (add_value_cost). */
+static double total_cost(const planner *p, const int *as) {
     double c = 0;
     for (int i = 0; i < p->n; i++) c += p->t[i * p->nbe + as[i]];
-    for (int v = 0; v < g->n_values; v++) {
-        const dl_value *val = &g->values[v];
-        if (val->kind == DL_VALUE_WEIGHT) continue;            /* copied once at session creation */
-        int src = val->producer >= 0 ? as[val->producer] : -1; /* -1: host (a model input) */
-        size_t bytes = dl_session_value_bytes(p->s, v);
-        int paid[MAX_CAND * 4] = {0}, host_has = src < 0 || on_host(p->be[src]);
-        for (int i = 0; i < p->n; i++)
-            for (int j = 0; j < g->nodes[i].n_inputs; j++) {
-                if (g->nodes[i].inputs[j] != v) continue;
-                int d = as[i], dup = 0;
-                for (int k = 0; k < p->nbe; k++) dup |= paid[k] && same_domain(p->be[k], p->be[d]);
-                if (dup || (src >= 0 ? same_domain(p->be[src], p->be[d]) : on_host(p->be[d]))) continue;
-                paid[d] = 1;
-                c += src < 0 ? to_host(p, d, bytes) : move(p, src, d, bytes);
-                if (on_host(p->be[d])) host_has = 1;
-            }
-        if (dl_graph_is_output(g, v) && !host_has) c += to_host(p, src, bytes);
+    for (int v = 0; v < p->s->g->n_values; v++) add_value_cost(p, as, v, &c);
+    return c;
+}
+
+/* The part of total_cost that node i's backend changes: its op time and the copies of the values
+ * it reads or writes (each value once). */
+static double node_cost(const planner *p, const int *as, int i) {
+    const dl_node *n = &p->s->g->nodes[i];
+    double c = p->t[i * p->nbe + as[i]];
+    for (int j = 0; j < n->n_inputs; j++) {
+        int seen = 0;
+        for (int k = 0; k < j; k++) seen |= n->inputs[k] == n->inputs[j];
+        if (!seen) add_value_cost(p, as, n->inputs[j], &c);
     }
+    add_value_cost(p, as, n->output, &c);
     return c;
 }
 
@@ -374,23 +492,27 @@ static void choose_chain(planner *p, int *as) {
     free(best), free(from);
 }
 
-/* Coordinate descent on total_cost from one start; returns the cost reached. */
-static double descend(const planner *p, int *as) {
-    double cur = total_cost(p, as);
+/* Coordinate descent on total_cost from one start; returns the cost reached. A move of node i is
+ * judged by the change in node_cost(i) alone, which is the change in the total. */
+static double descend(planner *p, int *as) {
+    if (p->nbe > 1) trees_build(p, as);
     for (int improved = 1, rounds = 0; improved && rounds < 50; rounds++) {
         improved = 0;
         for (int i = 0; i < p->n; i++) {
             int keep = as[i];
+            double here = p->nbe > 1 ? node_cost(p, as, i) : 0;
             for (int b = 0; b < p->nbe; b++) {
                 if (b == keep || p->t[i * p->nbe + b] < 0) continue;
-                as[i] = b;
-                double c = total_cost(p, as);
-                if (c < cur - 1e-12) cur = c, keep = b, improved = 1;
+                set_backend(p, as, i, b);
+                double c = node_cost(p, as, i);
+                if (c - here < -1e-12) here = c, keep = b, improved = 1;
             }
-            as[i] = keep;
+            if (as[i] != keep) set_backend(p, as, i, keep);
         }
     }
-    return cur;
+    double c = total_cost(p, as); /* summed afresh: starts are compared on the same arithmetic */
+    trees_free(p);
+    return c;
 }
 
 static void choose_dag(planner *p, int *as) {
@@ -483,6 +605,8 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
     const dl_graph *g = s->g;
     int n = g->n_nodes, need_timing = 0;
     memset(pl, 0, sizeof *pl);
+    if (!g->reader_start) /* the costs read the graph's reader lists (dl_graph_index) */
+        return dl_fail(err, DL_E_INVALID, "model '%s' has no reader index (dl_graph_index)", g->name);
     pl->choice = calloc((size_t)n + 1, sizeof *pl->choice);
     pl->be = calloc((size_t)n + 1, sizeof *pl->be);
     if (!pl->choice || !pl->be) return dl_fail(err, DL_E_NOMEM, "out of memory");
@@ -524,6 +648,8 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
     dl_status st = measure_ops(s, pl, &p, cache, err);
     if (cache && !dl_tcache_save(cache, warn, sizeof warn)) host_warn(s, warn);
     dl_tcache_free(cache);
+    for (int a = 0; a < p.nbe; a++)
+        for (int b = 0; b < p.nbe; b++) p.domain_of[a] |= (uint64_t)same_domain(p.be[a], p.be[b]) << b;
     if (st == DL_OK) {
         if (is_chain(g)) choose_chain(&p, as);
         else choose_dag(&p, as);

@@ -1,5 +1,6 @@
 /* safetensors.c — maps a .safetensors file read-only and validates its header completely before
- * any tensor is used: lengths, JSON, dtypes, shapes, offsets, sizes, overlaps, duplicate names. */
+ * any tensor is used: lengths, JSON, dtypes, shapes, offsets, sizes, overlaps, duplicate names.
+ * Near-linear in the number of tensors: a header may list 10^5 of them. */
 #define _POSIX_C_SOURCE 200809L
 #include "safetensors.h"
 
@@ -33,7 +34,8 @@ static int dtype_size(const char *s) {
 static int cmp_begin(const void *a, const void *b) {
     const dl_st_tensor *x = a, *y = b;
     const char *px = x->data, *py = y->data;
-    return (px > py) - (px < py);
+    if (px != py) return (px > py) - (px < py);
+    return strcmp(x->name, y->name); /* names are unique: a fixed order, so a fixed message */
 }
 
 static int whole(const cJSON *n, double max, uint64_t *out) {
@@ -117,26 +119,31 @@ static dl_status parse_header(dl_safetensors *st, const char *text, size_t n, co
             if (!cJSON_IsObject(e)) rc = dl_fail(err, DL_E_INVALID, "%s: __metadata__ is not an object", st->path);
             continue;
         }
-        for (int i = 0; i < st->n_tensors; i++)
-            if (!strcmp(st->tensors[i].name, e->string)) {
-                rc = dl_fail(err, DL_E_INVALID, "%s: tensor '%s' appears twice in the header", st->path, e->string);
-                break;
-            }
+        if (dl_names_find(&st->index, e->string) >= 0)
+            rc = dl_fail(err, DL_E_INVALID, "%s: tensor '%s' appears twice in the header", st->path, e->string);
         if (rc == DL_OK) rc = parse_entry(st, e, data, data_len, &st->tensors[st->n_tensors], err);
         if (rc == DL_OK) st->n_tensors++;
+        if (rc == DL_OK && dl_names_add(&st->index, st->tensors[st->n_tensors - 1].name, st->n_tensors - 1) < 0)
+            rc = dl_fail(err, DL_E_NOMEM, "out of memory");
     }
     cJSON_Delete(root);
     if (rc != DL_OK || st->n_tensors < 2) return rc;
-    /* Overlap check on a copy sorted by start. */
+    /* Overlap check on a copy sorted by start: each non-empty tensor against the furthest end of
+     * those before it (not only its predecessor, which may be empty or end sooner). Empty tensors
+     * hold no byte, so they overlap nothing. */
     dl_st_tensor *sorted = malloc((size_t)st->n_tensors * sizeof *sorted);
     if (!sorted) return dl_fail(err, DL_E_NOMEM, "out of memory");
     memcpy(sorted, st->tensors, (size_t)st->n_tensors * sizeof *sorted);
     qsort(sorted, (size_t)st->n_tensors, sizeof *sorted, cmp_begin);
-    for (int i = 1; i < st->n_tensors && rc == DL_OK; i++) {
-        const char *prev_end = (const char *)sorted[i - 1].data + sorted[i - 1].nbytes;
-        if ((const char *)sorted[i].data < prev_end && sorted[i].nbytes && sorted[i - 1].nbytes)
+    const dl_st_tensor *furthest = NULL; /* the tensor, so far, whose bytes end last */
+    for (int i = 0; i < st->n_tensors && rc == DL_OK; i++) {
+        const dl_st_tensor *t = &sorted[i];
+        if (!t->nbytes) continue;
+        if (furthest && (const char *)t->data < (const char *)furthest->data + furthest->nbytes)
             rc = dl_fail(err, DL_E_INVALID, "%s: tensors '%s' and '%s' overlap in the data section", st->path,
-                         sorted[i - 1].name, sorted[i].name);
+                         furthest->name, t->name);
+        if (!furthest || (const char *)t->data + t->nbytes > (const char *)furthest->data + furthest->nbytes)
+            furthest = t;
     }
     free(sorted);
     return rc;
@@ -183,15 +190,15 @@ dl_status dl_safetensors_open(const char *path, dl_safetensors **out, dl_error *
 }
 
 const dl_st_tensor *dl_safetensors_find(const dl_safetensors *st, const char *name) {
-    for (int i = 0; i < st->n_tensors; i++)
-        if (!strcmp(st->tensors[i].name, name)) return &st->tensors[i];
-    return NULL;
+    int i = dl_names_find(&st->index, name);
+    return i >= 0 ? &st->tensors[i] : NULL;
 }
 
 void dl_safetensors_close(dl_safetensors *st) {
     if (!st) return;
     for (int i = 0; i < st->n_tensors; i++) free(st->tensors[i].name);
     free(st->tensors);
+    dl_names_free(&st->index);
     if (st->map) munmap(st->map, st->map_len);
     free(st->path);
     free(st);

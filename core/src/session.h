@@ -101,7 +101,7 @@ typedef struct dl_fusion {
                              a conv that had none), or -1 */
     const float **weight; /* value -> host weights folding computed (NULL: the bound ones) */
     float **owned;        /* what folding allocated */
-    int n_owned;
+    int n_owned, cap_owned;
     size_t owned_bytes; /* the bytes of owned, counted against the host's memory */
 } dl_fusion;
 

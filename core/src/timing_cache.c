@@ -1,6 +1,9 @@
 /* timing_cache.c — see timing_cache.h. The file is JSON:
  *   {"format": "dlrun-timing-cache", "version": 1, "entries": {"<key>": <milliseconds>, ...}}
- * Anything else is corrupt or foreign, and is rebuilt rather than trusted. */
+ * Anything else is corrupt or foreign, and is rebuilt rather than trusted. A key that appears
+ * twice in "entries" makes the file unusable too (which time would be right?): dlrun never
+ * writes one, so the file was edited or damaged. In memory each key is stored once (put replaces
+ * its time), in arrays with a hash index, so a cache of any size costs constant time per look-up. */
 #define _GNU_SOURCE
 #include "timing_cache.h"
 
@@ -15,14 +18,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "names.h"
+
 #define FORMAT "dlrun-timing-cache"
 #define VERSION 1
 
 struct dl_tcache {
     char *path;
-    cJSON *entries; /* object: key -> number */
+    char **keys; /* n entries, in the order they were read or put */
+    double *ms;
+    int n, cap;
+    dl_names index; /* key -> entry */
     int dirty;
 };
+
+/* Entry i := (key, ms), a new one if key is new; 0 when out of memory. */
+static int store(dl_tcache *c, const char *key, double ms) {
+    int i = dl_names_find(&c->index, key);
+    if (i >= 0) return c->ms[i] = ms, 1;
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 64;
+        char **k = realloc(c->keys, (size_t)cap * sizeof *k);
+        if (k) c->keys = k;
+        double *m = k ? realloc(c->ms, (size_t)cap * sizeof *m) : NULL;
+        if (!m) return 0;
+        c->ms = m, c->cap = cap;
+    }
+    char *copy = strdup(key);
+    if (!copy) return 0;
+    if (dl_names_add(&c->index, copy, c->n) < 0) return free(copy), 0;
+    c->keys[c->n] = copy;
+    c->ms[c->n++] = ms;
+    return 1;
+}
 
 static char *cache_path(void) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -71,9 +99,18 @@ static cJSON *load(const char *path, const char **why) {
     if (!cJSON_IsNumber(ver) || ver->valueint != VERSION)
         return cJSON_Delete(root), *why = "it was written by another version of dlrun", NULL;
     if (!cJSON_IsObject(entries)) return cJSON_Delete(root), *why = "its entries are not an object", NULL;
-    for (const cJSON *e = entries->child; e; e = e->next)
-        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble))
-            return cJSON_Delete(root), *why = "an entry is not a time", NULL;
+    dl_names seen = {0};
+    for (const cJSON *e = entries->child; e && !**why; e = e->next) {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble)) *why = "an entry is not a time";
+        else if (!e->string) *why = "an entry has no key";
+        else {
+            int added = dl_names_add(&seen, e->string, 0);
+            if (added == 0) *why = "a key appears twice";
+            else if (added < 0) *why = "out of memory reading it";
+        }
+    }
+    dl_names_free(&seen);
+    if (**why) return cJSON_Delete(root), NULL;
     cJSON *out = cJSON_DetachItemFromObjectCaseSensitive(root, "entries");
     cJSON_Delete(root);
     return out;
@@ -85,29 +122,27 @@ dl_tcache *dl_tcache_open(int retune, char *warning, size_t wlen) {
     if (!c) return NULL;
     c->path = cache_path();
     const char *why = "";
-    if (c->path && !retune) c->entries = load(c->path, &why);
-    if (!c->entries) {
-        c->entries = cJSON_CreateObject();
-        if (*why) {
-            snprintf(warning, wlen, "timing cache %s is unusable (%s); rebuilding it", c->path, why);
-            c->dirty = 1; /* rewrite it even if nothing new is timed */
-        }
+    cJSON *entries = c->path && !retune ? load(c->path, &why) : NULL;
+    for (const cJSON *e = entries ? entries->child : NULL; e; e = e->next)
+        if (!store(c, e->string, e->valuedouble)) break; /* out of memory: time what is missing */
+    cJSON_Delete(entries);
+    if (*why) {
+        snprintf(warning, wlen, "timing cache %s is unusable (%s); rebuilding it", c->path, why);
+        c->dirty = 1; /* rewrite it even if nothing new is timed */
     }
     return c;
 }
 
 int dl_tcache_get(const dl_tcache *c, const char *key, double *ms) {
-    const cJSON *e = c ? cJSON_GetObjectItemCaseSensitive(c->entries, key) : NULL;
-    if (!cJSON_IsNumber(e)) return 0;
-    *ms = e->valuedouble;
+    int i = c ? dl_names_find(&c->index, key) : -1;
+    if (i < 0) return 0;
+    *ms = c->ms[i];
     return 1;
 }
 
 void dl_tcache_put(dl_tcache *c, const char *key, double ms) {
     if (!c) return;
-    cJSON_DeleteItemFromObjectCaseSensitive(c->entries, key);
-    cJSON_AddNumberToObject(c->entries, key, ms);
-    c->dirty = 1;
+    if (store(c, key, ms)) c->dirty = 1;
 }
 
 static int mkdirs(const char *file) {
@@ -132,14 +167,15 @@ int dl_tcache_save(dl_tcache *c, char *warning, size_t wlen) {
     const char *why;
     cJSON *disk = load(c->path, &why); /* keep what other processes added meanwhile */
     for (cJSON *e = disk ? disk->child : NULL; e; e = e->next)
-        if (!cJSON_GetObjectItemCaseSensitive(c->entries, e->string))
-            cJSON_AddNumberToObject(c->entries, e->string, e->valuedouble);
+        if (dl_names_find(&c->index, e->string) < 0 && !store(c, e->string, e->valuedouble)) break;
     cJSON_Delete(disk);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", FORMAT);
     cJSON_AddNumberToObject(root, "version", VERSION);
-    cJSON_AddItemReferenceToObject(root, "entries", c->entries);
-    char *text = cJSON_Print(root);
+    cJSON *entries = cJSON_AddObjectToObject(root, "entries");
+    int built = entries != NULL;
+    for (int i = 0; built && i < c->n; i++) built = cJSON_AddNumberToObject(entries, c->keys[i], c->ms[i]) != NULL;
+    char *text = built ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     char *tmp = NULL;
     int ok = text && mkdirs(c->path) == 0 && asprintf(&tmp, "%s.XXXXXX", c->path) > 0;
@@ -167,7 +203,10 @@ int dl_tcache_save(dl_tcache *c, char *warning, size_t wlen) {
 
 void dl_tcache_free(dl_tcache *c) {
     if (!c) return;
-    cJSON_Delete(c->entries);
+    for (int i = 0; i < c->n; i++) free(c->keys[i]);
+    free(c->keys);
+    free(c->ms);
+    dl_names_free(&c->index);
     free(c->path);
     free(c);
 }

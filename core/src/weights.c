@@ -21,15 +21,18 @@ struct dl_weights {
     const float **f32;    /* per value: f32 data (raw itself for f32), NULL until converted */
     size_t *numel;        /* per value: elements of a weight */
     void **copies;        /* buffers we own: converted, generated, or copied for alignment */
-    int n_copies;
+    int n_copies, cap_copies;
     size_t f32_bytes;   /* f32 data in copies (dl_weights_f32_bytes) */
     size_t owned_bytes; /* everything in copies (dl_weights_owned_bytes) */
 };
 
 static void *own(dl_weights *w, size_t bytes) {
-    void **p = realloc(w->copies, (size_t)(w->n_copies + 1) * sizeof *p);
-    if (!p) return NULL;
-    w->copies = p;
+    if (w->n_copies == w->cap_copies) {
+        int cap = w->cap_copies ? 2 * w->cap_copies : 16;
+        void **p = realloc(w->copies, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        w->copies = p, w->cap_copies = cap;
+    }
     void *buf = malloc(bytes + 1);
     if (buf) w->copies[w->n_copies++] = buf, w->owned_bytes += bytes;
     return buf;
