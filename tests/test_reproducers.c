@@ -55,9 +55,27 @@ static const repro cases[] = {
      "npy_declares_1e12.npy: .npy shape holds more than the 17179869184 elements a tensor may have"},
     {LENET " --input " BAD "npy_short_data.npy", 2,
      "npy_short_data.npy: data is shorter than its shape needs (3136 bytes, the file has 16)"},
+    /* defect 4: what took minutes stops at a limit at once (files made at run time) */
+    {"@/nested.yaml", 2, "nested.yaml:2:72: nesting deeper than 64 levels"},
+    {"@/too_many_layers.yaml", 2, "too_many_layers.yaml:4:3: more than 250000 layers (250001)"},
     /* defect 7 */
+    {BAD "long_layer_name.yaml", 2, "long_layer_name.yaml:5:12: layer name longer than 255 characters (300)"},
+    {LENET " --weights " BAD "overlap_hidden_by_empty.safetensors", 2,
+     "overlap_hidden_by_empty.safetensors: tensors 'A' and 'B' overlap in the data section"},
     {"check " LENET " --seed -1", 2, "--seed wants a non-negative integer, not '-1'"},
 };
+
+/* Writes dir/name: head, then `line` n times. */
+static void write_repeated(const char *dir, const char *name, const char *head, const char *line, int n) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(head, f);
+    for (int i = 0; i < n; i++) fputs(line, f);
+    fputs("\n", f);
+    cr_assert_eq(fclose(f), 0);
+}
 
 /* "@" in args replaced by dir. */
 static char *expand(const char *args, const char *dir) {
@@ -95,12 +113,20 @@ Test(reproducers, each_ends_with_its_status_and_one_line) {
     char fifo[64];
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
     cr_assert_eq(mkfifo(fifo, 0600), 0);
+    write_repeated(dir, "nested.yaml", "model: n\ninputs: ", "[", 1000000); /* once minutes in libyaml */
+    write_repeated(dir, "too_many_layers.yaml", "model: deep\ninputs: [{name: x, shape: [1, 4]}]\nlayers:\n",
+                   "  - {op: relu}\n", 250001);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *args = expand(cases[i].args, dir);
         expect_refused(args, cases[i].exit_status, cases[i].message);
         free(args);
     }
     unlink(fifo);
+    char path[128];
+    snprintf(path, sizeof path, "%s/nested.yaml", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/too_many_layers.yaml", dir);
+    unlink(path);
     rmdir(dir);
 }
 
