@@ -18,6 +18,11 @@ static inline int omp_get_num_threads(void) { return 1; }
 static inline void omp_set_num_threads(int n) { (void)n; }
 #endif
 
+/* Elementwise loops over fewer elements than this run on the calling thread: waking the pool
+ * costs more than they do, and a thread pool per tiny op stalls when another process holds a
+ * core (100,000 small layers took seconds to minutes). */
+#define CPU_PARALLEL_MIN 32768
+
 enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2 };
 
 struct dl_kernel {

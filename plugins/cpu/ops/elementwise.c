@@ -8,7 +8,7 @@
 void cpu_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
     for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
 }
 
@@ -16,14 +16,14 @@ void cpu_leaky_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
     const float *x = in[0].data;
     (void)ws;
     const float alpha = k->g.a.alpha;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
     for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] >= 0 ? x[i] : alpha * x[i];
 }
 
 void cpu_sigmoid(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
     for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_sigmoid_of(x[i]);
 }
 
@@ -31,7 +31,7 @@ void cpu_clip(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
     const float lo = k->g.a.clip_min, hi = k->g.a.clip_max;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
     for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
 }
 
