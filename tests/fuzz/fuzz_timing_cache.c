@@ -1,27 +1,26 @@
 /* fuzz_timing_cache.c — libFuzzer harness for the timing cache reader (core/src/timing_cache.c):
- * the input is the cache file ($XDG_CACHE_HOME/dlrun/timing-cache.json, in a private folder made
- * by fz_setup). Each input is opened as a session opens it (a corrupt or foreign file must start an
- * empty cache with a warning), looked up, extended, and saved, which reads the file again to merge
- * what is on disk before replacing it. */
+ * the input is the cache file ($XDG_CACHE_HOME/dlrun/timing-cache.json, in the private folder of
+ * fz_cache_file). Each input is opened as a session opens it (a corrupt or foreign file must start
+ * an empty cache with a warning), looked up, extended, and saved, which reads the file again to
+ * merge what is on disk before replacing it. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include "fuzz_util.h"
 #include "timing_cache.h"
 
-static char file[256];
+static const char *file;
 /* A key as placement writes one (placement.c, key_of) */
 #define KEY "op=relu;k=0x0;s=1x1;p=0,0,0,0;d=1x1;g=1;ceil=0;cip=1;axis=0;eps=0;act=0;in=[1, 8]f32;out=[1, 8]f32"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     fz_setup();
-    const char *dir = getenv("XDG_CACHE_HOME");
-    snprintf(file, sizeof file, "%s/dlrun", dir);
-    mkdir(file, 0755);
-    snprintf(file, sizeof file, "%s/dlrun/timing-cache.json", dir);
+    if (!(file = fz_cache_file())) {
+        fprintf(stderr, "fuzz_timing_cache: cannot make a private cache folder\n");
+        abort();
+    }
     return 0;
 }
 

@@ -2,9 +2,13 @@
 #define _GNU_SOURCE
 #include "fuzz_util.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int fz_fd = -1;
@@ -26,30 +30,57 @@ const char *fz_file(const uint8_t *data, size_t size) {
     return fz_path;
 }
 
-static char fz_cache[64];
-
-/* Removes the private cache folder and what the timing cache wrote into it. */
-static void fz_cleanup(void) {
-    char p[128];
-    snprintf(p, sizeof p, "%s/dlrun/timing-cache.json", fz_cache);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/dlrun", fz_cache);
-    rmdir(p);
-    rmdir(fz_cache);
-}
-
 void fz_setup(void) {
     setenv("OMP_NUM_THREADS", "1", 1);
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     unsetenv("DLRUN_PLUGIN_PATH");
-    /* /dev/shm where there is one: the timing cache fsyncs each file it writes */
-    snprintf(fz_cache, sizeof fz_cache, "%s/dlrun-fuzz-XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    if (mkdtemp(fz_cache)) {
-        setenv("XDG_CACHE_HOME", fz_cache, 1);
-        atexit(fz_cleanup);
-    } else {
-        setenv("XDG_CACHE_HOME", "/nonexistent/dlrun-fuzz", 1);
+    setenv("XDG_CACHE_HOME", "/nonexistent/dlrun-fuzz", 1); /* never the user's timing cache */
+}
+
+/* /dev/shm where there is one (the timing cache fsyncs each file it writes), else /tmp */
+static const char *fz_tmp(void) { return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"; }
+static char fz_cache[64];
+
+/* Removes folder `dir` made by fz_cache_file, with what the timing cache wrote into it. */
+static void fz_remove(const char *dir) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/dlrun", dir);
+    DIR *d = opendir(p);
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        char f[1024];
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        if (e->d_name[0] != '.') unlink(f);
     }
+    if (d) closedir(d);
+    rmdir(p);
+    rmdir(dir);
+}
+
+static void fz_cleanup(void) { fz_remove(fz_cache); }
+
+const char *fz_cache_file(void) {
+    static char file[128];
+    if (file[0]) return file;
+    /* libFuzzer leaves with _Exit after a finding or a timeout, skipping atexit: remove the folders
+     * of fuzzers that are gone first */
+    DIR *d = opendir(fz_tmp());
+    for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+        long pid;
+        char dir[512];
+        if (sscanf(e->d_name, "dlrun-fuzz-%ld", &pid) != 1 || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* still running */
+        snprintf(dir, sizeof dir, "%s/%s", fz_tmp(), e->d_name);
+        fz_remove(dir);
+    }
+    if (d) closedir(d);
+    snprintf(fz_cache, sizeof fz_cache, "%s/dlrun-fuzz-%ld", fz_tmp(), (long)getpid());
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/dlrun", fz_cache);
+    if ((mkdir(fz_cache, 0700) != 0 && errno != EEXIST) || (mkdir(sub, 0700) != 0 && errno != EEXIST)) return NULL;
+    atexit(fz_cleanup);
+    setenv("XDG_CACHE_HOME", fz_cache, 1);
+    snprintf(file, sizeof file, "%s/timing-cache.json", sub);
+    return file;
 }
 
 /* Sanitizer settings built into every harness, so a reproducer replays the same way by hand: a
