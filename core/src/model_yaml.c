@@ -374,7 +374,8 @@ static void attr_defaults(const dl_op_def *row, dl_op_params *p) {
     for (const dl_attr_def *a = row->attrs; a && a->key; a++) {
         if (a->flags & DL_ATTR_IGNORED) continue;
         char *dst = (char *)p + a->offset;
-        int32_t ints[4] = {(int32_t)a->def, (int32_t)a->def, (int32_t)a->def, (int32_t)a->def};
+        /* a float attribute's default may be +-inf (clip's bounds): cast only integer ones */
+        int32_t d = a->type == DL_ATTR_FLOAT ? 0 : (int32_t)a->def, ints[4] = {d, d, d, d};
         float f = (float)a->def;
         switch ((dl_attr_type)a->type) {
         case DL_ATTR_INT:
