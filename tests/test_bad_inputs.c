@@ -534,7 +534,7 @@ Test(bad_inputs, mutated_models_never_crash, .timeout = 300) {
             case 1: memmove(mut + pos, mut + pos + 1, n - pos - 1), n--; break;   /* delete */
             case 2: n = pos; break;                                               /* truncate */
             default:
-                mut[pos] = (char)(u[1] * 255);
+                mut[pos] = (char)(unsigned char)(u[1] * 255); /* a byte, whatever char's sign */
                 mut[(size_t)(u[2] * (float)(len - 1))] = '\0';
                 break;
             }
