@@ -4,9 +4,9 @@
  *
  * Work is capped so that a huge but valid model is skipped, not a timeout: at most FZ_MAX_ELEMENTS
  * elements over all values before the session is created, FZ_MAX_FLOPS per run (the session's step
- * record) before it runs, and a FZ_MAX_MEMORY arena. A value above the reader's own bound (shape.c:
- * 4e12 elements) is never skipped: the reader promises none gets through, so the session must
- * refuse such a model itself, and the harness lets it try. A model naming a `weights:` file is
+ * record) before it runs, and a FZ_MAX_MEMORY arena. A value above the limit of one tensor
+ * (DL_MAX_TENSOR_ELEMENTS, op_table.h) is never skipped: the reader promises none gets through,
+ * so the session must refuse such a model itself, and the harness lets it try. A model naming a `weights:` file is
  * skipped (fuzz_safetensors covers that reader). A hash of the input picks the session's batch,
  * precision, fusion and the kind of input values (ordinary, specials such as NaN, or token ids
  * out of range), so one model is tried several ways as it mutates. */
@@ -23,7 +23,7 @@
 #define FZ_MAX_ELEMENTS (1 << 21) /* all values together: 8 MiB of f32 */
 #define FZ_MAX_FLOPS 5e7
 #define FZ_MAX_MEMORY (64 << 20)
-#define FZ_READER_BOUND 4e12 /* shape.c's MAX_ELEMENTS */
+#define FZ_READER_BOUND ((double)DL_MAX_TENSOR_ELEMENTS)
 
 static dl_context *ctx;
 /* What became of the inputs: DLRUN_FUZZ_STATS=1 prints it at exit, to see how deep they get. */
