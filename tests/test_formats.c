@@ -384,9 +384,10 @@ Test(weights, seeded_init_is_deterministic_and_pytorch_like) {
 /* ---- .npy ---- */
 
 Test(npy, round_trip_odd_shapes) {
-    const int64_t shapes[4][5] = {{7}, {3, 5}, {2, 3, 1, 5, 7}, {0}};
-    const int nds[4] = {1, 2, 5, 0};
-    for (int c = 0; c < 4; c++) {
+    /* the last spans two of the reader's 65536-element blocks and ends inside the second */
+    const int64_t shapes[5][5] = {{7}, {3, 5}, {2, 3, 1, 5, 7}, {0}, {3, 65537}};
+    const int nds[5] = {1, 2, 5, 0, 2};
+    for (int c = 0; c < 5; c++) {
         int64_t n = 1;
         for (int i = 0; i < nds[c]; i++) n *= shapes[c][i];
         float *x = malloc((size_t)n * sizeof *x);
@@ -406,6 +407,37 @@ Test(npy, round_trip_odd_shapes) {
         free(y);
         unlink(path);
     }
+}
+
+/* int64 ids from an '<i4' file of more elements than the reader's 65536-element block */
+Test(npy, int64_read_across_blocks) {
+    enum { N = 70001 };
+    char hdr[128];
+    int hl = snprintf(hdr, sizeof hdr, "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }\n", N);
+    size_t len = 10 + (size_t)hl + 4 * (size_t)N;
+    unsigned char *file = malloc(len);
+    cr_assert(file);
+    memcpy(file, "\x93NUMPY\x01\x00", 8);
+    file[8] = (unsigned char)hl, file[9] = 0;
+    memcpy(file + 10, hdr, (size_t)hl);
+    for (int32_t i = 0; i < N; i++) {
+        int32_t v = i % 2 ? -i : i;
+        memcpy(file + 10 + hl + 4 * i, &v, 4);
+    }
+    char *path = tu_write_temp(".npy", file, len);
+    int64_t *y, s[8];
+    int nd;
+    dl_error err;
+    cr_assert_eq(dl_npy_read_int64(path, &y, s, &nd, &err), DL_OK, "%s", err.msg);
+    cr_expect_eq(nd, 1);
+    cr_expect_eq(s[0], N);
+    int bad = 0;
+    for (int64_t i = 0; i < N; i++) bad += y[i] != (i % 2 ? -i : i);
+    cr_expect_eq(bad, 0, "%d of %d ids differ", bad, N);
+    free(y);
+    free(file);
+    unlink(path);
+    free(path);
 }
 
 Test(npy, other_dtypes_are_converted) {

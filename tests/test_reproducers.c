@@ -58,6 +58,7 @@ static const repro cases[] = {
     /* defect 4: what took minutes stops at a limit at once (files made at run time) */
     {"@/nested.yaml", 2, "nested.yaml:2:72: nesting deeper than 64 levels"},
     {"@/too_many_layers.yaml", 2, "too_many_layers.yaml:4:3: more than 250000 layers (250001)"},
+    {"@/too_many_nodes.yaml", 2, "too_many_nodes.yaml:2:8000000: more than 4000000 YAML values, lists and mappings"},
     /* defect 7 */
     {BAD "long_layer_name.yaml", 2, "long_layer_name.yaml:5:12: layer name longer than 255 characters (300)"},
     {LENET " --weights " BAD "overlap_hidden_by_empty.safetensors", 2,
@@ -116,6 +117,7 @@ Test(reproducers, each_ends_with_its_status_and_one_line) {
     write_repeated(dir, "nested.yaml", "model: n\ninputs: ", "[", 1000000); /* once minutes in libyaml */
     write_repeated(dir, "too_many_layers.yaml", "model: deep\ninputs: [{name: x, shape: [1, 4]}]\nlayers:\n",
                    "  - {op: relu}\n", 250001);
+    write_repeated(dir, "too_many_nodes.yaml", "model: n\ninputs: [", "1,", 4000001);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *args = expand(cases[i].args, dir);
         expect_refused(args, cases[i].exit_status, cases[i].message);
@@ -126,6 +128,8 @@ Test(reproducers, each_ends_with_its_status_and_one_line) {
     snprintf(path, sizeof path, "%s/nested.yaml", dir);
     unlink(path);
     snprintf(path, sizeof path, "%s/too_many_layers.yaml", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/too_many_nodes.yaml", dir);
     unlink(path);
     rmdir(dir);
 }

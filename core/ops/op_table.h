@@ -183,12 +183,11 @@ void dl_op_params_default(dl_op_params *p);
 void dl_shape_of(const dl_tensor *t, dl_shape *s);
 int dl_shape_eq(const dl_shape *a, const dl_tensor *t);
 int64_t dl_shape_numel(const dl_shape *s);
-/* The most elements and bytes one tensor may have (docs/model-format.md, "Limits"): a shape past
- * them is bad input. They keep every size computed from a shape (bytes, strides, offsets, sums
- * of tensors) far from overflowing 64 bits; a model that needs more memory than the machine has
- * is refused later, by the memory plan. */
+/* The most elements one tensor may have (docs/model-format.md, "Limits"; at most 2^37 bytes in
+ * any dtype): a shape past it is bad input. It keeps every size computed from a shape (bytes,
+ * strides, offsets, sums of tensors) far from overflowing 64 bits; a model that needs more memory
+ * than the machine has is refused later, by the memory plan. */
 #define DL_MAX_TENSOR_ELEMENTS ((int64_t)1 << 34)
-#define DL_MAX_TENSOR_BYTES ((int64_t)1 << 37)
 /* Elements of the dims d[0..ndim) into *n with checked multiplication: 1 if every dim is >= 0 and
  * the count is at most DL_MAX_TENSOR_ELEMENTS, else 0 (and *n = -1): never overflows. */
 int dl_dims_numel(const int64_t *d, int ndim, int64_t *n);

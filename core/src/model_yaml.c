@@ -736,6 +736,12 @@ static dl_status attach(builder *b, int id) {
     return ok ? DL_OK : dl_fail(b->err, DL_E_NOMEM, "out of memory");
 }
 
+/* DL_OK while the document holds fewer than MAX_NODES nodes. */
+static dl_status room_for_node(builder *b, const yaml_event_t *e) {
+    if (b->doc->nodes.top - b->doc->nodes.start < MAX_NODES) return DL_OK;
+    return built_fail(b, e->start_mark, "more than %d YAML values, lists and mappings", MAX_NODES);
+}
+
 /* Handles one event of the first document; *done when it has ended. */
 static dl_status build_event(builder *b, yaml_event_t *e, int *done) {
     int id = 0;
@@ -752,9 +758,8 @@ static dl_status build_event(builder *b, yaml_event_t *e, int *done) {
                               (const char *)e->data.alias.anchor);
         return attach(b, id);
     case YAML_SCALAR_EVENT: {
+        if ((st = room_for_node(b, e)) != DL_OK) return st;
         if (e->data.scalar.length > INT_MAX) return built_fail(b, e->start_mark, "a scalar of over 2 GiB");
-        if (b->doc->nodes.top - b->doc->nodes.start >= MAX_NODES)
-            return built_fail(b, e->start_mark, "more than %d YAML values, lists and mappings", MAX_NODES);
         id = yaml_document_add_scalar(b->doc, e->data.scalar.tag, e->data.scalar.value, (int)e->data.scalar.length,
                                       e->data.scalar.style);
         if (!id) return dl_fail(b->err, DL_E_NOMEM, "out of memory");
@@ -767,8 +772,7 @@ static dl_status build_event(builder *b, yaml_event_t *e, int *done) {
     case YAML_SEQUENCE_START_EVENT:
     case YAML_MAPPING_START_EVENT: {
         if (b->depth == MAX_DEPTH) return built_fail(b, e->start_mark, "nesting deeper than %d levels", MAX_DEPTH);
-        if (b->doc->nodes.top - b->doc->nodes.start >= MAX_NODES)
-            return built_fail(b, e->start_mark, "more than %d YAML values, lists and mappings", MAX_NODES);
+        if ((st = room_for_node(b, e)) != DL_OK) return st;
         int seq = e->type == YAML_SEQUENCE_START_EVENT;
         yaml_char_t **anchor = seq ? &e->data.sequence_start.anchor : &e->data.mapping_start.anchor;
         id = seq ? yaml_document_add_sequence(b->doc, e->data.sequence_start.tag, e->data.sequence_start.style)

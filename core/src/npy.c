@@ -61,42 +61,38 @@ static dl_status parse_header(const char *path, const char *hdr, char descr[8], 
     return DL_OK;
 }
 
-/* n little-endian integers of esize bytes (8, 4 or 1 unsigned) at b, as int64. */
-static void convert_int(int64_t *o, const unsigned char *b, int esize, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        if (esize == 8) memcpy(&o[i], b + 8 * i, 8);
-        else if (esize == 4) {
-            int32_t v;
-            memcpy(&v, b + 4 * i, 4);
-            o[i] = v;
-        } else o[i] = b[i];
+/* Element i of a block of little-endian integers of esize bytes (i8, i4; 1: u1), as int64: exact. */
+static int64_t int_at(const unsigned char *b, int esize, size_t i) {
+    if (esize == 8) {
+        int64_t v;
+        memcpy(&v, b + 8 * i, 8);
+        return v;
     }
+    if (esize == 4) {
+        int32_t v;
+        memcpy(&v, b + 4 * i, 4);
+        return v;
+    }
+    return b[i];
 }
 
-/* n elements of dtype descr at b, as f32. */
-static void convert_f32(float *o, const unsigned char *b, const char *descr, size_t n) {
-    if (!strcmp(descr, "<f4")) {
+/* n elements of a block at b as f32: descr's kind ('f' float, 'i'/'u' integer) and esize bytes. */
+static void convert_f32(float *o, const unsigned char *b, char kind, int esize, size_t n) {
+    if (kind == 'f' && esize == 4) {
         memcpy(o, b, 4 * n);
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!strcmp(descr, "<f8")) {
+        if (kind != 'f') o[i] = (float)int_at(b, esize, i);
+        else if (esize == 8) {
             double v;
             memcpy(&v, b + 8 * i, 8);
             o[i] = (float)v;
-        } else if (!strcmp(descr, "<f2")) {
+        } else {
             uint16_t v;
             memcpy(&v, b + 2 * i, 2);
             o[i] = dl_f16_to_f32(v);
-        } else if (!strcmp(descr, "<i4")) {
-            int32_t v;
-            memcpy(&v, b + 4 * i, 4);
-            o[i] = (float)v;
-        } else if (!strcmp(descr, "<i8")) {
-            int64_t v;
-            memcpy(&v, b + 8 * i, 8);
-            o[i] = (float)v;
-        } else o[i] = (float)b[i];
+        }
     }
 }
 
@@ -162,8 +158,9 @@ static dl_status read_npy(const char *path, int as_int, void **data, int64_t *sh
             rc = dl_fail(err, DL_E_INVALID, "%s: data is shorter than its shape needs (truncated file?)", path);
             break;
         }
-        if (as_int) convert_int((int64_t *)*data + at, raw, esize, n);
-        else convert_f32((float *)*data + at, raw, descr, n);
+        if (as_int)
+            for (size_t i = 0; i < n; i++) ((int64_t *)*data)[at + (int64_t)i] = int_at(raw, esize, i);
+        else convert_f32((float *)*data + at, raw, descr[1], esize, n);
     }
     fclose(f);
     free(hdr);

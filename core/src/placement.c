@@ -547,10 +547,10 @@ static dl_status check_timing_fits(const dl_session *s, int i, dl_error *err) {
     for (int j = 0; j < n->n_inputs; j++)
         if (s->g->values[n->inputs[j]].kind != DL_VALUE_WEIGHT) bytes += dl_session_value_bytes(s, n->inputs[j]);
     const char *what;
-    size_t avail = dl_session_budget(s, 0, &what);
-    if (avail == 0 || bytes + dl_session_host_held(s) <= avail) return DL_OK;
+    size_t avail = dl_session_budget(s, 0, &what), need = bytes + dl_session_host_held(s);
+    if (avail == 0 || need <= avail) return DL_OK;
     char nb[32], ab[32];
-    dl_format_bytes((double)(bytes + dl_session_host_held(s)), nb, sizeof nb);
+    dl_format_bytes((double)need, nb, sizeof nb);
     dl_format_bytes((double)avail, ab, sizeof ab);
     return dl_fail(err, DL_E_NOMEM,
                    "%s '%s' needs %s of host memory with its inputs, output and the weights, but %s allows %s; use a "

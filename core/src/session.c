@@ -556,6 +556,6 @@ void dl_session_memory(const dl_session *s, int i, dl_memory_info *info) {
     info->peak_bytes = s->mem[i].peak;
     info->naive_bytes = s->mem[i].naive;
     info->lower_bound_bytes = s->mem[i].lower_bound;
-    /* the host's weights: those its arena-less placement copied, plus the seeded and folded ones */
+    /* the host's: weights placement converted there, plus the seeded, copied and folded ones */
     info->weight_bytes = s->mem[i].weights + (i == 0 ? dl_session_host_weights(s) : 0);
 }

@@ -67,9 +67,10 @@ static char *cache_path(void) {
 static cJSON *load(const char *path, const char **why) {
     *why = "";
     FILE *f;
-    dl_error open_err;
-    if (dl_fopen_regular(path, &f, &open_err) != DL_OK) {
-        if (access(path, F_OK) == 0) *why = "not a regular file";
+    dl_error open_err; /* a file that cannot be opened is a missing cache; a FIFO is unusable */
+    dl_status opened = dl_fopen_regular(path, &f, &open_err);
+    if (opened != DL_OK) {
+        if (opened == DL_E_INVALID) *why = "not a regular file";
         return NULL;
     }
     char *buf = NULL;

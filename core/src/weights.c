@@ -157,7 +157,7 @@ size_t dl_weights_f32_bytes(const dl_weights *w) { return w->f32_bytes; }
 size_t dl_weights_owned_bytes(const dl_weights *w) { return w ? w->owned_bytes : 0; }
 
 size_t dl_weights_seeded_bytes(const dl_graph *g, const dl_shape *shapes) {
-    size_t bytes = 0; /* each weight is within the tensor limit, so the sum cannot overflow */
+    size_t bytes = 0; /* saturating: one weight (within the tensor limit) added below SIZE_MAX / 2 cannot wrap */
     for (int i = 0; i < g->n_values; i++)
         if (g->values[i].kind == DL_VALUE_WEIGHT && bytes < SIZE_MAX / 2)
             bytes += (size_t)dl_shape_numel(&shapes[i]) * sizeof(float);

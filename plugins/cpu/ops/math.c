@@ -17,19 +17,17 @@ static int64_t count(int nd, const int64_t *s) {
 #define BINARY_BODY(EXPR)                                                                                             \
     const float *A = in[0].data, *B = in[1].data;                                                                     \
     const dl_op_geom *g = &k->g;                                                                                      \
-    const int64_t na = count(g->xnd, g->xs), nb = count(g->bnd, g->bs);                                               \
-    if (na == g->numel && nb == g->numel) {                                                                           \
-        _Pragma("omp parallel for schedule(static) if (g->numel >= CPU_PARALLEL_MIN)") for (int64_t i = 0;            \
-                                                                                            i < g->numel; i++) {      \
+    const int64_t na = count(g->xnd, g->xs), nb = count(g->bnd, g->bs), n = g->numel;                                 \
+    if (na == n && nb == n) {                                                                                         \
+        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) {     \
             const float a = A[i], b = B[i];                                                                           \
             y[i] = (EXPR);                                                                                            \
         }                                                                                                             \
         return;                                                                                                       \
     }                                                                                                                 \
-    if (na == g->numel && nb == 1) {                                                                                  \
+    if (na == n && nb == 1) {                                                                                         \
         const float b = B[0];                                                                                         \
-        _Pragma("omp parallel for schedule(static) if (g->numel >= CPU_PARALLEL_MIN)") for (int64_t i = 0;            \
-                                                                                            i < g->numel; i++) {      \
+        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) {     \
             const float a = A[i];                                                                                     \
             y[i] = (EXPR);                                                                                            \
         }                                                                                                             \
@@ -83,16 +81,16 @@ BINARY_KERNEL(max, max_nan(a, b))
 /* clamp to [lo, hi] keeping NaN */
 static inline float clamp_nan(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-#define UNARY_KERNEL(name, EXPR)                                                                                     \
-    void cpu_##name(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {                                   \
-        const float *X = in[0].data;                                                                                 \
-        const dl_op_attrs *at = &k->g.a;                                                                             \
-        (void)ws, (void)at;                                                                                          \
-        _Pragma("omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)") for (int64_t i = 0;         \
-                                                                                              i < k->g.numel; i++) { \
-            const float x = X[i];                                                                                    \
-            y[i] = (EXPR);                                                                                           \
-        }                                                                                                            \
+#define UNARY_KERNEL(name, EXPR)                                                                                  \
+    void cpu_##name(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {                                \
+        const float *X = in[0].data;                                                                              \
+        const dl_op_attrs *at = &k->g.a;                                                                          \
+        const int64_t n = k->g.numel;                                                                             \
+        (void)ws, (void)at;                                                                                       \
+        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
+            const float x = X[i];                                                                                 \
+            y[i] = (EXPR);                                                                                        \
+        }                                                                                                         \
     }
 
 UNARY_KERNEL(sqrt, sqrtf(x))
