@@ -209,6 +209,50 @@ Test(cli, activations_fuse_into_their_producer) {
     free(model);
 }
 
+/* ABI 1.5: clip (relu6 and two-sided), leaky_relu and sigmoid fuse into the depthwise, 1x1, im2col
+ * and Winograd convs, add, batchnorm and linear before them on the cpu plugin, and the fused run
+ * gives the unfused run's output. */
+Test(cli, clip_leaky_relu_and_sigmoid_fuse_into_their_producer) {
+    const char text[] = "model: m\ninputs:\n  - {name: x, shape: [2, 16, 11, 11]}\nlayers:\n"
+                        "  - {name: dw, op: conv2d, filters: 16, kernel: 3, padding: 1, groups: 16}\n"
+                        "  - {name: r6, op: clip, min: 0, max: 6}\n"
+                        "  - {name: pw, op: conv2d, filters: 24, kernel: 1}\n"
+                        "  - {name: cl, op: clip, min: -0.2, max: 0.3}\n"
+                        "  - {name: c3, op: conv2d, filters: 24, kernel: 3, stride: 2, padding: 1}\n"
+                        "  - {name: lr, op: leaky_relu, alpha: 0.1}\n"
+                        "  - {name: cw, op: conv2d, filters: 24, kernel: 3, padding: 1}\n" /* Winograd */
+                        "  - {name: sg, op: sigmoid}\n"
+                        "  - {name: bn, op: batchnorm}\n"
+                        "  - {name: r7, op: clip, min: 0, max: 6}\n"
+                        "  - {name: sum, op: add, inputs: [r7, lr]}\n"
+                        "  - {name: l2, op: leaky_relu, alpha: 0.2}\n"
+                        "  - {name: f, op: flatten}\n"
+                        "  - {name: fc, op: linear, units: 7}\n"
+                        "  - {name: s2, op: sigmoid}\n";
+    char *model = tu_write_temp(".yaml", text, strlen(text));
+    char a[] = "/tmp/dlrun-fuse-a-XXXXXX.npy", b[] = "/tmp/dlrun-fuse-b-XXXXXX.npy";
+    cr_assert(mkstemps(a, 4) >= 0 && mkstemps(b, 4) >= 0);
+    char *out, *args;
+    cr_assert(asprintf(&args, "%s --seed 3 --output %s", model, a) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_expect(strstr(out, "placement: cpu 8 ops (+3 clip fused) (+2 leaky_relu fused) (+2 sigmoid fused)\n"), "%s",
+              out);
+    free(out), free(args);
+    cr_assert(asprintf(&args, "%s --seed 3 --output %s --no-fuse", model, b) > 0);
+    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_expect_null(strstr(out, "fused"), "--no-fuse fuses nothing: %s", out);
+    free(out), free(args);
+    int64_t sa[8], sb[8];
+    int na, nb;
+    float *ya = read_npy(a, sa, &na), *yb = read_npy(b, sb, &nb);
+    cr_assert_eq(na, 2);
+    cr_assert_eq(sa[0] * sa[1], 14);
+    cr_expect_leq(tu_nmse(ya, yb, 14), 1e-12, "fused and unfused runs differ");
+    free(ya), free(yb);
+    unlink(a), unlink(b), unlink(model);
+    free(model);
+}
+
 /* Token ids: an int64 input feeds gather (an embedding lookup); read from an int64 .npy exactly,
  * seeded inside the vocabulary when not given; an index past the table is a one-line error, and
  * float data for it is refused. */

@@ -11,16 +11,27 @@
 /* ---- conv2d ---- */
 
 typedef struct conv_case {
-    int n, c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups, bias, relu;
+    int n, c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups, bias, act; /* act: dl_activation */
 } conv_case;
+
+/* A fused activation in double, with the bounds and slope check_conv gives its op. */
+static double conv_act_ref(int act, double s) {
+    switch (act) {
+    case DL_ACT_RELU: return s < 0 ? 0 : s;
+    case DL_ACT_CLIP: return s < -0.25 ? -0.25 : s > 0.5 ? 0.5 : s;
+    case DL_ACT_LEAKY_RELU: return s >= 0 ? s : 0.125 * s;
+    case DL_ACT_SIGMOID: return 1 / (1 + exp(-s));
+    default: return s;
+    }
+}
 
 static void check_conv(conv_case cc) {
     dl_op_attrs a;
     attrs(&a);
     a.kernel[0] = cc.kh, a.kernel[1] = cc.kw, a.stride[0] = cc.sh, a.stride[1] = cc.sw;
     a.pad_begin[0] = cc.pt, a.pad_begin[1] = cc.pl, a.pad_end[0] = cc.pb, a.pad_end[1] = cc.pr;
-    a.dilation[0] = cc.dh, a.dilation[1] = cc.dw, a.groups = cc.groups,
-    a.activation = cc.relu ? DL_ACT_RELU : DL_ACT_NONE;
+    a.dilation[0] = cc.dh, a.dilation[1] = cc.dw, a.groups = cc.groups, a.activation = cc.act, a.clip_min = -0.25f,
+    a.clip_max = 0.5f, a.alpha = 0.125f;
     int oh = (cc.h + cc.pt + cc.pb - cc.dh * (cc.kh - 1) - 1) / cc.sh + 1;
     int ow = (cc.w + cc.pl + cc.pr - cc.dw * (cc.kw - 1) - 1) / cc.sw + 1;
     int cg = cc.c / cc.groups, ocg = cc.oc / cc.groups;
@@ -42,13 +53,12 @@ static void check_conv(conv_case cc) {
                                 s += (double)in[0].data[(((size_t)i * cc.c + g * cg + ci) * cc.h + iy) * cc.w + ix] *
                                      in[1].data[(((size_t)o * cg + ci) * cc.kh + ky) * cc.kw + kx];
                             }
-                    if (cc.relu && s < 0) s = 0;
-                    ref[(((size_t)i * cc.oc + o) * oh + oy) * ow + ox] = s;
+                    ref[(((size_t)i * cc.oc + o) * oh + oy) * ow + ox] = conv_act_ref(cc.act, s);
                 }
     char what[160];
-    snprintf(what, sizeof what, "conv n%d c%d %dx%d oc%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d b%d r%d", cc.n, cc.c,
+    snprintf(what, sizeof what, "conv n%d c%d %dx%d oc%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d b%d a%d", cc.n, cc.c,
              cc.h, cc.w, cc.oc, cc.kh, cc.kw, cc.sh, cc.sw, cc.pt, cc.pl, cc.pb, cc.pr, cc.dh, cc.dw, cc.groups,
-             cc.bias, cc.relu);
+             cc.bias, cc.act);
     expect_close(&y, ref, 1e-8, what);
     free(ref);
     for (int i = 0; i < 3; i++) free(in[i].data);
@@ -65,6 +75,32 @@ OP_TEST(conv2d_im2col_cases) {
     check_conv((conv_case){1, 3, 17, 19, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 0, 1}); /* resnet stem */
     check_conv((conv_case){2, 9, 5, 6, 11, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});  /* 1x1 gemm */
     check_conv((conv_case){1, 9, 9, 7, 4, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 0});   /* 1x1 stride 2 */
+}
+
+OP_TEST(conv2d_depthwise_cases) {
+    /* groups == channels: the direct kernel (depthwise.c), its flat loop over whole planes (equal
+     * strides, stride 1 or a narrow map) and its loop per row, each fused activation */
+    const int clip = DL_ACT_CLIP, leaky = DL_ACT_LEAKY_RELU, sig = DL_ACT_SIGMOID;
+    check_conv((conv_case){1, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8, 1, clip});      /* flat, 7x7 map */
+    check_conv((conv_case){2, 6, 20, 23, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 6, 1, 1});       /* flat, stride 2 */
+    check_conv((conv_case){1, 5, 37, 41, 5, 3, 3, 2, 2, 0, 1, 1, 0, 1, 1, 5, 0, 0});       /* rows, stride 2 */
+    check_conv((conv_case){1, 4, 33, 35, 4, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 4, 1, leaky});   /* strides 2, 1 */
+    check_conv((conv_case){1, 6, 15, 17, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, sig});    /* multiplier 2 */
+    check_conv((conv_case){1, 3, 19, 21, 3, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 3, 1, 0});       /* 5x5, flat */
+    check_conv((conv_case){1, 4, 17, 18, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 4, 0, 1});       /* dilation 2 */
+    check_conv((conv_case){1, 3, 21, 40, 3, 1, 7, 1, 2, 0, 3, 0, 3, 1, 1, 3, 1, 0});       /* 1x7, rows */
+    check_conv((conv_case){1, 4, 9, 9, 4, 3, 3, 1, 1, 5, 4, 3, 6, 1, 1, 4, 1, clip});      /* wide padding */
+    check_conv((conv_case){1, 5, 12, 13, 5, 3, 3, 3, 3, 0, 0, 2, 2, 1, 1, 5, 1, 0});       /* flat, stride 3 */
+    check_conv((conv_case){1, 32, 56, 57, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32, 1, clip}); /* threads */
+}
+
+OP_TEST(conv2d_fused_activations) {
+    /* each epilogue (im2col, 1x1 GEMM, Winograd) with the activations of ABI 1.5 */
+    for (int act = DL_ACT_CLIP; act <= DL_ACT_SIGMOID; act++) {
+        check_conv((conv_case){1, 3, 11, 13, 5, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
+        check_conv((conv_case){2, 9, 5, 6, 11, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, act});
+        check_conv((conv_case){1, 16, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
+    }
 }
 
 OP_TEST(conv2d_winograd_cases) {

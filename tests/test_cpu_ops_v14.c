@@ -71,6 +71,9 @@ static double unary_ref(dl_op_kind k, double x, const dl_op_attrs *a) {
     case DL_OP_HARD_SWISH: return x * fmax(0, fmin(6, x + 3)) / 6;
     case DL_OP_SILU: return x / (1 + exp(-x));
     case DL_OP_SOFTPLUS: return log(1 + exp(x)); /* exp(x) stays finite in double for |x| < 700 */
+    case DL_OP_CLIP: return fmax(a->clip_min, fmin(a->clip_max, x));
+    case DL_OP_LEAKY_RELU: return x >= 0 ? x : a->alpha * x;
+    case DL_OP_SIGMOID: return 1 / (1 + exp(-x));
     default:
         return a->mode == DL_GELU_TANH ? 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
                                        : 0.5 * x * (1 + erf(x / sqrt(2)));
@@ -518,13 +521,22 @@ OP_TEST(group_norm_groups) {
     check_group_norm(MAKE(-3, 3, 3, 4, 3, 5), 1);
 }
 
-/* ---- fused activations (ABI 1.4): add, batchnorm and linear apply each in their epilogue ---- */
+/* ---- fused activations (ABI 1.4, 1.5): add, batchnorm and linear apply each in their epilogue ---- */
+
+/* the bounds and slope the fused clip and leaky relu are given */
+#define FUSED_CLIP_MIN -0.5f
+#define FUSED_CLIP_MAX 1.5f
+#define FUSED_ALPHA 0.1f
 
 static double act_ref(int act, double v) {
     dl_op_attrs a;
     attrs(&a);
+    a.clip_min = FUSED_CLIP_MIN, a.clip_max = FUSED_CLIP_MAX, a.alpha = FUSED_ALPHA;
     switch (act) {
     case DL_ACT_RELU: return v < 0 ? 0 : v;
+    case DL_ACT_CLIP: return unary_ref(DL_OP_CLIP, v, &a);
+    case DL_ACT_LEAKY_RELU: return unary_ref(DL_OP_LEAKY_RELU, v, &a);
+    case DL_ACT_SIGMOID: return unary_ref(DL_OP_SIGMOID, v, &a);
     case DL_ACT_SILU: return unary_ref(DL_OP_SILU, v, &a);
     case DL_ACT_HARD_SWISH: return unary_ref(DL_OP_HARD_SWISH, v, &a);
     case DL_ACT_GELU: return unary_ref(DL_OP_GELU, v, &a);
@@ -533,10 +545,11 @@ static double act_ref(int act, double v) {
 }
 
 OP_TEST(fused_activations_in_epilogues) {
-    for (int act = DL_ACT_RELU; act <= DL_ACT_GELU_TANH; act++) {
+    for (int act = DL_ACT_RELU; act <= DL_ACT_SIGMOID; act++) {
         dl_op_attrs a;
         attrs(&a);
         a.activation = act;
+        a.clip_min = FUSED_CLIP_MIN, a.clip_max = FUSED_CLIP_MAX, a.alpha = FUSED_ALPHA;
         /* add, broadcasting */
         tt in[2] = {MAKE(-4, 4, 3, 7, 5, 3), MAKE(-4, 4, 7, 1, 1)}, y = MAKE(0, 1, 3, 7, 5, 3);
         run_op(DL_OP_ADD, &a, in, 2, &y);

@@ -122,17 +122,18 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     printf("model %s: %d layers, input %s -> output %s, %.2f GFLOP per run\n", dl_model_name(m),
            dl_model_layer_count(m), xs, ys, sum.flops * 1e-9);
     /* activations fused into their producer, by op, and batchnorms folded into a conv */
-    static const char *const acts[] = {"relu", "silu", "hard_swish", "gelu"};
-    int fused[4] = {0}, folded = 0;
+    static const char *const acts[] = {"relu", "silu", "hard_swish", "gelu", "clip", "leaky_relu", "sigmoid"};
+    enum { N_ACTS = sizeof acts / sizeof acts[0] };
+    int fused[N_ACTS] = {0}, folded = 0;
     for (int i = 0; i < dl_session_step_count(s); i++) {
         dl_step_info st;
         dl_session_step(s, i, &st);
         if (st.kind != DL_STEP_FUSED || !st.op) continue;
         folded += !strcmp(st.op, "batchnorm");
-        for (int a = 0; a < 4; a++) fused[a] += !strcmp(st.op, acts[a]);
+        for (int a = 0; a < N_ACTS; a++) fused[a] += !strcmp(st.op, acts[a]);
     }
     printf("placement: %s", sum.placement);
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < N_ACTS; a++)
         if (fused[a]) printf(" (+%d %s fused)", fused[a], acts[a]);
     if (folded) printf(" (+%d batchnorm folded)", folded);
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");

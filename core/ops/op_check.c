@@ -79,7 +79,7 @@ int dl_op_check_as(const dl_op *op, unsigned formats, dl_error *why) {
     if (!format_ok(&op->outputs[0], formats, "the output", 0, why)) return 0;
     int act = op->attrs->activation;
     int act_ok =
-        act == DL_ACT_RELU || ((formats & DL_ACCEPT_ACTIVATIONS) && act > DL_ACT_RELU && act <= DL_ACT_GELU_TANH);
+        act == DL_ACT_RELU || ((formats & DL_ACCEPT_ACTIVATIONS) && act > DL_ACT_RELU && act <= DL_ACT_SIGMOID);
     if (act != DL_ACT_NONE && !(act_ok && (d->flags & DL_OPF_FUSES_RELU)))
         DL_NO(why, "fused activation %d is not supported after %s", act, d->name);
     if ((d->flags & DL_OPF_AXIS) && op->attrs->axis < 0) DL_NO(why, "axis %d is negative", op->attrs->axis);

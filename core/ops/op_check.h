@@ -14,8 +14,8 @@ int dl_op_check(const dl_op *op, dl_error *why);
 /* The same check, also accepting the storage formats in `formats` (ABI 1.3): f16 and bf16 tensors
  * and channels-last 4-D tensors, for a plugin that converts them. */
 enum { DL_ACCEPT_F16 = 1, DL_ACCEPT_BF16 = 2, DL_ACCEPT_CHANNELS_LAST = 4 };
-/* ... and fused activations past relu (ABI 1.4: silu, hard_swish, gelu) on the rows that fuse relu,
- * for a plugin whose kernels apply them. */
+/* ... and fused activations past relu (ABI 1.4: silu, hard_swish, gelu; 1.5: clip, leaky relu,
+ * sigmoid) on the rows that fuse relu, for a plugin whose kernels apply them all. */
 enum { DL_ACCEPT_ACTIVATIONS = 8 };
 int dl_op_check_as(const dl_op *op, unsigned formats, dl_error *why);
 /* 1 for the kinds the table marks elementwise (a kernel reading element i before writing it may

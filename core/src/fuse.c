@@ -9,8 +9,11 @@
  * replaced by the folded bias. Arithmetic in double, rounded once to f32.
  *
  * After placement (it needs both ops on one backend), each activation (relu, silu, hard_swish,
- * gelu) is fused into the op before it as that op's epilogue, where the backend accepts the fused
- * op (the cpu plugin takes them all; the GPU plugins relu only, for now). */
+ * gelu; from ABI 1.5 clip, leaky relu, sigmoid, their parameters copied into the producer's attrs)
+ * is fused into the op before it as that op's epilogue, where the backend accepts the fused op
+ * (the cpu plugin takes them all; the GPU plugins relu only, for now). The ops that fuse
+ * (conv2d, conv_transpose2d, linear, add, batchnorm) read none of clip_min, clip_max or alpha
+ * themselves, so those members are free to carry the activation's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,12 +122,15 @@ static dl_activation activation_of(const dl_node *n) {
     case DL_OP_SILU: return DL_ACT_SILU;
     case DL_OP_HARD_SWISH: return DL_ACT_HARD_SWISH;
     case DL_OP_GELU: return n->params.attrs.mode == DL_GELU_TANH ? DL_ACT_GELU_TANH : DL_ACT_GELU;
+    case DL_OP_CLIP: return DL_ACT_CLIP;
+    case DL_OP_LEAKY_RELU: return DL_ACT_LEAKY_RELU;
+    case DL_OP_SIGMOID: return DL_ACT_SIGMOID;
     default: return DL_ACT_NONE;
     }
 }
 
-/* Fuses activation node i (relu, silu, hard_swish, gelu) into the op that produces its input,
- * when that is allowed and the op's backend accepts it. */
+/* Fuses activation node i (relu, silu, hard_swish, gelu, clip, leaky_relu, sigmoid) into the op that produces its
+ * input, when that is allowed and the op's backend accepts it. */
 static void fuse_activation(dl_session *s, int i) {
     const dl_graph *g = s->g;
     const dl_node *r = &g->nodes[i];
@@ -139,6 +145,9 @@ static void fuse_activation(dl_session *s, int i) {
     if (f->attrs[p].activation != DL_ACT_NONE || s->place.be[p] != s->place.be[i]) return;
     dl_op_attrs fused = f->attrs[p];
     fused.activation = act;
+    fused.clip_min = r->params.attrs.clip_min;
+    fused.clip_max = r->params.attrs.clip_max;
+    fused.alpha = r->params.attrs.alpha;
     dl_error why;
     if (!dl_session_accepts(s, s->place.be[p], p, &fused, &why)) return;
     f->attrs[p] = fused;

@@ -1,8 +1,10 @@
 /* activate.h — the fused activations (dl_activation) the CPU kernels apply in their epilogues
- * (conv2d, winograd, linear, add, batchnorm), computed as the activation ops compute them. */
+ * (conv2d, depthwise, winograd, linear, add, batchnorm, conv_transpose2d), and the activation ops
+ * themselves: one formula for both. */
 #ifndef DLRUN_CPU_ACTIVATE_H
 #define DLRUN_CPU_ACTIVATE_H
 #include <math.h>
+#include <stdint.h>
 
 #include "dlrun/plugin.h"
 #include "erf_table.h"
@@ -29,10 +31,14 @@ static inline float cpu_sigmoid_of(float x) {
     return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
-/* A fused activation (dl_activation) of v, as the activation ops compute it; NaN stays NaN. */
-static inline float cpu_activate(float v, int act) {
+/* A fused activation (dl_activation) of v, as the activation ops compute it, its parameters (clip's
+ * bounds, leaky relu's slope) from a; NaN stays NaN. */
+static inline float cpu_activate(float v, int act, const dl_op_attrs *a) {
     switch (act) {
     case DL_ACT_RELU: return v < 0 ? 0.0f : v;
+    case DL_ACT_CLIP: return v < a->clip_min ? a->clip_min : v > a->clip_max ? a->clip_max : v;
+    case DL_ACT_LEAKY_RELU: return v >= 0 ? v : a->alpha * v;
+    case DL_ACT_SIGMOID: return cpu_sigmoid_of(v);
     case DL_ACT_SILU: return v * cpu_sigmoid_of(v);
     case DL_ACT_HARD_SWISH: {
         float t = v + 3.0f;
@@ -41,6 +47,31 @@ static inline float cpu_activate(float v, int act) {
     case DL_ACT_GELU: return 0.5f * v * (1.0f + cpu_erf_fast(v * 0.70710678118654752f));
     case DL_ACT_GELU_TANH: return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     default: return v;
+    }
+}
+/* row[i] = activation(row[i] + b) for i < n: the epilogue of conv2d (each path), depthwise and
+ * conv_transpose2d over one output plane or row. The common activations get loops of their own,
+ * where the constant activation inlines to a compare or two and the loop vectorises. */
+static inline void cpu_bias_act(float *row, int64_t n, float b, const dl_op_attrs *a) {
+    switch (a->activation) {
+    case DL_ACT_NONE:
+        for (int64_t i = 0; i < n; i++) row[i] += b;
+        break;
+    case DL_ACT_RELU:
+        for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, DL_ACT_RELU, a);
+        break;
+    case DL_ACT_CLIP: {
+        const dl_op_attrs c = *a; /* a local copy: the bounds stay in registers */
+        for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, DL_ACT_CLIP, &c);
+        break;
+    }
+    case DL_ACT_LEAKY_RELU: {
+        const dl_op_attrs c = *a;
+        for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, DL_ACT_LEAKY_RELU, &c);
+        break;
+    }
+    default:
+        for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, a->activation, a);
     }
 }
 #endif

@@ -23,7 +23,7 @@ static inline void omp_set_num_threads(int n) { (void)n; }
  * core (100,000 small layers took seconds to minutes). */
 #define CPU_PARALLEL_MIN 32768
 
-enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2 };
+enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2, CONV_DEPTHWISE = 3 };
 
 struct dl_kernel {
     dl_op_geom g;  /* the op's kind, attributes and shapes */
@@ -41,6 +41,10 @@ typedef void (*cpu_op_fn)(const dl_kernel *k, const dl_tensor *in, float *y, voi
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
 size_t cpu_maxpool2d_workspace(const dl_kernel *k); /* bytes cpu_maxpool2d needs as ws */
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+/* ops/depthwise.c: groups == input channels (conv2d picks it at prepare) */
+int cpu_depthwise_suits(const dl_kernel *k);
+size_t cpu_depthwise_workspace(const dl_kernel *k);
+void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_linear(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);

@@ -116,7 +116,9 @@ static inline void output_transform(const v8 m[6][6], v8 y[4][4]) {
     }
 }
 
-void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, int act, float *y, float *workspace) {
+void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, const dl_op_attrs *a, float *y,
+                      float *workspace) {
+    const int act = a->activation;
     const int c = wg->c, k = wg->k, h = wg->h, w = wg->w, oh = wg->oh, ow = wg->ow;
     const int tw = wg->tiles_w, per_image = wg->tiles_h * tw;
     const int64_t block = wg->block;
@@ -171,7 +173,7 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
                     for (int i = 0; i < 4 && y0 + i < oh; i++)
                         for (int j = 0; j < 4 && x0 + j < ow; j++) {
                             float val = out[i][j][l] + b;
-                            dst[(size_t)(y0 + i) * ow + x0 + j] = cpu_activate(val, act);
+                            dst[(size_t)(y0 + i) * ow + x0 + j] = cpu_activate(val, act, a);
                         }
                 }
             }

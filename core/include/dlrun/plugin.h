@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 4
+#define DL_ABI_MINOR 5
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -259,7 +259,8 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_2 17
 #define DL_OP_COUNT_V1_3 17 /* 1.3 added storage dtypes and layouts, no kinds */
 #define DL_OP_COUNT_V1_4 49
-#define DL_OP_COUNT DL_OP_COUNT_V1_4 /* kinds in this version of the header */
+#define DL_OP_COUNT_V1_5 49 /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
+#define DL_OP_COUNT DL_OP_COUNT_V1_5 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
 typedef enum dl_activation {
@@ -268,7 +269,10 @@ typedef enum dl_activation {
     DL_ACT_SILU = 2,       /* (1.4) x * sigmoid(x), as the SILU op */
     DL_ACT_HARD_SWISH = 3, /* (1.4) as the HARD_SWISH op */
     DL_ACT_GELU = 4,       /* (1.4) as the GELU op with DL_GELU_ERF */
-    DL_ACT_GELU_TANH = 5   /* (1.4) as the GELU op with DL_GELU_TANH */
+    DL_ACT_GELU_TANH = 5,  /* (1.4) as the GELU op with DL_GELU_TANH */
+    DL_ACT_CLIP = 6,       /* (1.5) as the CLIP op, bounds in attrs.clip_min and attrs.clip_max (relu6) */
+    DL_ACT_LEAKY_RELU = 7, /* (1.5) as the LEAKY_RELU op, slope in attrs.alpha */
+    DL_ACT_SIGMOID = 8     /* (1.5) as the SIGMOID op */
 } dl_activation;
 
 /* attrs.mode of PAD, GELU and RESIZE (1.4); RESIZE's attrs.coord and attrs.nearest as ONNX

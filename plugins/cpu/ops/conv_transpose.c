@@ -61,12 +61,7 @@ void cpu_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, float *y, voi
                     }
             }
         }
-    const int act = a->activation;
-    if (!b && act == DL_ACT_NONE) return;
+    if (!b && a->activation == DL_ACT_NONE) return;
 #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < n * oc; p++) {
-        const float bias = b ? b[p % oc] : 0.0f;
-        float *row = y + p * plane;
-        for (int64_t j = 0; j < plane; j++) row[j] = cpu_activate(row[j] + bias, act);
-    }
+    for (int64_t p = 0; p < n * oc; p++) cpu_bias_act(y + p * plane, plane, b ? b[p % oc] : 0.0f, a);
 }

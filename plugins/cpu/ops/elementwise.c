@@ -15,24 +15,22 @@ void cpu_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
 void cpu_leaky_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-    const float alpha = k->g.a.alpha;
 #pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] >= 0 ? x[i] : alpha * x[i];
+    for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_activate(x[i], DL_ACT_LEAKY_RELU, &k->g.a);
 }
 
 void cpu_sigmoid(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
 #pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_sigmoid_of(x[i]);
+    for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_activate(x[i], DL_ACT_SIGMOID, NULL);
 }
 
 void cpu_clip(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-    const float lo = k->g.a.clip_min, hi = k->g.a.clip_max;
 #pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+    for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_activate(x[i], DL_ACT_CLIP, &k->g.a);
 }
 
 void cpu_copy(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
@@ -58,7 +56,7 @@ void cpu_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
         float *dst = y + p * inner;
         for (int64_t i = 0; i < inner; i++) {
             float v = src[i] * s + t;
-            dst[i] = cpu_activate(v, act);
+            dst[i] = cpu_activate(v, act, &k->g.a);
         }
     }
 }

@@ -24,7 +24,7 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
             for (int i = 0; i < n; i++)
                 for (int o = o0; o < o1; o++) {
                     float v = y[(size_t)i * out + o] + (b ? b[o] : 0.0f);
-                    y[(size_t)i * out + o] = cpu_activate(v, act);
+                    y[(size_t)i * out + o] = cpu_activate(v, act, &k->g.a);
                 }
         }
     }

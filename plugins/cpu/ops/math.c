@@ -51,9 +51,9 @@ void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     (void)ws;
     const int act = k->g.a.activation;
     if (act == DL_ACT_RELU) { /* its own loop: the constant activation inlines to one compare */
-        BINARY_BODY(cpu_activate(a + b, DL_ACT_RELU))
+        BINARY_BODY(cpu_activate(a + b, DL_ACT_RELU, NULL))
     } else if (act != DL_ACT_NONE) {
-        BINARY_BODY(cpu_activate(a + b, act))
+        BINARY_BODY(cpu_activate(a + b, act, &k->g.a))
     } else {
         BINARY_BODY(a + b)
     }
@@ -103,7 +103,7 @@ UNARY_KERNEL(abs, fabsf(x))
 UNARY_KERNEL(reciprocal, 1.0f / x)
 UNARY_KERNEL(hard_sigmoid, clamp_nan(at->alpha *x + at->beta, 0.0f, 1.0f))
 /* the ops that are also fused activations: one formula for both (activate.h) */
-UNARY_KERNEL(hard_swish, cpu_activate(x, DL_ACT_HARD_SWISH))
-UNARY_KERNEL(silu, cpu_activate(x, DL_ACT_SILU))
-UNARY_KERNEL(gelu, cpu_activate(x, at->mode == DL_GELU_TANH ? DL_ACT_GELU_TANH : DL_ACT_GELU))
+UNARY_KERNEL(hard_swish, cpu_activate(x, DL_ACT_HARD_SWISH, at))
+UNARY_KERNEL(silu, cpu_activate(x, DL_ACT_SILU, at))
+UNARY_KERNEL(gelu, cpu_activate(x, at->mode == DL_GELU_TANH ? DL_ACT_GELU_TANH : DL_ACT_GELU, at))
 UNARY_KERNEL(softplus, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)))) /* NaN: log1pf(NaN) */
