@@ -193,7 +193,9 @@ OP_TEST(pooling) {
         check_pool(maxp, 2, 2, 8, 11, 3, 2, 1, 1, 0, 1);
         check_pool(maxp, 1, 3, 7, 7, 3, 3, 0, 1, 1, 1);
         check_pool(maxp, 1, 3, 6, 9, 2, 1, 1, 0, 0, 1);
-        check_pool(maxp, 1, 2, 9, 8, 3, 2, 2, 1, 1, 1); /* padding beyond half the kernel (ONNX allows it) */
+        check_pool(maxp, 1, 2, 9, 8, 3, 2, 2, 1, 1, 1);   /* padding beyond half the kernel (ONNX allows it) */
+        check_pool(maxp, 2, 6, 55, 55, 3, 2, 0, 1, 1, 1); /* SqueezeNet's: ceil_mode adds a window */
+        check_pool(maxp, 1, 3, 12, 14, 5, 1, 2, 0, 1, 1); /* 5x5 stride 1: 25 taps */
     }
     /* dilated max pooling (ONNX MaxPool dilations) */
     check_pool(1, 1, 3, 13, 11, 3, 1, 0, 0, 1, 2);

@@ -3,90 +3,26 @@
  * per group. Any stride, dilation and padding; a channel multiplier (out channels = k x in
  * channels) too.
  *
- * The common case, equal strides s (and no dilation when s > 1), is one flat loop per plane. Each
- * thread splits the zero-padded input plane into s x s phase planes, phase (a, b) holding the
- * padded plane's rows a, a + s, ... and columns b, b + s, ..., all of pitch P. Output (oy, ox) then
- * reads tap (i, j) at row oy + i / s, column ox + j / s of phase (i % s, j % s): at a fixed offset
- * from q = oy * P + ox. So the whole plane is one unit-stride loop over q (the P - ow extra columns
- * per row computed and dropped), long enough to vectorise even on a 7x7 map, where a loop per
- * 7-wide row would run scalar, and with no strided loads at stride 2. The 3x3 taps stay in
- * registers; bias and the fused activation are applied as the rows are stored.
- *
- * Anything else (unequal strides, dilation with stride) pads the plane as it is and loops per
- * output row, tap by tap. */
+ * The common case, equal strides (and no dilation with a stride), is one flat loop per plane over
+ * its zero-padded phase planes (phase.c): the 3x3 taps in registers, bias, relu and clip applied in
+ * the same loop. Anything else (unequal strides, dilation with a stride) pads the plane as it is
+ * and loops per output row, tap by tap. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_ops.h"
 
-/* windows with more taps than this take the row loop (the flat loop's offsets live on the stack) */
-#define DW_MAX_FLAT_TAPS 64
-/* The flat loop runs to a multiple of 8 outputs (no scalar remainder), reading and writing up to 7
- * floats past the phase planes and its output: zeros, dropped. */
-#define DW_SLACK 8
-
-/* The shapes of one prepared depthwise conv: the flat loop's phase planes, or the row loop's
- * padded plane. */
-typedef struct dw_geom {
-    int flat;           /* the flat loop (else the row loop) */
-    int64_t s;          /* stride (flat) */
-    int64_t ph, pw;     /* flat: rows and pitch of each phase plane; rows: the padded plane */
-    int64_t per_thread; /* floats of workspace per thread */
-} dw_geom;
-
-static dw_geom geom_of(const dl_kernel *k) {
+/* The row loop's zero-padded plane: every input element a window reads. */
+static void padded_dims(const dl_kernel *k, int64_t *ph, int64_t *pw) {
     const dl_op_attrs *a = &k->g.a;
-    const int64_t oh = k->g.ys[2], ow = k->g.ys[3], kh = a->kernel[0], kw = a->kernel[1];
-    const int64_t sh = a->stride[0], sw = a->stride[1], dh = a->dilation[0], dw = a->dilation[1];
-    dw_geom d = {0};
-    d.flat = sh == sw && (sh == 1 || (dh == 1 && dw == 1)) && kh * kw <= DW_MAX_FLAT_TAPS;
-    if (d.flat) {
-        d.s = sh;
-        /* the last output row reads phase rows up to oh - 1 + (kh - 1) dh / s; the dropped
-         * columns of the last row read one row past that */
-        d.ph = oh + (kh - 1) * dh / sh + 1;
-        d.pw = ow + (kw - 1) * dw / sh;
-        d.per_thread = sh * sh * d.ph * d.pw + DW_SLACK + oh * d.pw + DW_SLACK;
-    } else {
-        d.ph = (oh - 1) * sh + (kh - 1) * dh + 1;
-        d.pw = (ow - 1) * sw + (kw - 1) * dw + 1;
-        d.per_thread = d.ph * d.pw;
-    }
-    return d;
+    *ph = (k->g.ys[2] - 1) * a->stride[0] + (int64_t)(a->kernel[0] - 1) * a->dilation[0] + 1;
+    *pw = (k->g.ys[3] - 1) * a->stride[1] + (int64_t)(a->kernel[1] - 1) * a->dilation[1] + 1;
 }
 
 size_t cpu_depthwise_workspace(const dl_kernel *k) {
-    return (size_t)(k->threads > 0 ? k->threads : 1) * (size_t)geom_of(k).per_thread * sizeof(float);
-}
-
-/* Phase planes of the zero-padded input plane x (h x w, padding pt, pl): phase (a, b) at
- * ph_[(a * s + b) * ph * pw], its element (r, c) the padded plane's (r s + a, c s + b). */
-static void phase_planes(const float *restrict x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t s, int64_t ph,
-                         int64_t pw, float *restrict out) {
-    for (int64_t a = 0; a < s; a++)
-        for (int64_t b = 0; b < s; b++) {
-            float *plane = out + (a * s + b) * ph * pw;
-            /* columns c with 0 <= c s + b - pl < w: [c0, c1) */
-            int64_t c0 = pl > b ? (pl - b + s - 1) / s : 0, c1 = (w + pl - b + s - 1) / s;
-            if (c0 > pw) c0 = pw;
-            if (c1 > pw) c1 = pw;
-            if (c1 < c0) c1 = c0;
-            for (int64_t r = 0; r < ph; r++) {
-                float *dst = plane + r * pw;
-                const int64_t iy = r * s + a - pt;
-                if (iy < 0 || iy >= h) {
-                    for (int64_t c = 0; c < pw; c++) dst[c] = 0.0f;
-                    continue;
-                }
-                const float *src = x + iy * w + (c0 * s + b - pl);
-                for (int64_t c = 0; c < c0; c++) dst[c] = 0.0f;
-                if (s == 1)
-                    for (int64_t c = c0; c < c1; c++) dst[c] = src[c - c0];
-                else
-                    for (int64_t c = c0; c < c1; c++) dst[c] = src[(c - c0) * s];
-                for (int64_t c = c1; c < pw; c++) dst[c] = 0.0f;
-            }
-        }
+    cpu_phase p;
+    int64_t ph, pw, per = cpu_phase_init(&p, &k->g) ? p.per_thread : (padded_dims(k, &ph, &pw), ph * pw);
+    return (size_t)(k->threads > 0 ? k->threads : 1) * (size_t)per * sizeof(float);
 }
 
 /* v clamped to [lo, hi], NaN kept (as relu and clip compute it) */
@@ -162,15 +98,13 @@ void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     const float *x = in[0].data, *w = in[1].data, *bias = k->g.has_bias ? in[2].data : NULL;
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3], mult = oc / c;
-    const int64_t kw = a->kernel[1], taps = (int64_t)a->kernel[0] * kw;
-    const int is3x3 = a->kernel[0] == 3 && kw == 3;
-    const dw_geom d = geom_of(k);
-    int64_t off[DW_MAX_FLAT_TAPS];
-    if (d.flat) /* tap (i, j): phase (i dh % s, j dw % s), then (i dh / s) rows and (j dw / s) columns in */
-        for (int64_t t = 0; t < taps; t++) {
-            const int64_t i = t / kw * a->dilation[0], j = t % kw * a->dilation[1];
-            off[t] = ((i % d.s) * d.s + j % d.s) * d.ph * d.pw + i / d.s * d.pw + j / d.s;
-        }
+    const int64_t taps = (int64_t)a->kernel[0] * a->kernel[1];
+    const int is3x3 = a->kernel[0] == 3 && a->kernel[1] == 3;
+    cpu_phase ph;
+    const int flat = cpu_phase_init(&ph, &k->g);
+    int64_t rh, rw; /* the row loop's padded plane */
+    padded_dims(k, &rh, &rw);
+    const int64_t per = flat ? ph.per_thread : rh * rw;
     /* relu and clip are a clamp in the flat loop; the other activations a pass after it */
     const int act = a->activation, clamped = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
     const float lo = act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -INFINITY;
@@ -178,34 +112,24 @@ void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     const int64_t planes = n * oc;
 #pragma omp parallel for schedule(static) if (planes * oh * ow * taps >= CPU_PARALLEL_MIN)
     for (int64_t p = 0; p < planes; p++) {
-        float *pad = (float *)ws + (size_t)omp_get_thread_num() * (size_t)d.per_thread;
+        float *pad = (float *)ws + (size_t)omp_get_thread_num() * (size_t)per;
         const int64_t img = p / oc, o = p % oc;
         const float *xp = x + (img * c + o / mult) * h * wd, *wo = w + o * taps;
         const float b = bias ? bias[o] : 0.0f;
         float *yp = y + p * oh * ow;
-        if (d.flat) {
-            const int64_t planes_end = d.s * d.s * d.ph * d.pw, nq = (oh * d.pw + 7) / 8 * 8;
-            float *tmp = pad + planes_end + DW_SLACK;
-            phase_planes(xp, h, wd, a->pad_begin[0], a->pad_begin[1], d.s, d.ph, d.pw, pad);
-            for (int i = 0; i < DW_SLACK; i++) pad[planes_end + i] = 0.0f;
-            if (is3x3) flat_3x3(pad, off, wo, b, lo, hi, tmp, nq);
-            else flat_any(pad, off, taps, wo, b, lo, hi, tmp, nq);
-            if (!clamped) cpu_bias_act(tmp, nq, 0.0f, a);
-            if (d.pw == ow) {
-                memcpy(yp, tmp, (size_t)(oh * ow) * sizeof *yp);
-            } else {
-                for (int64_t oy = 0; oy < oh; oy++) {
-                    const float *src = tmp + oy * d.pw;
-                    float *dst = yp + oy * ow;
-                    for (int64_t ox = 0; ox < ow; ox++) dst[ox] = src[ox];
-                }
-            }
+        if (flat) {
+            float *tmp = pad + ph.planes_end + CPU_PHASE_SLACK;
+            cpu_phase_fill(&ph, xp, h, wd, a->pad_begin[0], a->pad_begin[1], 0.0f, pad);
+            if (is3x3) flat_3x3(pad, ph.off, wo, b, lo, hi, tmp, ph.nq);
+            else flat_any(pad, ph.off, taps, wo, b, lo, hi, tmp, ph.nq);
+            if (!clamped) cpu_bias_act(tmp, ph.nq, 0.0f, a);
+            cpu_phase_store(&ph, tmp, yp, oh, ow);
             continue;
         }
-        pad_plane(xp, h, wd, a->pad_begin[0], a->pad_begin[1], pad, d.ph, d.pw);
+        pad_plane(xp, h, wd, a->pad_begin[0], a->pad_begin[1], pad, rh, rw);
         for (int64_t oy = 0; oy < oh; oy++) {
             float *out = yp + oy * ow;
-            row_any(pad + oy * a->stride[0] * d.pw, d.pw, a, wo, out, ow);
+            row_any(pad + oy * a->stride[0] * rw, rw, a, wo, out, ow);
             cpu_bias_act(out, ow, b, a);
         }
     }

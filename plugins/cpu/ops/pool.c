@@ -1,7 +1,10 @@
 /* pool.c — max, average and global average pooling on the CPU, with PyTorch's semantics for
  * padding (never the max; counted in the average only with count_include_pad), ceil_mode and
- * (max only) dilation. */
+ * (max only) dilation. Max pooling: VGG's 2x2 stride-2 windows have a loop of their own; equal
+ * strides take a flat loop per plane over its phase planes padded with -inf (phase.c); other
+ * windows without dilation are pooled separably, and the rest window by window. */
 #include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "cpu_ops.h"
@@ -21,12 +24,55 @@ static inline void tap_range(int start, int k, int d, int n, int *t0, int *t1) {
     *t1 = start > n - 1 ? 0 : last < k ? last : k;
 }
 
+/* VGG's pools: 2x2 stride 2, every window inside */
+static int vgg_pool(const dl_kernel *k) {
+    const dl_op_attrs *a = &k->g.a;
+    return a->kernel[0] == 2 && a->kernel[1] == 2 && a->stride[0] == 2 && a->stride[1] == 2 && !a->pad_begin[0] &&
+           a->dilation[0] == 1 && a->dilation[1] == 1 && !a->pad_begin[1] && 2 * k->g.ys[2] <= k->g.xs[2] &&
+           2 * k->g.ys[3] <= k->g.xs[3];
+}
+
 size_t cpu_maxpool2d_workspace(const dl_kernel *k) {
     const dl_op_attrs *a = &k->g.a;
+    cpu_phase ph;
+    if (vgg_pool(k)) return 0;
+    if (cpu_phase_init(&ph, &k->g)) return (size_t)k->threads * (size_t)ph.per_thread * sizeof(float);
     if (a->dilation[0] != 1 || a->dilation[1] != 1) return 0;
     /* per output column its window [lo, hi), then one row-max buffer per thread */
     return (size_t)k->g.ys[3] * 2 * sizeof(int) + 64 +
            (size_t)k->threads * (size_t)k->g.xs[2] * (size_t)k->g.ys[3] * sizeof(float);
+}
+
+/* The flat loop over each plane's phase planes (padding and the windows ceil_mode adds past the
+ * end read -inf, never the max); 3x3 windows unrolled. */
+static void flat_maxpool(const dl_kernel *k, const cpu_phase *ph, const float *x, float *y, void *ws) {
+    const int64_t planes = k->g.xs[0] * k->g.xs[1], h = k->g.xs[2], w = k->g.xs[3], oh = k->g.ys[2], ow = k->g.ys[3];
+    const int is3x3 = k->g.a.kernel[0] == 3 && k->g.a.kernel[1] == 3;
+    const int64_t *off = ph->off, nq = ph->nq;
+#pragma omp parallel for schedule(static) if (planes * oh * ow * ph->taps >= CPU_PARALLEL_MIN)
+    for (int64_t p = 0; p < planes; p++) {
+        float *pad = (float *)ws + (size_t)omp_get_thread_num() * (size_t)ph->per_thread;
+        float *restrict tmp = pad + ph->planes_end + CPU_PHASE_SLACK;
+        cpu_phase_fill(ph, x + p * h * w, h, w, k->g.a.pad_begin[0], k->g.a.pad_begin[1], -INFINITY, pad);
+        const float *restrict p0 = pad + off[0];
+        if (is3x3) {
+            const float *restrict p1 = pad + off[1], *restrict p2 = pad + off[2], *restrict p3 = pad + off[3];
+            const float *restrict p4 = pad + off[4], *restrict p5 = pad + off[5], *restrict p6 = pad + off[6];
+            const float *restrict p7 = pad + off[7], *restrict p8 = pad + off[8];
+            for (int64_t q = 0; q < nq; q++) {
+                float m = nanmax(nanmax(p0[q], p1[q]), nanmax(p2[q], p3[q]));
+                m = nanmax(m, nanmax(nanmax(p4[q], p5[q]), nanmax(p6[q], p7[q])));
+                tmp[q] = nanmax(m, p8[q]);
+            }
+        } else {
+            for (int64_t q = 0; q < nq; q++) tmp[q] = p0[q];
+            for (int64_t t = 1; t < ph->taps; t++) {
+                const float *restrict pt = pad + off[t];
+                for (int64_t q = 0; q < nq; q++) tmp[q] = nanmax(tmp[q], pt[q]);
+            }
+        }
+        cpu_phase_store(ph, tmp, y + p * oh * ow, oh, ow);
+    }
 }
 
 void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
@@ -34,9 +80,7 @@ void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     const dl_op_attrs *a = &k->g.a;
     const int64_t planes = k->g.xs[0] * k->g.xs[1];
     const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
-    if (a->kernel[0] == 2 && a->kernel[1] == 2 && a->stride[0] == 2 && a->stride[1] == 2 && !a->pad_begin[0] &&
-        a->dilation[0] == 1 && a->dilation[1] == 1 && !a->pad_begin[1] && 2 * oh <= h &&
-        2 * ow <= w) { /* VGG's pools: every window inside */
+    if (vgg_pool(k)) {
 #pragma omp parallel for schedule(static)
         for (int64_t p = 0; p < planes; p++)
             for (int oy = 0; oy < oh; oy++) {
@@ -45,6 +89,11 @@ void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
                 for (int ox = 0; ox < ow; ox++)
                     dst[ox] = nanmax(nanmax(r0[2 * ox], r0[2 * ox + 1]), nanmax(r1[2 * ox], r1[2 * ox + 1]));
             }
+        return;
+    }
+    cpu_phase phase;
+    if (ws && cpu_phase_init(&phase, &k->g)) {
+        flat_maxpool(k, &phase, x, y, ws);
         return;
     }
     const int kh = a->kernel[0], kw = a->kernel[1], dh = a->dilation[0], dw = a->dilation[1];
