@@ -28,7 +28,7 @@ static const odn_builder builders[DL_OP_COUNT] = {
     [DL_OP_TANH] = odn_eltwise,        [DL_OP_NEG] = odn_eltwise,
     [DL_OP_ABS] = odn_eltwise,         [DL_OP_RECIPROCAL] = odn_eltwise,
     [DL_OP_HARD_SWISH] = odn_eltwise,  [DL_OP_SILU] = odn_eltwise,
-    [DL_OP_GELU] = odn_eltwise,        [DL_OP_SOFTPLUS] = odn_eltwise,
+    [DL_OP_GELU] = odn_eltwise,
 };
 
 static void odn_destroy(void *self) {
