@@ -19,7 +19,7 @@ dl_status odn_conv2d(odn_build *b) {
     if (g > 1) ODN_TRY(b, "weights", odn_plain_md(&w_md, 5, ws));
     else ODN_TRY(b, "weights", odn_plain_md(&w_md, 4, w->shape));
     if (has_bias) ODN_TRY(b, "bias", odn_plain_md(&b_md, 1, op->inputs[2].shape));
-    const int blocked = b->s->conv_blocked;
+    const int blocked = b->s->blocked;
     dnnl_dims_t xd = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]};
     dnnl_dims_t yd = {y->shape[0], y->shape[1], y->shape[2], y->shape[3]};
     ODN_TRY(b, "source", dnnl_memory_desc_init_by_tag(&x_any, 4, xd, dnnl_f32, dnnl_format_tag_any));

@@ -14,7 +14,8 @@ typedef struct odn_state {
     dl_backend table;
     dnnl_engine_t engine;
     int threads;
-    int conv_blocked; /* 1: convolutions in oneDNN's blocked layout, reordered at the kernel's edges */
+    int blocked; /* 1: convs and pools in oneDNN's 8-channel blocked layout inside the kernel
+                    (DLRUN_ONEDNN_LAYOUT=plain: 0) */
     char description[256];
 } odn_state;
 
@@ -114,6 +115,7 @@ dl_status odn_softmax(odn_build *b);
 dl_status odn_concat(odn_build *b);
 dl_status odn_add(odn_build *b);
 dl_status odn_batchnorm(odn_build *b);
+dl_status odn_copy_op(odn_build *b); /* flatten, dropout, reshape */
 /* 1 for the kinds odn_eltwise runs (one oneDNN eltwise each; they may run in place). */
 int odn_is_eltwise(int kind);
 #endif

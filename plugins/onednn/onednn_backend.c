@@ -15,21 +15,38 @@
 typedef dl_status (*odn_builder)(odn_build *b);
 
 /* The builder of each kind this plugin runs; other kinds are refused. */
+/* clang-format off */
 static const odn_builder builders[DL_OP_COUNT] = {
-    [DL_OP_CONV2D] = odn_conv2d,       [DL_OP_MAXPOOL2D] = odn_pool,
-    [DL_OP_AVGPOOL2D] = odn_pool,      [DL_OP_GLOBAL_AVGPOOL] = odn_pool,
-    [DL_OP_LINEAR] = odn_linear,       [DL_OP_MATMUL] = odn_matmul,
-    [DL_OP_SOFTMAX] = odn_softmax,     [DL_OP_LOG_SOFTMAX] = odn_softmax,
-    [DL_OP_CONCAT] = odn_concat,       [DL_OP_ADD] = odn_add,
-    [DL_OP_BATCHNORM] = odn_batchnorm, [DL_OP_RELU] = odn_eltwise,
-    [DL_OP_LEAKY_RELU] = odn_eltwise,  [DL_OP_SIGMOID] = odn_eltwise,
-    [DL_OP_CLIP] = odn_eltwise,        [DL_OP_SQRT] = odn_eltwise,
-    [DL_OP_EXP] = odn_eltwise,         [DL_OP_LOG] = odn_eltwise,
-    [DL_OP_TANH] = odn_eltwise,        [DL_OP_NEG] = odn_eltwise,
-    [DL_OP_ABS] = odn_eltwise,         [DL_OP_RECIPROCAL] = odn_eltwise,
-    [DL_OP_HARD_SWISH] = odn_eltwise,  [DL_OP_SILU] = odn_eltwise,
+    [DL_OP_CONV2D] = odn_conv2d,
+    [DL_OP_MAXPOOL2D] = odn_pool,
+    [DL_OP_AVGPOOL2D] = odn_pool,
+    [DL_OP_GLOBAL_AVGPOOL] = odn_pool,
+    [DL_OP_LINEAR] = odn_linear,
+    [DL_OP_MATMUL] = odn_matmul,
+    [DL_OP_SOFTMAX] = odn_softmax,
+    [DL_OP_LOG_SOFTMAX] = odn_softmax,
+    [DL_OP_CONCAT] = odn_concat,
+    [DL_OP_ADD] = odn_add,
+    [DL_OP_BATCHNORM] = odn_batchnorm,
+    [DL_OP_FLATTEN] = odn_copy_op,
+    [DL_OP_DROPOUT] = odn_copy_op,
+    [DL_OP_RESHAPE] = odn_copy_op,
+    [DL_OP_RELU] = odn_eltwise,
+    [DL_OP_LEAKY_RELU] = odn_eltwise,
+    [DL_OP_SIGMOID] = odn_eltwise,
+    [DL_OP_CLIP] = odn_eltwise,
+    [DL_OP_SQRT] = odn_eltwise,
+    [DL_OP_EXP] = odn_eltwise,
+    [DL_OP_LOG] = odn_eltwise,
+    [DL_OP_TANH] = odn_eltwise,
+    [DL_OP_NEG] = odn_eltwise,
+    [DL_OP_ABS] = odn_eltwise,
+    [DL_OP_RECIPROCAL] = odn_eltwise,
+    [DL_OP_HARD_SWISH] = odn_eltwise,
+    [DL_OP_SILU] = odn_eltwise,
     [DL_OP_GELU] = odn_eltwise,
 };
+/* clang-format on */
 
 static void odn_destroy(void *self) {
     odn_state *s = self;
@@ -136,13 +153,13 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         return NULL;
     }
     s->threads = host->n_threads > 0 ? host->n_threads : 1;
-    const char *layout = getenv("DLRUN_ONEDNN_CONV");
-    s->conv_blocked = !(layout && !strcmp(layout, "plain"));
+    const char *layout = getenv("DLRUN_ONEDNN_LAYOUT");
+    s->blocked = !(layout && !strcmp(layout, "plain"));
     omp_set_num_threads(s->threads);
     const dnnl_version_t *v = dnnl_version();
-    snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s convolutions): %d thread%s (OpenMP)",
-             v->major, v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()),
-             s->conv_blocked ? "blocked" : "plain", s->threads, s->threads == 1 ? "" : "s");
+    snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s layout): %d thread%s (OpenMP)",
+             v->major, v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()), s->blocked ? "blocked" : "plain",
+             s->threads, s->threads == 1 ? "" : "s");
     s->table = (dl_backend){
         .abi_version = DL_ABI_VERSION,
         .struct_size = sizeof(dl_backend),

@@ -1,7 +1,7 @@
 /* ops.c — the oneDNN plugin's ops besides conv2d and the pools: linear (inner product), matmul,
  * the eltwise functions, softmax and log_softmax, concat, add (binary, with its fused activation)
- * and inference batchnorm. Each builds one primitive descriptor on dlrun's row-major f32 tensors
- * and refuses, with the reason, the attributes oneDNN would compute differently. */
+ * inference batchnorm, and flatten / dropout / reshape as copies. Each builds one primitive descriptor on dlrun's
+ * row-major f32 tensors and refuses, with the reason, the attributes oneDNN would compute differently. */
 #include <math.h>
 
 #include "onednn.h"
@@ -255,4 +255,21 @@ dl_status odn_batchnorm(odn_build *b) {
                               {DNNL_ARG_SHIFT, ODN_INPUT, 2, c_md},    {DNNL_ARG_MEAN, ODN_INPUT, 3, c_md},
                               {DNNL_ARG_VARIANCE, ODN_INPUT, 4, c_md}, {DNNL_ARG_DST, ODN_OUTPUT, 0, x_md}};
     return odn_add_primitive(b, pd, args, 6);
+}
+
+/* ---- flatten, dropout (inference), reshape: the same elements in the same order, a copy ---- */
+
+dl_status odn_copy_op(odn_build *b) {
+    const dl_op *op = b->op;
+    int64_t n = dl_tensor_numel(&op->inputs[0]);
+    dnnl_memory_desc_t md;
+    ODN_TRY(b, "tensor", odn_plain_md(&md, 1, &n));
+    dnnl_primitive_attr_t attr;
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, DL_ACT_NONE));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, &md, b->s->engine, &md, b->s->engine, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return odn_fail(b, st, "reorder");
+    odn_tensor_arg args[2] = {{DNNL_ARG_FROM, ODN_INPUT, 0, md}, {DNNL_ARG_TO, ODN_OUTPUT, 0, md}};
+    return odn_add_primitive(b, pd, args, 2);
 }
