@@ -157,9 +157,9 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     s->blocked = !(layout && !strcmp(layout, "plain"));
     omp_set_num_threads(s->threads);
     const dnnl_version_t *v = dnnl_version();
-    snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s layout): %d thread%s (OpenMP)",
-             v->major, v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()), s->blocked ? "blocked" : "plain",
-             s->threads, s->threads == 1 ? "" : "s");
+    snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s layout): %d thread%s (OpenMP)", v->major,
+             v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()), s->blocked ? "blocked" : "plain", s->threads,
+             s->threads == 1 ? "" : "s");
     s->table = (dl_backend){
         .abi_version = DL_ABI_VERSION,
         .struct_size = sizeof(dl_backend),
