@@ -8,12 +8,13 @@
  * mapped read-only); a conv without bias takes the batchnorm's beta value as its bias, its data
  * replaced by the folded bias. Arithmetic in double, rounded once to f32.
  *
- * After placement (it needs both ops on one backend), each activation (relu, silu, hard_swish,
- * gelu; from ABI 1.5 clip, leaky relu, sigmoid, their parameters copied into the producer's attrs)
- * is fused into the op before it as that op's epilogue, where the backend accepts the fused op
- * (the cpu plugin takes them all; the GPU plugins relu only, for now). The ops that fuse
- * (conv2d, conv_transpose2d, linear, add, batchnorm) read none of clip_min, clip_max or alpha
- * themselves, so those members are free to carry the activation's. */
+ * After placement (it needs both ops on one backend, or two backends of one memory domain, the
+ * activation then moving to its producer's), each activation (relu, silu, hard_swish, gelu; from
+ * ABI 1.5 clip, leaky relu, sigmoid, their parameters copied into the producer's attrs) is fused
+ * into the op before it as that op's epilogue, where the backend accepts the fused op (the cpu
+ * plugin takes them all, the onednn plugin those oneDNN computes exactly; the GPU plugins relu
+ * only, for now). The ops that fuse (conv2d, conv_transpose2d, linear, add, batchnorm) read none
+ * of clip_min, clip_max or alpha themselves, so those members are free to carry the activation's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,16 +143,22 @@ static void fuse_activation(dl_session *s, int i) {
     if (p >= 0 && g->nodes[p].kind == DL_OP_BATCHNORM && f->into[p] >= 0) p = f->into[p]; /* folded into a conv */
     if (p < 0 || dl_graph_is_output(g, v) || dl_graph_consumers(g, v) != 1 || f->into[p] >= 0) return;
     if (!(dl_op_def_of(g->nodes[p].kind)->flags & DL_OPF_FUSES_RELU)) return;
-    if (f->attrs[p].activation != DL_ACT_NONE || s->place.be[p] != s->place.be[i]) return;
+    if (f->attrs[p].activation != DL_ACT_NONE) return;
+    /* Placement timed the two ops apart: an activation placed on another backend of the same
+     * memory domain (the cpu and onednn plugins) moves to its producer's, where it costs nothing. */
+    const dl_backend *bp = s->place.be[p], *bi = s->place.be[i];
+    if (bp != bi && (bp->device.device_type != bi->device.device_type || bp->device.device_id != bi->device.device_id))
+        return;
     dl_op_attrs fused = f->attrs[p];
     fused.activation = act;
     fused.clip_min = r->params.attrs.clip_min;
     fused.clip_max = r->params.attrs.clip_max;
     fused.alpha = r->params.attrs.alpha;
     dl_error why;
-    if (!dl_session_accepts(s, s->place.be[p], p, &fused, &why)) return;
+    if (!dl_session_accepts(s, bp, p, &fused, &why)) return;
     f->attrs[p] = fused;
     f->into[i] = p;
+    s->place.be[i] = bp;
 }
 
 void dl_fuse_activations(dl_session *s) {

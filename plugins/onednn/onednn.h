@@ -1,0 +1,122 @@
+/* onednn.h — the oneDNN plugin's shared pieces: a prepared kernel as a short list of oneDNN
+ * primitives ("steps") whose arguments are bound, at run, to the op's tensors, the workspace or
+ * buffers the kernel owns; and the helpers the op builders (conv.c, ops.c) use to make one. */
+#ifndef DLRUN_ONEDNN_H
+#define DLRUN_ONEDNN_H
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "dlrun/plugin.h"
+#include "op_check.h"
+
+/* The plugin's state: its backend table and the one CPU engine all kernels use. */
+typedef struct odn_state {
+    dl_backend table;
+    dnnl_engine_t engine;
+    int threads;
+    int blocked; /* 1: convs and pools in oneDNN's 8-channel blocked layout inside the kernel
+                    (DLRUN_ONEDNN_LAYOUT=plain: 0) */
+    char description[256];
+} odn_state;
+
+/* Where a primitive argument's memory is at run. */
+typedef enum odn_bind {
+    ODN_INPUT = 0,     /* the op's input `index` */
+    ODN_OUTPUT = 1,    /* the op's output */
+    ODN_WORKSPACE = 2, /* bytes at `offset` in the workspace the host passes to run */
+    ODN_OWNED = 3      /* memory the kernel set up at prepare (weights reordered once) */
+} odn_bind;
+
+typedef struct odn_arg {
+    int arg;       /* DNNL_ARG_* */
+    odn_bind bind; /* where its data is */
+    int index;     /* ODN_INPUT: which input */
+    size_t offset; /* ODN_WORKSPACE: byte offset */
+} odn_arg;
+
+/* One primitive and its arguments. */
+typedef struct odn_step {
+    dnnl_primitive_t prim;
+    int n_args;
+    odn_arg *args;          /* n_args bindings ... */
+    dnnl_exec_arg_t *xargs; /* ... and the memory objects oneDNN is given, in the same order */
+} odn_step;
+
+#define ODN_MAX_STEPS 8
+#define ODN_MAX_OWNED 4
+
+struct dl_kernel {
+    char name[96]; /* "layer (kind)" for messages */
+    int threads;
+    dnnl_stream_t stream; /* one per kernel: a kernel is never in two calls at once */
+    int n_steps;
+    odn_step steps[ODN_MAX_STEPS];
+    size_t workspace; /* bytes run needs: scratchpads and blocked copies of the tensors */
+    int n_owned;
+    void *owned[ODN_MAX_OWNED]; /* buffers of ODN_OWNED memories */
+};
+
+/* How a builder describes one argument of the primitive it made (odn_add_primitive). `md` is the
+ * layout the tensor has in dlrun (dense row-major f32); where the primitive wants another, a
+ * reorder is added before it (inputs; weights known at prepare are reordered once, there) or after
+ * it (the output). */
+typedef struct odn_tensor_arg {
+    int arg;       /* DNNL_ARG_* */
+    odn_bind bind; /* ODN_INPUT or ODN_OUTPUT */
+    int index;     /* ODN_INPUT: which input */
+    dnnl_memory_desc_t md;
+} odn_tensor_arg;
+
+/* What a builder works with. With k NULL it only checks that oneDNN builds a primitive descriptor
+ * for the op (supports); with a kernel it also creates the primitives (prepare). */
+typedef struct odn_build {
+    odn_state *s;
+    const dl_op *op;
+    dl_kernel *k;
+    const char *what; /* "layer (kind)" */
+    dl_error *err;
+} odn_build;
+
+/* A oneDNN call's failure as a dl_status with a one-line message naming the op, what failed and
+ * oneDNN's status; DL_E_UNSUPPORTED for "unimplemented", else DL_E_RUNTIME. */
+dl_status odn_fail(odn_build *b, dnnl_status_t st, const char *what);
+#define ODN_TRY(b, what, call)                                          \
+    do {                                                                \
+        dnnl_status_t odn_st_ = (call);                                 \
+        if (odn_st_ != dnnl_success) return odn_fail(b, odn_st_, what); \
+    } while (0)
+
+/* A dense row-major f32 descriptor of a dlrun shape (rank 0 as [1]). */
+dnnl_status_t odn_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shape);
+/* A primitive attribute with user scratchpad (run's workspace) and, for a fused dl_activation,
+ * its eltwise post-op; NULL where oneDNN has no exact form of the activation. */
+dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a);
+/* 1 if the activation has an exact oneDNN eltwise form (relu, silu, hard_swish, gelu erf/tanh; ABI 1.5:
+ * clip, leaky relu, sigmoid). */
+int odn_activation_ok(int activation);
+
+/* Takes ownership of pd (destroyed in every case): in a check (b->k NULL) that is all; else adds
+ * its primitive as a step, with reorders where the primitive's layout of an argument differs from
+ * the given one, its scratchpad in the workspace, and weights known at prepare reordered once. */
+dl_status odn_add_primitive(odn_build *b, dnnl_primitive_desc_t pd, const odn_tensor_arg *args, int n_args);
+
+/* Runs a prepared kernel's steps with their arguments bound to this call's tensors and workspace. */
+dl_status odn_kernel_run(dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err);
+void odn_kernel_free(dl_kernel *k);
+
+/* The op builders: each builds the op's primitive descriptor(s) and hands them to
+ * odn_add_primitive. The op has passed dl_op_check_as already; they refuse, with a reason, what
+ * oneDNN would compute differently from the CPU reference. */
+dl_status odn_conv2d(odn_build *b);
+dl_status odn_pool(odn_build *b);
+dl_status odn_linear(odn_build *b);
+dl_status odn_matmul(odn_build *b);
+dl_status odn_eltwise(odn_build *b);
+dl_status odn_softmax(odn_build *b);
+dl_status odn_concat(odn_build *b);
+dl_status odn_add(odn_build *b);
+dl_status odn_batchnorm(odn_build *b);
+dl_status odn_copy_op(odn_build *b); /* flatten, dropout, reshape */
+/* 1 for the kinds odn_eltwise runs (one oneDNN eltwise each; they may run in place). */
+int odn_is_eltwise(int kind);
+#endif

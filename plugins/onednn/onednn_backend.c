@@ -1,0 +1,183 @@
+/* onednn_backend.c — the oneDNN plugin's entry point and backend table: a second CPU backend on
+ * Debian's oneDNN 2.6 (C API), sharing the CPU memory domain with the cpu plugin so that placement
+ * mixes the two op by op with no copies. Exact supports() (the op table's check, what oneDNN would
+ * compute differently refused by the builders, and oneDNN's own acceptance of the primitive),
+ * kernel preparation, dispatch and OpenMP threads. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "onednn.h"
+
+typedef dl_status (*odn_builder)(odn_build *b);
+
+/* The builder of each kind this plugin runs; other kinds are refused. */
+/* clang-format off */
+static const odn_builder builders[DL_OP_COUNT] = {
+    [DL_OP_CONV2D] = odn_conv2d,
+    [DL_OP_MAXPOOL2D] = odn_pool,
+    [DL_OP_AVGPOOL2D] = odn_pool,
+    [DL_OP_GLOBAL_AVGPOOL] = odn_pool,
+    [DL_OP_LINEAR] = odn_linear,
+    [DL_OP_MATMUL] = odn_matmul,
+    [DL_OP_SOFTMAX] = odn_softmax,
+    [DL_OP_LOG_SOFTMAX] = odn_softmax,
+    [DL_OP_CONCAT] = odn_concat,
+    [DL_OP_ADD] = odn_add,
+    [DL_OP_BATCHNORM] = odn_batchnorm,
+    [DL_OP_FLATTEN] = odn_copy_op,
+    [DL_OP_DROPOUT] = odn_copy_op,
+    [DL_OP_RESHAPE] = odn_copy_op,
+    [DL_OP_RELU] = odn_eltwise,
+    [DL_OP_LEAKY_RELU] = odn_eltwise,
+    [DL_OP_SIGMOID] = odn_eltwise,
+    [DL_OP_CLIP] = odn_eltwise,
+    [DL_OP_SQRT] = odn_eltwise,
+    [DL_OP_EXP] = odn_eltwise,
+    [DL_OP_LOG] = odn_eltwise,
+    [DL_OP_TANH] = odn_eltwise,
+    [DL_OP_NEG] = odn_eltwise,
+    [DL_OP_ABS] = odn_eltwise,
+    [DL_OP_RECIPROCAL] = odn_eltwise,
+    [DL_OP_HARD_SWISH] = odn_eltwise,
+    [DL_OP_SILU] = odn_eltwise,
+    [DL_OP_GELU] = odn_eltwise,
+};
+/* clang-format on */
+
+static void odn_destroy(void *self) {
+    odn_state *s = self;
+    if (s->engine) dnnl_engine_destroy(s->engine);
+    free(s);
+}
+
+static dl_status odn_alloc(void *self, size_t bytes, void **ptr, dl_error *err) {
+    *ptr = NULL;
+    if (posix_memalign(ptr, 64, bytes ? bytes : 64) != 0)
+        return dl_fail(err, DL_E_NOMEM, "cannot allocate %zu bytes", bytes);
+    return DL_OK;
+}
+
+static void odn_free(void *self, void *ptr) { free(ptr); }
+
+static dl_status odn_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
+    memcpy(dst, src, bytes);
+    return DL_OK;
+}
+
+/* The checks of supports() and prepare(), then the builder: with k NULL it stops at the primitive
+ * descriptors (oneDNN's own yes or no), with a kernel it creates the primitives. */
+static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, dl_error *err) {
+    char what[96];
+    snprintf(what, sizeof what, "%s (%s)", op->name ? op->name : "op", dl_op_kind_name(op->kind));
+    if (op->kind < 0 || op->kind >= DL_OP_COUNT || !builders[op->kind])
+        return dl_fail(err, DL_E_UNSUPPORTED, "%s: no kernel in the onednn plugin", dl_op_kind_name(op->kind));
+    /* f32 row-major only (no f16/bf16, no channels-last: refused by the check) */
+    if (!dl_op_check_as(op, DL_ACCEPT_ACTIVATIONS, err)) return DL_E_UNSUPPORTED;
+    for (int i = 0; i < op->n_inputs; i++)
+        if (dl_tensor_numel(&op->inputs[i]) == 0)
+            return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty input (oneDNN primitives want elements)", what);
+    if (dl_tensor_numel(&op->outputs[0]) == 0)
+        return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty output (oneDNN primitives want elements)", what);
+    odn_build b = {s, op, k, what, err};
+    if (k) snprintf(k->name, sizeof k->name, "%s", what);
+    /* oneDNN sizes its blocking by the threads it will have: the same count as at run */
+    omp_set_num_threads(s->threads);
+    return builders[op->kind](&b);
+}
+
+static int odn_supports(void *self, const dl_op *op, dl_error *why) { return build(self, op, NULL, why) == DL_OK; }
+
+static dl_status odn_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {
+    odn_state *s = self;
+    dl_kernel *k = calloc(1, sizeof *k);
+    if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    k->threads = s->threads;
+    dnnl_status_t r = dnnl_stream_create(&k->stream, s->engine, dnnl_stream_default_flags);
+    if (r != dnnl_success) {
+        free(k);
+        return dl_fail(err, DL_E_RUNTIME, "%s: oneDNN stream: %s", op->name ? op->name : "op", dnnl_status2str(r));
+    }
+    dl_status st = build(s, op, k, err);
+    if (st != DL_OK) {
+        odn_kernel_free(k);
+        return st;
+    }
+    *workspace = k->workspace;
+    *out = k;
+    return DL_OK;
+}
+
+static dl_status odn_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
+    omp_set_num_threads(k->threads); /* the OpenMP pool the cpu plugin uses too, at the same size */
+    return odn_kernel_run(k, in, out, ws, err);
+}
+
+static void odn_release(void *self, dl_kernel *k) { odn_kernel_free(k); }
+
+/* oneDNN's eltwise primitives may write over their source. */
+static int odn_in_place(void *self, const dl_op *op) { return odn_is_eltwise(op->kind); }
+
+static dl_status odn_synchronize(void *self, dl_error *err) { return DL_OK; }
+
+/* The instruction set oneDNN dispatches to, for the description (and so the timing cache key). */
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "SSE4.1";
+    case dnnl_cpu_isa_avx: return "AVX";
+    case dnnl_cpu_isa_avx2: return "AVX2";
+    case dnnl_cpu_isa_avx512_mic: return "AVX-512 MIC";
+    case dnnl_cpu_isa_avx512_core: return "AVX-512";
+    case dnnl_cpu_isa_avx512_core_vnni: return "AVX-512 VNNI";
+    case dnnl_cpu_isa_avx512_core_bf16: return "AVX-512 BF16";
+    case dnnl_cpu_isa_avx512_core_amx: return "AMX";
+    case dnnl_cpu_isa_avx2_vnni: return "AVX2 VNNI";
+    default: return "generic";
+    }
+}
+
+DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
+    if (!dl_plugin_host_ok(host, err)) return NULL;
+    odn_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        dl_fail(err, DL_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    dnnl_status_t r = dnnl_engine_create(&s->engine, dnnl_cpu, 0);
+    if (r != dnnl_success) {
+        dl_fail(err, DL_E_NODEVICE, "oneDNN CPU engine: %s", dnnl_status2str(r));
+        free(s);
+        return NULL;
+    }
+    s->threads = host->n_threads > 0 ? host->n_threads : 1;
+    const char *layout = getenv("DLRUN_ONEDNN_LAYOUT");
+    s->blocked = !(layout && !strcmp(layout, "plain"));
+    omp_set_num_threads(s->threads);
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s layout): %d thread%s (OpenMP)", v->major,
+             v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()), s->blocked ? "blocked" : "plain", s->threads,
+             s->threads == 1 ? "" : "s");
+    s->table = (dl_backend){
+        .abi_version = DL_ABI_VERSION,
+        .struct_size = sizeof(dl_backend),
+        .name = "onednn",
+        .description = s->description,
+        .device = {DL_DEVICE_CPU, 0},
+        .self = s,
+        .destroy = odn_destroy,
+        .alloc = odn_alloc,
+        .free = odn_free,
+        .copy = odn_copy,
+        .supports = odn_supports,
+        .prepare = odn_prepare,
+        .run = odn_run,
+        .release = odn_release,
+        .synchronize = odn_synchronize,
+        .supports_in_place = odn_in_place,
+        .memory_info = NULL, /* host memory: the core checks it */
+    };
+    return &s->table;
+}

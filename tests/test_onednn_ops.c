@@ -1,0 +1,368 @@
+/* test_onednn_ops.c — the onednn plugin against the cpu plugin, op by op: every op it claims, on
+ * random inputs with odd sizes, driven through the plugin ABI as the host drives it (supports,
+ * prepare with the weights, run with the workspace it asked for, output poisoned with NaN), and
+ * compared by NMSE at the op table's f32 threshold. Also: supports() refuses, with a reason, what
+ * oneDNN would compute differently (16-bit and channels-last storage, the averages and clips it
+ * defines otherwise); eltwise ops run in place; values far out (exp, sigmoid, softplus ... of
+ * -100 to 100) match the reference element by element. Skipped where the plugin is not built. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlrun/plugin.h"
+#include "op_table.h"
+#include "test_util.h"
+
+#define ONEDNN_SO DLRUN_PLUGIN_DIR "/libdlrun-onednn.so"
+
+static const dl_backend *cpu, *odn;
+
+static void load(void) {
+    if (access(ONEDNN_SO, F_OK) != 0) cr_skip_test("the onednn plugin is not built (no oneDNN)");
+    dl_error err = {{0}};
+    if (!cpu) cpu = tu_load_backend(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", 2, &err);
+    cr_assert(cpu, "loading the cpu plugin: %s", err.msg);
+    if (!odn) odn = tu_load_backend(ONEDNN_SO, 2, &err);
+    cr_assert(odn, "loading the onednn plugin: %s", err.msg);
+}
+
+/* An op under test: its inputs (the last n_weights carry data at prepare) and attributes. */
+typedef struct op_case {
+    dl_op_kind kind;
+    dl_op_attrs a;
+    int n_in, n_weights;
+    int nd[8];
+    int64_t shape[8][8];
+    float lo, hi; /* activations from U(lo, hi); weights from U(-0.5, 0.5), batchnorm's var positive */
+} op_case;
+
+static uint64_t seed = 7000;
+
+static void attrs(dl_op_attrs *a) {
+    memset(a, 0, sizeof *a);
+    a->struct_size = sizeof *a;
+    a->stride[0] = a->stride[1] = a->dilation[0] = a->dilation[1] = a->groups = 1;
+    a->count_include_pad = 1;
+    a->epsilon = 1e-5f;
+    a->alpha = 1.0f, a->beta = 1.0f;
+    a->clip_min = -INFINITY, a->clip_max = INFINITY;
+}
+
+static void set_shape(op_case *c, int i, int nd, const int64_t *s) {
+    c->nd[i] = nd;
+    memcpy(c->shape[i], s, (size_t)nd * sizeof *s);
+}
+#define SHAPE(c, i, ...) \
+    set_shape(c, i, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+
+/* The op as the host shows it (data NULL), its output shape inferred by the op table. */
+static dl_op describe(op_case *c, dl_tensor *in, dl_tensor *y, int64_t *yshape) {
+    for (int i = 0; i < c->n_in; i++)
+        in[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, c->nd[i], DL_F32, c->shape[i], NULL, 0};
+    dl_op op = {sizeof op, c->kind, "t", &c->a, c->n_in, in, 1, y, DL_PRECISION_F32};
+    dl_shape ys;
+    dl_error why = {{0}};
+    cr_assert(dl_op_def_of(c->kind)->infer(&op, NULL, &ys, &why), "bad test case: %s", why.msg);
+    memcpy(yshape, ys.d, (size_t)ys.ndim * sizeof *yshape);
+    *y = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, ys.ndim, DL_F32, yshape, NULL, 0};
+    return op;
+}
+
+/* Runs the op on backend b with inputs data[]; the output (poisoned first) in a new array. */
+static float *run_on(const dl_backend *b, op_case *c, float **data, int in_place) {
+    dl_tensor in[8], y;
+    int64_t ys[8];
+    dl_op op = describe(c, in, &y, ys);
+    dl_error err = {{0}};
+    cr_assert(b->supports(b->self, &op, &err), "%s refused %s: %s", b->name, dl_op_kind_name(c->kind), err.msg);
+    for (int i = c->n_in - c->n_weights; i < c->n_in; i++) in[i].data = data[i];
+    dl_kernel *k = NULL;
+    size_t ws = 0;
+    cr_assert_eq(b->prepare(b->self, &op, &k, &ws, &err), DL_OK, "%s: %s", b->name, err.msg);
+    int64_t n = dl_tensor_numel(&y);
+    float *out = malloc((size_t)n * sizeof *out + 64);
+    for (int64_t i = 0; i < n; i++) out[i] = NAN;
+    void *w = ws ? malloc(ws) : NULL;
+    for (int i = 0; i < c->n_in; i++) in[i].data = data[i];
+    y.data = out;
+    if (in_place) { /* over a copy of input 0, which is then the output */
+        cr_assert(b->supports_in_place(b->self, &op), "%s: %s is not in place", b->name, dl_op_kind_name(c->kind));
+        memcpy(out, data[0], (size_t)n * sizeof *out);
+        in[0].data = out;
+    }
+    cr_assert_eq(b->run(b->self, k, in, &y, w, &err), DL_OK, "%s: %s", b->name, err.msg);
+    b->release(b->self, k);
+    free(w);
+    return out;
+}
+
+/* Random inputs for c, the op on both plugins, NMSE at the table's f32 threshold. */
+static void check_vs_cpu(op_case c, const char *what, int in_place) {
+    load();
+    float *data[8];
+    for (int i = 0; i < c.n_in; i++) {
+        int64_t n = 1;
+        for (int d = 0; d < c.nd[i]; d++) n *= c.shape[i][d];
+        data[i] = malloc((size_t)n * sizeof(float) + 64);
+        int weight = i >= c.n_in - c.n_weights;
+        tu_fill_uniform(data[i], (size_t)n, seed++, weight ? -0.5f : c.lo, weight ? 0.5f : c.hi);
+        if (c.kind == DL_OP_BATCHNORM && i == 4)
+            for (int64_t e = 0; e < n; e++) data[i][e] += 1.0f; /* variances */
+    }
+    dl_tensor in[8], y;
+    int64_t ys[8];
+    describe(&c, in, &y, ys);
+    int64_t n = dl_tensor_numel(&y);
+    float *ref = run_on(cpu, &c, data, 0), *got = run_on(odn, &c, data, in_place);
+    double nmse = tu_nmse(ref, got, (size_t)n), tol = dl_op_nmse(c.kind, DL_PRECISION_F32);
+    cr_expect(nmse <= tol, "%s: NMSE %.3g > %.1g (seed %llu)", what, nmse, tol, (unsigned long long)seed);
+    free(ref), free(got);
+    for (int i = 0; i < c.n_in; i++) free(data[i]);
+}
+
+/* ---- conv2d ---- */
+
+static void conv(int n, int c, int h, int w, int oc, int kh, int kw, int s, int p[4], int d, int g, int bias, int act,
+                 const char *what) {
+    op_case k = {DL_OP_CONV2D, {0}, bias ? 3 : 2, bias ? 2 : 1, {0}, {{0}}, -1, 1};
+    attrs(&k.a);
+    k.a.kernel[0] = kh, k.a.kernel[1] = kw, k.a.stride[0] = k.a.stride[1] = s;
+    k.a.pad_begin[0] = p[0], k.a.pad_begin[1] = p[1], k.a.pad_end[0] = p[2], k.a.pad_end[1] = p[3];
+    k.a.dilation[0] = k.a.dilation[1] = d, k.a.groups = g, k.a.activation = act;
+    k.a.clip_min = -0.25f, k.a.clip_max = 0.5f, k.a.alpha = 0.125f; /* the fused clip's and leaky relu's */
+    SHAPE(&k, 0, n, c, h, w);
+    SHAPE(&k, 1, oc, c / g, kh, kw);
+    SHAPE(&k, 2, oc);
+    check_vs_cpu(k, what, 0);
+}
+
+Test(onednn_ops, conv2d) {
+    int p1[4] = {1, 1, 1, 1}, p0[4] = {0, 0, 0, 0}, pa[4] = {2, 0, 1, 3};
+    conv(1, 3, 11, 13, 5, 3, 3, 1, p1, 1, 1, 1, DL_ACT_NONE, "3x3 pad 1");
+    conv(2, 4, 9, 7, 6, 3, 3, 2, p1, 1, 1, 1, DL_ACT_RELU, "stride 2 batch 2 relu");
+    conv(1, 5, 10, 9, 7, 3, 2, 1, pa, 1, 1, 0, DL_ACT_NONE, "asymmetric pad, no bias");
+    conv(1, 3, 15, 13, 4, 3, 3, 1, p1, 2, 1, 1, DL_ACT_SILU, "dilation 2 silu");
+    conv(3, 9, 8, 9, 9, 3, 3, 1, p1, 1, 3, 1, DL_ACT_HARD_SWISH, "groups 3 hard_swish");
+    conv(2, 19, 9, 11, 19, 3, 3, 2, p1, 1, 19, 1, DL_ACT_RELU, "depthwise stride 2");
+    conv(1, 3, 23, 21, 17, 7, 7, 2, (int[4]){3, 3, 3, 3}, 1, 1, 0, DL_ACT_GELU, "7x7 stem gelu");
+    conv(2, 21, 7, 5, 13, 1, 1, 1, p0, 1, 1, 1, DL_ACT_GELU_TANH, "1x1 gelu tanh");
+    conv(1, 33, 19, 17, 35, 3, 3, 1, p1, 1, 1, 1, DL_ACT_RELU, "33 to 35 channels");
+    conv(1, 16, 14, 13, 16, 3, 3, 1, p1, 1, 16, 1, DL_ACT_CLIP, "depthwise clip (relu6 of ABI 1.5)");
+    conv(1, 16, 9, 11, 24, 1, 1, 1, p0, 1, 1, 1, DL_ACT_CLIP, "1x1 clip");
+    conv(2, 5, 9, 8, 7, 3, 3, 2, p1, 1, 1, 1, DL_ACT_LEAKY_RELU, "stride 2 leaky relu");
+    conv(1, 6, 8, 7, 5, 3, 3, 1, p1, 1, 1, 0, DL_ACT_SIGMOID, "sigmoid, no bias");
+}
+
+/* ---- pools ---- */
+
+static void pool(dl_op_kind kind, int c, int h, int w, int k, int s, int p, int d, int ceil, int incl,
+                 const char *what) {
+    op_case o = {kind, {0}, 1, 0, {0}, {{0}}, -1, 1};
+    attrs(&o.a);
+    o.a.kernel[0] = o.a.kernel[1] = k, o.a.stride[0] = o.a.stride[1] = s;
+    for (int i = 0; i < 2; i++) o.a.pad_begin[i] = o.a.pad_end[i] = p;
+    o.a.dilation[0] = o.a.dilation[1] = d, o.a.ceil_mode = ceil, o.a.count_include_pad = incl;
+    SHAPE(&o, 0, 2, c, h, w);
+    check_vs_cpu(o, what, 0);
+}
+
+Test(onednn_ops, pools) {
+    pool(DL_OP_MAXPOOL2D, 3, 11, 13, 2, 2, 0, 1, 0, 1, "max 2");
+    pool(DL_OP_MAXPOOL2D, 5, 10, 7, 3, 2, 1, 1, 1, 1, "max 3 s2 p1 ceil");
+    pool(DL_OP_MAXPOOL2D, 2, 13, 11, 3, 1, 0, 2, 0, 1, "max dilation 2");
+    pool(DL_OP_MAXPOOL2D, 2, 12, 9, 2, 2, 1, 3, 1, 1, "max dilated ceil pad");
+    pool(DL_OP_AVGPOOL2D, 4, 9, 8, 3, 2, 1, 1, 0, 1, "avg include pad");
+    pool(DL_OP_AVGPOOL2D, 4, 8, 11, 3, 2, 1, 1, 1, 0, "avg exclude pad ceil");
+    pool(DL_OP_AVGPOOL2D, 3, 9, 8, 3, 2, 2, 1, 0, 1, "avg pad over half");
+    op_case g = {DL_OP_GLOBAL_AVGPOOL, {0}, 1, 0, {0}, {{0}}, -1, 1};
+    attrs(&g.a);
+    SHAPE(&g, 0, 3, 5, 7, 9);
+    check_vs_cpu(g, "global avgpool", 0);
+}
+
+/* ---- linear and matmul ---- */
+
+Test(onednn_ops, linear_matmul) {
+    op_case l = {DL_OP_LINEAR, {0}, 3, 2, {0}, {{0}}, -1, 1};
+    attrs(&l.a);
+    SHAPE(&l, 0, 3, 37);
+    SHAPE(&l, 1, 29, 37);
+    SHAPE(&l, 2, 29);
+    check_vs_cpu(l, "linear", 0);
+    l.a.activation = DL_ACT_GELU;
+    check_vs_cpu(l, "linear gelu", 0);
+    l.n_in = 2, l.n_weights = 1, l.a.activation = DL_ACT_RELU;
+    check_vs_cpu(l, "linear no bias relu", 0);
+
+    op_case m = {DL_OP_MATMUL, {0}, 2, 0, {0}, {{0}}, -1, 1};
+    attrs(&m.a);
+    SHAPE(&m, 0, 2, 3, 5, 7);
+    SHAPE(&m, 1, 3, 7, 9);
+    check_vs_cpu(m, "matmul batch broadcast", 0);
+    m.a.trans_a = m.a.trans_b = 1, m.a.alpha = 0.5f;
+    SHAPE(&m, 0, 7, 5);
+    SHAPE(&m, 1, 9, 7);
+    check_vs_cpu(m, "matmul transposed, alpha", 0);
+    m.a.trans_a = m.a.trans_b = 0, m.a.alpha = 1, m.n_in = 3;
+    SHAPE(&m, 0, 5, 7);
+    SHAPE(&m, 1, 7, 9);
+    SHAPE(&m, 2, 9);
+    check_vs_cpu(m, "matmul + c", 0);
+}
+
+/* ---- eltwise, softmax, concat, add, batchnorm ---- */
+
+static void unary(dl_op_kind kind, float lo, float hi, const char *what) {
+    op_case e = {kind, {0}, 1, 0, {0}, {{0}}, lo, hi};
+    attrs(&e.a);
+    if (kind == DL_OP_LEAKY_RELU) e.a.alpha = 0.1f;
+    if (kind == DL_OP_CLIP) e.a.clip_min = -0.5f, e.a.clip_max = 0.25f;
+    SHAPE(&e, 0, 3, 7, 5, 3);
+    check_vs_cpu(e, what, 0);
+    check_vs_cpu(e, what, 1); /* in place */
+}
+
+Test(onednn_ops, eltwise) {
+    unary(DL_OP_RELU, -1, 1, "relu");
+    unary(DL_OP_LEAKY_RELU, -1, 1, "leaky_relu");
+    unary(DL_OP_SIGMOID, -30, 30, "sigmoid");
+    unary(DL_OP_CLIP, -1, 1, "clip");
+    unary(DL_OP_SQRT, 0.01f, 4, "sqrt");
+    unary(DL_OP_EXP, -5, 5, "exp");
+    unary(DL_OP_LOG, 0.01f, 4, "log");
+    unary(DL_OP_TANH, -5, 5, "tanh");
+    unary(DL_OP_NEG, -1, 1, "neg");
+    unary(DL_OP_ABS, -1, 1, "abs");
+    unary(DL_OP_RECIPROCAL, 0.1f, 4, "reciprocal");
+    unary(DL_OP_HARD_SWISH, -5, 5, "hard_swish");
+    unary(DL_OP_SILU, -8, 8, "silu");
+    unary(DL_OP_GELU, -5, 5, "gelu");
+}
+
+/* Far from zero, where approximations of exp often clamp: element by element the reference's
+ * values (to 1e-5 relative, 1e-6 absolute: both approximate erf in gelu's tail), infinities
+ * included (exp(100) is +inf, not FLT_MAX). softplus is refused for this: oneDNN gives 7.6e-6 at
+ * -86.5, where the value is 2.7e-38. */
+Test(onednn_ops, eltwise_far_out) {
+    static const dl_op_kind kinds[] = {DL_OP_SIGMOID, DL_OP_EXP, DL_OP_TANH, DL_OP_SILU, DL_OP_GELU};
+    load();
+    enum { N = 401 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = -100.0f + 0.5f * (float)i; /* -100 .. 100 */
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        op_case e = {kinds[k], {0}, 1, 0, {0}, {{0}}, 0, 0};
+        attrs(&e.a);
+        SHAPE(&e, 0, N);
+        float *data[1] = {x};
+        float *ref = run_on(cpu, &e, data, 0), *got = run_on(odn, &e, data, 0);
+        for (int i = 0; i < N; i++) {
+            int same = isinf(ref[i]) ? got[i] == ref[i] : fabsf(got[i] - ref[i]) <= 1e-5f * fabsf(ref[i]) + 1e-6f;
+            cr_expect(same, "%s(%g): %.9g, reference %.9g", dl_op_kind_name(kinds[k]), x[i], got[i], ref[i]);
+            if (!same) break;
+        }
+        free(ref), free(got);
+    }
+}
+
+Test(onednn_ops, softmax_concat_add_batchnorm) {
+    op_case s = {DL_OP_SOFTMAX, {0}, 1, 0, {0}, {{0}}, -5, 5};
+    attrs(&s.a);
+    s.a.axis = 1;
+    SHAPE(&s, 0, 3, 5, 4, 7);
+    check_vs_cpu(s, "softmax axis 1", 0);
+    s.kind = DL_OP_LOG_SOFTMAX, s.a.axis = 3;
+    check_vs_cpu(s, "log_softmax last", 0);
+
+    op_case c = {DL_OP_CONCAT, {0}, 3, 0, {0}, {{0}}, -1, 1};
+    attrs(&c.a);
+    c.a.axis = 1;
+    SHAPE(&c, 0, 2, 3, 5, 7);
+    SHAPE(&c, 1, 2, 1, 5, 7);
+    SHAPE(&c, 2, 2, 6, 5, 7);
+    check_vs_cpu(c, "concat axis 1", 0);
+
+    op_case a = {DL_OP_ADD, {0}, 2, 0, {0}, {{0}}, -1, 1};
+    attrs(&a.a);
+    a.a.activation = DL_ACT_RELU;
+    SHAPE(&a, 0, 3, 7, 5, 3);
+    SHAPE(&a, 1, 3, 7, 5, 3);
+    check_vs_cpu(a, "add relu", 0);
+    a.a.activation = DL_ACT_NONE;
+    SHAPE(&a, 1, 7, 1, 1);
+    check_vs_cpu(a, "add broadcast second", 0);
+    SHAPE(&a, 0, 7, 1, 3);
+    SHAPE(&a, 1, 2, 7, 5, 3);
+    check_vs_cpu(a, "add broadcast first", 0);
+
+    op_case b = {DL_OP_BATCHNORM, {0}, 5, 4, {0}, {{0}}, -2, 2};
+    attrs(&b.a);
+    SHAPE(&b, 0, 2, 5, 3, 7);
+    for (int i = 1; i < 5; i++) SHAPE(&b, i, 5);
+    check_vs_cpu(b, "batchnorm", 0);
+    b.a.activation = DL_ACT_RELU;
+    check_vs_cpu(b, "batchnorm relu", 0);
+    SHAPE(&b, 0, 4, 5);
+    check_vs_cpu(b, "batchnorm 2-D", 0);
+}
+
+/* ---- what it refuses ---- */
+
+static void expect_refused(op_case c, const char *tensor_dtype, const char *needle) {
+    load();
+    dl_tensor in[8], y;
+    int64_t ys[8], st[4];
+    dl_op op = describe(&c, in, &y, ys);
+    if (tensor_dtype && !strcmp(tensor_dtype, "f16")) {
+        for (int i = 0; i < c.n_in; i++) in[i].dtype = DL_F16;
+        y.dtype = DL_F16;
+    } else if (tensor_dtype && !strcmp(tensor_dtype, "nhwc")) {
+        dl_channels_last_strides(c.shape[0], st);
+        in[0].strides = st;
+    }
+    dl_error why = {{0}};
+    cr_expect_not(odn->supports(odn->self, &op, &why), "%s accepted, expected: %s", dl_op_kind_name(c.kind), needle);
+    cr_expect(strstr(why.msg, needle), "reason '%s' lacks '%s'", why.msg, needle);
+    cr_expect(!strchr(why.msg, '\n'), "reason must be one line");
+}
+
+Test(onednn_ops, refusals) {
+    op_case r = {DL_OP_RELU, {0}, 1, 0, {0}, {{0}}, -1, 1};
+    attrs(&r.a);
+    SHAPE(&r, 0, 2, 3, 5, 7);
+    expect_refused(r, "f16", "f16");
+    expect_refused(r, "nhwc", "channels-last");
+
+    op_case p = {DL_OP_AVGPOOL2D, {0}, 1, 0, {0}, {{0}}, -1, 1};
+    attrs(&p.a);
+    p.a.kernel[0] = p.a.kernel[1] = 3, p.a.stride[0] = p.a.stride[1] = 2, p.a.ceil_mode = 1;
+    p.a.pad_begin[0] = p.a.pad_begin[1] = p.a.pad_end[0] = p.a.pad_end[1] = 1;
+    SHAPE(&p, 0, 1, 4, 10, 7);
+    expect_refused(p, NULL, "count_include_pad");
+
+    op_case b = {DL_OP_BATCHNORM, {0}, 5, 4, {0}, {{0}}, -1, 1};
+    attrs(&b.a);
+    b.a.activation = DL_ACT_SILU;
+    SHAPE(&b, 0, 2, 5, 3, 7);
+    for (int i = 1; i < 5; i++) SHAPE(&b, i, 5);
+    expect_refused(b, NULL, "only relu");
+
+    op_case a = {DL_OP_ADD, {0}, 2, 0, {0}, {{0}}, -1, 1};
+    attrs(&a.a);
+    SHAPE(&a, 0, 2, 1, 5);
+    SHAPE(&a, 1, 3, 1);
+    expect_refused(a, NULL, "both inputs broadcast");
+
+    op_case sp = {DL_OP_SOFTPLUS, {0}, 1, 0, {0}, {{0}}, -1, 1};
+    attrs(&sp.a);
+    SHAPE(&sp, 0, 9);
+    expect_refused(sp, NULL, "no kernel in the onednn plugin");
+
+    op_case t = {DL_OP_TRANSPOSE, {0}, 1, 0, {0}, {{0}}, -1, 1};
+    attrs(&t.a);
+    t.a.perm[0] = 1;
+    SHAPE(&t, 0, 3, 4);
+    expect_refused(t, NULL, "no kernel in the onednn plugin");
+}
