@@ -106,7 +106,7 @@ uint32_t dl_op_min_minor(const dl_op *op) {
     const dl_op_def *d = dl_op_def_of(op->kind);
     if (!d) return DL_ABI_MINOR + 1;
     uint32_t m = d->abi_minor_of ? d->abi_minor_of(op) : 0;
-    if (op->attrs && op->attrs->activation > DL_ACT_RELU && m < 4) m = 4;       /* silu, gelu, ... fused: 1.4 */
+    if (op->attrs && op->attrs->activation > DL_ACT_RELU && m < 4) m = 4;      /* silu, gelu, ... fused: 1.4 */
     if (op->attrs && op->attrs->activation > DL_ACT_GELU_TANH && m < 5) m = 5; /* clip, leaky relu, sigmoid: 1.5 */
     return m > d->abi_minor ? m : d->abi_minor;
 }

@@ -259,7 +259,7 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_2 17
 #define DL_OP_COUNT_V1_3 17 /* 1.3 added storage dtypes and layouts, no kinds */
 #define DL_OP_COUNT_V1_4 49
-#define DL_OP_COUNT_V1_5 49 /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
+#define DL_OP_COUNT_V1_5 49          /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
 #define DL_OP_COUNT DL_OP_COUNT_V1_5 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
