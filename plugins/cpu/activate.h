@@ -31,12 +31,15 @@ static inline float cpu_sigmoid_of(float x) {
     return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }
 
+/* v clamped to [lo, hi], NaN kept: clip, and relu as [0, inf) where a loop wants one formula */
+static inline float cpu_clamp(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
 /* A fused activation (dl_activation) of v, as the activation ops compute it, its parameters (clip's
  * bounds, leaky relu's slope) from a; NaN stays NaN. */
 static inline float cpu_activate(float v, int act, const dl_op_attrs *a) {
     switch (act) {
     case DL_ACT_RELU: return v < 0 ? 0.0f : v;
-    case DL_ACT_CLIP: return v < a->clip_min ? a->clip_min : v > a->clip_max ? a->clip_max : v;
+    case DL_ACT_CLIP: return cpu_clamp(v, a->clip_min, a->clip_max);
     case DL_ACT_LEAKY_RELU: return v >= 0 ? v : a->alpha * v;
     case DL_ACT_SIGMOID: return cpu_sigmoid_of(v);
     case DL_ACT_SILU: return v * cpu_sigmoid_of(v);

@@ -25,9 +25,6 @@ size_t cpu_depthwise_workspace(const dl_kernel *k) {
     return (size_t)(k->threads > 0 ? k->threads : 1) * (size_t)per * sizeof(float);
 }
 
-/* v clamped to [lo, hi], NaN kept (as relu and clip compute it) */
-static inline float clamp(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 /* The flat loop: out[q] = clamp(b + sum over taps t of w[t] * p[off[t] + q]), q < n (3x3 unrolled).
  * The clamp is the fused relu or clip, else [-inf, inf]. */
 static void flat_3x3(const float *restrict p, const int64_t *off, const float *w, float b, float lo, float hi,
@@ -37,9 +34,9 @@ static void flat_3x3(const float *restrict p, const int64_t *off, const float *w
     const float *restrict p6 = p + off[6], *restrict p7 = p + off[7], *restrict p8 = p + off[8];
     const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
     for (int64_t q = 0; q < n; q++)
-        out[q] = clamp(b + w0 * p0[q] + w1 * p1[q] + w2 * p2[q] + w3 * p3[q] + w4 * p4[q] + w5 * p5[q] + w6 * p6[q] +
-                           w7 * p7[q] + w8 * p8[q],
-                       lo, hi);
+        out[q] = cpu_clamp(b + w0 * p0[q] + w1 * p1[q] + w2 * p2[q] + w3 * p3[q] + w4 * p4[q] + w5 * p5[q] +
+                               w6 * p6[q] + w7 * p7[q] + w8 * p8[q],
+                           lo, hi);
 }
 
 static void flat_any(const float *restrict p, const int64_t *off, int64_t taps, const float *w, float b, float lo,
@@ -49,7 +46,7 @@ static void flat_any(const float *restrict p, const int64_t *off, int64_t taps, 
         const float wt = w[t], *restrict src = p + off[t];
         for (int64_t q = 0; q < n; q++) out[q] += wt * src[q];
     }
-    for (int64_t q = 0; q < n; q++) out[q] = clamp(out[q], lo, hi);
+    for (int64_t q = 0; q < n; q++) out[q] = cpu_clamp(out[q], lo, hi);
 }
 
 int cpu_depthwise_suits(const dl_kernel *k) {
