@@ -28,8 +28,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-import fold
-from safetensors_write import to_bf16_bits, write_safetensors
+try:  # inside the Python package (dlrun.onnx), or run from tools/ (onnx2dlrun puts tools/onnx on the path)
+    from . import fold
+    from .safetensors_write import to_bf16_bits, write_safetensors
+except ImportError:
+    import fold
+    from safetensors_write import to_bf16_bits, write_safetensors
 
 # ONNX ops with a dlrun mapping; the helpers below fold constants or are views. tools/onnx-conformance
 # runs the ONNX backend tests whose ops are all in these two lists.
