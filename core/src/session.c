@@ -247,7 +247,9 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
     }
     s->outputs = calloc((size_t)g->n_outputs, sizeof *s->outputs);
     s->inputs = calloc((size_t)g->n_inputs, sizeof *s->inputs);
-    if (!s->outputs || !s->inputs) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    s->in_dev = calloc((size_t)g->n_inputs, sizeof *s->in_dev);
+    s->in_dom = calloc((size_t)g->n_inputs, sizeof *s->in_dom);
+    if (!s->outputs || !s->inputs || !s->in_dev || !s->in_dom) return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_outputs; i++) {
         if (ensure_in(s, root(s, g->outputs[i]), 0, err) < 0) return DL_E_NOMEM;
         s->outputs[i] = host_view(s, g->outputs[i]);
@@ -375,17 +377,12 @@ void dl_session_free(dl_session *s) {
     dl_fusion_free(&s->fuse);
     dl_placement_free(&s->place);
     free(s->inputs);
+    free(s->in_dev);
+    free(s->in_dom);
     free(s->outputs);
     dl_weights_free(s->weights);
     free(s->shape);
     free(s);
-}
-
-static int same_shape(const dl_tensor *a, const dl_tensor *b) {
-    if (a->ndim != b->ndim) return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i]) return 0;
-    return 1;
 }
 
 static dl_status sync_backend(const dl_backend *be, dl_error *err) {
@@ -416,24 +413,8 @@ static dl_status sync_all(dl_session *s, const dl_backend **last, dl_error *err)
 
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
     double t_start = dl_now_ms();
-    const dl_graph *g = s->g;
-    if (n_inputs != g->n_inputs)
-        return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
-    for (int i = 0; i < n_inputs; i++) {
-        const dl_tensor *t = &inputs[i];
-        dl_dtype want_dt = g->values[g->inputs[i]].dtype;
-        if (!same_shape(t, &s->inputs[i]) || !dl_dtype_eq(t->dtype, want_dt) || !t->data ||
-            t->device.device_type != DL_DEVICE_CPU || t->strides) {
-            char want[128], got[128];
-            dl_shape_str(s->inputs[i].shape, s->inputs[i].ndim, want, sizeof want);
-            dl_shape_str(t->shape, t->ndim, got, sizeof got);
-            return dl_fail(err, DL_E_INVALID, "input '%s' must be a dense host %s tensor of shape %s, got %s%s",
-                           g->values[g->inputs[i]].name, dl_dtype_is_f32(want_dt) ? "f32" : "int64", want, got,
-                           dl_dtype_eq(t->dtype, want_dt) ? "" : " of another dtype");
-        }
-        memcpy(BUF(s, g->inputs[i], 0), (const char *)t->data + t->byte_offset,
-               dl_session_value_bytes(s, g->inputs[i]));
-    }
+    dl_status in_rc = dl_session_take_inputs(s, inputs, n_inputs, err);
+    if (in_rc != DL_OK) return in_rc;
     const dl_backend *last[DL_MAX_DOMAINS] = {0};
     const int first_op = s->first_op, last_op = s->last_op;
     double t_compute = t_start, t_outputs = t_start;
@@ -450,7 +431,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         if (st->kind == DL_STEP_COPY) { /* the domains' owners copy */
             rc = hand_over(last, st->src_dom, s->doms[st->src_dom].be, err);
             if (rc == DL_OK) rc = hand_over(last, st->dom, s->doms[st->dom].be, err);
-            if (rc == DL_OK) rc = dl_step_transfer(s, st, err);
+            if (rc == DL_OK && !dl_session_device_input_copy(s, st, &rc, err)) rc = dl_step_transfer(s, st, err);
         } else {
             dl_error e = {{0}};
             rc = hand_over(last, st->dom, st->be, err);

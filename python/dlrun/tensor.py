@@ -96,6 +96,14 @@ def from_dlpack(obj):
     return obj if isinstance(obj, Tensor) else Tensor(obj)
 
 
+def _synchronize_producer(obj):
+    """libdlrun copies a device input on its own stream: the producer's pending work must be done.
+    PyTorch tensors are synchronized here; other producers' users synchronize before run()."""
+    if type(obj).__module__.startswith("torch"):
+        import torch
+        torch.cuda.current_stream(obj.device).synchronize()
+
+
 class InputView:
     """One input made ready for dl_session_run: a dl_tensor pointing at memory kept alive here."""
 
@@ -150,6 +158,8 @@ class InputView:
             self._from_numpy(name, a, want_shape, want_dtype)
             return
         dl = t._dl
+        if dl.device.device_type != _capi.DEVICE_CPU:
+            _synchronize_producer(t._obj)
         self._set(t.data_ptr, t.shape, dl.dtype.code, dl.dtype.bits, dl.device.device_type, dl.device.device_id)
 
 

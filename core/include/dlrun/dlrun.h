@@ -131,8 +131,12 @@ DL_API int dl_session_input_count(const dl_session *s);
  * gathers it indexes (a vocabulary's size for token ids); 0 for an f32 input. */
 DL_API int64_t dl_session_input_bound(const dl_session *s, int i);
 DL_API const char *dl_session_input_name(const dl_session *s, int i);
-/* Runs the model. inputs[i] must be host tensors with dl_session_input(s, i)'s shape and dtype (f32, or
- * int64 for an input declared `dtype: int64`: token ids for gather). */
+/* Runs the model. inputs[i] must be dense tensors with dl_session_input(s, i)'s shape and dtype (f32,
+ * or int64 for an input declared `dtype: int64`: token ids for gather), in host memory, or in the
+ * memory of a device a backend of the session works in (a CUDA pointer on the session's GPU, as a
+ * PyTorch CUDA tensor gives through DLPack): that input is then copied on the device into the
+ * buffers the ops there read, and only downloaded where an op on the host reads it too. A device
+ * input's data must be ready when this is called (its producer's stream synchronized). */
 DL_API dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 DL_API int dl_session_output_count(const dl_session *s);
 /* Output i after the last run: host f32, owned by the session, valid until the next run. */

@@ -1,0 +1,102 @@
+/* session_inputs.c — a run's inputs: host tensors are copied into the session's host buffers;
+ * device tensors (a DLPack pointer into the memory of a GPU the session uses, e.g. a PyTorch CUDA
+ * tensor) are copied on that device, straight into the buffers its ops read there, without a trip
+ * through host memory. Only where an op on the host (or a copy that converts) also reads such an
+ * input is it downloaded once into its host buffer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "session.h"
+
+static int same_shape(const dl_tensor *a, const dl_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+/* The device domain holding memory of device `dev`, or -1. */
+static int domain_of_device(const dl_session *s, dl_device dev) {
+    for (int d = 1; d < s->n_doms; d++)
+        if (s->doms[d].device.device_type == dev.device_type && s->doms[d].device.device_id == dev.device_id) return d;
+    return -1;
+}
+
+/* Copy step st takes device input data as it is: an upload of the unconverted input to domain d. */
+static int direct(const dl_step *st, int v, int d) {
+    return st->kind == DL_STEP_COPY && st->value == v && st->src_dom == 0 && st->dom == d && st->xfer == DL_XFER_COPY;
+}
+
+/* Does anything but the direct uploads to d read input v in host memory? */
+static int needs_host_copy(const dl_session *s, int v, int d) {
+    for (int k = 0; k < s->n_steps; k++) {
+        const dl_step *st = &s->steps[k];
+        if (st->kind == DL_STEP_COPY && st->value == v && !direct(st, v, d)) return 1;
+        if (st->kind == DL_STEP_OP && st->dom == 0) {
+            int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, st->node, ins);
+            for (int j = 0; j < n_in; j++)
+                if (dl_session_root(s, ins[j]) == v) return 1;
+        }
+    }
+    for (int i = 0; i < s->g->n_outputs; i++)
+        if (dl_session_root(s, s->g->outputs[i]) == v) return 1;
+    return 0;
+}
+
+dl_status dl_session_take_inputs(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    const dl_graph *g = s->g;
+    if (n_inputs != g->n_inputs)
+        return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
+    for (int i = 0; i < n_inputs; i++) {
+        const dl_tensor *t = &inputs[i];
+        int v = g->inputs[i];
+        dl_dtype want_dt = g->values[v].dtype;
+        int on_host = t->device.device_type == DL_DEVICE_CPU;
+        int d = on_host ? 0 : domain_of_device(s, t->device);
+        s->in_dev[i] = NULL;
+        if (!same_shape(t, &s->inputs[i]) || !dl_dtype_eq(t->dtype, want_dt) || !t->data || t->strides || d < 0) {
+            char want[128], got[128];
+            dl_shape_str(s->inputs[i].shape, s->inputs[i].ndim, want, sizeof want);
+            dl_shape_str(t->shape, t->ndim, got, sizeof got);
+            if (d < 0)
+                return dl_fail(err, DL_E_INVALID,
+                               "input '%s' is in device memory (DLPack device type %d, id %d) where no backend of "
+                               "this session works; give a host tensor",
+                               g->values[v].name, (int)t->device.device_type, (int)t->device.device_id);
+            return dl_fail(err, DL_E_INVALID, "input '%s' must be a dense %s tensor of shape %s, got %s%s",
+                           g->values[v].name, dl_dtype_is_f32(want_dt) ? "f32" : "int64", want, got,
+                           dl_dtype_eq(t->dtype, want_dt) ? "" : " of another dtype");
+        }
+        const char *src = (const char *)t->data + t->byte_offset;
+        size_t bytes = dl_session_value_bytes(s, v);
+        if (on_host) {
+            memcpy(BUF(s, v, 0), src, bytes);
+            continue;
+        }
+        s->in_dev[i] = src;
+        s->in_dom[i] = d;
+        if (needs_host_copy(s, v, d)) { /* once, before anything reads it */
+            dl_status rc = dl_dom_copy(s, 0, BUF(s, v, 0), d, src, bytes, NULL, err);
+            const dl_backend *be = s->doms[d].be;
+            dl_error e = {{0}};
+            if (rc == DL_OK && DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
+                rc = dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
+            if (rc != DL_OK) return rc;
+        }
+    }
+    return DL_OK;
+}
+
+int dl_session_device_input_copy(dl_session *s, const dl_step *st, dl_status *rc, dl_error *err) {
+    for (int i = 0; i < s->g->n_inputs; i++) {
+        if (!s->in_dev[i] || !direct(st, s->g->inputs[i], s->in_dom[i])) continue;
+        const dl_backend *be = s->doms[st->dom].be;
+        dl_error e = {{0}};
+        *rc = be->copy(be->self, BUF(s, st->value, st->place), s->in_dev[i], st->bytes, DL_COPY_DEVICE_TO_DEVICE, &e);
+        if (*rc != DL_OK)
+            *rc = dl_fail(err, DL_E_RUNTIME, "copy of input '%s' on %s: %s", s->g->values[st->value].name, be->name,
+                          e.msg);
+        return 1;
+    }
+    return 0;
+}
