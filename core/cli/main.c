@@ -219,16 +219,16 @@ static int read_images(const cli_options *o, const dl_model *m, void **bufs, con
         if (!count[i]) continue;
         if (*batch && count[i] != *batch) {
             fprintf(stderr,
-                    "dlrun: --image: %lld images for one input and %d for '%s'; each input takes one image per "
+                    "dlrun: --image: %lld image%s for one input and %d for '%s'; each input takes one image per "
                     "batch item\n",
-                    *batch, count[i], names[i]);
+                    *batch, *batch == 1 ? "" : "s", count[i], names[i]);
             return EXIT_USAGE;
         }
         *batch = count[i];
     }
     if (*batch && o->batch && o->batch != *batch) {
-        fprintf(stderr, "dlrun: --batch %lld with %lld images: N images make a batch of N (leave --batch out)\n",
-                o->batch, *batch);
+        fprintf(stderr, "dlrun: --batch %lld with %lld image%s: N images make a batch of N (leave --batch out)\n",
+                o->batch, *batch, *batch == 1 ? "" : "s");
         return EXIT_USAGE;
     }
     for (int i = 0; i < n; i++) {

@@ -8,7 +8,8 @@
  * puts them under the ASan/UBSan test build and gives the fuzz build's libFuzzer coverage of them
  * (an uninstrumented shared library is opaque to both); only the four formats dlrun reads are
  * compiled (no GIF, TGA, PSD, HDR, PIC decoders to attack); STBI_MAX_DIMENSIONS makes stb itself
- * refuse what DL_IMAGE_MAX_SIDE refuses; and libdlrun needs no libstb at run time. libdlrun is
+ * refuse a side over DL_IMAGE_MAX_SIDE; and libdlrun needs no libstb at run time. The image's size
+ * is read from its header (stbi_info) and checked before stb decodes anything. libdlrun is
  * built with hidden visibility, so nothing of stb is exported (STB_IMAGE_STATIC would leave the
  * GIF and other calls compiled out declared static and never defined, a warning). stb keeps no state between calls but
  * the failure reason, which is thread-local: decoding is safe on any number of threads. */
@@ -93,9 +94,16 @@ dl_status dl_image_decode(const dl_preprocess *p, const void *bytes, size_t len,
     }
     if (len > INT_MAX) return dl_fail(err, DL_E_INVALID, "%s: image file larger than 2 GiB", what);
     int iw = 0, ih = 0, comp = 0;
-    if (!stbi_info_from_memory(bytes, (int)len, &iw, &ih, &comp))
-        return dl_fail(err, DL_E_INVALID, "%s: not an image dlrun reads (PNG, JPEG, BMP, PNM): %s", what,
-                       stbi_failure_reason());
+    if (!stbi_info_from_memory(bytes, (int)len, &iw, &ih, &comp)) {
+        /* stbi_info's reason is its last probe's ("unknown image type"); loading names what is
+         * wrong in the format the file has: it reads the same header first, and fails there */
+        unsigned char *px = stbi_load_from_memory(bytes, (int)len, &iw, &ih, &comp, 1);
+        const char *why = px ? "inconsistent header" : stbi_failure_reason();
+        stbi_image_free(px);
+        if (!why || !strcmp(why, "unknown image type"))
+            return dl_fail(err, DL_E_INVALID, "%s: not an image dlrun reads (PNG, JPEG, BMP, PNM)", what);
+        return dl_fail(err, DL_E_INVALID, "%s: corrupt or too large image: %s", what, why);
+    }
     if (iw < 1 || ih < 1 || iw > DL_IMAGE_MAX_SIDE || ih > DL_IMAGE_MAX_SIDE || (int64_t)iw * ih > DL_IMAGE_MAX_PIXELS)
         return dl_fail(err, DL_E_INVALID, "%s: image of %dx%d pixels; at most %d a side and %d in all", what, iw, ih,
                        DL_IMAGE_MAX_SIDE, DL_IMAGE_MAX_PIXELS);

@@ -697,7 +697,8 @@ static dl_status read_preprocess(reader *r, yaml_node_t *m) {
         int64_t ch = v->shape.d[1], h = 0, w = 0;
         int cc = dl_preprocess_channels(p, ch);
         if (!cc)
-            return failat(r, m, "input '%s' has %lld channel%s; preprocess gives %s", v->name, (long long)ch, ch == 1 ? "" : "s",
+            return failat(r, m, "input '%s' has %lld channel%s; preprocess gives %s", v->name, (long long)ch,
+                          ch == 1 ? "" : "s",
                           p->channels == DL_IMAGE_GRAY   ? "1 (channels: gray)"
                           : p->channels != DL_IMAGE_AUTO ? "3 (channels: rgb or bgr)"
                                                          : "1 (gray) or 3 (rgb)");
@@ -705,8 +706,8 @@ static dl_status read_preprocess(reader *r, yaml_node_t *m) {
             return failat(r, c.mean, "mean has %d value%s; input '%s' has %d channel%s", p->n_mean,
                           p->n_mean == 1 ? "" : "s", v->name, cc, cc == 1 ? "" : "s");
         if (p->n_std && p->n_std != cc)
-            return failat(r, c.std, "std has %d value%s; input '%s' has %d channel%s", p->n_std, p->n_std == 1 ? "" : "s",
-                          v->name, cc, cc == 1 ? "" : "s");
+            return failat(r, c.std, "std has %d value%s; input '%s' has %d channel%s", p->n_std,
+                          p->n_std == 1 ? "" : "s", v->name, cc, cc == 1 ? "" : "s");
         dl_preprocess_size(p, v->shape.d[2], v->shape.d[3], &h, &w);
         if (h != v->shape.d[2] || w != v->shape.d[3])
             return failat(r, c.crop ? c.crop : c.resize, "preprocess makes %lldx%lld images; input '%s' is %lldx%lld",
