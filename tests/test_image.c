@@ -44,12 +44,29 @@ static void to_mem(void *ctx, void *data, int size) {
     b->n += (size_t)size;
 }
 
-/* A w x h image of `comp` channels (interleaved) as PNG (bmp = 0), BMP (1) or JPEG (2) bytes. */
+/* The bytes of a file in the source tree. */
+static membuf read_source(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", DLRUN_SOURCE_DIR, name);
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s", path);
+    membuf b = {malloc(1 << 20), 0};
+    b.n = fread(b.p, 1, 1 << 20, f);
+    fclose(f);
+    cr_assert(b.n > 0);
+    return b;
+}
+
+/* A w x h image of `comp` channels (interleaved) as PNG (bmp = 0) or BMP (1) bytes; 2 and 3: the
+ * fuzz seeds' baseline and progressive JPEGs (stb_image_write's JPEG writer has undefined
+ * behaviour of its own, which the sanitizer build stops on). */
 static membuf encode(const unsigned char *px, int w, int h, int comp, int bmp) {
+    if (bmp >= 2)
+        return read_source(bmp == 2 ? "tests/fuzz/corpus/image/baseline.jpg"
+                                    : "tests/fuzz/corpus/image/progressive.jpg");
     membuf b = {0};
-    int ok = bmp == 2 ? stbi_write_jpg_to_func(to_mem, &b, w, h, comp, px, 90)
-             : bmp    ? stbi_write_bmp_to_func(to_mem, &b, w, h, comp, px)
-                      : stbi_write_png_to_func(to_mem, &b, w, h, comp, px, w * comp);
+    int ok = bmp ? stbi_write_bmp_to_func(to_mem, &b, w, h, comp, px)
+                 : stbi_write_png_to_func(to_mem, &b, w, h, comp, px, w * comp);
     cr_assert(ok && b.n > 0);
     return b;
 }
@@ -314,7 +331,7 @@ Test(image, corrupting_any_byte_never_crashes, .timeout = 120) {
     int w = 12, h = 10;
     unsigned char *px = pattern_image(w, h, 3);
     dl_model *m = model_with(3, 8, 8, "preprocess: {resize: 9, crop: 8, mean: [0.5, 0.5, 0.5], std: [0.2, 0.2, 0.2]}");
-    for (int bmp = 0; bmp < 3; bmp++) { /* PNG, BMP, JPEG */
+    for (int bmp = 0; bmp < 4; bmp++) { /* PNG, BMP, baseline and progressive JPEG */
         membuf b = encode(px, w, h, 3, bmp);
         for (size_t i = 0; i < b.n; i++) {
             static const unsigned char values[] = {0x00, 0xff, 0x80, 0x7f};

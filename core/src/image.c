@@ -3,16 +3,20 @@
  * over the footprint when shrinking), centre-crops it and normalizes it as the model's
  * `preprocess:` says, into the [1, C, H, W] f32 tensor of one image (docs/images.md).
  *
- * stb is compiled into this file from Debian's headers (libstb-dev) rather than linked from its
- * libstb.so: the decoders are what a hostile file reaches, so they are built with our flags, which
- * puts them under the ASan/UBSan test build and gives the fuzz build's libFuzzer coverage of them
- * (an uninstrumented shared library is opaque to both); only the four formats dlrun reads are
- * compiled (no GIF, TGA, PSD, HDR, PIC decoders to attack); STBI_MAX_DIMENSIONS makes stb itself
- * refuse a side over DL_IMAGE_MAX_SIDE; and libdlrun needs no libstb at run time. The image's size
- * is read from its header (stbi_info) and checked before stb decodes anything. libdlrun is
- * built with hidden visibility, so nothing of stb is exported (STB_IMAGE_STATIC would leave the
- * GIF and other calls compiled out declared static and never defined, a warning). stb keeps no state between calls but
- * the failure reason, which is thread-local: decoding is safe on any number of threads. */
+ * stb is compiled into this file rather than linked as a shared library: the decoders are what a
+ * hostile file reaches, so they are built with our flags, which puts them under the ASan/UBSan
+ * test build and gives the fuzz build's libFuzzer coverage of them (an uninstrumented libstb.so is
+ * opaque to both); only the four formats dlrun reads are compiled (no GIF, TGA, PSD, HDR, PIC
+ * decoders to attack); STBI_MAX_DIMENSIONS makes stb itself refuse a side over DL_IMAGE_MAX_SIDE;
+ * and libdlrun needs no libstb at run time. stb_image.h is upstream's v2.30, vendored in
+ * third_party/stb/ (its README says why: Debian 12's v2.27 overflows a JPEG Huffman table, which
+ * fuzz_image found at once); stb_image_resize.h is Debian's (libstb-dev). The image's size is read
+ * from its header (stbi_info) and checked before stb decodes anything. libdlrun is built with
+ * hidden visibility, so nothing of stb is exported (STB_IMAGE_STATIC would leave the calls of the
+ * formats compiled out declared static and never defined, a warning). stb keeps no state between
+ * calls but the failure reason, which is thread-local: decoding is safe on any number of threads.
+ * The sanitizer builds compile this file without UBSan's nonnull-attribute check (core/CMakeLists.txt):
+ * stb_image passes memcpy a NULL destination with a length of 0 for an empty PNG IDAT chunk. */
 #define _POSIX_C_SOURCE 200809L
 #include "image.h"
 
@@ -37,6 +41,11 @@
 #define STBI_MAX_DIMENSIONS DL_IMAGE_MAX_SIDE
 #define STB_IMAGE_RESIZE_IMPLEMENTATION
 #define STB_IMAGE_RESIZE_STATIC
+/* stb_image_resize's asserts check its own float arithmetic (a downsampling filter's weights adding
+ * up to within 10% of 1, which extreme ratios of a hostile image's size miss, and which the next
+ * line renormalizes anyway); they are compiled out of release builds, so that a Debug build does
+ * not abort where a release build (and the fuzz build, which runs it under ASan) carries on. */
+#define STBIR_ASSERT(x) ((void)0)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 #pragma GCC diagnostic ignored "-Wsign-compare"
@@ -45,7 +54,7 @@
 #pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #pragma GCC diagnostic ignored "-Wtype-limits"
-#include <stb/stb_image.h>
+#include "stb_image.h" /* third_party/stb: v2.30 */
 #include <stb/stb_image_resize.h>
 #pragma GCC diagnostic pop
 
