@@ -10,6 +10,8 @@ typedef struct cli_options {
     int n_inputs;
     const char *outputs[16]; /* --output FILE or NAME=FILE */
     int n_outputs;
+    const char *images[256]; /* --image FILE or NAME=FILE, as given: N images make a batch of N */
+    int n_images;
     const char *weights;
     long long batch;
     unsigned long long seed;
@@ -35,7 +37,8 @@ typedef struct cli_timing {
     long long batch;
     dl_run_times median; /* each phase's median over the runs (dl_session_last_run_times) */
     double compute_min_ms, compute_max_ms;
-    int gpu; /* some memory domain is not the host's: the phases are worth showing */
+    int gpu;                   /* some memory domain is not the host's: the phases are worth showing */
+    const char *const *images; /* batch item k came from the image file images[k] (--image), or NULL */
 } cli_timing;
 
 /* Text report: summary line, placement, top-5, latency; and the per-op table with --profile. */

@@ -35,6 +35,10 @@ static const cli_opt run_opts[] = {
     {"input", CLI_LIST, FIELD(inputs), .count_at = offsetof(cli_options, n_inputs), .value_name = "[NAME=]FILE.npy",
      .help = "an input tensor; NAME= picks the model input (needed when it\n"
              "has several); inputs not given are seeded uniform in [-1, 1)"},
+    {"image", CLI_LIST, FIELD(images), .count_at = offsetof(cli_options, n_images), .value_name = "[NAME=]FILE",
+     .help = "an image (PNG, JPEG, BMP, PNM) for the model's image input,\n"
+             "prepared as its `preprocess:` says; repeat it: N images\n"
+             "are a batch of N (docs/images.md)"},
     {"output", CLI_LIST, FIELD(outputs), .count_at = offsetof(cli_options, n_outputs), .value_name = "[NAME=]FILE.npy",
      .help = "write the first output, or the one named (repeatable)"},
     {"weights", CLI_STRING, FIELD(weights), .value_name = "FILE",
@@ -185,9 +189,80 @@ static int load_input(const char *file, const char *name, const dl_tensor *want,
     return 0;
 }
 
+/* The input an --image or --input argument names: NAME=FILE, or a plain FILE for a model with one
+ * input; -1 after printing why not. */
+static int named_input(const char *opt, const char *arg, const char *const *names, int n, const char **file) {
+    int i = split_named(arg, names, n, file);
+    if (i >= 0 || n == 1) return i < 0 ? 0 : i;
+    char list[512] = "";
+    for (int k = 0; k < n; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", names[k]);
+    fprintf(stderr, "dlrun: --%s %s: the model has %d inputs (%s); use --%s NAME=FILE\n", opt, arg, n, list, opt);
+    return -1;
+}
+
+/* Reads each --image into the model input it names (NAME=FILE, or a plain FILE for a model with
+ * one input): the images of one input, in the order given, are its batch, so N images make a
+ * batch of N. bufs[i] gets input i's [N, C, H, W] data where images feed it, files[k] the file of
+ * batch item k; *batch the N (0 without images). Every input given images takes the same N. */
+static int read_images(const cli_options *o, const dl_model *m, void **bufs, const char **files, long long *batch) {
+    int n = dl_model_input_count(m), which[256], count[64] = {0};
+    const char *names[64], *paths[256];
+    *batch = 0;
+    for (int i = 0; i < n; i++) names[i] = dl_model_input(m, i, NULL, NULL);
+    for (int a = 0; a < o->n_images; a++) {
+        which[a] = named_input("image", o->images[a], names, n, &paths[a]);
+        if (which[a] < 0) return EXIT_USAGE;
+        count[which[a]]++;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!count[i]) continue;
+        if (*batch && count[i] != *batch) {
+            fprintf(stderr,
+                    "dlrun: --image: %lld image%s for one input and %d for '%s'; each input takes one image per "
+                    "batch item\n",
+                    *batch, *batch == 1 ? "" : "s", count[i], names[i]);
+            return EXIT_USAGE;
+        }
+        *batch = count[i];
+    }
+    if (*batch && o->batch && o->batch != *batch) {
+        fprintf(stderr, "dlrun: --batch %lld with %lld image%s: N images make a batch of N (leave --batch out)\n",
+                o->batch, *batch, *batch == 1 ? "" : "s");
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!count[i]) continue;
+        size_t per = 0;
+        for (int a = 0, k = 0; a < o->n_images; a++) {
+            if (which[a] != i) continue;
+            float *x = NULL;
+            int64_t shape[8];
+            int nd = 0;
+            dl_error err;
+            dl_status st = dl_image_load(m, i, paths[a], &x, shape, &nd, &err);
+            if (st != DL_OK) return fail(st, &err);
+            if (!bufs[i]) {
+                per = (size_t)(shape[1] * shape[2] * shape[3]);
+                bufs[i] = malloc((size_t)*batch * per * sizeof(float));
+                if (!bufs[i]) {
+                    dl_free(x);
+                    fprintf(stderr, "dlrun: out of memory for %lld images\n", *batch);
+                    return EXIT_RUNTIME;
+                }
+            }
+            memcpy((float *)bufs[i] + (size_t)k * per, x, per * sizeof(float));
+            dl_free(x);
+            files[k++] = paths[a];
+        }
+    }
+    return 0;
+}
+
 /* Matches --input arguments to the model's inputs: NAME=FILE, or a plain FILE for a model with
- * one input. files[i] is NULL for inputs left to the seed. */
-static int match_inputs(const cli_options *o, const dl_session *s, const char **files) {
+ * one input. files[i] is NULL for inputs left to the seed; imaged[i] is set for inputs --image
+ * feeds, which --input may not name too. */
+static int match_inputs(const cli_options *o, const dl_session *s, void *const *imaged, const char **files) {
     int n = dl_session_input_count(s);
     const char *names[64];
     for (int i = 0; i < n && i < 64; i++) {
@@ -196,18 +271,11 @@ static int match_inputs(const cli_options *o, const dl_session *s, const char **
     }
     for (int a = 0; a < o->n_inputs; a++) {
         const char *file;
-        int i = split_named(o->inputs[a], names, n, &file);
-        if (i < 0 && n == 1) i = 0;
-        if (i < 0) {
-            char list[512] = "";
-            for (int k = 0; k < n; k++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", names[k]);
-            fprintf(stderr, "dlrun: --input %s: the model has %d inputs (%s); use --input NAME=FILE\n", o->inputs[a], n,
-                    list);
-            return EXIT_USAGE;
-        }
-        if (files[i]) {
-            fprintf(stderr, "dlrun: input '%s' is given twice\n", names[i]);
+        int i = named_input("input", o->inputs[a], names, n, &file);
+        if (i < 0) return EXIT_USAGE;
+        if (files[i] || imaged[i]) {
+            fprintf(stderr, "dlrun: input '%s' is given twice%s\n", names[i],
+                    imaged[i] ? " (--input and --image)" : "");
             return EXIT_USAGE;
         }
         files[i] = file;
@@ -257,9 +325,13 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         dl_model_free(m);
         return EXIT_USAGE;
     }
+    const char *item_files[256] = {0};
+    long long n_images = 0;
+    rc = read_images(o, m, bufs, item_files, &n_images);
+    if (rc) goto done;
     dl_session_options so;
     dl_session_options_init(&so);
-    so.batch = o->batch;
+    so.batch = n_images ? n_images : o->batch;
     so.seed = o->seed;
     so.weights_path = o->weights;
     so.backend = o->backend;
@@ -278,10 +350,11 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     dl_session_set_profiling(s, o->profile);
     const char *files[64];
     int nin = dl_session_input_count(s);
-    rc = match_inputs(o, s, files);
+    rc = match_inputs(o, s, bufs, files);
     for (int i = 0; !rc && i < nin; i++) {
-        rc = load_input(files[i], dl_session_input_name(s, i), dl_session_input(s, i), dl_session_input_bound(s, i),
-                        o->seed + (unsigned long long)i, &bufs[i]);
+        if (!bufs[i])
+            rc = load_input(files[i], dl_session_input_name(s, i), dl_session_input(s, i), dl_session_input_bound(s, i),
+                            o->seed + (unsigned long long)i, &bufs[i]);
         ins[i] = *dl_session_input(s, i);
         ins[i].data = bufs[i];
     }
@@ -326,6 +399,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     t.runs = o->iterations;
     t.batch = ins[0].shape[0];
     t.gpu = dl_session_memory_count(s) > 1;
+    t.images = n_images ? item_files : NULL;
     rc = write_outputs(o, s);
     if (rc) goto done;
     if (o->json) cli_print_json(o, m, s, &t);

@@ -20,10 +20,10 @@ static void mib(uint64_t bytes, char out[32]) { snprintf(out, 32, "%.1f MiB", (d
 
 static double mean_ms(const dl_step_info *i) { return i->runs ? i->total_ms / (double)i->runs : i->last_ms; }
 
-/* Top-k of row 0 of a [N, C] output, as probabilities (softmax applied unless already one). */
-static int top_k(const dl_tensor *y, int k, int *idx, double *prob) {
-    if (y->ndim != 2 || y->shape[1] < 2) return 0;
-    const float *row = y->data;
+/* Top-k of row `item` of a [N, C] output, as probabilities (softmax applied unless already one). */
+static int top_k(const dl_tensor *y, int64_t item, int k, int *idx, double *prob) {
+    if (y->ndim != 2 || y->shape[1] < 2 || item >= y->shape[0]) return 0;
+    const float *row = (const float *)y->data + item * y->shape[1];
     int64_t c = y->shape[1];
     double sum = 0, mx = -INFINITY;
     int is_prob = 1;
@@ -112,6 +112,27 @@ static void print_placement(const dl_session *s) {
     printf("\n");
 }
 
+/* The top-5 classes: for item 0 on one line ("6 (0.5650)  8 (0.4153) ..."), or where the model has
+ * labels one class a line with its name; for each image where --image gave them. */
+static void print_top5(const dl_model *m, const dl_tensor *y, const cli_timing *t) {
+    int64_t items = t->images && y->ndim == 2 ? y->shape[0] : 1;
+    int labels = dl_model_label_count(m) > 0;
+    for (int64_t item = 0; item < items; item++) {
+        int idx[5];
+        double prob[5];
+        int k = top_k(y, item, 5, idx, prob);
+        if (!k) return;
+        if (t->images) printf("top-%d (%s):", k, t->images[item]);
+        else printf("top-%d%s:", k, y->shape[0] > 1 ? " (item 0)" : "");
+        for (int i = 0; i < k; i++) {
+            const char *name = dl_model_label(m, idx[i]);
+            if (labels) printf("\n  %d. %.4f  %s (%d)", i + 1, prob[i], name ? name : "?", idx[i]);
+            else printf("  %d (%.4f)", idx[i], prob[i]);
+        }
+        printf("\n");
+    }
+}
+
 void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s, const cli_timing *t) {
     summary sum;
     summarize(s, &sum);
@@ -185,14 +206,7 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
         }
         printf("\n");
     }
-    int idx[5];
-    double prob[5];
-    int k = top_k(y, 5, idx, prob);
-    if (k) {
-        printf("top-%d%s:", k, y->shape[0] > 1 ? " (item 0)" : "");
-        for (int i = 0; i < k; i++) printf("  %d (%.4f)", idx[i], prob[i]);
-        printf("\n");
-    }
+    print_top5(m, y, t);
     if (t->runs == 1)
         printf("latency: %.2f ms (1 run; use --iterations and --warmup for a measurement)\n", t->median_ms);
     else
@@ -290,16 +304,27 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
         cJSON_AddNumberToObject(e, "weight_bytes", (double)mi.weight_bytes);
         cJSON_AddItemToArray(mem, e);
     }
-    int idx[5];
-    double prob[5];
-    int k = top_k(y, 5, idx, prob);
-    if (k) {
-        cJSON *top = cJSON_AddArrayToObject(root, "top5");
+    int64_t items = t->images && y->ndim == 2 ? y->shape[0] : 1;
+    cJSON *images = t->images ? cJSON_AddArrayToObject(root, "images") : NULL;
+    for (int64_t item = 0; item < items; item++) {
+        int idx[5];
+        double prob[5];
+        int k = top_k(y, item, 5, idx, prob);
+        if (!k) break;
+        cJSON *top = cJSON_CreateArray();
         for (int i = 0; i < k; i++) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "class", idx[i]);
+            if (dl_model_label(m, idx[i])) cJSON_AddStringToObject(e, "label", dl_model_label(m, idx[i]));
             cJSON_AddNumberToObject(e, "probability", prob[i]);
             cJSON_AddItemToArray(top, e);
+        }
+        if (item == 0) cJSON_AddItemToObject(root, "top5", images ? cJSON_Duplicate(top, 1) : top);
+        if (images) { /* each image's file and its top-5 */
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "file", t->images[item]);
+            cJSON_AddItemToObject(e, "top5", top);
+            cJSON_AddItemToArray(images, e);
         }
     }
     char *text = cJSON_Print(root);

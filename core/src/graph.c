@@ -24,6 +24,8 @@ void dl_graph_free(dl_graph *g) {
     free(g->name);
     free(g->path);
     free(g->weights_path);
+    for (int i = 0; i < g->n_labels; i++) free(g->labels[i]);
+    free(g->labels);
     dl_names_free(&g->value_names);
     free(g->reader_start);
     free(g->reader_node);

@@ -9,6 +9,7 @@
 #define DLRUN_GRAPH_H
 
 #include "dlrun/plugin.h"
+#include "image.h"
 #include "names.h"
 #include "op_table.h"
 
@@ -61,6 +62,9 @@ typedef struct dl_graph {
     int n_inputs;
     int *outputs; /* value indices of model outputs */
     int n_outputs;
+    dl_preprocess pre; /* `preprocess:` (all zero when absent: the defaults) */
+    char **labels;     /* `labels:`: one class name per index of the first output's dimension 1 */
+    int n_labels;      /* 0 when the model has none */
     /* Indexes, so that no look-up scans the model (a model may have 10^5 layers): */
     dl_names value_names;     /* value name -> its index, kept by dl_graph_add_value */
     int *reader_start;        /* dl_graph_index: value v is read by the node inputs listed in */

@@ -43,6 +43,14 @@ int dl_model_layer_count(const dl_model *m) { return m->g->n_nodes; }
 int dl_model_input_count(const dl_model *m) { return m->g->n_inputs; }
 const char *dl_model_weights_path(const dl_model *m) { return m->g->weights_path; }
 
+int dl_model_label_count(const dl_model *m) { return m ? m->g->n_labels : 0; }
+
+const char *dl_model_label(const dl_model *m, int i) {
+    return m && i >= 0 && i < m->g->n_labels ? m->g->labels[i] : NULL;
+}
+
+void dl_free(void *p) { free(p); }
+
 const char *dl_model_input(const dl_model *m, int i, int *ndim, const int64_t **shape) {
     if (i < 0 || i >= m->g->n_inputs) return NULL;
     const dl_value *v = &m->g->values[m->g->inputs[i]];

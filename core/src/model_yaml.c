@@ -12,6 +12,7 @@
 
 #include "dlrun/dlrun.h"
 #include "files.h"
+#include "image.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -581,10 +582,239 @@ static dl_status finish_model(reader *r) {
     return st;
 }
 
+/* ---- preprocess and labels ---- */
+
+/* The longest class name, and the largest labels file. */
+#define MAX_LABEL 1024
+#define MAX_LABELS_FILE (16 << 20)
+#define MAX_LABELS (1 << 23) /* each at least a byte and a newline in a labels file */
+
+/* A size: an int in [1, DL_IMAGE_MAX_SIDE] (*count 1) or a pair [H, W] of them (*count 2). */
+static dl_status get_image_size(reader *r, yaml_node_t *v, const char *what, int32_t hw[2], int *count) {
+    int x[4] = {0};
+    dl_status st = get_ints(r, v, what, 1, x, 2, count);
+    if (st != DL_OK) return st;
+    for (int i = 0; i < *count; i++)
+        if (x[i] > DL_IMAGE_MAX_SIDE)
+            return failat(r, v, "%s must be between 1 and %d pixels, not %d", what, DL_IMAGE_MAX_SIDE, x[i]);
+    hw[0] = x[0];
+    hw[1] = *count == 2 ? x[1] : x[0];
+    return DL_OK;
+}
+
+/* `mean:` or `std:` (positive = 1): a list of 1 or 3 numbers, one per channel. */
+static dl_status get_channel_values(reader *r, yaml_node_t *v, const char *what, int positive, float out[3],
+                                    int32_t *n) {
+    if (v->type != YAML_SEQUENCE_NODE)
+        return failat(r, v, "%s must be a list of numbers, one per channel, not %s", what, kind_name(v));
+    int len = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+    if (len != 1 && len != 3) return failat(r, v, "%s must have 1 or 3 values (one per channel), not %d", what, len);
+    for (int i = 0; i < len; i++) {
+        yaml_node_t *item = node(r, v->data.sequence.items.start[i]);
+        double x = 0;
+        dl_status st = get_float(r, item, what, &x);
+        if (st != DL_OK) return st;
+        if (positive && !(x > 0)) return failat(r, item, "%s must be positive, not %g", what, x);
+        if (fabs(x) > 1e30) return failat(r, item, "%s must be within +-1e30, not %g", what, x);
+        out[i] = (float)x;
+    }
+    *n = len;
+    return DL_OK;
+}
+
+typedef struct pre_ctx {
+    yaml_node_t *resize, *crop, *mean, *std;
+} pre_ctx;
+
+static dl_status pre_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *vctx) {
+    pre_ctx *c = vctx;
+    dl_preprocess *p = &r->g->pre;
+    int count = 0;
+    dl_status st = DL_OK;
+    if (!strcmp(key, "resize")) {
+        int32_t hw[2] = {0, 0};
+        c->resize = v;
+        if ((st = get_image_size(r, v, "resize", hw, &count)) != DL_OK) return st;
+        if (count == 1) p->resize_short = hw[0];
+        else if ((int64_t)hw[0] * hw[1] > DL_IMAGE_MAX_PIXELS)
+            return failat(r, v, "resize: [%d, %d] is over %d pixels", hw[0], hw[1], DL_IMAGE_MAX_PIXELS);
+        else p->resize_h = hw[0], p->resize_w = hw[1];
+    } else if (!strcmp(key, "crop")) {
+        int32_t hw[2] = {0, 0};
+        c->crop = v;
+        if ((st = get_image_size(r, v, "crop", hw, &count)) != DL_OK) return st;
+        p->crop_h = hw[0], p->crop_w = hw[1];
+    } else if (!strcmp(key, "channels")) {
+        const char *s = scalar(v);
+        if (s && !strcmp(s, "rgb")) p->channels = DL_IMAGE_RGB;
+        else if (s && !strcmp(s, "bgr")) p->channels = DL_IMAGE_BGR;
+        else if (s && !strcmp(s, "gray")) p->channels = DL_IMAGE_GRAY;
+        else
+            return failat(r, v, "channels must be rgb, bgr or gray, not %s%s%s", s ? "'" : "", s ? s : kind_name(v),
+                          s ? "'" : "");
+    } else if (!strcmp(key, "mean")) {
+        c->mean = v;
+        st = get_channel_values(r, v, "mean", 0, p->mean, &p->n_mean);
+    } else if (!strcmp(key, "std")) {
+        c->std = v;
+        st = get_channel_values(r, v, "std", 1, p->std, &p->n_std);
+    } else if (!strcmp(key, "scale")) {
+        double x = 0;
+        if ((st = get_float(r, v, "scale", &x)) != DL_OK) return st;
+        if (!(x > 0) || x > 1e30) return failat(r, v, "scale must be positive (and at most 1e30), not %g", x);
+        p->scale = x;
+    } else
+        return failat(r, k, "unknown key '%s' in preprocess (expected resize, crop, channels, mean, std, scale)", key);
+    return st;
+}
+
+/* `preprocess:`, after the shapes are known: its own keys, then whether it fits every 4-D f32
+ * input (channels, mean/std per channel, the size it makes). */
+static dl_status read_preprocess(reader *r, yaml_node_t *m) {
+    if (m->type != YAML_MAPPING_NODE)
+        return failat(r, m, "preprocess must be a mapping (resize, crop, channels, mean, std, scale), not %s",
+                      kind_name(m));
+    dl_preprocess *p = &r->g->pre;
+    p->present = 1;
+    pre_ctx c = {0};
+    dl_status st = each_pair(r, m, pre_pair, &c);
+    if (st != DL_OK) return st;
+    if (p->resize_short && !p->crop_h)
+        return failat(r, c.resize,
+                      "resize: %d sets the shorter side and keeps the aspect, so the size varies: add crop: [H, W]",
+                      p->resize_short);
+    if (p->crop_h && p->resize_short && (p->crop_h > p->resize_short || p->crop_w > p->resize_short))
+        return failat(r, c.crop, "crop [%d, %d] is larger than the shorter side (resize: %d)", p->crop_h, p->crop_w,
+                      p->resize_short);
+    if (p->crop_h && p->resize_h && (p->crop_h > p->resize_h || p->crop_w > p->resize_w))
+        return failat(r, c.crop, "crop [%d, %d] is larger than resize [%d, %d]", p->crop_h, p->crop_w, p->resize_h,
+                      p->resize_w);
+    int fed = 0;
+    for (int i = 0; i < r->g->n_inputs; i++) {
+        const dl_value *v = &r->g->values[r->g->inputs[i]];
+        if (v->shape.ndim != 4 || !dl_dtype_is_f32(v->dtype)) continue;
+        fed++;
+        int64_t ch = v->shape.d[1], h = 0, w = 0;
+        int cc = dl_preprocess_channels(p, ch);
+        if (!cc)
+            return failat(r, m, "input '%s' has %lld channel%s; preprocess gives %s", v->name, (long long)ch,
+                          ch == 1 ? "" : "s",
+                          p->channels == DL_IMAGE_GRAY   ? "1 (channels: gray)"
+                          : p->channels != DL_IMAGE_AUTO ? "3 (channels: rgb or bgr)"
+                                                         : "1 (gray) or 3 (rgb)");
+        if (p->n_mean && p->n_mean != cc)
+            return failat(r, c.mean, "mean has %d value%s; input '%s' has %d channel%s", p->n_mean,
+                          p->n_mean == 1 ? "" : "s", v->name, cc, cc == 1 ? "" : "s");
+        if (p->n_std && p->n_std != cc)
+            return failat(r, c.std, "std has %d value%s; input '%s' has %d channel%s", p->n_std,
+                          p->n_std == 1 ? "" : "s", v->name, cc, cc == 1 ? "" : "s");
+        dl_preprocess_size(p, v->shape.d[2], v->shape.d[3], &h, &w);
+        if (h != v->shape.d[2] || w != v->shape.d[3])
+            return failat(r, c.crop ? c.crop : c.resize, "preprocess makes %lldx%lld images; input '%s' is %lldx%lld",
+                          (long long)h, (long long)w, v->name, (long long)v->shape.d[2], (long long)v->shape.d[3]);
+    }
+    if (!fed) return failat(r, m, "preprocess: the model has no 4-D f32 input [N, C, H, W] an image could feed");
+    return DL_OK;
+}
+
+/* One label: not empty, at most MAX_LABEL bytes, no control characters (it is printed). */
+static const char *label_problem(const char *s, size_t len) {
+    if (!len) return "an empty label";
+    if (len > MAX_LABEL) return "a label longer than 1024 bytes";
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return "a label with a control character";
+    return NULL;
+}
+
+static dl_status add_label(reader *r, const char *s, size_t len) {
+    if (!(r->g->labels[r->g->n_labels] = strndup(s, len))) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
+    r->g->n_labels++;
+    return DL_OK;
+}
+
+/* `labels: FILE`: one name per line (a final newline optional, "\r\n" accepted), relative to the
+ * model file's folder; up to `classes` of them (more is an error). */
+static dl_status read_labels_file(reader *r, yaml_node_t *v, const char *file, int64_t classes) {
+    const char *slash = strrchr(r->path, '/');
+    int dirlen = file[0] == '/' || !slash ? 0 : (int)(slash - r->path + 1);
+    size_t plen = (size_t)dirlen + strlen(file) + 1;
+    char *path = malloc(plen);
+    if (!path) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
+    snprintf(path, plen, "%.*s%s", dirlen, r->path, file);
+    FILE *f = NULL;
+    dl_status st = dl_fopen_regular(path, &f, r->err);
+    char *text = st == DL_OK ? malloc(MAX_LABELS_FILE + 1) : NULL;
+    size_t len = 0;
+    if (st == DL_OK && !text) st = dl_fail(r->err, DL_E_NOMEM, "out of memory");
+    if (st == DL_OK) {
+        len = fread(text, 1, MAX_LABELS_FILE + 1, f);
+        if (ferror(f)) st = dl_fail(r->err, DL_E_IO, "%s: cannot read: %s", path, strerror(errno));
+        else if (len > MAX_LABELS_FILE) st = failat(r, v, "labels file %s is larger than 16 MiB", path);
+    }
+    if (f) fclose(f);
+    int line = 1;
+    for (size_t at = 0; st == DL_OK && at < len; line++) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - text) : len, n = end - at;
+        if (n && text[at + n - 1] == '\r') n--;
+        const char *why = label_problem(text + at, n);
+        if (memchr(text + at, 0, n)) why = "a NUL byte";
+        if (why) st = failat(r, v, "%s:%d: %s", path, line, why);
+        else if (r->g->n_labels == classes)
+            st = failat(r, v, "labels file %s has more than %lld lines: the first output has %lld classes", path,
+                        (long long)classes, (long long)classes);
+        else st = add_label(r, text + at, n);
+        at = end + 1;
+    }
+    free(text);
+    if (st == DL_OK && r->g->n_labels != classes)
+        st = failat(r, v, "labels file %s has %d names; the first output has %lld classes", path, r->g->n_labels,
+                    (long long)classes);
+    free(path);
+    return st;
+}
+
+/* `labels:` a list of class names or a file of them, one per class of the first output, which must
+ * be [N, classes] (checked against the shapes inferred at load). */
+static dl_status read_labels(reader *r, yaml_node_t *v) {
+    const dl_value *out = &r->g->values[r->g->outputs[0]];
+    if (out->shape.ndim != 2)
+        return failat(r, v, "labels name the classes of a [N, classes] output; the first output '%s' is %d-D",
+                      out->name, out->shape.ndim);
+    int64_t classes = out->shape.d[1];
+    if (classes > MAX_LABELS)
+        return failat(r, v, "the first output has %lld classes; labels name at most %d", (long long)classes,
+                      MAX_LABELS);
+    if (v->type != YAML_SEQUENCE_NODE && v->type != YAML_SCALAR_NODE)
+        return failat(r, v, "labels must be a list of class names or a file name, not %s", kind_name(v));
+    int64_t n = v->type == YAML_SEQUENCE_NODE ? v->data.sequence.items.top - v->data.sequence.items.start : classes;
+    if (n != classes)
+        return failat(r, v, "labels has %lld names; the first output '%s' has %lld classes", (long long)n, out->name,
+                      (long long)classes);
+    if (!(r->g->labels = calloc((size_t)classes, sizeof *r->g->labels)))
+        return dl_fail(r->err, DL_E_NOMEM, "out of memory");
+    if (v->type == YAML_SCALAR_NODE) {
+        const char *file = NULL;
+        dl_status st = get_string(r, v, "labels", &file);
+        return st != DL_OK ? st : read_labels_file(r, v, file, classes);
+    }
+    for (int64_t i = 0; i < classes; i++) {
+        yaml_node_t *item = node(r, v->data.sequence.items.start[i]);
+        const char *s = scalar(item);
+        if (!s) return failat(r, item, "each label must be a name, not %s", kind_name(item));
+        const char *why = label_problem(s, item->data.scalar.length);
+        if (!why && strlen(s) != item->data.scalar.length) why = "a NUL byte";
+        if (why) return failat(r, item, "%s", why);
+        dl_status st = add_label(r, s, item->data.scalar.length);
+        if (st != DL_OK) return st;
+    }
+    return DL_OK;
+}
+
 /* ---- top level ---- */
 
 typedef struct top_ctx {
-    yaml_node_t *model, *inputs, *layers, *outputs, *weights, *constants;
+    yaml_node_t *model, *inputs, *layers, *outputs, *weights, *constants, *preprocess, *labels;
 } top_ctx;
 
 static dl_status top_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_t *v, void *vctx) {
@@ -595,7 +825,13 @@ static dl_status top_pair(reader *r, const char *key, yaml_node_t *k, yaml_node_
     else if (!strcmp(key, "outputs")) t->outputs = v;
     else if (!strcmp(key, "weights")) t->weights = v;
     else if (!strcmp(key, "constants")) t->constants = v;
-    else return failat(r, k, "unknown key '%s' (expected model, inputs, constants, layers, outputs, weights)", key);
+    else if (!strcmp(key, "preprocess")) t->preprocess = v;
+    else if (!strcmp(key, "labels")) t->labels = v;
+    else
+        return failat(r, k,
+                      "unknown key '%s' (expected model, inputs, constants, layers, outputs, weights, preprocess, "
+                      "labels)",
+                      key);
     return DL_OK;
 }
 
@@ -668,7 +904,10 @@ static dl_status read_document(reader *r, yaml_node_t *root) {
         if (!(r->g->outputs = malloc(sizeof(int)))) return dl_fail(r->err, DL_E_NOMEM, "out of memory");
         r->g->outputs[r->g->n_outputs++] = prev;
     }
-    return finish_model(r);
+    if ((st = finish_model(r)) != DL_OK) return st;
+    if (t.preprocess && (st = read_preprocess(r, t.preprocess)) != DL_OK) return st;
+    if (t.labels && (st = read_labels(r, t.labels)) != DL_OK) return st;
+    return DL_OK;
 }
 
 /* ---- building the document from parser events ---- */

@@ -107,3 +107,35 @@ cache = {"format": "dlrun-timing-cache", "version": 1, "entries": {
     "transfer-ms-per-MiB;backend=cuda;device=H100;dlrun=0.1.0": 0.04}}
 out("timing_cache", "cache.json", json.dumps(cache, indent=2).encode())
 out("timing_cache", "empty-entries.json", b'{"format": "dlrun-timing-cache", "version": 1, "entries": {}}')
+
+# Image seeds for fuzz_image: small images in each format and pixel layout stb_image reads there
+# (written with PIL where it is installed; the shipped models/samples/*.png are seeds as well).
+try:
+    import io
+
+    from PIL import Image
+except ImportError:
+    Image = None
+if Image is not None:
+    rgb = Image.new("RGB", (9, 7))
+    rgb.putdata([((x * 37) % 256, (y * 53) % 256, ((x + y) * 29) % 256) for y in range(7) for x in range(9)])
+
+    def save(name, img, fmt, **kw):
+        b = io.BytesIO()
+        img.save(b, fmt, **kw)
+        out("image", name, b.getvalue())
+
+    save("rgb.png", rgb, "PNG")
+    save("gray.png", rgb.convert("L"), "PNG")
+    save("rgba.png", rgb.convert("RGBA"), "PNG")
+    save("palette.png", rgb.convert("P"), "PNG")
+    save("gray16.png", rgb.convert("L").convert("I"), "PNG")
+    save("interlaced.png", rgb, "PNG", interlace=1)
+    save("baseline.jpg", rgb, "JPEG", quality=80)
+    save("progressive.jpg", rgb, "JPEG", quality=80, progressive=True)
+    save("gray.jpg", rgb.convert("L"), "JPEG")
+    save("subsampled.jpg", rgb.resize((17, 13)), "JPEG", subsampling=2)
+    save("rgb.bmp", rgb, "BMP")
+    save("palette.bmp", rgb.convert("P"), "BMP")
+    save("rgb.ppm", rgb, "PPM")
+    save("gray.pgm", rgb.convert("L"), "PPM")

@@ -280,6 +280,24 @@ DL_API dl_status dl_npy_read(const char *path, float **data, int64_t *shape, int
 DL_API dl_status dl_npy_read_int64(const char *path, int64_t **data, int64_t *shape, int *ndim, dl_error *err);
 DL_API dl_status dl_npy_write(const char *path, const float *data, const int64_t *shape, int ndim, dl_error *err);
 
+/* ---- images and labels ---------------------------------------------------------------------- */
+
+/* How many class names the model's `labels:` gives (one per class of its first output, checked
+ * at load); 0 when it has none. */
+DL_API int dl_model_label_count(const dl_model *m);
+/* Class i's name, or NULL when i is out of range (or the model has no labels). */
+DL_API const char *dl_model_label(const dl_model *m, int i);
+/* Reads an image file (PNG, JPEG, BMP, PNM; docs/images.md) for model input `input`, which must be
+ * 4-D f32 [N, C, H, W] with C 1 or 3: converts it to gray, RGB or BGR, resizes, centre-crops and
+ * normalizes it as the model's `preprocess:` says (by default: resized to H x W, pixels / 255).
+ * *data is malloc'd [1, C, H, W] f32 (free it with dl_free); shape needs room for 8 dims. A
+ * corrupt, truncated or too large image (over 16384 pixels a side or 2^26 in all) is DL_E_INVALID
+ * with one line saying why; nothing is allocated for it. Thread-safe: the model is only read. */
+DL_API dl_status dl_image_load(const dl_model *m, int input, const char *path, float **data, int64_t *shape, int *ndim,
+                               dl_error *err);
+/* Frees memory libdlrun returned (dl_npy_read, dl_npy_read_int64, dl_image_load). */
+DL_API void dl_free(void *p);
+
 #ifdef __cplusplus
 }
 #endif
