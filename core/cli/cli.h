@@ -28,7 +28,8 @@ typedef struct cli_options {
     int placement;
     int retune;
     int no_fallback;
-    int version; /* --version: print it, nothing else */
+    const char *trace; /* --trace FILE.json */
+    int version;       /* --version: print it, nothing else */
 } cli_options;
 
 typedef struct cli_timing {

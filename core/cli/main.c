@@ -72,6 +72,9 @@ static const cli_opt run_opts[] = {
      .help = "cap each memory domain (suffixes K, M, G); a plan that does not\n"
              "fit is refused before anything runs"},
     {"profile", CLI_FLAG, FIELD(profile), .help = "per-op table: layer, op, backend, shape, time, GFLOP/s, share"},
+    {"trace", CLI_STRING, FIELD(trace), .value_name = "FILE.json",
+     .help = "write a Chrome trace of session creation and the runs\n"
+             "(open in https://ui.perfetto.dev; docs/trace.md)"},
     {"json", CLI_FLAG, FIELD(json), .help = "print the report as JSON"},
     {"list-backends", CLI_FLAG, FIELD(list_backends), .help = "list plugins found, loaded or skipped with the reason"},
     {"version", CLI_STOP, FIELD(version), .help = "print the version"},
@@ -341,6 +344,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     so.retune = o->retune;
     so.no_fallback = o->no_fallback;
     so.reserve_inputs = 1; /* bufs[] below: counted against --max-memory with the session */
+    so.trace = o->trace != NULL;
     if (isatty(STDERR_FILENO)) so.progress = progress_line;
     st = dl_session_create(ctx, m, &so, &s, &err);
     if (st != DL_OK) {
@@ -401,9 +405,14 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     t.gpu = dl_session_memory_count(s) > 1;
     t.images = n_images ? item_files : NULL;
     rc = write_outputs(o, s);
+    if (!rc && o->trace && (st = dl_session_write_trace(s, o->trace, &err)) != DL_OK) rc = fail(st, &err);
     if (rc) goto done;
     if (o->json) cli_print_json(o, m, s, &t);
     else cli_print_text(o, m, s, &t);
+    if (o->trace) /* a report line; on stderr beside --json, whose stdout is one JSON object */
+        fprintf(o->json ? stderr : stdout,
+                "trace: %s (%lld events; open in https://ui.perfetto.dev or chrome://tracing)\n", o->trace,
+                (long long)dl_session_trace_event_count(s));
 done:
     free(times);
     for (int i = 0; i < 64; i++) free(bufs[i]);

@@ -579,7 +579,13 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
             } else if (c->n > 1) {
                 if ((st = check_timing_fits(s, i, err)) != DL_OK) return st;
                 if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, layer, be->name);
+                int span = dl_trace_begin(s->trace, layer, "placement timing");
                 ms = time_op(s, i, be, err);
+                dl_trace_end(s->trace, span);
+                dl_trace_arg_str(s->trace, span, "layer", layer);
+                dl_trace_arg_str(s->trace, span, "op", op);
+                dl_trace_arg_str(s->trace, span, "backend", be->name);
+                dl_trace_arg_num(s->trace, span, "measured_ms", ms);
                 if (ms < 0) { /* it accepted the op but could not run it: never choose it */
                     char msg[600];
                     snprintf(msg, sizeof msg, "backend '%s' accepted %s '%s' but failed to run it; not using it there",
@@ -643,17 +649,25 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
                     p.esz[be_index(&p, be)] = 2;
             }
     }
+    int span = dl_trace_begin(s->trace, "measure transfers", "placement");
     for (int b = 0; b < p.nbe && need_timing; b++)
         if (!on_host(p.be[b])) measure_transfer(&p.x[b], cache);
+    dl_trace_end(s->trace, span);
+    span = dl_trace_begin(s->trace, "time ops", "placement");
     dl_status st = measure_ops(s, pl, &p, cache, err);
+    dl_trace_arg_num(s->trace, span, "timed", pl->timed);
+    dl_trace_arg_num(s->trace, span, "cached", pl->cached);
+    dl_trace_end(s->trace, span);
     if (cache && !dl_tcache_save(cache, warn, sizeof warn)) host_warn(s, warn);
     dl_tcache_free(cache);
     for (int a = 0; a < p.nbe; a++)
         for (int b = 0; b < p.nbe; b++) p.domain_of[a] |= (uint64_t)same_domain(p.be[a], p.be[b]) << b;
     if (st == DL_OK) {
+        span = dl_trace_begin(s->trace, "choose backends", "placement");
         if (is_chain(g)) choose_chain(&p, as);
         else choose_dag(&p, as);
         for (int i = 0; i < n; i++) pl->be[i] = p.be[as[i]];
+        dl_trace_end(s->trace, span);
     }
     free(p.t);
     free(as);

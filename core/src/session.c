@@ -284,21 +284,44 @@ static dl_status build(dl_session *s, dl_error *err) {
     for (int v = 0; v < nv; v++) s->alias[v] = v;
     s->n_doms = 1;
     s->doms[0] = (dl_domain){{DL_DEVICE_CPU, 0}, NULL};
+    dl_trace *tr = s->trace; /* each stage a span of the trace, if any */
+    int span = dl_trace_begin(tr, "fold batchnorm", "create");
     dl_status st = dl_fold_batchnorm(s, err);
-    if (st == DL_OK) st = dl_place(s, &s->place, err);
+    dl_trace_end(tr, span);
+    if (st == DL_OK) {
+        span = dl_trace_begin(tr, "placement", "create");
+        st = dl_place(s, &s->place, err);
+        dl_trace_arg_num(tr, span, "timed", s->place.timed);
+        dl_trace_arg_num(tr, span, "cached", s->place.cached);
+        dl_trace_end(tr, span);
+    }
     if (st != DL_OK) return st;
+    span = dl_trace_begin(tr, "fuse, storage, steps", "create");
     dl_fuse_activations(s);
     st = assign_domains(s, err);
     if (st == DL_OK) st = dl_choose_storage(s, err);
     if (st == DL_OK) st = build_steps(s, err);
+    dl_trace_arg_num(tr, span, "steps", s->n_steps);
+    dl_trace_end(tr, span);
     if (st != DL_OK) return st;
     fix_pointers(s);
     /* Preparing allocates on the real shapes (cuDNN's algorithm search, tile timing): a batch too
      * big must be refused before that, by the plan of the activations alone. */
+    span = dl_trace_begin(tr, "check memory", "create");
     st = dl_session_check_memory(s, err);
-    if (st == DL_OK) st = prepare_kernels(s, err);
-    if (st == DL_OK) st = dl_session_plan_memory(s, err);
+    dl_trace_end(tr, span);
+    if (st == DL_OK) {
+        span = dl_trace_begin(tr, "prepare kernels", "create");
+        st = prepare_kernels(s, err);
+        dl_trace_end(tr, span);
+    }
+    if (st == DL_OK) {
+        span = dl_trace_begin(tr, "plan memory", "create");
+        st = dl_session_plan_memory(s, err);
+        dl_trace_end(tr, span);
+    }
     if (st == DL_OK) point_steps(s);
+    if (st == DL_OK) st = dl_trace_prepare(tr, s, err);
     return st;
 }
 
@@ -322,24 +345,37 @@ static dl_status check_options(dl_context *ctx, const dl_session_options *o, dl_
 
 dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt, dl_session **out,
                             dl_error *err) {
+    double t_create = dl_now_ms();
     *out = NULL;
     dl_session *s = calloc(1, sizeof *s);
     if (!s) return dl_fail(err, DL_E_NOMEM, "out of memory");
     dl_session_options_init(&s->opt);
+    /* an older caller's smaller struct: the members it lacks keep their defaults (trace 0) */
     if (opt) memcpy(&s->opt, opt, opt->struct_size < sizeof s->opt ? opt->struct_size : sizeof s->opt);
     s->opt.struct_size = sizeof s->opt;
     s->ctx = ctx;
     s->g = m->g;
     dl_status st = check_options(ctx, &s->opt, err);
+    if (st == DL_OK && s->opt.trace && !(s->trace = dl_trace_new(t_create)))
+        st = dl_fail(err, DL_E_NOMEM, "out of memory");
+    dl_trace *tr = s->trace;
+    int whole = dl_trace_begin(tr, "dl_session_create", "create"), span = dl_trace_begin(tr, "infer shapes", "create");
+    dl_trace_arg_str(tr, whole, "model", s->g->name);
     if (st == DL_OK && !(s->shape = calloc((size_t)s->g->n_values + 1, sizeof *s->shape)))
         st = dl_fail(err, DL_E_NOMEM, "out of memory");
     if (st == DL_OK) st = dl_graph_infer(s->g, s->opt.batch, s->shape, err);
+    dl_trace_end(tr, span);
     if (st == DL_OK) {
+        span = dl_trace_begin(tr, "bind weights", "create");
         const char *wpath = s->opt.weights_path ? s->opt.weights_path : s->g->weights_path;
+        dl_trace_arg_str(tr, span, "weights", wpath ? wpath : "seeded");
         st = dl_session_check_weights(s, wpath ? 0 : dl_weights_seeded_bytes(s->g, s->shape), err);
         if (st == DL_OK) st = dl_weights_bind(s->g, s->shape, wpath, s->opt.seed, &s->weights, err);
+        dl_trace_end(tr, span);
     }
     if (st == DL_OK) st = build(s, err);
+    if (st == DL_OK && s->g->n_inputs) dl_trace_arg_num(tr, whole, "batch", (double)s->shape[s->g->inputs[0]].d[0]);
+    dl_trace_end(tr, whole);
     if (st != DL_OK) {
         dl_session_free(s);
         return st;
@@ -350,6 +386,7 @@ dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_optio
 
 void dl_session_free(dl_session *s) {
     if (!s) return;
+    dl_trace_free(s->trace); /* before the kernels: it may hold the backends' events */
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
         if (st->kernel) st->be->release(st->be->self, st->kernel);
@@ -417,6 +454,8 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
     if (in_rc != DL_OK) return in_rc;
     const dl_backend *last[DL_MAX_DOMAINS] = {0};
     const int first_op = s->first_op, last_op = s->last_op;
+    dl_trace *tr = s->trace;
+    dl_trace_run_start(tr);
     double t_compute = t_start, t_outputs = t_start;
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
@@ -435,9 +474,11 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         } else {
             dl_error e = {{0}};
             rc = hand_over(last, st->dom, st->be, err);
+            if (tr) dl_trace_op_event(tr, k, 0);
             if (rc == DL_OK && (rc = st->be->run(st->be->self, st->kernel, st->in, &st->out, st->ws, &e)) != DL_OK)
                 dl_fail(err, rc, "%s '%s' failed on %s: %s", dl_op_kind_name(s->g->nodes[st->node].kind), st->op.name,
                         st->be->name, e.msg);
+            if (tr) dl_trace_op_event(tr, k, 1);
         }
         if (rc == DL_OK && s->profiling && st->dom != 0) rc = sync_all(s, last, err);
         if (rc != DL_OK) return rc;
@@ -447,11 +488,13 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         st->last_ms = ms;
         st->total_ms += ms;
         st->runs++;
+        if (tr) dl_trace_step(tr, k, t0, t1);
     }
     dl_status rc = sync_all(s, last, err);
     double t_end = dl_now_ms();
     if (last_op < 0) t_compute = t_outputs = t_end; /* no op: everything was copying */
     s->last_run = (dl_run_times){t_compute - t_start, t_outputs - t_compute, t_end - t_outputs};
+    if (tr && rc == DL_OK) dl_trace_run_end(tr, t_start, t_end, &s->last_run);
     return rc;
 }
 

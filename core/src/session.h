@@ -14,6 +14,7 @@
 #include "context.h"
 #include "graph.h"
 #include "oprun.h"
+#include "trace.h"
 #include "weights.h"
 
 struct dl_model {
@@ -151,6 +152,7 @@ struct dl_session {
     int profiling;
     int first_op, last_op; /* steps: the first and last op (n_steps and -1 if none); phases */
     dl_run_times last_run; /* the last run's phases (dl_session_last_run_times) */
+    dl_trace *trace;       /* with opt.trace: the timeline (trace.c), else NULL */
 };
 
 /* ---- session.c ---- */

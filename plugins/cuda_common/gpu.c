@@ -260,6 +260,33 @@ dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *s
     return dl_gpu_convert(self, dst, src, kind, err);
 }
 
+/* ABI 1.6 timing events: one cudaEvent_t per handle, created at its first record and recorded again
+ * after that; no lock (an event is the host's, used by one session's thread at a time). */
+dl_status dl_gpu_be_event_record(void *self, void **event, dl_error *err) {
+    dl_gpu *g = self;
+    DL_GPU_TRY(cudaSetDevice(g->device), err);
+    if (!*event) {
+        cudaEvent_t ev;
+        DL_GPU_TRY(cudaEventCreate(&ev), err);
+        *event = ev;
+    }
+    DL_GPU_TRY(cudaEventRecord((cudaEvent_t)*event, g->stream), err);
+    return DL_OK;
+}
+dl_status dl_gpu_be_event_elapsed(void *self, void *start, void *end, double *ms, dl_error *err) {
+    dl_gpu *g = self;
+    float t = 0;
+    DL_GPU_TRY(cudaSetDevice(g->device), err);
+    DL_GPU_TRY(cudaEventElapsedTime(&t, (cudaEvent_t)start, (cudaEvent_t)end), err);
+    *ms = t;
+    return DL_OK;
+}
+void dl_gpu_be_event_release(void *self, void *event) {
+    dl_gpu *g = self;
+    if (!event || cudaSetDevice(g->device) != cudaSuccess) return;
+    cudaEventDestroy((cudaEvent_t)event);
+}
+
 void *dl_gpu_plugin_new(const dl_host *host, size_t size, dl_error *err) {
     if (!dl_plugin_host_ok(host, err)) return NULL;
     dl_gpu *g = calloc(1, size);
@@ -287,5 +314,8 @@ dl_backend dl_gpu_table(dl_gpu *g, const char *name, const char *description) {
         .memory_info = dl_gpu_be_memory_info,
         .supports_convert = dl_gpu_be_supports_convert,
         .convert = dl_gpu_be_convert,
+        .event_record = dl_gpu_be_event_record,
+        .event_elapsed = dl_gpu_be_event_elapsed,
+        .event_release = dl_gpu_be_event_release,
     };
 }

@@ -64,8 +64,8 @@ void dl_gpu_close(dl_gpu *g);
  * for. NULL with the reason in err ("no CUDA device") on failure. */
 void *dl_gpu_plugin_new(const dl_host *host, size_t size, dl_error *err);
 /* The backend table's members every GPU plugin shares: version, size, device, self (the state
- * beginning with g), memory, copies, synchronize, memory_info, supports_convert and convert. The
- * plugin adds its op members. */
+ * beginning with g), memory, copies, synchronize, memory_info, supports_convert, convert and the
+ * timing events. The plugin adds its op members. */
 dl_backend dl_gpu_table(dl_gpu *g, const char *name, const char *description);
 
 /* Makes the plugin's device current on the calling thread (cheap; see the thread rules). */
@@ -110,6 +110,11 @@ dl_status dl_gpu_be_synchronize(void *self, dl_error *err);
 dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
 int dl_gpu_be_supports_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind);
 dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err);
+/* ABI 1.6 timing events (CUDA events on the plugin's stream): record (creating the event the first
+ * time), elapsed milliseconds between two after a synchronize, release. */
+dl_status dl_gpu_be_event_record(void *self, void **event, dl_error *err);
+dl_status dl_gpu_be_event_elapsed(void *self, void *start, void *end, double *ms, dl_error *err);
+void dl_gpu_be_event_release(void *self, void *event);
 /* Milliseconds of `fn(arg)` on the stream, measured with CUDA events: median of `runs` after
  * one warm-up. fn returns 0, or the cudaError_t of its launch. Returns < 0 if anything failed:
  * fn's launch, waiting on the stream, or an event's record, wait or reading; then *error (where

@@ -8,6 +8,11 @@
  *   DLFAKE_<NAME>_ASYNC       1: like a GPU stream, run() only queues the op; the queue runs, in
  *                             order, at synchronize() or before a copy (so a host that reads a
  *                             result without synchronizing this backend reads stale memory)
+ *   DLFAKE_<NAME>_EVENT_US    set: it has ABI 1.6 timing events on a fake device clock, which runs
+ *                             its queue as a GPU does: each op starts when queued or when the one
+ *                             before ends, and takes this many microseconds; synchronize and
+ *                             copies wait (on the host) until the clock is reached. A trace shows
+ *                             these durations for its ops, whatever the host measures.
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
  * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
  * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). */
@@ -51,6 +56,7 @@ typedef struct fake {
     double copy_us;
     int async, n_queued;
     pending queue[64];
+    double event_ms, clock_ms; /* EVENT_US in ms; the fake device clock */
 } fake;
 
 static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D",         "RELU",   "MAXPOOL2D", "AVGPOOL2D",
@@ -62,6 +68,23 @@ static void wait_us(double us) { /* busy-wait: sleeps overshoot by more than the
     clock_gettime(CLOCK_MONOTONIC, &a);
     do clock_gettime(CLOCK_MONOTONIC, &b);
     while ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) * 1e-3 < us);
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* The fake device clock: when the work queued so far ends (never before now). */
+static double device_clock(fake *f) {
+    double now = now_ms();
+    return f->clock_ms > now ? f->clock_ms : now;
+}
+/* Waits until the fake device has done its queue (events on). */
+static void device_wait(fake *f) {
+    double left = f->event_ms > 0 ? f->clock_ms - now_ms() : 0;
+    if (left > 0) wait_us(left * 1e3);
 }
 
 static double env_num(const char *name, double def) {
@@ -91,6 +114,7 @@ static void flush(fake *f) {
 
 static dl_status fk_synchronize(void *self, dl_error *err) {
     flush(self);
+    device_wait(self);
     (void)err;
     return DL_OK;
 }
@@ -105,6 +129,7 @@ static void fk_free(void *self, void *p) { free(p); }
 static dl_status fk_copy(void *self, void *dst, const void *src, size_t n, dl_copy_kind kind, dl_error *err) {
     fake *f = self;
     flush(f); /* copies are ordered after the queued ops, as on a stream */
+    device_wait(f);
     memcpy(dst, src, n);
     if (kind != DL_COPY_DEVICE_TO_DEVICE) wait_us(f->copy_us);
     return DL_OK;
@@ -131,6 +156,7 @@ static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *
 static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     fake *f = self;
     pending p = {k, in[0].data, k->kind == DL_OP_ADD ? in[1].data : NULL, out[0].data};
+    if (f->event_ms > 0) f->clock_ms = device_clock(f) + f->event_ms;
     if (!f->async) {
         compute(f, p.k, p.x, p.b, p.y);
         return DL_OK;
@@ -140,6 +166,19 @@ static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     return DL_OK;
 }
 static void fk_release(void *self, dl_kernel *k) { free(k); }
+/* (1.6) events: the fake device clock when recorded */
+static dl_status fk_event_record(void *self, void **event, dl_error *err) {
+    fake *f = self;
+    if (!*event && !(*event = malloc(sizeof(double)))) return dl_fail(err, DL_E_NOMEM, "no memory");
+    *(double *)*event = device_clock(f);
+    return DL_OK;
+}
+static dl_status fk_event_elapsed(void *self, void *start, void *end, double *ms, dl_error *err) {
+    (void)self, (void)err;
+    *ms = *(const double *)end - *(const double *)start;
+    return DL_OK;
+}
+static void fk_event_release(void *self, void *event) { free(event); }
 
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
     fake *f = calloc(1, sizeof *f);
@@ -177,6 +216,13 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
                             .run = fk_run,
                             .release = fk_release,
                             .synchronize = fk_synchronize};
+    snprintf(key, sizeof key, "DLFAKE_%s_EVENT_US", up);
+    if (getenv(key)) {
+        f->event_ms = env_num(key, 0) * 1e-3;
+        f->table.event_record = fk_event_record;
+        f->table.event_elapsed = fk_event_elapsed;
+        f->table.event_release = fk_event_release;
+    }
     (void)host, (void)err;
     return &f->table;
 }

@@ -114,6 +114,8 @@ typedef struct dl_session_options {
      * does): counted with the session's memory against max_memory and the free memory, so that a
      * plan that fits does not fail later in the caller. */
     int32_t reserve_inputs;
+    int32_t trace; /* 1: record a timeline: session creation phases, and every step of every run
+                      (dl_session_write_trace) */
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
@@ -220,6 +222,22 @@ typedef struct dl_run_times {
     double inputs_ms, compute_ms, outputs_ms;
 } dl_run_times;
 DL_API void dl_session_last_run_times(const dl_session *s, dl_run_times *t);
+
+/* ---- trace: a Chrome trace-event timeline ------------------------------------------------- */
+
+/* The most runs a trace keeps: the last DL_TRACE_MAX_RUNS runs, fewer where the model has so many
+ * steps that they would pass DL_TRACE_MAX_EVENTS step events; older runs are dropped and counted. */
+#define DL_TRACE_MAX_RUNS 100
+#define DL_TRACE_MAX_EVENTS 1000000
+
+/* Writes the timeline of a session created with trace = 1 as Chrome trace-event JSON (opens in
+ * https://ui.perfetto.dev or chrome://tracing; docs/trace.md): one track for the session's creation
+ * phases and its runs, one per backend that ran ops, one for copies; an event per step of each run
+ * kept, timed by device events where the backend has them (ABI 1.6), else by the host's clock.
+ * DL_E_INVALID if the session was created without trace, DL_E_IO if the file cannot be written. */
+DL_API dl_status dl_session_write_trace(const dl_session *s, const char *path, dl_error *err);
+/* The number of events dl_session_write_trace would write now (0 without trace). */
+DL_API int64_t dl_session_trace_event_count(const dl_session *s);
 
 /* ---- cross-checking against the CPU reference (dlrun check, dlrun test-ops) ---------------- */
 

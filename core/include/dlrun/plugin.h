@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 5
+#define DL_ABI_MINOR 6
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -446,6 +446,18 @@ typedef struct dl_backend {
      * for HOST_TO_DEVICE src is in host memory, for DEVICE_TO_HOST dst is; DEVICE_TO_DEVICE
      * converts within the backend's domain. Ordered and completed as copy() is. */
     dl_status (*convert)(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err);
+
+    /* (1.6) Optional, all three or none: timing events on the backend's queue, so that a trace
+     * (dl_session_write_trace) times each op on the device rather than by the host's clock around an
+     * asynchronous launch. The host never synchronizes between recording and reading them.
+     * (1.6) Record a timing event on the queue now, after the work queued so far. *event NULL: a
+     * new event (the plugin allocates it); else the host's earlier event from this member, whose
+     * previous record has completed (the host synchronized since), recorded again. */
+    dl_status (*event_record)(void *self, void **event, dl_error *err);
+    /* (1.6) After synchronize: the milliseconds between two recorded events (end after start). */
+    dl_status (*event_elapsed)(void *self, void *start, void *end, double *ms, dl_error *err);
+    /* (1.6) Free an event event_record made. */
+    void (*event_release)(void *self, void *event);
 } dl_backend;
 
 /* ---- small helpers (header-only, for plugins and host alike) ------------------------------- */
