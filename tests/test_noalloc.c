@@ -97,5 +97,5 @@ Test(noalloc, run_loop_allocates_nothing, .timeout = 300) {
     runs_allocate_nothing("resnet18.yaml", 2, 0);
     runs_allocate_nothing("vgg.yaml", 1, 0);
     runs_allocate_nothing("lenet.yaml", 3, 1);
-    runs_allocate_nothing("resnet18.yaml", 1, 1);
+    runs_allocate_nothing("resnet18.yaml", 2, 1);
 }
