@@ -14,13 +14,7 @@
 
 #define MODEL(name) DLRUN_SOURCE_DIR "/models/" name
 
-static int dlrun(const char *args, char **out) {
-    char *cmd = NULL;
-    cr_assert(asprintf(&cmd, "env -u DLRUN_PLUGIN_PATH %s %s", DLRUN_CLI, args) > 0);
-    int rc = tu_run(cmd, out);
-    free(cmd);
-    return rc;
-}
+static int dlrun(const char *args, char **out) { return tu_dlrun(args, out); }
 
 Test(cli, help_and_version) {
     char *out;

@@ -485,13 +485,7 @@ Test(image, labels_from_a_list_and_from_a_file) {
 
 /* ---- the CLI ---- */
 
-static int dlrun(const char *args, char **out) {
-    char *cmd = NULL;
-    cr_assert(asprintf(&cmd, "env -u DLRUN_PLUGIN_PATH %s %s", DLRUN_CLI, args) > 0);
-    int rc = tu_run(cmd, out);
-    free(cmd);
-    return rc;
-}
+static int dlrun(const char *args, char **out) { return tu_dlrun(args, out); }
 
 #define FASHION DLRUN_SOURCE_DIR "/models/fashion_mnist.yaml"
 

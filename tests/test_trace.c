@@ -416,13 +416,7 @@ Test(trace, clean_failures) {
     dl_context_free(ctx);
 }
 
-static int dlrun(const char *args, char **out) {
-    char *cmd = NULL;
-    cr_assert(asprintf(&cmd, "env -u DLRUN_PLUGIN_PATH %s %s", DLRUN_CLI, args) > 0);
-    int rc = tu_run(cmd, out);
-    free(cmd);
-    return rc;
-}
+static int dlrun(const char *args, char **out) { return tu_dlrun(args, out); }
 
 Test(trace, cli, .timeout = 120) {
     fresh_cache();

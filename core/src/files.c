@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,4 +60,37 @@ int dl_is_regular(const char *path, const char **why) {
     if (S_ISREG(sb.st_mode)) return 1;
     *why = type_name(sb.st_mode);
     return 0;
+}
+
+dl_status dl_read_regular(const char *path, size_t max_bytes, const char *what, void **out, size_t *out_len,
+                          dl_error *err) {
+    *out = NULL;
+    *out_len = 0;
+    FILE *f;
+    dl_status st = dl_fopen_regular(path, &f, err);
+    if (st != DL_OK) return st;
+    size_t cap = 1 << 16, len = 0, n;
+    unsigned char *buf = malloc(cap);
+    while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += n;
+        if (len < cap) continue;
+        if (cap >= max_bytes) {
+            free(buf);
+            fclose(f);
+            return dl_fail(err, DL_E_INVALID, "%s: %s larger than %zu MiB", path, what, max_bytes >> 20);
+        }
+        unsigned char *grown = realloc(buf, cap *= 2);
+        if (!grown) free(buf);
+        buf = grown;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (bad) {
+        free(buf);
+        return dl_fail(err, DL_E_IO, "%s: cannot read: %s", path, strerror(errno));
+    }
+    *out = buf;
+    *out_len = len;
+    return DL_OK;
 }

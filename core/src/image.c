@@ -182,30 +182,10 @@ dl_status dl_image_load(const dl_model *m, int input, const char *path, float **
     if (c < 1 || c > 3 || h * w > DL_IMAGE_MAX_PIXELS)
         return dl_fail(err, DL_E_INVALID, "%s: input '%s' is [N, %lld, %lld, %lld]; an image gives 1 or 3 channels",
                        path, v->name, (long long)c, (long long)h, (long long)w);
-    FILE *f = NULL;
-    dl_status st = dl_fopen_regular(path, &f, err);
+    void *buf;
+    size_t len;
+    dl_status st = dl_read_regular(path, DL_IMAGE_MAX_FILE, "image file", &buf, &len, err);
     if (st != DL_OK) return st;
-    size_t cap = 1 << 16, len = 0, n;
-    unsigned char *buf = malloc(cap);
-    while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += n;
-        if (len < cap) continue;
-        if (cap >= DL_IMAGE_MAX_FILE) {
-            free(buf);
-            fclose(f);
-            return dl_fail(err, DL_E_INVALID, "%s: image file larger than %d MiB", path, DL_IMAGE_MAX_FILE >> 20);
-        }
-        unsigned char *grown = realloc(buf, cap *= 2);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    if (bad) {
-        free(buf);
-        return dl_fail(err, DL_E_IO, "%s: cannot read: %s", path, strerror(errno));
-    }
     float *x = malloc((size_t)(c * h * w) * sizeof *x);
     if (!x) st = dl_fail(err, DL_E_NOMEM, "out of memory");
     else st = dl_image_decode(&m->g->pre, buf, len, path, c, h, w, x, err);

@@ -1090,31 +1090,10 @@ dl_status dl_model_parse_yaml(const char *text, size_t len, const char *path, dl
 
 dl_status dl_model_read_yaml(const char *path, dl_graph **out, dl_error *err) {
     *out = NULL;
-    FILE *f;
-    dl_status opened = dl_fopen_regular(path, &f, err);
-    if (opened != DL_OK) return opened;
-    size_t cap = 1 << 16, len = 0, n;
-    char *buf = malloc(cap);
-    while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += n;
-        if (len == cap) {
-            if (cap >= (64u << 20)) {
-                free(buf);
-                fclose(f);
-                return dl_fail(err, DL_E_INVALID, "%s: model file larger than 64 MiB", path);
-            }
-            char *p = realloc(buf, cap *= 2);
-            if (!p) free(buf);
-            buf = p;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    if (bad) {
-        free(buf);
-        return dl_fail(err, DL_E_IO, "%s: cannot read: %s", path, strerror(errno));
-    }
+    void *buf;
+    size_t len;
+    dl_status read = dl_read_regular(path, (size_t)64 << 20, "model file", &buf, &len, err);
+    if (read != DL_OK) return read;
     dl_status st = dl_model_parse_yaml(buf, len, path, out, err);
     free(buf);
     return st;

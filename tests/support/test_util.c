@@ -105,3 +105,13 @@ const dl_backend *tu_load_backend(const char *path, int threads, dl_error *err) 
     *host = (dl_host){DL_ABI_VERSION, sizeof *host, NULL, threads, 0, tu_quiet};
     return init(host, err);
 }
+
+#ifdef DLRUN_CLI
+int tu_dlrun(const char *args, char **out) {
+    char *cmd = NULL;
+    if (asprintf(&cmd, "env -u DLRUN_PLUGIN_PATH %s %s", DLRUN_CLI, args) < 0) return -1;
+    int rc = tu_run(cmd, out);
+    free(cmd);
+    return rc;
+}
+#endif

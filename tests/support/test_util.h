@@ -14,6 +14,9 @@ char *tu_write_temp(const char *suffix, const void *data, size_t len);
 /* Run a shell command; capture stdout and stderr together into *out (malloc'd, may be NULL).
  * Returns the exit status, or -1 if it did not exit normally (a crash). */
 int tu_run(const char *cmd, char **out);
+/* Runs the dlrun CLI of this build with args (a shell-quoted string), $DLRUN_PLUGIN_PATH unset so
+ * that it finds the plugins beside libdlrun as a user's would; as tu_run. */
+int tu_dlrun(const char *args, char **out);
 
 /* A context on the plugins listed (a colon-separated path), the model written out from YAML
  * text, and a session with the options given; DL_OK or the failing call's status with err set.
