@@ -104,16 +104,33 @@ def test_ops(backend=None, op=None, precision="f32", perf=False, iterations=10, 
     return CheckResult(rows, summ.passed, summ.failed, summ.unsupported, seed)
 
 
+def _importer():
+    """The ONNX importer: the wheel's copy (dlrun.onnx), or tools/onnx of the checkout this
+    package is run from (PYTHONPATH=python)."""
+    try:
+        from .onnx import convert as conv
+        return conv
+    except ModuleNotFoundError as e:
+        if e.name not in ("dlrun.onnx", "dlrun.onnx.convert"):
+            raise
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "onnx")
+    if not os.path.exists(os.path.join(tools, "convert.py")):
+        raise ImportError("no ONNX importer in this installation (dlrun.onnx or the checkout's tools/onnx)")
+    import sys
+    if tools not in sys.path:
+        sys.path.insert(0, os.path.normpath(tools))
+    import convert as conv
+    return conv
+
+
 def convert(onnx_path, output=None, dims=None):
     """Converts an ONNX model with dlrun's importer (tools/onnx2dlrun; needs the `onnx` package):
     writes OUTPUT.yaml (default: beside the .onnx) and its weights as OUTPUT.safetensors. dims
     gives sizes of symbolic input dimensions ({"batch_size": 1}). Returns the .yaml's path."""
     try:
-        from .onnx import convert as conv  # the wheel's copy of tools/onnx
+        conv = _importer()
     except ImportError as e:
-        if "onnx" in str(e) and "dlrun" not in str(e):
-            raise InvalidArgument(f"dlrun.convert needs the onnx package ({e})") from None
-        raise
+        raise InvalidArgument(f"dlrun.convert needs the onnx package ({e})") from None
     onnx_path = os.fspath(onnx_path)
     if output is None:
         output = (onnx_path[:-5] if onnx_path.endswith(".onnx") else onnx_path) + ".yaml"

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _capi
 from .errors import InvalidArgument, raise_for
-from .tensor import InputView, dtype_name, output_array, shape_of
+from .tensor import InputView, dtype_name, output_view, shape_of
 
 lib = _capi.lib
 TensorInfo = collections.namedtuple("TensorInfo", "name shape dtype")
@@ -145,6 +145,14 @@ class Session:
             t = lib.dl_session_output(h, i).contents
             self.outputs.append(TensorInfo(_capi.text(lib.dl_session_output_name(h, i)), shape_of(t),
                                            dtype_name(t.dtype)))
+        # what run() needs each time, prepared once: the input descriptors (the session's own
+        # shape arrays), each input's NumPy dtype, and views of the output buffers (their address is
+        # fixed for the session's life; their contents are valid until the next run)
+        n_in = len(self.inputs)
+        self._in_structs = (_capi.Tensor * max(n_in, 1))(*[lib.dl_session_input(h, i).contents for i in range(n_in)])
+        self._in_np = [np.dtype(i.dtype) for i in self.inputs]
+        self._out_views = [output_view(lib.dl_session_output(h, i).contents) for i in range(len(self.outputs))]
+        self._out_index = {o.name: i for i, o in enumerate(self.outputs)}
 
     # ---- running ----------------------------------------------------------------------------
 
@@ -171,21 +179,42 @@ class Session:
         """Runs the model. feeds: {input name: array} (or the array itself when the model has one
         input); arrays are NumPy arrays or DLPack tensors of the input's exact shape and dtype.
         Returns {output name: NumPy array}, only the named outputs when `outputs` is given."""
-        views = self._views(feeds)
-        arr = (_capi.Tensor * max(len(views), 1))(*[v.tensor for v in views])
+        arr, keep = self._fast_inputs(feeds)
+        if arr is None:  # DLPack tensors, strided arrays, or an error to explain
+            views = self._views(feeds)
+            arr, keep = (_capi.Tensor * max(len(views), 1))(*[v.tensor for v in views]), views
+        want = self.outputs if outputs is None else outputs
+        idx = []
+        for o in want:
+            name = o.name if isinstance(o, TensorInfo) else o
+            if name not in self._out_index:
+                raise InvalidArgument(f"unknown output '{name}'; the model's outputs: "
+                                      + ", ".join(o.name for o in self.outputs))
+            idx.append((name, self._out_index[name]))
         err = _capi.Error()
         with self._lock:
             h = self._live()
-            raise_for(lib.dl_session_run(h, arr, len(views), ctypes.byref(err)), err)  # GIL released
-            names = [o.name for o in self.outputs]
-            want = names if outputs is None else list(outputs)
-            result = {}
-            for name in want:
-                if name not in names:
-                    raise InvalidArgument(f"unknown output '{name}'; the model's outputs: {', '.join(names)}")
-                result[name] = output_array(lib.dl_session_output(h, names.index(name)).contents)
-        del views
+            raise_for(lib.dl_session_run(h, arr, len(self.inputs), ctypes.byref(err)), err)  # GIL released
+            result = {name: self._out_views[i].copy() for name, i in idx}
+        del keep
         return result
+
+    def _fast_inputs(self, feeds):
+        """The common case in a few checks: dense NumPy arrays of the right shape and dtype, put
+        into the prepared descriptors; (None, None) for anything else (_views explains errors)."""
+        if isinstance(feeds, np.ndarray) and len(self.inputs) == 1:
+            feeds = {self.inputs[0].name: feeds}
+        if not isinstance(feeds, dict) or len(feeds) != len(self.inputs):
+            return None, None
+        arr = (_capi.Tensor * max(len(self.inputs), 1))()
+        ctypes.memmove(arr, self._in_structs, ctypes.sizeof(arr))
+        for k, info in enumerate(self.inputs):
+            a = feeds.get(info.name)
+            if (not isinstance(a, np.ndarray) or a.dtype != self._in_np[k] or a.shape != info.shape
+                    or not a.flags.c_contiguous):
+                return None, None
+            arr[k].data = a.ctypes.data
+        return arr, feeds
 
     # ---- what happened ----------------------------------------------------------------------
 

@@ -163,8 +163,9 @@ class InputView:
         self._set(t.data_ptr, t.shape, dl.dtype.code, dl.dtype.bits, dl.device.device_type, dl.device.device_id)
 
 
-def output_array(t):
-    """A NumPy copy of a session output (the session's buffer is reused by the next run)."""
+def output_view(t):
+    """A NumPy view of a session output's buffer (no copy: run() copies it out after each run,
+    since the next run reuses the buffer)."""
     shape = shape_of(t)
     np_dt = _NP_OF.get((t.dtype.code, t.dtype.bits))
     if np_dt is None or t.device.device_type != _capi.DEVICE_CPU or not t.data:
@@ -172,4 +173,4 @@ def output_array(t):
                               "cannot become a NumPy array")
     n = int(np.prod(shape, dtype=np.int64))
     buf = (ctypes.c_char * (n * np_dt.itemsize)).from_address(t.data + t.byte_offset)
-    return np.frombuffer(buf, dtype=np_dt, count=n).reshape(shape).copy()
+    return np.frombuffer(buf, dtype=np_dt, count=n).reshape(shape)
