@@ -249,7 +249,9 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
     s->inputs = calloc((size_t)g->n_inputs, sizeof *s->inputs);
     s->in_dev = calloc((size_t)g->n_inputs, sizeof *s->in_dev);
     s->in_dom = calloc((size_t)g->n_inputs, sizeof *s->in_dom);
-    if (!s->outputs || !s->inputs || !s->in_dev || !s->in_dom) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    s->in_host_mask = calloc((size_t)g->n_inputs, sizeof *s->in_host_mask);
+    if (!s->outputs || !s->inputs || !s->in_dev || !s->in_dom || !s->in_host_mask)
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_outputs; i++) {
         if (ensure_in(s, root(s, g->outputs[i]), 0, err) < 0) return DL_E_NOMEM;
         s->outputs[i] = host_view(s, g->outputs[i]);
@@ -301,6 +303,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     st = assign_domains(s, err);
     if (st == DL_OK) st = dl_choose_storage(s, err);
     if (st == DL_OK) st = build_steps(s, err);
+    if (st == DL_OK) dl_session_plan_inputs(s);
     dl_trace_arg_num(tr, span, "steps", s->n_steps);
     dl_trace_end(tr, span);
     if (st != DL_OK) return st;
@@ -416,6 +419,7 @@ void dl_session_free(dl_session *s) {
     free(s->inputs);
     free(s->in_dev);
     free(s->in_dom);
+    free(s->in_host_mask);
     free(s->outputs);
     dl_weights_free(s->weights);
     free(s->shape);

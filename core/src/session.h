@@ -145,10 +145,12 @@ struct dl_session {
     int n_slots, cap_slots;
     int *slot_of; /* value * DL_MAX_PLACES + place -> slot index + 1 (0: none) */
     dl_domain_memory mem[DL_MAX_DOMAINS];
-    dl_tensor *inputs;   /* descriptors of model inputs (host) */
-    const void **in_dev; /* during a run, per model input: its data in device memory, or NULL (host) */
-    int *in_dom;         /* ... and that memory's domain (session_inputs.c) */
-    dl_tensor *outputs;  /* model outputs (host), data in buf[...][0] */
+    dl_tensor *inputs;     /* descriptors of model inputs (host) */
+    const void **in_dev;   /* during a run, per model input: its data in device memory, or NULL (host) */
+    int *in_dom;           /* ... and that memory's domain (session_inputs.c) */
+    int n_dev_in;          /* how many inputs of the run are in device memory */
+    uint8_t *in_host_mask; /* per model input: bit d, a device input in domain d is also read on the host */
+    dl_tensor *outputs;    /* model outputs (host), data in buf[...][0] */
     int profiling;
     int first_op, last_op; /* steps: the first and last op (n_steps and -1 if none); phases */
     dl_run_times last_run; /* the last run's phases (dl_session_last_run_times) */
@@ -221,13 +223,16 @@ dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err);
 /* Stores weight v in place p, once, outside the plan: used where it is (host memory, same dtype),
  * else allocated there and converted / copied from its stored dtype (no f32 detour). */
 dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err);
-/* Copies n bytes from domain `from` to domain `to` (staging through host memory between two devices). */
-/* session_inputs.c: checks a run's inputs and copies host ones into their host buffers; a device
- * input is remembered, and downloaded only when something on the host reads it. */
+/* session_inputs.c. After the steps are built: for each input, the device domains where something
+ * besides a plain upload reads it from host memory (in_host_mask). */
+void dl_session_plan_inputs(dl_session *s);
+/* Checks a run's inputs and copies host ones into their host buffers; a device input is
+ * remembered, and downloaded only where in_host_mask says the host reads it. */
 dl_status dl_session_take_inputs(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 /* For copy step st: 1 if it uploads a device input, which it then copied on the device (*rc the
  * status); 0 if the step is an ordinary transfer. */
 int dl_session_device_input_copy(dl_session *s, const dl_step *st, dl_status *rc, dl_error *err);
+/* Copies n bytes from domain `from` to domain `to` (staging through host memory between two devices). */
 dl_status dl_dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n, void *staging,
                       dl_error *err);
 const char *dl_domain_name(const dl_session *s, int d);

@@ -28,7 +28,7 @@ static int direct(const dl_step *st, int v, int d) {
 }
 
 /* Does anything but the direct uploads to d read input v in host memory? */
-static int needs_host_copy(const dl_session *s, int v, int d) {
+static int reads_on_host(const dl_session *s, int v, int d) {
     for (int k = 0; k < s->n_steps; k++) {
         const dl_step *st = &s->steps[k];
         if (st->kind == DL_STEP_COPY && st->value == v && !direct(st, v, d)) return 1;
@@ -43,10 +43,18 @@ static int needs_host_copy(const dl_session *s, int v, int d) {
     return 0;
 }
 
+void dl_session_plan_inputs(dl_session *s) {
+    for (int i = 0; i < s->g->n_inputs; i++) {
+        s->in_host_mask[i] = 0;
+        for (int d = 1; d < s->n_doms; d++) s->in_host_mask[i] |= (uint8_t)(reads_on_host(s, s->g->inputs[i], d) << d);
+    }
+}
+
 dl_status dl_session_take_inputs(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
     const dl_graph *g = s->g;
     if (n_inputs != g->n_inputs)
         return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
+    s->n_dev_in = 0;
     for (int i = 0; i < n_inputs; i++) {
         const dl_tensor *t = &inputs[i];
         int v = g->inputs[i];
@@ -75,7 +83,8 @@ dl_status dl_session_take_inputs(dl_session *s, const dl_tensor *inputs, int n_i
         }
         s->in_dev[i] = src;
         s->in_dom[i] = d;
-        if (needs_host_copy(s, v, d)) { /* once, before anything reads it */
+        s->n_dev_in++;
+        if (s->in_host_mask[i] >> d & 1) { /* once, before anything reads it */
             dl_status rc = dl_dom_copy(s, 0, BUF(s, v, 0), d, src, bytes, NULL, err);
             const dl_backend *be = s->doms[d].be;
             dl_error e = {{0}};
@@ -88,6 +97,7 @@ dl_status dl_session_take_inputs(dl_session *s, const dl_tensor *inputs, int n_i
 }
 
 int dl_session_device_input_copy(dl_session *s, const dl_step *st, dl_status *rc, dl_error *err) {
+    if (!s->n_dev_in || st->src_dom != 0) return 0; /* the usual run: host inputs only */
     for (int i = 0; i < s->g->n_inputs; i++) {
         if (!s->in_dev[i] || !direct(st, s->g->inputs[i], s->in_dom[i])) continue;
         const dl_backend *be = s->doms[st->dom].be;
