@@ -120,6 +120,7 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
         (k->workspace = cpu_conv_transpose2d_workspace(k)) == SIZE_MAX)
         st = DL_E_NOMEM;
     if (st != DL_OK) {
+        free(k->packed);
         cpu_storage_free(&k->st);
         dl_op_geom_free(&k->g);
         free(k);
@@ -144,6 +145,7 @@ static dl_status cpu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl
 static void cpu_release(void *self, dl_kernel *k) {
     if (!k) return;
     cpu_winograd_free(&k->wg);
+    free(k->packed);
     cpu_storage_free(&k->st);
     dl_op_geom_free(&k->g);
     free(k);

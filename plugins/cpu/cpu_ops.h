@@ -6,6 +6,7 @@
 #define DLRUN_CPU_OPS_H
 #include "activate.h"
 #include "dlrun/plugin.h"
+#include "gemm.h"
 #include "op_check.h"
 #include "storage.h"
 #include "winograd.h"
@@ -23,12 +24,16 @@ static inline void omp_set_num_threads(int n) { (void)n; }
  * core (100,000 small layers took seconds to minutes). */
 #define CPU_PARALLEL_MIN 32768
 
-enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2, CONV_DEPTHWISE = 3 };
+/* conv2d's paths (ops/conv2d.c): the packed GEMM of gemm.c over a 1x1 conv's input or over im2col
+ * windows packed straight from the image (its weight packed at prepare), or OpenBLAS over an
+ * im2col buffer where the weight is not a constant; Winograd; depthwise. */
+enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2, CONV_DEPTHWISE = 3, CONV_PACKED = 4 };
 
 struct dl_kernel {
     dl_op_geom g;  /* the op's kind, attributes and shapes */
     int conv_mode; /* CONV_* */
     cpu_winograd wg;
+    float *packed;    /* a constant weight packed for cpu_gemm at prepare (CONV_PACKED), or NULL */
     size_t workspace; /* bytes the f32 kernel needs (the staging of storage formats not counted) */
     int threads;
     cpu_storage st; /* f16/bf16 and channels-last tensors: inactive when all are f32 row-major */

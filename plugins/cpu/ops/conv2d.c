@@ -1,8 +1,12 @@
 /* conv2d.c — 2-D convolution on the CPU: a direct kernel for depthwise convs (depthwise.c), Winograd
- * F(4x4,3x3) for 3x3 stride-1 convs with enough channels, a plain GEMM for 1x1 stride-1 unpadded
- * convs, im2col + GEMM for everything else (strides, dilation, groups, padding). Bias and the
- * fused activation are applied to each block of output as the GEMM produces it. */
+ * F(4x4,3x3) for 3x3 stride-1 convs with enough channels, and for everything else (1x1, strides,
+ * dilation, groups, padding) the packed GEMM of gemm.c: the weight packed once at prepare, the
+ * input's windows packed straight from the image (no im2col buffer), bias and the fused
+ * activation applied as each block of output is finished. A weight that is not a constant (known
+ * only at run time) takes OpenBLAS: a plain GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM
+ * otherwise. */
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_ops.h"
@@ -23,6 +27,21 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
             return DL_E_NOMEM;
         k->conv_mode = CONV_WINOGRAD;
         k->workspace = cpu_winograd_workspace(&k->wg);
+        return DL_OK;
+    }
+    const int64_t g = a->groups, kdim = (c / g) * a->kernel[0] * a->kernel[1], ocg = oc / g, plane = oh * ow;
+    if (w->data && cpu_gemm_suits_conv(ocg, plane, kdim) && !getenv("DLRUN_CPU_NO_PACKED")) {
+        /* the weight packed once per group as cpu_gemm's A: y = W windows */
+        const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
+        const size_t scratch = cpu_gemm_scratch_floats(ocg, plane, kdim, 0, 1, k->threads);
+        if (per == SIZE_MAX || scratch == SIZE_MAX || per > SIZE_MAX / sizeof(float) / (size_t)g) return DL_E_NOMEM;
+        if (!(k->packed = malloc(per * (size_t)g * sizeof(float)))) return DL_E_NOMEM;
+        for (int64_t gi = 0; gi < g; gi++) {
+            const cpu_gemm_strided wg = {(const float *)w->data + gi * ocg * kdim, kdim, 1, ocg, kdim};
+            cpu_gemm_pack_a(&wg, k->packed + (size_t)gi * per);
+        }
+        k->conv_mode = CONV_PACKED;
+        k->workspace = scratch * sizeof(float);
         return DL_OK;
     }
     if (a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && a->pad_begin[0] == 0 &&
@@ -98,6 +117,82 @@ static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const floa
     }
 }
 
+/* One image's group of channels as cpu_gemm's B (kdim x oh*ow): column q is output pixel q, row
+ * (ci * kh + i) * kw + j its window's tap (i, j) on channel ci, 0 in the padding. */
+typedef struct conv_windows {
+    const dl_kernel *k;
+    const float *x; /* the group's first input channel */
+    int64_t kdim, plane;
+} conv_windows;
+
+/* cpu_gemm_pack_fn of B: pixels panel * NR .. of the windows, taps p0 .. p0+kc-1, into dst (kc x NR).
+ * The panel's pixels fall into runs along output rows; each tap reads a run's floats `sw` apart
+ * from one input row, with a bounds test per pixel only where the run meets the padding. */
+static void pack_windows(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst) {
+    const conv_windows *cw = ctx;
+    const dl_op_attrs *a = &cw->k->g.a;
+    const int64_t h = cw->k->g.xs[2], w = cw->k->g.xs[3], ow = cw->k->g.ys[3];
+    const int kh = a->kernel[0], kw = a->kernel[1], dh = a->dilation[0], dw = a->dilation[1];
+    const int64_t sw = a->stride[1];
+    const int64_t q0 = panel * CPU_GEMM_NR, cols = cw->plane - q0 < CPU_GEMM_NR ? cw->plane - q0 : CPU_GEMM_NR;
+    /* runs: pixels [t0[s], t0[s + 1]) of the panel share output row; iy0, ix0 of their first */
+    int t0[CPU_GEMM_NR + 1], runs = 0;
+    int64_t iy0[CPU_GEMM_NR], ix0[CPU_GEMM_NR];
+    for (int t = 0; t < cols;) {
+        const int64_t q = q0 + t, oy = q / ow, ox = q % ow;
+        const int len = (int)(ow - ox < cols - t ? ow - ox : cols - t);
+        t0[runs] = t, iy0[runs] = oy * a->stride[0] - a->pad_begin[0], ix0[runs] = ox * sw - a->pad_begin[1];
+        runs++, t += len;
+    }
+    t0[runs] = (int)cols;
+    int64_t ci = p0 / (kh * kw); /* row p0 is tap (i, j) of channel ci */
+    int i = (int)(p0 / kw % kh), j = (int)(p0 % kw);
+    for (int64_t r = 0; r < kc; r++) {
+        const float *src = cw->x + ci * h * w;
+        float *d = dst + r * CPU_GEMM_NR;
+        const int64_t di = (int64_t)i * dh, dj = (int64_t)j * dw;
+        if (++j == kw && (j = 0, ++i == kh)) i = 0, ci++;
+        for (int s = 0; s < runs; s++) {
+            const int64_t iy = iy0[s] + di, ix = ix0[s] + dj, len = t0[s + 1] - t0[s];
+            float *o = d + t0[s];
+            if (iy < 0 || iy >= h) {
+                memset(o, 0, (size_t)len * sizeof *o);
+                continue;
+            }
+            const float *row = src + iy * w;
+            if (ix >= 0 && ix + (len - 1) * sw < w) { /* inside the image */
+                if (sw == 1) memcpy(o, row + ix, (size_t)len * sizeof *o);
+                else
+                    for (int64_t t = 0; t < len; t++) o[t] = row[ix + t * sw];
+                continue;
+            }
+            for (int64_t t = 0, x = ix; t < len; t++, x += sw) o[t] = x >= 0 && x < w ? row[x] : 0.0f;
+        }
+        for (int64_t t = cols; t < CPU_GEMM_NR; t++) d[t] = 0.0f;
+    }
+}
+
+static void conv_packed(const dl_kernel *k, const float *x, const float *b, float *y, float *ws) {
+    const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
+    const int64_t oc = k->g.ys[1], plane = k->g.ys[2] * k->g.ys[3];
+    const int64_t g = k->g.a.groups, cg = c / g, ocg = oc / g, kdim = cg * k->g.a.kernel[0] * k->g.a.kernel[1];
+    const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
+    const int plain = kdim == cg && k->g.a.stride[0] == 1 && k->g.a.stride[1] == 1 && k->g.a.pad_begin[0] == 0 &&
+                      k->g.a.pad_begin[1] == 0 && k->g.ys[2] == h && k->g.ys[3] == wd; /* 1x1 over the whole image */
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t gi = 0; gi < g; gi++) {
+            const float *xg = x + (i * c + gi * cg) * h * wd;
+            /* the image as B: its channels' rows as they lie (a 1x1 conv), or the windows tap by tap */
+            const cpu_gemm_strided rows = {xg, plane, 1, cg, plane};
+            const conv_windows win = {k, xg, kdim, plane};
+            const cpu_gemm_operand wt = {k->packed + (size_t)gi * per, NULL, NULL};
+            const cpu_gemm_operand img = {NULL, plain ? cpu_gemm_pack_b_strided : pack_windows,
+                                          plain ? (const void *)&rows : (const void *)&win};
+            const cpu_gemm_epilogue e = {b ? b + gi * ocg : NULL, NULL, &k->g.a};
+            cpu_gemm(ocg, plane, kdim, &wt, &img, y + (i * oc + gi * ocg) * plane, plane, &e, ws, k->threads);
+        }
+}
+
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace) {
     const float *x = in[0].data, *w = in[1].data, *b = k->g.has_bias ? in[2].data : NULL;
     float *ws = workspace;
@@ -107,6 +202,10 @@ void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspa
     }
     if (k->conv_mode == CONV_WINOGRAD) {
         cpu_winograd_run(&k->wg, x, b, &k->g.a, y, ws);
+        return;
+    }
+    if (k->conv_mode == CONV_PACKED) {
+        conv_packed(k, x, b, y, ws);
         return;
     }
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];

@@ -1,0 +1,268 @@
+/* gemm.c — the CPU plugin's packed matrix product (gemm.h): packing, the 6 x 16 micro-kernel
+ * (AVX2 + FMA, or portable C), the epilogue, and the split of C into blocks across threads. */
+#include "gemm.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "activate.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && !defined(CPU_GEMM_PORTABLE)
+#include <immintrin.h>
+#define CPU_GEMM_AVX2 1
+#endif
+
+#define MR CPU_GEMM_MR
+#define NR CPU_GEMM_NR
+#define KC 256 /* k steps per pass over a block: a 256 x 16 slice of B stays in L1 */
+
+static size_t packed_floats(int64_t outer, int64_t k, int64_t width) {
+    if (outer <= 0 || k <= 0) return 0;
+    const uint64_t panels = ((uint64_t)outer + (uint64_t)width - 1) / (uint64_t)width;
+    const uint64_t per = (uint64_t)k * (uint64_t)width;
+    if (per / (uint64_t)width != (uint64_t)k || panels > SIZE_MAX / sizeof(float) / per) return SIZE_MAX;
+    return (size_t)(panels * per);
+}
+size_t cpu_gemm_packed_a_floats(int64_t m, int64_t k) { return packed_floats(m, k, MR); }
+size_t cpu_gemm_packed_b_floats(int64_t k, int64_t n) { return packed_floats(n, k, NR); }
+
+void cpu_gemm_pack_a_strided(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst) {
+    const cpu_gemm_strided *s = ctx;
+    const int64_t i0 = panel * MR, rows = s->rows - i0 < MR ? s->rows - i0 : MR;
+    for (int64_t p = 0; p < kc; p++) {
+        const float *src = s->data + i0 * s->rs + (p0 + p) * s->cs;
+        int64_t i = 0;
+        for (; i < rows; i++) dst[p * MR + i] = src[i * s->rs];
+        for (; i < MR; i++) dst[p * MR + i] = 0.0f;
+    }
+}
+
+void cpu_gemm_pack_b_strided(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst) {
+    const cpu_gemm_strided *s = ctx;
+    const int64_t j0 = panel * NR, cols = s->cols - j0 < NR ? s->cols - j0 : NR;
+    for (int64_t p = 0; p < kc; p++) {
+        const float *src = s->data + (p0 + p) * s->rs + j0 * s->cs;
+        float *d = dst + p * NR;
+        if (s->cs == 1 && cols == NR) {
+            memcpy(d, src, NR * sizeof *d);
+            continue;
+        }
+        int64_t j = 0;
+        for (; j < cols; j++) d[j] = src[j * s->cs];
+        for (; j < NR; j++) d[j] = 0.0f;
+    }
+}
+
+void cpu_gemm_pack_a(const cpu_gemm_strided *a, float *dst) {
+    for (int64_t p = 0; p * MR < a->rows; p++) cpu_gemm_pack_a_strided(a, p, 0, a->cols, dst + p * MR * a->cols);
+}
+void cpu_gemm_pack_b(const cpu_gemm_strided *b, float *dst) {
+    for (int64_t p = 0; p * NR < b->cols; p++) cpu_gemm_pack_b_strided(b, p, 0, b->rows, dst + p * NR * b->rows);
+}
+
+#define BLOCK_PANELS 16 /* a block of C is at most 16 panels of A by 16 of B (96 x 256) */
+
+/* Floats of one thread's buffer for a block of B packed at run time: 16 panels, one pass of k */
+static size_t b_buffer_floats(int64_t k) { return (size_t)BLOCK_PANELS * NR * (size_t)(k < KC ? k : KC); }
+
+size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int threads) {
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    const size_t a = pack_a ? cpu_gemm_packed_a_floats(m, k) : 0;
+    const size_t b = pack_b ? b_buffer_floats(k) * (size_t)(threads > 0 ? threads : 1) : 0;
+    if (a == SIZE_MAX || a > SIZE_MAX / sizeof(float) - b) return SIZE_MAX;
+    return a + b;
+}
+
+/* The epilogue as the micro-kernel sees it: relu and clip are a clamp to [lo, hi] it applies
+ * itself; any other activation (`other`) runs over the finished rows of a block afterwards. */
+typedef struct epi {
+    const float *row_bias, *col_bias;
+    int clamp, other;
+    float lo, hi;
+    const dl_op_attrs *attrs;
+} epi;
+
+static epi epi_of(const cpu_gemm_epilogue *e) {
+    epi x = {e ? e->row_bias : NULL, e ? e->col_bias : NULL, 0, 0, -INFINITY, INFINITY, e ? e->attrs : NULL};
+    const int act = x.attrs ? x.attrs->activation : DL_ACT_NONE;
+    if (act == DL_ACT_RELU) {
+        x.clamp = 1, x.lo = 0.0f;
+    } else if (act == DL_ACT_CLIP) {
+        x.clamp = 1, x.lo = x.attrs->clip_min, x.hi = x.attrs->clip_max;
+    } else if (act != DL_ACT_NONE) {
+        x.other = 1;
+    }
+    return x;
+}
+
+/* c (rows x cols of C, pitch ldc) = (accumulate ? c : 0) + t (MR x NR); then, on the last pass
+ * (e non-NULL), the biases and the clamp. NaN stays NaN (cpu_clamp). */
+static void merge_block(const float *t, float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate, const epi *e,
+                        int64_t i0, int64_t j0) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            float *d = c + r * ldc + q;
+            float v = t[r * NR + q] + (accumulate ? *d : 0.0f);
+            if (e) {
+                if (e->row_bias) v += e->row_bias[i0 + r];
+                if (e->col_bias) v += e->col_bias[j0 + q];
+                if (e->clamp) v = cpu_clamp(v, e->lo, e->hi);
+            }
+            *d = v;
+        }
+}
+
+#ifdef CPU_GEMM_AVX2
+/* The 6 x 16 block of A's panel a times B's panel b over kc steps. A full block goes straight to
+ * c with its epilogue; an edge block (rows < MR or cols < NR) goes through merge_block. */
+static void micro_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int64_t rows, int64_t cols,
+                         int accumulate, const epi *e, int64_t i0, int64_t j0) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t p = 0; p < kc; p++, a += MR, b += NR) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 x = _mm256_broadcast_ss(a + 0);
+        c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+        x = _mm256_broadcast_ss(a + 1);
+        c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+        x = _mm256_broadcast_ss(a + 2);
+        c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+        x = _mm256_broadcast_ss(a + 3);
+        c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+        x = _mm256_broadcast_ss(a + 4);
+        c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);
+        x = _mm256_broadcast_ss(a + 5);
+        c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);
+    }
+    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (rows < MR || cols < NR) {
+        float t[MR * NR];
+        for (int r = 0; r < MR; r++)
+            _mm256_storeu_ps(t + r * NR, acc[r][0]), _mm256_storeu_ps(t + r * NR + 8, acc[r][1]);
+        merge_block(t, c, ldc, rows, cols, accumulate, e, i0, j0);
+        return;
+    }
+    __m256 cb0 = _mm256_setzero_ps(), cb1 = cb0;
+    const __m256 lo = _mm256_set1_ps(e ? e->lo : 0.0f), hi = _mm256_set1_ps(e ? e->hi : 0.0f);
+    if (e && e->col_bias) cb0 = _mm256_loadu_ps(e->col_bias + j0), cb1 = _mm256_loadu_ps(e->col_bias + j0 + 8);
+    for (int r = 0; r < MR; r++) {
+        float *row = c + r * ldc;
+        __m256 v0 = acc[r][0], v1 = acc[r][1];
+        if (accumulate) v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row)), v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + 8));
+        if (e) {
+            if (e->row_bias) {
+                const __m256 rb = _mm256_set1_ps(e->row_bias[i0 + r]);
+                v0 = _mm256_add_ps(v0, rb), v1 = _mm256_add_ps(v1, rb);
+            }
+            v0 = _mm256_add_ps(v0, cb0), v1 = _mm256_add_ps(v1, cb1);
+            if (e->clamp) { /* max(lo, v) and min(hi, v) return v when v is NaN */
+                v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+                v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+            }
+        }
+        _mm256_storeu_ps(row, v0), _mm256_storeu_ps(row + 8, v1);
+    }
+}
+#else
+static void micro_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int64_t rows, int64_t cols,
+                         int accumulate, const epi *e, int64_t i0, int64_t j0) {
+    float t[MR * NR] = {0};
+    for (int64_t p = 0; p < kc; p++, a += MR, b += NR)
+        for (int r = 0; r < MR; r++)
+            for (int q = 0; q < NR; q++) t[r * NR + q] += a[r] * b[q];
+    merge_block(t, c, ldc, rows, cols, accumulate, e, i0, j0);
+}
+#endif
+
+/* Blocks of C: at most 16 panels of A by 16 of B, halved until every thread has about two blocks,
+ * so that thin or small products still use every core. Where B is packed at run time (a conv's
+ * windows), a block takes up to 48 panels of A (288 filters: one pass of them is 288 KiB, in L2)
+ * so that B is packed once or nearly, and the split goes along n: each block packs its own
+ * columns of B. */
+static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_at_run_time, int64_t *bm, int64_t *bn) {
+    const int64_t most_a = b_at_run_time ? 3 * BLOCK_PANELS : BLOCK_PANELS;
+    int64_t tm = a_panels < most_a ? a_panels : most_a, tn = b_panels < BLOCK_PANELS ? b_panels : BLOCK_PANELS;
+    for (;;) {
+        const int64_t blocks = ((a_panels + tm - 1) / tm) * ((b_panels + tn - 1) / tn);
+        if (blocks >= 2 * (int64_t)threads || (tm == 1 && tn == 1)) break;
+        if (tn > 1 && (b_at_run_time || tn * NR >= tm * MR || tm == 1)) tn = (tn + 1) / 2;
+        else tm = (tm + 1) / 2;
+    }
+    *bm = tm, *bn = tn;
+}
+
+/* One block of C: A's panels [ia, ib) by B's panels [ja, jb), every pass over k. B is packed
+ * (pb, all of k per panel), or packed here pass by pass into buf with b->pack. */
+static void run_block(int64_t m, int64_t n, int64_t k, const float *pa, const float *pb, const cpu_gemm_operand *b,
+                      float *buf, float *c, int64_t ldc, const epi *e, int64_t ia, int64_t ib, int64_t ja, int64_t jb) {
+    for (int64_t p0 = 0; p0 < k; p0 += KC) {
+        const int64_t kc = k - p0 < KC ? k - p0 : KC;
+        const epi *last = p0 + kc == k ? e : NULL;
+        if (!pb)
+            for (int64_t jp = ja; jp < jb; jp++) b->pack(b->ctx, jp, p0, kc, buf + (jp - ja) * kc * NR);
+        for (int64_t jp = ja; jp < jb; jp++) {
+            const float *bp = pb ? pb + jp * k * NR + p0 * NR : buf + (jp - ja) * kc * NR;
+            const int64_t j0 = jp * NR, cols = n - j0 < NR ? n - j0 : NR;
+            for (int64_t ip = ia; ip < ib; ip++) {
+                const int64_t i0 = ip * MR, rows = m - i0 < MR ? m - i0 : MR;
+                micro_kernel(kc, pa + ip * k * MR + p0 * MR, bp, c + i0 * ldc + j0, ldc, rows, cols, p0 > 0, last, i0,
+                             j0);
+            }
+        }
+    }
+    if (e->other) { /* the activations the kernel does not clamp: over the block's finished rows */
+        const int64_t i1 = ib * MR < m ? ib * MR : m, j0 = ja * NR, j1 = jb * NR < n ? jb * NR : n;
+        for (int64_t i = ia * MR; i < i1; i++) cpu_bias_act(c + i * ldc + j0, j1 - j0, 0.0f, e->attrs);
+    }
+}
+
+void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const cpu_gemm_operand *b, float *c,
+              int64_t ldc, const cpu_gemm_epilogue *e, float *scratch, int threads) {
+    if (m <= 0 || n <= 0) return;
+    const epi x = epi_of(e);
+    if (k <= 0) { /* an empty sum: the epilogue of zeros */
+        float t[MR * NR] = {0};
+        for (int64_t i = 0; i < m; i += MR)
+            for (int64_t j = 0; j < n; j += NR)
+                merge_block(t, c + i * ldc + j, ldc, m - i < MR ? m - i : MR, n - j < NR ? n - j : NR, 0, &x, i, j);
+        if (x.other)
+            for (int64_t i = 0; i < m; i++) cpu_bias_act(c + i * ldc, n, 0.0f, x.attrs);
+        return;
+    }
+    const int64_t a_panels = (m + MR - 1) / MR, b_panels = (n + NR - 1) / NR;
+    if (threads < 1) threads = 1;
+    float *pa = a->packed ? (float *)a->packed : scratch;
+    float *bufs = scratch + (a->packed ? 0 : a_panels * MR * k); /* one B buffer per thread */
+    int64_t bm, bn;
+    plan_blocks(a_panels, b_panels, threads, !b->packed, &bm, &bn);
+    const int64_t mb = (a_panels + bm - 1) / bm, nb = (b_panels + bn - 1) / bn;
+    if (mb * nb < threads && a->packed) threads = (int)(mb * nb);
+#pragma omp parallel num_threads(threads)
+    {
+        int t_id = 0;
+#ifdef _OPENMP
+        t_id = omp_get_thread_num();
+#endif
+        float *buf = bufs + (size_t)t_id * b_buffer_floats(k);
+        if (!a->packed) {
+#pragma omp for schedule(static)
+            for (int64_t p = 0; p < a_panels; p++) a->pack(a->ctx, p, 0, k, pa + p * MR * k);
+        }
+        /* blocks along n first: neighbouring threads share A's panels */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < mb * nb; t++) {
+            const int64_t bi = t / nb, bj = t % nb;
+            const int64_t ia = bi * bm, ib = ia + bm < a_panels ? ia + bm : a_panels;
+            const int64_t ja = bj * bn, jb = ja + bn < b_panels ? ja + bn : b_panels;
+            run_block(m, n, k, pa, b->packed, b, buf, c, ldc, &x, ia, ib, ja, jb);
+        }
+    }
+}
+
+int cpu_gemm_suits_conv(int64_t m, int64_t n, int64_t k) {
+    (void)m;
+    return k <= 64 || (n >= 512 && k <= 1024);
+}

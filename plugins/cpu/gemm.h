@@ -1,0 +1,78 @@
+/* gemm.h — the CPU plugin's own matrix product C = A B, with the bias and the fused activation
+ * applied as each block of C is finished (conv2d's 1x1 and im2col paths, linear, matmul by a
+ * weight).
+ *
+ * Why not only OpenBLAS: a weight is packed once at prepare instead of at every call; the
+ * activation operand of a conv is packed straight from the image (im2col never materialises);
+ * thin products (a 1x1 conv over 16 or 24 channels) run at the cores' rate where sgemm spends
+ * its time packing; the epilogue runs on the block while it is in cache.
+ *
+ * Layout (the BLIS scheme): A is packed in panels of CPU_GEMM_MR rows, each panel k steps of MR
+ * floats; B in panels of CPU_GEMM_NR columns, each k steps of NR floats; panels are zero-padded,
+ * so the micro-kernel never sees an edge. With AVX2 + FMA the micro-kernel keeps a 6 x 16 block
+ * of C in 12 registers; without them a portable C kernel of the same layout runs. */
+#ifndef DLRUN_CPU_GEMM_H
+#define DLRUN_CPU_GEMM_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlrun/plugin.h"
+
+#define CPU_GEMM_MR 6
+#define CPU_GEMM_NR 16
+
+/* Floats of a packed A (m x k) or B (k x n); SIZE_MAX when that does not fit a size_t. */
+size_t cpu_gemm_packed_a_floats(int64_t m, int64_t k);
+size_t cpu_gemm_packed_b_floats(int64_t k, int64_t n);
+
+/* Packs part of one panel of an operand: panel `panel` (rows panel*MR.. of A, or columns
+ * panel*NR.. of B), k steps p0 .. p0+kc-1, zero-padded past the matrix's edge, into dst (kc x MR
+ * or kc x NR floats). ctx is the operand's own. */
+typedef void (*cpu_gemm_pack_fn)(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst);
+
+/* A strided matrix as a packer's ctx: element (r, c) at data[r * rs + c * cs]; rows x cols. For
+ * A, rows are m and cols k; for B, rows are k and cols n. */
+typedef struct cpu_gemm_strided {
+    const float *data;
+    int64_t rs, cs, rows, cols;
+} cpu_gemm_strided;
+void cpu_gemm_pack_a_strided(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst);
+void cpu_gemm_pack_b_strided(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst);
+
+/* Packs a whole strided A or B on the calling thread (a weight, at prepare). */
+void cpu_gemm_pack_a(const cpu_gemm_strided *a, float *dst);
+void cpu_gemm_pack_b(const cpu_gemm_strided *b, float *dst);
+
+/* One operand of cpu_gemm: already packed, or packed by cpu_gemm into its scratch with pack(ctx):
+ * A all at once before the product, B one block of columns and k steps at a time, by the thread
+ * that uses it while it is in that core's cache. */
+typedef struct cpu_gemm_operand {
+    const float *packed;
+    cpu_gemm_pack_fn pack;
+    const void *ctx;
+} cpu_gemm_operand;
+
+/* What happens to C's elements once their sum is complete: + row_bias[i] and/or + col_bias[j]
+ * (either may be NULL), then the activation attrs->activation (attrs may be NULL: none). */
+typedef struct cpu_gemm_epilogue {
+    const float *row_bias, *col_bias;
+    const dl_op_attrs *attrs;
+} cpu_gemm_epilogue;
+
+/* Floats of scratch cpu_gemm needs on `threads` threads for the operands it packs (0 for two
+ * packed operands); SIZE_MAX when that does not fit a size_t. */
+size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int threads);
+
+/* C[i * ldc + j] = epilogue(sum_p A(i, p) B(p, j)) for i < m, j < n, on up to `threads` OpenMP
+ * threads (call it outside a parallel region). scratch holds cpu_gemm_scratch_floats for as many
+ * threads or more. */
+void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const cpu_gemm_operand *b, float *c,
+              int64_t ldc, const cpu_gemm_epilogue *e, float *scratch, int threads);
+
+/* 1 when cpu_gemm is the faster way to a conv's product of m filters by k taps over n pixels, with
+ * the filters packed: few taps (it packs the image without sgemm's overhead), or maps of 512
+ * pixels or more with up to 1024 taps. Measured against OpenBLAS (per-thread sgemm) on 2 AVX2
+ * cores; small maps with many taps (ResNet's 7x7 and 14x14 stages) stay with OpenBLAS, whose
+ * edge kernels waste less of a 49-pixel map than 16-pixel panels do. */
+int cpu_gemm_suits_conv(int64_t m, int64_t n, int64_t k);
+#endif
