@@ -14,41 +14,39 @@
 
 #define MODEL(name) DLRUN_SOURCE_DIR "/models/" name
 
-static int dlrun(const char *args, char **out) { return tu_dlrun(args, out); }
-
 Test(cli, help_and_version) {
     char *out;
-    cr_expect_eq(dlrun("--help", &out), 0);
+    cr_expect_eq(tu_dlrun("--help", &out), 0);
     cr_expect(strstr(out, "usage: dlrun MODEL.yaml"), "%s", out);
     cr_expect(strstr(out, "--list-backends"));
     free(out);
-    cr_expect_eq(dlrun("--version", &out), 0);
+    cr_expect_eq(tu_dlrun("--version", &out), 0);
     cr_expect(strstr(out, "dlrun 0."), "%s", out);
     free(out);
 }
 
 Test(cli, usage_errors_exit_2) {
     char *out;
-    cr_expect_eq(dlrun("", &out), 2);
+    cr_expect_eq(tu_dlrun("", &out), 2);
     cr_expect(strstr(out, "no model given"), "%s", out);
     free(out);
-    cr_expect_eq(dlrun(MODEL("lenet.yaml") " --frobnicate", &out), 2);
+    cr_expect_eq(tu_dlrun(MODEL("lenet.yaml") " --frobnicate", &out), 2);
     cr_expect(strstr(out, "unknown option '--frobnicate'"), "%s", out);
     free(out);
-    cr_expect_eq(dlrun(MODEL("lenet.yaml") " --batch zero", &out), 2);
+    cr_expect_eq(tu_dlrun(MODEL("lenet.yaml") " --batch zero", &out), 2);
     cr_expect(strstr(out, "--batch wants a positive integer"), "%s", out);
     free(out);
-    cr_expect_eq(dlrun(MODEL("lenet.yaml") " --backend nosuch", &out), 2);
+    cr_expect_eq(tu_dlrun(MODEL("lenet.yaml") " --backend nosuch", &out), 2);
     cr_expect(strstr(out, "unknown backend 'nosuch' (loaded: cpu"), "%s", out);
     free(out);
-    cr_expect_eq(dlrun("/nonexistent/model.yaml", &out), 2);
+    cr_expect_eq(tu_dlrun("/nonexistent/model.yaml", &out), 2);
     cr_expect(strstr(out, "/nonexistent/model.yaml"), "%s", out);
     free(out);
 }
 
 Test(cli, list_backends_shows_cpu) {
     char *out;
-    cr_assert_eq(dlrun("--list-backends", &out), 0);
+    cr_assert_eq(tu_dlrun("--list-backends", &out), 0);
     cr_expect(strstr(out, "cpu      loaded"), "%s", out);
     free(out);
 }
@@ -67,7 +65,7 @@ Test(cli, list_backends_shows_skipped_plugins) {
 
 Test(cli, lenet_runs_and_prints_summary) {
     char *out;
-    cr_assert_eq(dlrun(MODEL("lenet.yaml"), &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml"), &out), 0, "%s", out);
     cr_expect(strstr(out, "input [1, 1, 28, 28] -> output [1, 10]"), "%s", out);
     cr_expect(strstr(out, "placement: ") && strstr(out, " cpu "), "%s", out); /* and onednn, where built */
     cr_expect(strstr(out, "top-5:"), "%s", out);
@@ -77,7 +75,7 @@ Test(cli, lenet_runs_and_prints_summary) {
 
 Test(cli, profile_and_iterations) {
     char *out;
-    cr_assert_eq(dlrun(MODEL("lenet.yaml") " --profile --iterations 3 --warmup 1", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --profile --iterations 3 --warmup 1", &out), 0, "%s", out);
     cr_expect(strstr(out, "GFLOP/s"), "%s", out);
     cr_expect(strstr(out, "fused into"), "%s", out);
     cr_expect(strstr(out, "median"), "%s", out);
@@ -87,7 +85,7 @@ Test(cli, profile_and_iterations) {
 
 Test(cli, json_is_valid_and_complete) {
     char *out;
-    cr_assert_eq(dlrun(MODEL("mlp.yaml") " --json --batch 3", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("mlp.yaml") " --json --batch 3", &out), 0, "%s", out);
     cJSON *j = cJSON_Parse(out);
     cr_assert(j, "not JSON: %s", out);
     cJSON *shape = cJSON_GetObjectItem(j, "output_shape");
@@ -104,7 +102,7 @@ Test(cli, json_is_valid_and_complete) {
     cr_expect(cJSON_IsArray(cJSON_GetObjectItem(j, "top5")));
     cJSON_Delete(j);
     free(out);
-    cr_assert_eq(dlrun(MODEL("mlp.yaml") " --json --profile", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("mlp.yaml") " --json --profile", &out), 0, "%s", out);
     j = cJSON_Parse(out);
     cr_assert(j, "not JSON: %s", out);
     cJSON *op0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "ops"), 0);
@@ -133,11 +131,11 @@ Test(cli, output_is_deterministic_and_input_round_trips) {
     cr_assert_eq(dl_npy_write(x, in, xs, 4, &err), DL_OK);
     char *out, *args;
     cr_assert(asprintf(&args, "%s --seed 5 --input %s --output %s", MODEL("lenet.yaml"), x, a) > 0);
-    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     free(out);
     free(args);
     cr_assert(asprintf(&args, "%s --seed 5 --input %s --output %s --no-fuse", MODEL("lenet.yaml"), x, b) > 0);
-    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     free(out);
     free(args);
     int64_t sa[8], sb[8];
@@ -155,7 +153,7 @@ Test(cli, output_is_deterministic_and_input_round_trips) {
     int64_t bad[4] = {1, 1, 28, 27};
     cr_assert_eq(dl_npy_write(x, in, bad, 4, &err), DL_OK);
     cr_assert(asprintf(&args, "%s --input %s", MODEL("lenet.yaml"), x) > 0);
-    cr_expect_eq(dlrun(args, &out), 2);
+    cr_expect_eq(tu_dlrun(args, &out), 2);
     cr_expect(strstr(out, "does not match the model's input 'image' [1, 1, 28, 28]"), "%s", out);
     free(out);
     free(args);
@@ -174,11 +172,11 @@ static void expect_fusion_keeps_output(const char *text, const char *fused_repor
     /* pinned to the cpu plugin: which activations can fuse depends on the backend of their
      * producer (onednn's batchnorm takes no clip), and placement's choice on measured times */
     cr_assert(asprintf(&args, "%s --backend cpu --seed 3 --output %s", model, a) > 0);
-    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     cr_expect(strstr(out, fused_report), "%s", out);
     free(out), free(args);
     cr_assert(asprintf(&args, "%s --backend cpu --seed 3 --output %s --no-fuse", model, b) > 0);
-    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     cr_expect_null(strstr(out, "fused"), "--no-fuse fuses nothing: %s", out);
     free(out), free(args);
     int64_t sa[8], sb[8];
@@ -264,7 +262,7 @@ Test(cli, int64_token_ids_feed_an_embedding) {
     }
     char *out, *args;
     cr_assert(asprintf(&args, "%s --input ids=%s --output emb=%s", model, ids, y) > 0);
-    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     free(out), free(args);
     int64_t ys[8];
     int ynd;
@@ -279,10 +277,10 @@ Test(cli, int64_token_ids_feed_an_embedding) {
     cr_expect_neq(e[0], e[4], "ids 0 and 6 gave the same row");
     free(e);
     cr_assert(asprintf(&args, "%s --input ids=%s", model, bad) > 0);
-    cr_expect_eq(dlrun(args, &out), 2, "%s", out);
+    cr_expect_eq(tu_dlrun(args, &out), 2, "%s", out);
     cr_expect(strstr(out, "gather: index 7 (at 5) is out of range for a dimension of size 7"), "%s", out);
     free(out), free(args);
-    cr_assert_eq(dlrun(model, &out), 0, "seeded ids: %s", out); /* no --input: ids drawn inside [0, 7) */
+    cr_assert_eq(tu_dlrun(model, &out), 0, "seeded ids: %s", out); /* no --input: ids drawn inside [0, 7) */
     free(out);
     unlink(ids), unlink(bad), unlink(y), unlink(model);
     free(model);
@@ -294,7 +292,7 @@ Test(cli, bad_model_reports_file_line_col) {
     char *path = tu_write_temp(".yaml", text, strlen(text));
     char *out, *args;
     cr_assert(asprintf(&args, "%s", path) > 0);
-    cr_expect_eq(dlrun(args, &out), 2);
+    cr_expect_eq(tu_dlrun(args, &out), 2);
     char want[256];
     snprintf(want, sizeof want, "%s:5:5: conv2d 'c' needs 'filters'", path);
     cr_expect(strstr(out, want), "got: %s want: %s", out, want);
@@ -307,7 +305,7 @@ Test(cli, bad_model_reports_file_line_col) {
 
 Test(cli, vgg_runs_out_of_the_box, .timeout = 300) {
     char *out;
-    cr_assert_eq(dlrun(MODEL("vgg.yaml") " --threads 2", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("vgg.yaml") " --threads 2", &out), 0, "%s", out);
     cr_expect(strstr(out, "input [1, 3, 224, 224] -> output [1, 1000]"), "%s", out);
     cr_expect(strstr(out, "top-5:"), "%s", out);
     free(out);
@@ -315,7 +313,7 @@ Test(cli, vgg_runs_out_of_the_box, .timeout = 300) {
 
 Test(cli, resnet18_runs_and_reports_its_memory_plan, .timeout = 300) {
     char *out;
-    cr_assert_eq(dlrun(MODEL("resnet18.yaml") " --threads 2 --json --batch 2", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("resnet18.yaml") " --threads 2 --json --batch 2", &out), 0, "%s", out);
     cJSON *j = cJSON_Parse(out);
     cr_assert(j, "not JSON: %s", out);
     cJSON *mem = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "memory"), 0);
@@ -328,12 +326,12 @@ Test(cli, resnet18_runs_and_reports_its_memory_plan, .timeout = 300) {
               naive);
     cJSON_Delete(j);
     free(out);
-    cr_assert_eq(dlrun(MODEL("resnet18.yaml") " --profile", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("resnet18.yaml") " --profile", &out), 0, "%s", out);
     cr_expect(strstr(out, "memory plan (per domain)"), "%s", out);
     /* its 20 batchnorms fold into their convs, and the 17 relus then fuse into those convs */
     cr_expect(strstr(out, "(+17 relu fused) (+20 batchnorm folded)"), "%s", out);
     free(out);
-    cr_assert_eq(dlrun(MODEL("resnet18.yaml") " --no-fuse", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("resnet18.yaml") " --no-fuse", &out), 0, "%s", out);
     cr_expect_null(strstr(out, "folded"), "--no-fuse folds nothing: %s", out);
     free(out);
 }
@@ -343,18 +341,18 @@ Test(cli, batch_too_big_for_max_memory_is_refused_before_running) {
     /* VGG-16's 528 MiB of seeded weights fit in 1 GiB; its activations at batch 64 do not */
     /* on the cpu plugin alone: with a second candidate (onednn), timing the first conv for placement
      * is refused first, by its own line naming the conv */
-    cr_expect_eq(dlrun(MODEL("vgg.yaml") " --batch 64 --max-memory 1G --backend cpu", &out), 1);
+    cr_expect_eq(tu_dlrun(MODEL("vgg.yaml") " --batch 64 --max-memory 1G --backend cpu", &out), 1);
     cr_expect(strstr(out, "model 'vgg16' at batch 64 needs 2.1 GiB of host memory (activations, scratch, weights, "
                           "inputs)"),
               "%s", out);
     cr_expect(strstr(out, "but --max-memory allows 1.0 GiB; use a smaller --batch"), "%s", out);
     cr_expect_null(strstr(out, "latency"), "it ran anyway: %s", out);
     free(out);
-    cr_expect_eq(dlrun(MODEL("vgg.yaml") " --batch 64 --max-memory 1G", &out), 1); /* every backend */
+    cr_expect_eq(tu_dlrun(MODEL("vgg.yaml") " --batch 64 --max-memory 1G", &out), 1); /* every backend */
     cr_expect(strstr(out, "but --max-memory allows 1.0 GiB; use a smaller --batch"), "%s", out);
     cr_expect_null(strstr(out, "latency"), "it ran anyway: %s", out);
     free(out);
-    cr_expect_eq(dlrun(MODEL("lenet.yaml") " --max-memory lots", &out), 2);
+    cr_expect_eq(tu_dlrun(MODEL("lenet.yaml") " --max-memory lots", &out), 2);
     cr_expect(strstr(out, "--max-memory wants a byte count"), "%s", out);
     free(out);
 }
@@ -373,7 +371,7 @@ Test(cli, named_inputs_and_outputs) {
     cr_assert_eq(dl_npy_write(fb, b, shape, 2, &err), DL_OK);
     char *args, *out;
     cr_assert(asprintf(&args, "%s --input b=%s --input a=%s --output %s --output r=%s", path, fb, fa, fs, fr) > 0);
-    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     free(out);
     free(args);
     int64_t s1[8], s2[8];
@@ -386,7 +384,7 @@ Test(cli, named_inputs_and_outputs) {
     free(ys);
     free(yr);
     cr_assert(asprintf(&args, "%s --input %s", path, fa) > 0);
-    cr_expect_eq(dlrun(args, &out), 2);
+    cr_expect_eq(tu_dlrun(args, &out), 2);
     cr_expect(strstr(out, "the model has 2 inputs (a, b); use --input NAME=FILE"), "%s", out);
     free(out);
     free(args);
@@ -415,7 +413,7 @@ Test(cli, an_output_past_the_64th_by_name) {
     cr_assert_eq(dl_npy_write(fx, x, shape, 2, &err), DL_OK);
     char *args, *out;
     cr_assert(asprintf(&args, "%s --input %s --output r90=%s", path, fx, fy) > 0);
-    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     free(out);
     free(args);
     int64_t ys[8];
@@ -431,7 +429,7 @@ Test(cli, an_output_past_the_64th_by_name) {
  * points at the command's --help and exits 2. */
 static void expect_usage_error(const char *args, const char *message, const char *hint) {
     char *out;
-    cr_expect_eq(dlrun(args, &out), 2, "%s: %s", args, out);
+    cr_expect_eq(tu_dlrun(args, &out), 2, "%s: %s", args, out);
     cr_expect(strstr(out, message), "%s: want '%s', got: %s", args, message, out);
     cr_expect(strstr(out, hint), "%s: want '%s', got: %s", args, hint, out);
     free(out);
@@ -462,20 +460,20 @@ Test(cli, option_errors_name_the_option_and_exit_2) {
 Test(cli, values_in_both_spellings_and_max_memory_suffixes) {
     char *out;
     /* --opt=value and --opt value, and a unique prefix as getopt_long allows */
-    cr_assert_eq(dlrun(MODEL("mlp.yaml") " --json --batch=2 --seed 7 --precision=f32 --iter 2", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("mlp.yaml") " --json --batch=2 --seed 7 --precision=f32 --iter 2", &out), 0, "%s", out);
     cJSON *j = cJSON_Parse(out);
     cr_assert(j, "not JSON: %s", out);
     cr_expect_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "output_shape"), 0)->valueint, 2, "%s", out);
     cJSON_Delete(j);
     free(out);
-    cr_assert_eq(dlrun(MODEL("lenet.yaml") " --max-memory 2G", &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --max-memory 2G", &out), 0, "%s", out);
     cr_expect(strstr(out, "latency:"), "%s", out);
     free(out);
     /* 2G is 2 GiB: lenet at the largest batch needs far more, and the refusal quotes the cap */
-    cr_assert_eq(dlrun(MODEL("lenet.yaml") " --batch 1048576 --max-memory 2G", &out), 1, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --batch 1048576 --max-memory 2G", &out), 1, "%s", out);
     cr_expect(strstr(out, "but --max-memory allows 2.0 GiB"), "%s", out);
     free(out);
-    cr_assert_eq(dlrun(MODEL("lenet.yaml") " --batch 64 --max-memory 512k", &out), 1, "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --batch 64 --max-memory 512k", &out), 1, "%s", out);
     cr_expect(strstr(out, "but --max-memory allows 512.0 KiB"), "%s", out);
     free(out);
 }
@@ -483,7 +481,7 @@ Test(cli, values_in_both_spellings_and_max_memory_suffixes) {
 /* Every option of a command is listed in its --help, one line each starting "  --NAME". */
 static void expect_help_lists(const char *args, const char *head, const char *const *names, int n) {
     char *out;
-    cr_assert_eq(dlrun(args, &out), 0, "%s: %s", args, out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s: %s", args, out);
     cr_expect(strstr(out, head), "%s: %s", args, out);
     for (int i = 0; i < n; i++) {
         char line[64];

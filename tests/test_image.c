@@ -485,20 +485,18 @@ Test(image, labels_from_a_list_and_from_a_file) {
 
 /* ---- the CLI ---- */
 
-static int dlrun(const char *args, char **out) { return tu_dlrun(args, out); }
-
 #define FASHION DLRUN_SOURCE_DIR "/models/fashion_mnist.yaml"
 
 Test(image, cli_classifies_the_samples_by_name) {
     char *out;
-    cr_assert_eq(dlrun(FASHION " --image " SAMPLE("ankle_boot.png"), &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(FASHION " --image " SAMPLE("ankle_boot.png"), &out), 0, "%s", out);
     cr_expect(strstr(out, "top-5 (" SAMPLE("ankle_boot.png") "):\n  1. 0.9"), "%s", out);
     cr_expect(strstr(out, "  Ankle boot (9)\n  2. "), "%s", out);
     free(out);
     /* three images: a batch of three, each with its own top-5 */
-    cr_assert_eq(dlrun(FASHION " --image " SAMPLE("bag.png") " --image " SAMPLE("trouser.png") " --image image=" SAMPLE(
-                           "sneaker.png") " --json",
-                       &out),
+    cr_assert_eq(tu_dlrun(FASHION " --image " SAMPLE("bag.png") " --image " SAMPLE(
+                              "trouser.png") " --image image=" SAMPLE("sneaker.png") " --json",
+                          &out),
                  0, "%s", out);
     cJSON *root = cJSON_Parse(out);
     cr_assert(root, "%s", out);
@@ -516,7 +514,7 @@ Test(image, cli_classifies_the_samples_by_name) {
 
 static void expect_cli_error(const char *args, int status, const char *want) {
     char *out;
-    cr_expect_eq(dlrun(args, &out), status, "%s\n%s", args, out);
+    cr_expect_eq(tu_dlrun(args, &out), status, "%s\n%s", args, out);
     cr_expect(strstr(out, want), "%s\nwant: %s\ngot:  %s", args, want, out);
     free(out);
 }
@@ -546,7 +544,7 @@ Test(image, cli_needs_a_name_with_several_inputs) {
     free(args);
     char *out;
     cr_assert(asprintf(&args, "%s --image a=%s --image b=%s", path, SAMPLE("bag.png"), SAMPLE("coat.png")) > 0);
-    cr_expect_eq(dlrun(args, &out), 0, "%s", out);
+    cr_expect_eq(tu_dlrun(args, &out), 0, "%s", out);
     free(out);
     free(args);
     unlink(path);

@@ -416,14 +416,12 @@ Test(trace, clean_failures) {
     dl_context_free(ctx);
 }
 
-static int dlrun(const char *args, char **out) { return tu_dlrun(args, out); }
-
 Test(trace, cli, .timeout = 120) {
     fresh_cache();
     char *path = temp_json(), *out, args[512], want[600];
     snprintf(args, sizeof args, "%s/models/lenet.yaml --iterations 3 --warmup 2 --profile --trace %s", DLRUN_SOURCE_DIR,
              path);
-    cr_assert_eq(dlrun(args, &out), 0, "%s", out);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     const char *line = strstr(out, "trace: ");
     cr_assert(line, "%s", out);
     snprintf(want, sizeof want, "trace: %s (", path);
@@ -441,7 +439,7 @@ Test(trace, cli, .timeout = 120) {
     free(out);
     /* a path that cannot be written: one line, exit 2 as for --output */
     snprintf(args, sizeof args, "%s/models/lenet.yaml --trace /nonexistent/dir/t.json", DLRUN_SOURCE_DIR);
-    cr_expect_eq(dlrun(args, &out), 2, "%s", out);
+    cr_expect_eq(tu_dlrun(args, &out), 2, "%s", out);
     cr_expect(strstr(out, "dlrun: cannot write trace /nonexistent/dir/t.json: No such file or directory\n"), "%s", out);
     cr_expect(!strstr(out, "latency:"), "a report after the failure: %s", out);
     free(out);

@@ -24,9 +24,9 @@ static inline void omp_set_num_threads(int n) { (void)n; }
  * core (100,000 small layers took seconds to minutes). */
 #define CPU_PARALLEL_MIN 32768
 
-/* conv2d's paths (ops/conv2d.c): the packed GEMM of gemm.c over a 1x1 conv's input or over im2col
- * windows packed straight from the image (its weight packed at prepare), or OpenBLAS over an
- * im2col buffer where the weight is not a constant; Winograd; depthwise. */
+/* conv2d's paths (ops/conv2d.c): OpenBLAS over im2col windows or a 1x1 conv's input; Winograd;
+ * depthwise; the packed GEMM of gemm.c (weight packed at prepare, windows packed from the image)
+ * where cpu_gemm_suits_conv says it is the faster. */
 enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2, CONV_DEPTHWISE = 3, CONV_PACKED = 4 };
 
 struct dl_kernel {

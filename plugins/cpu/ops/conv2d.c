@@ -1,15 +1,21 @@
 /* conv2d.c — 2-D convolution on the CPU: a direct kernel for depthwise convs (depthwise.c), Winograd
- * F(4x4,3x3) for 3x3 stride-1 convs with enough channels, and for everything else (1x1, strides,
- * dilation, groups, padding) the packed GEMM of gemm.c: the weight packed once at prepare, the
- * input's windows packed straight from the image (no im2col buffer), bias and the fused
- * activation applied as each block of output is finished. A weight that is not a constant (known
- * only at run time) takes OpenBLAS: a plain GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM
- * otherwise. */
+ * F(4x4,3x3) for 3x3 stride-1 convs with enough channels; for the rest (1x1, strides, dilation,
+ * groups, padding), where it measured faster than OpenBLAS (cpu_gemm_suits_conv), the packed GEMM
+ * of gemm.c: the weight packed once at prepare, the input's windows packed straight from the
+ * image (no im2col buffer). Otherwise, and for a weight known only at run time, OpenBLAS: a plain
+ * GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM for the others. Bias and the fused
+ * activation are applied to each block of output as the GEMM produces it. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_ops.h"
+
+/* 1x1, stride 1, no padding: the image's channels are the GEMM's operand as they lie */
+static int plain_1x1(const dl_op_attrs *a) {
+    return a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && a->pad_begin[0] == 0 &&
+           a->pad_begin[1] == 0 && a->pad_end[0] == 0 && a->pad_end[1] == 0;
+}
 
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
     const dl_op_attrs *a = &k->g.a;
@@ -44,8 +50,7 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
         k->workspace = scratch * sizeof(float);
         return DL_OK;
     }
-    if (a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && a->pad_begin[0] == 0 &&
-        a->pad_begin[1] == 0 && a->pad_end[0] == 0 && a->pad_end[1] == 0) {
+    if (plain_1x1(a)) {
         k->conv_mode = CONV_GEMM_1X1;
         k->workspace = 0;
         return DL_OK;
@@ -177,8 +182,7 @@ static void conv_packed(const dl_kernel *k, const float *x, const float *b, floa
     const int64_t oc = k->g.ys[1], plane = k->g.ys[2] * k->g.ys[3];
     const int64_t g = k->g.a.groups, cg = c / g, ocg = oc / g, kdim = cg * k->g.a.kernel[0] * k->g.a.kernel[1];
     const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
-    const int plain = kdim == cg && k->g.a.stride[0] == 1 && k->g.a.stride[1] == 1 && k->g.a.pad_begin[0] == 0 &&
-                      k->g.a.pad_begin[1] == 0 && k->g.ys[2] == h && k->g.ys[3] == wd; /* 1x1 over the whole image */
+    const int plain = plain_1x1(&k->g.a);
     for (int64_t i = 0; i < n; i++)
         for (int64_t gi = 0; gi < g; gi++) {
             const float *xg = x + (i * c + gi * cg) * h * wd;
