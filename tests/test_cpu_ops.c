@@ -86,8 +86,8 @@ OP_TEST(conv2d_im2col_cases) {
 }
 
 OP_TEST(conv2d_depthwise_cases) {
-    /* groups == channels: the direct kernel (depthwise.c), its flat loop over whole planes (equal
-     * strides, stride 1 or a narrow map) and its loop per row, each fused activation */
+    /* groups == channels: the direct kernel (depthwise.c), 8 channels per task in bands of output
+     * rows; odd sizes, every window attribute, each fused activation */
     const int clip = DL_ACT_CLIP, leaky = DL_ACT_LEAKY_RELU, sig = DL_ACT_SIGMOID;
     check_conv((conv_case){1, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8, 1, clip});      /* flat, 7x7 map */
     check_conv((conv_case){2, 6, 20, 23, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 6, 1, 1});       /* flat, stride 2 */
@@ -100,6 +100,15 @@ OP_TEST(conv2d_depthwise_cases) {
     check_conv((conv_case){1, 4, 9, 9, 4, 3, 3, 1, 1, 5, 4, 3, 6, 1, 1, 4, 1, clip});      /* wide padding */
     check_conv((conv_case){1, 5, 12, 13, 5, 3, 3, 3, 3, 0, 0, 2, 2, 1, 1, 5, 1, 0});       /* flat, stride 3 */
     check_conv((conv_case){1, 32, 56, 57, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32, 1, clip}); /* threads */
+    /* the last task's partial lanes (13 = 8 + 5), rows narrower than 8 (the interleave reads into
+     * the next row, the plane's last row one float at a time) */
+    check_conv((conv_case){1, 13, 9, 7, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 13, 1, clip});
+    check_conv((conv_case){2, 6, 15, 17, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, 0});     /* multiplier 3 */
+    check_conv((conv_case){1, 11, 40, 197, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 11, 1, 1});  /* 8 bands */
+    check_conv((conv_case){1, 9, 61, 150, 9, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 9, 1, 0});     /* bands, 5x5/2 */
+    check_conv((conv_case){1, 8, 10, 10, 8, 3, 3, 3, 3, 0, 0, 0, 0, 1, 1, 8, 0, 0});      /* unread edge */
+    check_conv((conv_case){1, 10, 2, 3, 10, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 10, 1, 0});     /* mostly pad */
+    check_conv((conv_case){1, 16, 23, 29, 16, 3, 3, 1, 2, 1, 0, 2, 1, 2, 3, 16, 1, sig}); /* mixed */
 }
 
 OP_TEST(conv2d_fused_activations) {

@@ -47,7 +47,7 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
 size_t cpu_maxpool2d_workspace(const dl_kernel *k); /* bytes cpu_maxpool2d needs as ws */
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 /* ops/phase.c: phase planes, a strided window over a padded plane as unit-stride loops over a
- * flat output q = oy * pw + ox (depthwise conv, max pooling). */
+ * flat output q = oy * pw + ox (max pooling). */
 #define CPU_PHASE_MAX_TAPS 64 /* windows with more taps take the ops' other loops */
 #define CPU_PHASE_SLACK 8     /* the flat loop runs to nq, a multiple of 8: it reads up to 7 floats of fill */
 typedef struct cpu_phase {
@@ -65,7 +65,8 @@ void cpu_phase_fill(const cpu_phase *p, const float *x, int64_t h, int64_t w, in
                     float *out);
 /* y[oy][ox] = tmp[oy * pw + ox]: the flat loop's output without its dropped columns */
 void cpu_phase_store(const cpu_phase *p, const float *tmp, float *y, int64_t oh, int64_t ow);
-/* ops/depthwise.c: groups == input channels (conv2d picks it at prepare) */
+/* ops/depthwise.c: groups == input channels (conv2d picks it at prepare); the workspace is
+ * SIZE_MAX when its size does not fit */
 int cpu_depthwise_suits(const dl_kernel *k);
 size_t cpu_depthwise_workspace(const dl_kernel *k);
 void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);

@@ -24,7 +24,7 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
     if (cpu_depthwise_suits(k)) {
         k->conv_mode = CONV_DEPTHWISE;
         k->workspace = cpu_depthwise_workspace(k);
-        return DL_OK;
+        return k->workspace == SIZE_MAX ? DL_E_NOMEM : DL_OK;
     }
     if (w->data && cpu_winograd_suits(a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->dilation[0],
                                       a->dilation[1], a->groups, (int)c, (int)oc, (int)oh, (int)ow)) {

@@ -1,52 +1,132 @@
-/* depthwise.c — depthwise 2-D convolution on the CPU (groups == input channels, each output channel
- * reading one input plane: MobileNet's 3x3 layers), computed directly instead of as one tiny GEMM
- * per group. Any stride, dilation and padding; a channel multiplier (out channels = k x in
- * channels) too.
+/* depthwise.c — depthwise 2-D convolution on the CPU (groups == input channels: MobileNet's and
+ * EfficientNet's 3x3 and 5x5 layers), computed directly, 8 channels at a time.
  *
- * The common case, equal strides (and no dilation with a stride), is one flat loop per plane over
- * its zero-padded phase planes (phase.c): the 3x3 taps in registers, bias, relu and clip applied in
- * the same loop. Anything else (unequal strides, dilation with a stride) pads the plane as it is
- * and loops per output row, tap by tap. */
+ * In NCHW a loop along a row wastes most of its vector on 7- and 14-wide maps and needs strided
+ * loads at stride 2. So each task takes 8 output channels and a band of output rows and works in a
+ * channel-interleaved layout of its own:
+ *   1. the input rows the band reads are interleaved into a zero-padded [row][column][8] buffer
+ *      (8 x 8 transposes: 8 pixels of 8 planes in, 8 pixels of all 8 channels out);
+ *   2. each output pixel is a sum over taps of 8-wide products, 4 pixels at a time with the tap's
+ *      8 weights in a register; bias, relu and clip are applied in registers;
+ *   3. the band's [pixel][8] result is transposed back into the 8 output planes.
+ * Any kernel size, stride, dilation and padding, and a channel multiplier (output channel o reads
+ * input channel o / multiplier). The vectors are GCC/Clang vector extensions: AVX2 where the build
+ * targets it, narrower code elsewhere, the same arithmetic. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_ops.h"
 
-/* The row loop's zero-padded plane: every input element a window reads. */
-static void padded_dims(const dl_kernel *k, int64_t *ph, int64_t *pw) {
-    const dl_op_attrs *a = &k->g.a;
-    *ph = (k->g.ys[2] - 1) * a->stride[0] + (int64_t)(a->kernel[0] - 1) * a->dilation[0] + 1;
-    *pw = (k->g.ys[3] - 1) * a->stride[1] + (int64_t)(a->kernel[1] - 1) * a->dilation[1] + 1;
+/* The 32-byte vectors are passed between static functions only: a build without AVX changes no
+ * ABI anyone else sees. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#define L 8                   /* channels per task, the lanes of a vector */
+#define BAND_BYTES (48 << 10) /* the interleaved input of a band: about 48 KiB (L2 resident) */
+
+typedef float v8 __attribute__((vector_size(L * sizeof(float))));
+typedef int32_t v8i __attribute__((vector_size(L * sizeof(float))));
+
+static inline v8 load8(const float *p) {
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void store8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
+static inline v8 splat8(float f) { return (v8){f, f, f, f, f, f, f, f}; }
+
+/* v clamped to [lo, hi] lane by lane; a NaN stays NaN (both compares are false) */
+static inline v8 clamp8(v8 v, v8 lo, v8 hi) {
+    v8i m = v < lo;
+    v = (v8)((m & (v8i)lo) | (~m & (v8i)v));
+    m = v > hi;
+    return (v8)((m & (v8i)hi) | (~m & (v8i)v));
 }
 
-size_t cpu_depthwise_workspace(const dl_kernel *k) {
-    cpu_phase p;
-    int64_t ph, pw, per = cpu_phase_init(&p, &k->g) ? p.per_thread : (padded_dims(k, &ph, &pw), ph * pw);
-    return (size_t)(k->threads > 0 ? k->threads : 1) * (size_t)per * sizeof(float);
-}
-
-/* The flat loop: out[q] = clamp(b + sum over taps t of w[t] * p[off[t] + q]), q < n (3x3 unrolled).
- * The clamp is the fused relu or clip, else [-inf, inf]. */
-static void flat_3x3(const float *restrict p, const int64_t *off, const float *w, float b, float lo, float hi,
-                     float *restrict out, int64_t n) {
-    const float *restrict p0 = p + off[0], *restrict p1 = p + off[1], *restrict p2 = p + off[2];
-    const float *restrict p3 = p + off[3], *restrict p4 = p + off[4], *restrict p5 = p + off[5];
-    const float *restrict p6 = p + off[6], *restrict p7 = p + off[7], *restrict p8 = p + off[8];
-    const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7], w8 = w[8];
-    for (int64_t q = 0; q < n; q++)
-        out[q] = cpu_clamp(b + w0 * p0[q] + w1 * p1[q] + w2 * p2[q] + w3 * p3[q] + w4 * p4[q] + w5 * p5[q] +
-                               w6 * p6[q] + w7 * p7[q] + w8 * p8[q],
-                           lo, hi);
-}
-
-static void flat_any(const float *restrict p, const int64_t *off, int64_t taps, const float *w, float b, float lo,
-                     float hi, float *restrict out, int64_t n) {
-    for (int64_t q = 0; q < n; q++) out[q] = b;
-    for (int64_t t = 0; t < taps; t++) {
-        const float wt = w[t], *restrict src = p + off[t];
-        for (int64_t q = 0; q < n; q++) out[q] += wt * src[q];
+/* r[i][j] -> r[j][i] for an 8 x 8 block held as 8 vectors (unpack, shuffle, swap of halves) */
+static inline void transpose8(v8 r[L]) {
+    v8 t[L], u[L];
+    for (int i = 0; i < L; i += 2) {
+        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
     }
-    for (int64_t q = 0; q < n; q++) out[q] = cpu_clamp(out[q], lo, hi);
+    for (int i = 0; i < L; i += 4)
+        for (int h = 0; h < 2; h++) {
+            u[i + 2 * h] = __builtin_shufflevector(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[i + 2 * h + 1] = __builtin_shufflevector(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    for (int i = 0; i < 4; i++) {
+        r[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        r[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
+
+/* dst[j][l] = src[l][off + j] for j < n: n pixels of 8 planes (len floats each), interleaved. The
+ * last block overlaps the one before it; with fewer than 8 pixels it reads past them while that
+ * stays inside the planes, else it goes one float at a time. */
+static void interleave(const float *const src[L], int64_t off, int64_t n, int64_t len, float *dst) {
+    if (n < L && off + L > len) {
+        for (int64_t j = 0; j < n; j++)
+            for (int l = 0; l < L; l++) dst[j * L + l] = src[l][off + j];
+        return;
+    }
+    v8 r[L];
+    for (int64_t j = 0;; j += L) {
+        if (j + L > n) j = n >= L ? n - L : 0;
+        for (int l = 0; l < L; l++) r[l] = load8(src[l] + off + j);
+        transpose8(r);
+        const int64_t m = n - j < L ? n - j : L;
+        for (int i = 0; i < m; i++) store8(dst + (j + i) * L, r[i]);
+        if (j + L >= n) return;
+    }
+}
+
+/* dst[l][off + j] = src[j][l] for j < n and the first `lanes` planes: the inverse of interleave */
+static void deinterleave(const float *src, int64_t n, float *const dst[L], int lanes, int64_t off) {
+    if (n < L) {
+        for (int64_t j = 0; j < n; j++)
+            for (int l = 0; l < lanes; l++) dst[l][off + j] = src[j * L + l];
+        return;
+    }
+    v8 r[L];
+    for (int64_t j = 0;; j += L) {
+        if (j + L > n) j = n - L;
+        for (int i = 0; i < L; i++) r[i] = load8(src + (j + i) * L);
+        transpose8(r);
+        for (int l = 0; l < lanes; l++) store8(dst[l] + off + j, r[l]);
+        if (j + L >= n) return;
+    }
+}
+
+/* One band's window geometry (the shape of the op and of the band buffer). */
+typedef struct dw_plan {
+    int64_t kh, kw, sh, sw, dh, dw; /* window */
+    int64_t pw;                     /* columns of the band buffer: every column a window reads */
+    int64_t band, bands;            /* output rows per band; bands per plane */
+    int64_t in_rows;                /* input rows a full band reads */
+    size_t per_thread;              /* floats of workspace per thread */
+} dw_plan;
+
+static int plan(const dl_kernel *k, dw_plan *p) {
+    const dl_op_attrs *a = &k->g.a;
+    const int64_t oh = k->g.ys[2], ow = k->g.ys[3];
+    p->kh = a->kernel[0], p->kw = a->kernel[1], p->sh = a->stride[0], p->sw = a->stride[1];
+    p->dh = a->dilation[0], p->dw = a->dilation[1];
+    p->pw = (ow - 1) * p->sw + (p->kw - 1) * p->dw + 1;
+    const int64_t reach = (p->kh - 1) * p->dh + 1; /* input rows one output row reads */
+    const int64_t budget = BAND_BYTES / (p->pw * L * (int64_t)sizeof(float));
+    p->band = budget > reach ? (budget - reach) / p->sh + 1 : 1;
+    if (p->band > oh) p->band = oh;
+    p->bands = (oh + p->band - 1) / p->band;
+    p->in_rows = (p->band - 1) * p->sh + reach;
+    /* the band's input, its output and the taps' weights, each rounded to 64 bytes */
+    uint64_t in, out, per;
+    if (__builtin_mul_overflow((uint64_t)p->in_rows, (uint64_t)p->pw * L, &in) ||
+        __builtin_mul_overflow((uint64_t)p->band, (uint64_t)ow * L, &out) ||
+        __builtin_add_overflow(in, out + (uint64_t)(p->kh * p->kw + 1) * L + 48, &per) || per > SIZE_MAX / 64)
+        return 0;
+    p->per_thread = (size_t)(per + 15) / 16 * 16;
+    return 1;
 }
 
 int cpu_depthwise_suits(const dl_kernel *k) {
@@ -54,39 +134,62 @@ int cpu_depthwise_suits(const dl_kernel *k) {
     return k->g.a.groups > 1 && k->g.a.groups == c && oc % c == 0;
 }
 
-/* pad[r][c] = x[r - pt][c - pl] inside the plane, else 0 (pt, pl >= 0; the padded plane may end
- * before the input does, where the last windows do not reach its last rows or columns) */
-static void pad_plane(const float *x, int64_t h, int64_t w, int64_t pt, int64_t pl, float *pad, int64_t ph,
-                      int64_t pw) {
-    const int64_t c0 = pl < pw ? pl : pw;         /* the plane's first column in pad */
-    const int64_t c1 = pl + w < pw ? pl + w : pw; /* one past its last */
-    for (int64_t r = 0; r < ph; r++) {
-        float *dst = pad + r * pw;
-        const int64_t iy = r - pt;
-        if (iy < 0 || iy >= h) {
-            memset(dst, 0, (size_t)pw * sizeof *dst);
-            continue;
+size_t cpu_depthwise_workspace(const dl_kernel *k) {
+    dw_plan p;
+    const size_t threads = (size_t)(k->threads > 0 ? k->threads : 1);
+    if (!plan(k, &p) || p.per_thread > SIZE_MAX / sizeof(float) / threads) return SIZE_MAX;
+    return threads * p.per_thread * sizeof(float);
+}
+
+/* The band's outputs (rows x ow pixels of 8 channels) from its interleaved input buf (pitch pw
+ * pixels); wt: the taps' 8-lane weights. Inlined with constant window sizes for the common ones,
+ * so the tap loops unroll and the weights stay in registers. */
+static inline __attribute__((always_inline)) void band_compute(const float *buf, int64_t pw, const float *wt,
+                                                               int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                                                               int64_t dh, int64_t dw, v8 b, v8 lo, v8 hi, int64_t rows,
+                                                               int64_t ow, float *out) {
+    const int64_t step = sw * L; /* floats between the windows of neighbouring pixels */
+    for (int64_t r = 0; r < rows; r++) {
+        const float *in = buf + r * sh * pw * L;
+        float *o = out + r * ow * L;
+        int64_t x = 0;
+        for (; x + 4 <= ow; x += 4) {
+            v8 a0 = b, a1 = b, a2 = b, a3 = b;
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++) {
+                    const float *s = in + (i * dh * pw + x * sw + j * dw) * L;
+                    const v8 w = load8(wt + (i * kw + j) * L);
+                    a0 += w * load8(s);
+                    a1 += w * load8(s + step);
+                    a2 += w * load8(s + 2 * step);
+                    a3 += w * load8(s + 3 * step);
+                }
+            store8(o + x * L, clamp8(a0, lo, hi));
+            store8(o + (x + 1) * L, clamp8(a1, lo, hi));
+            store8(o + (x + 2) * L, clamp8(a2, lo, hi));
+            store8(o + (x + 3) * L, clamp8(a3, lo, hi));
         }
-        memset(dst, 0, (size_t)c0 * sizeof *dst);
-        if (c1 > c0) memcpy(dst + c0, x + iy * w, (size_t)(c1 - c0) * sizeof *dst);
-        const int64_t e = c1 > c0 ? c1 : c0;
-        memset(dst + e, 0, (size_t)(pw - e) * sizeof *dst);
+        for (; x < ow; x++) {
+            v8 a0 = b;
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++)
+                    a0 += load8(wt + (i * kw + j) * L) * load8(in + (i * dh * pw + x * sw + j * dw) * L);
+            store8(o + x * L, clamp8(a0, lo, hi));
+        }
     }
 }
 
-/* One output row of any window: the row is zeroed, then each tap is added across it. */
-static void row_any(const float *p, int64_t pw, const dl_op_attrs *a, const float *w, float *out, int64_t ow) {
-    const int kh = a->kernel[0], kw = a->kernel[1], sw = a->stride[1], dh = a->dilation[0], dw = a->dilation[1];
-    memset(out, 0, (size_t)ow * sizeof *out);
-    for (int i = 0; i < kh; i++) {
-        const float *r = p + (int64_t)i * dh * pw;
-        for (int j = 0; j < kw; j++) {
-            const float t = w[i * kw + j], *src = r + (int64_t)j * dw;
-            if (sw == 1)
-                for (int64_t x = 0; x < ow; x++) out[x] += t * src[x];
-            else
-                for (int64_t x = 0; x < ow; x++) out[x] += t * src[x * sw];
-        }
+static void band_any(const dw_plan *p, const float *buf, const float *wt, v8 b, v8 lo, v8 hi, int64_t rows, int64_t ow,
+                     float *out) {
+    const int64_t pw = p->pw;
+    if (p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 && p->sh == p->sw && p->sh <= 2) {
+        if (p->sh == 1) band_compute(buf, pw, wt, 3, 3, 1, 1, 1, 1, b, lo, hi, rows, ow, out);
+        else band_compute(buf, pw, wt, 3, 3, 2, 2, 1, 1, b, lo, hi, rows, ow, out);
+    } else if (p->kh == 5 && p->kw == 5 && p->dh == 1 && p->dw == 1 && p->sh == p->sw && p->sh <= 2) {
+        if (p->sh == 1) band_compute(buf, pw, wt, 5, 5, 1, 1, 1, 1, b, lo, hi, rows, ow, out);
+        else band_compute(buf, pw, wt, 5, 5, 2, 2, 1, 1, b, lo, hi, rows, ow, out);
+    } else {
+        band_compute(buf, pw, wt, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, b, lo, hi, rows, ow, out);
     }
 }
 
@@ -95,39 +198,52 @@ void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     const float *x = in[0].data, *w = in[1].data, *bias = k->g.has_bias ? in[2].data : NULL;
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3], mult = oc / c;
-    const int64_t taps = (int64_t)a->kernel[0] * a->kernel[1];
-    const int is3x3 = a->kernel[0] == 3 && a->kernel[1] == 3;
-    cpu_phase ph;
-    const int flat = cpu_phase_init(&ph, &k->g);
-    int64_t rh, rw; /* the row loop's padded plane */
-    padded_dims(k, &rh, &rw);
-    const int64_t per = flat ? ph.per_thread : rh * rw;
-    /* relu and clip are a clamp in the flat loop; the other activations a pass after it */
+    const int64_t taps = (int64_t)a->kernel[0] * a->kernel[1], pt = a->pad_begin[0], pl = a->pad_begin[1];
+    dw_plan p;
+    if (!plan(k, &p)) return; /* prepare sized the workspace with the same plan: not reached */
+    /* relu and clip are a clamp in registers; the other activations a pass over the planes after */
     const int act = a->activation, clamped = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
-    const float lo = act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -INFINITY;
-    const float hi = act == DL_ACT_CLIP ? a->clip_max : INFINITY;
-    const int64_t planes = n * oc;
-#pragma omp parallel for schedule(static) if (planes * oh * ow * taps >= CPU_PARALLEL_MIN)
-    for (int64_t p = 0; p < planes; p++) {
-        float *pad = (float *)ws + (size_t)omp_get_thread_num() * (size_t)per;
-        const int64_t img = p / oc, o = p % oc;
-        const float *xp = x + (img * c + o / mult) * h * wd, *wo = w + o * taps;
-        const float b = bias ? bias[o] : 0.0f;
-        float *yp = y + p * oh * ow;
-        if (flat) {
-            float *tmp = pad + ph.planes_end + CPU_PHASE_SLACK;
-            cpu_phase_fill(&ph, xp, h, wd, a->pad_begin[0], a->pad_begin[1], 0.0f, pad);
-            if (is3x3) flat_3x3(pad, ph.off, wo, b, lo, hi, tmp, ph.nq);
-            else flat_any(pad, ph.off, taps, wo, b, lo, hi, tmp, ph.nq);
-            if (!clamped) cpu_bias_act(tmp, ph.nq, 0.0f, a);
-            cpu_phase_store(&ph, tmp, yp, oh, ow);
-            continue;
+    const v8 lo = splat8(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -INFINITY);
+    const v8 hi = splat8(act == DL_ACT_CLIP ? a->clip_max : INFINITY);
+    /* columns of the band buffer that hold input: [c0, c1) */
+    const int64_t c0 = pl < p.pw ? pl : p.pw, c1 = pl + wd < p.pw ? pl + wd : p.pw;
+    const int64_t groups = (oc + L - 1) / L, tasks = n * groups * p.bands;
+#pragma omp parallel for schedule(static) if (n * oc * oh * ow * taps >= CPU_PARALLEL_MIN)
+    for (int64_t t = 0; t < tasks; t++) {
+        const int64_t img = t / (groups * p.bands), o0 = t / p.bands % groups * L, band = t % p.bands;
+        const int lanes = (int)(oc - o0 < L ? oc - o0 : L);
+        float *buf = (float *)ws + (size_t)omp_get_thread_num() * p.per_thread;
+        float *out = buf + (p.in_rows * p.pw * L + 15) / 16 * 16;
+        float *wt = out + (p.band * ow * L + 15) / 16 * 16;
+        const float *src[L];
+        float *dst[L];
+        float bv[L];
+        for (int l = 0; l < L; l++) { /* lanes past the last channel repeat it and are not stored */
+            const int64_t o = o0 + (l < lanes ? l : lanes - 1);
+            src[l] = x + (img * c + o / mult) * h * wd;
+            dst[l] = y + (img * oc + o) * oh * ow;
+            bv[l] = bias ? bias[o] : 0.0f;
         }
-        pad_plane(xp, h, wd, a->pad_begin[0], a->pad_begin[1], pad, rh, rw);
-        for (int64_t oy = 0; oy < oh; oy++) {
-            float *out = yp + oy * ow;
-            row_any(pad + oy * a->stride[0] * rw, rw, a, wo, out, ow);
-            cpu_bias_act(out, ow, b, a);
+        for (int64_t i = 0; i < taps; i++)
+            for (int l = 0; l < L; l++) wt[i * L + l] = l < lanes ? w[(o0 + l) * taps + i] : 0.0f;
+        /* 1. the band's input rows, interleaved and zero-padded */
+        const int64_t oy0 = band * p.band, rows = oh - oy0 < p.band ? oh - oy0 : p.band;
+        const int64_t iy0 = oy0 * p.sh - pt, in_rows = (rows - 1) * p.sh + (p.kh - 1) * p.dh + 1;
+        for (int64_t r = 0; r < in_rows; r++) {
+            float *row = buf + r * p.pw * L;
+            const int64_t iy = iy0 + r;
+            if (iy < 0 || iy >= h || c1 <= c0) {
+                memset(row, 0, (size_t)(p.pw * L) * sizeof *row);
+                continue;
+            }
+            memset(row, 0, (size_t)(c0 * L) * sizeof *row);
+            interleave(src, iy * wd, c1 - c0, h * wd, row + c0 * L);
+            memset(row + c1 * L, 0, (size_t)((p.pw - c1) * L) * sizeof *row);
         }
+        /* 2. the products over the taps, 3. back to the output planes */
+        band_any(&p, buf, wt, load8(bv), lo, hi, rows, ow, out);
+        deinterleave(out, rows * ow, dst, lanes, oy0 * ow);
+        if (!clamped)
+            for (int l = 0; l < lanes; l++) cpu_bias_act(dst[l] + oy0 * ow, rows * ow, 0.0f, a);
     }
 }

@@ -1,4 +1,4 @@
-/* phase.c — phase planes, the layout that turns a strided window (depthwise conv, max pooling) into
+/* phase.c — phase planes, the layout that turns a strided window (max pooling) into
  * unit-stride loops over a whole plane.
  *
  * With equal strides s (and no dilation when s > 1), the padded input plane is split into s x s
