@@ -232,19 +232,24 @@ OP_TEST(pooling) {
 }
 
 OP_TEST(global_avgpool) {
-    dl_op_attrs a;
-    attrs(&a);
-    tt x = MAKE(-1, 1, 3, 5, 7, 9), y = MAKE(0, 1, 3, 5, 1, 1);
-    run_op(DL_OP_GLOBAL_AVGPOOL, &a, &x, 1, &y);
-    double ref[15];
-    for (int p = 0; p < 15; p++) {
-        double s = 0;
-        for (int i = 0; i < 63; i++) s += x.data[p * 63 + i];
-        ref[p] = s / 63;
+    /* a plane of 63 (7 blocks of 8 and a tail), then enough planes of 4087 for the threads */
+    const int shapes[2][4] = {{3, 5, 7, 9}, {2, 9, 61, 67}};
+    for (int c = 0; c < 2; c++) {
+        const int *d = shapes[c], planes = d[0] * d[1], plane = d[2] * d[3];
+        dl_op_attrs a;
+        attrs(&a);
+        tt x = MAKE(-1, 1, d[0], d[1], d[2], d[3]), y = MAKE(0, 1, d[0], d[1], 1, 1);
+        run_op(DL_OP_GLOBAL_AVGPOOL, &a, &x, 1, &y);
+        double ref[18];
+        for (int p = 0; p < planes; p++) {
+            double s = 0;
+            for (int i = 0; i < plane; i++) s += x.data[(size_t)p * plane + i];
+            ref[p] = s / plane;
+        }
+        expect_close(&y, ref, 1e-10, "global_avgpool");
+        free(x.data);
+        free(y.data);
     }
-    expect_close(&y, ref, 1e-10, "global_avgpool");
-    free(x.data);
-    free(y.data);
 }
 
 /* ---- elementwise, data movement ---- */

@@ -52,6 +52,11 @@ OP_TEST(binary_broadcasting) {
         check_binary(kinds[t], MAKE(lo, 2, 2, 1, 5), MAKE(lo, 2, 3, 1), MAKE(0, 1, 2, 3, 5));
         check_binary(kinds[t], MAKE(lo, 2, 1), MAKE(lo, 2, 4, 9), MAKE(0, 1, 4, 9)); /* scalar first */
         check_binary(kinds[t], MAKE(lo, 2, 5, 11), MAKE(lo, 2, 1), MAKE(0, 1, 5, 11));
+        /* rows of merged dimensions: b one value per row (squeeze-excitation's scale), a one per
+         * row, and rows that alternate between the two */
+        check_binary(kinds[t], MAKE(lo, 2, 2, 7, 5, 3), MAKE(lo, 2, 2, 7, 1, 1), MAKE(0, 1, 2, 7, 5, 3));
+        check_binary(kinds[t], MAKE(lo, 2, 1, 7, 1, 1), MAKE(lo, 2, 3, 7, 5, 3), MAKE(0, 1, 3, 7, 5, 3));
+        check_binary(kinds[t], MAKE(lo, 2, 3, 1, 5), MAKE(lo, 2, 4, 1), MAKE(0, 1, 3, 4, 5));
     }
 }
 

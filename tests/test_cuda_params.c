@@ -84,7 +84,7 @@ Test(cuda_params, merged_dimensions_keep_every_offset) {
         int64_t s[8] = {0}, a[8] = {0}, b[8] = {0};
         memcpy(s, cases[c].s, sizeof cases[c].s), memcpy(a, cases[c].a, sizeof cases[c].a);
         memcpy(b, cases[c].b, sizeof cases[c].b);
-        int nd = cu_merge_dims(cases[c].nd, s, (int64_t *const[]){a, b}, 2);
+        int nd = dl_merge_dims(cases[c].nd, s, (int64_t *const[]){a, b}, 2);
         cr_assert(nd >= 1 && nd <= cases[c].nd, "case %zu: rank %d", c, nd);
         cr_expect_eq(numel(nd, s), numel(cases[c].nd, cases[c].s), "case %zu", c);
         for (int64_t i = 0; i < numel(nd, s); i++) {
@@ -95,7 +95,7 @@ Test(cuda_params, merged_dimensions_keep_every_offset) {
         }
     }
     int64_t s[8] = {4, 5}, a[8] = {5, 1};
-    cr_expect_eq(cu_merge_dims(2, s, (int64_t *const[]){a}, 1), 1, "a contiguous shape is one dimension");
+    cr_expect_eq(dl_merge_dims(2, s, (int64_t *const[]){a}, 1), 1, "a contiguous shape is one dimension");
     cr_expect_eq(s[0], 20);
 }
 

@@ -118,6 +118,27 @@ int64_t dl_bcast_offset(int64_t i, int nd, const int64_t *ys, const int64_t *st)
     return off;
 }
 
+int dl_merge_dims(int nd, int64_t *s, int64_t *const *st, int k) {
+    int m = 0;
+    for (int d = 0; d < nd; d++) {
+        if (s[d] == 1) continue; /* its coordinate is always 0 */
+        int merge = m > 0;
+        for (int j = 0; j < k && merge; j++) merge = st[j][m - 1] == st[j][d] * s[d];
+        if (merge) {
+            s[m - 1] *= s[d];
+            for (int j = 0; j < k; j++) st[j][m - 1] = st[j][d];
+            continue;
+        }
+        s[m] = s[d];
+        for (int j = 0; j < k; j++) st[j][m] = st[j][d];
+        m++;
+    }
+    if (m > 0) return m;
+    s[0] = 1;
+    for (int j = 0; j < k; j++) st[j][0] = 0;
+    return 1;
+}
+
 int dl_op_geom_init(dl_op_geom *g, const dl_op *op) {
     memset(g, 0, sizeof *g);
     g->kind = (dl_op_kind)op->kind;

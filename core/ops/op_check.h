@@ -25,6 +25,10 @@ int dl_op_is_elementwise(int kind);
  * repeats); dl_bcast_offset maps the row-major index i over ys[0..nd) to t's offset. */
 void dl_bcast_strides(int tnd, const int64_t *ts, int ynd, const int64_t *ys, int64_t *st);
 int64_t dl_bcast_offset(int64_t i, int nd, const int64_t *ys, const int64_t *st);
+/* Merges adjacent dimensions of the shape s[0..nd) that k stride arrays st[0..k) all step through
+ * as through one (st[d] == st[d + 1] * s[d + 1]) and drops size-1 ones, in place; returns the new
+ * rank (at least 1: a single dimension of size 1 with strides 0 when nothing is left). */
+int dl_merge_dims(int nd, int64_t *s, int64_t *const *st, int k);
 
 /* What a prepared kernel keeps of its op, the same in every plugin: the op may not outlive
  * prepare, so attributes and shapes are copied. */

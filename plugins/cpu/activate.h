@@ -5,6 +5,7 @@
 #define DLRUN_CPU_ACTIVATE_H
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dlrun/plugin.h"
 #include "erf_table.h"
@@ -25,10 +26,35 @@ static inline float cpu_erf_fast(float x) {
     return x == x ? v : x; /* NaN stays NaN */
 }
 
-/* 1 / (1 + exp(-x)), never taking exp of a large positive number */
+/* exp(x) for x <= 0, branch-free so that loops over it vectorise (expf is a call per element):
+ * x = n ln 2 + r with |r| <= ln 2 / 2, exp(r) by a degree-6 polynomial (Cephes' expf
+ * coefficients), 2^n put in the exponent's bits. Within 2 ulp of exp (tests/test_cpu_activate.c);
+ * 0 below -87.3, where exp is 1e-38 or less (the denormals are not made). NaN stays NaN. */
+static inline float cpu_exp_neg(float x) {
+    const float c = x < -87.3f ? -87.3f : x; /* the bits below hold 2^n for n >= -126 only */
+    const float magic = 12582912.0f;         /* 1.5 * 2^23: the sum rounds n to an integer, kept in t's low bits */
+    const float t = c * 1.44269504f + magic, n = t - magic;
+    const float r = (c - n * 0.693359375f) + n * 2.12194440e-4f; /* ln 2 in two parts (Cody and Waite) */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    uint32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23; /* n + 127 in the exponent field: 2^n */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.3f ? 0.0f : p * scale;
+}
+
+/* 1 / (1 + exp(-x)), never taking exp of a large positive number. One division after a select,
+ * not one in each branch: a loop over it vectorises only so. */
 static inline float cpu_sigmoid_of(float x) {
-    float e = expf(-fabsf(x));
-    return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    const float e = cpu_exp_neg(-fabsf(x));
+    return (x >= 0 ? 1.0f : e) / (1.0f + e);
 }
 
 /* v clamped to [lo, hi], NaN kept: clip, and relu as [0, inf) where a loop wants one formula */
@@ -73,6 +99,12 @@ static inline void cpu_bias_act(float *row, int64_t n, float b, const dl_op_attr
         for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, DL_ACT_LEAKY_RELU, &c);
         break;
     }
+    case DL_ACT_SIGMOID:
+        for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, DL_ACT_SIGMOID, a);
+        break;
+    case DL_ACT_SILU:
+        for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, DL_ACT_SILU, a);
+        break;
     default:
         for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, a->activation, a);
     }

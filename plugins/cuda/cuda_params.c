@@ -57,7 +57,7 @@ int cu_binary_params(const dl_op_geom *g, dlk_binary_p *p) {
     memcpy(bc->ys, g->ys, sizeof bc->ys);
     dl_bcast_strides(g->xnd, g->xs, g->ynd, g->ys, bc->sa);
     dl_bcast_strides(g->bnd, g->bs, g->ynd, g->ys, bc->sb);
-    bc->nd = cu_merge_dims(g->ynd, bc->ys, (int64_t *const[]){bc->sa, bc->sb}, 2);
+    bc->nd = dl_merge_dims(g->ynd, bc->ys, (int64_t *const[]){bc->sa, bc->sb}, 2);
     return 1;
 }
 
@@ -72,7 +72,7 @@ void cu_transpose_params(const dl_op_geom *g, dlk_gather_p *p) {
     memset(p, 0, sizeof *p);
     strides_of(g->xnd, g->xs, xst);
     for (int d = 0; d < g->ynd; d++) p->ys[d] = g->ys[d], p->st[d] = xst[g->a.perm[d]];
-    p->nd = cu_merge_dims(g->ynd, p->ys, (int64_t *const[]){p->st}, 1);
+    p->nd = dl_merge_dims(g->ynd, p->ys, (int64_t *const[]){p->st}, 1);
 }
 
 /* The first element and step of each sliced dimension from dl_slice_dim (ONNX's normalisation of
@@ -88,7 +88,7 @@ void cu_slice_params(const dl_op_geom *g, dlk_gather_p *p) {
         p->st[d] *= g->a.steps[i];
     }
     memcpy(p->ys, g->ys, sizeof p->ys);
-    p->nd = cu_merge_dims(g->ynd, p->ys, (int64_t *const[]){p->st}, 1);
+    p->nd = dl_merge_dims(g->ynd, p->ys, (int64_t *const[]){p->st}, 1);
 }
 
 void cu_pad_params(const dl_op_geom *g, dlk_pad_p *p) {
@@ -122,8 +122,8 @@ void cu_reduce_params(const dl_op_geom *g, dlk_reduce_p *p) {
         else p->ks[p->nk] = g->xs[d], p->kst[p->nk++] = st[d], p->kept *= g->xs[d];
     }
     p->inner_reduced = nd > 0 && (mask >> (nd - 1) & 1) && g->xs[nd - 1] > 1;
-    p->nk = cu_merge_dims(p->nk, p->ks, (int64_t *const[]){p->kst}, 1);
-    p->nr = cu_merge_dims(p->nr, p->rs, (int64_t *const[]){p->rst}, 1);
+    p->nk = dl_merge_dims(p->nk, p->ks, (int64_t *const[]){p->kst}, 1);
+    p->nr = dl_merge_dims(p->nr, p->rs, (int64_t *const[]){p->rst}, 1);
     p->threads = cu_block_threads(p->count);
 }
 
@@ -141,25 +141,4 @@ void cu_group_norm_params(const dl_op_geom *g, dlk_group_norm_p *p) {
 int cu_block_threads(int64_t work) {
     int64_t t = (work + 31) / 32 * 32;
     return t < 32 ? 32 : t > 256 ? 256 : (int)t;
-}
-
-int cu_merge_dims(int nd, int64_t *s, int64_t *const *st, int k) {
-    int m = 0;
-    for (int d = 0; d < nd; d++) {
-        if (s[d] == 1) continue; /* its coordinate is always 0 */
-        int merge = m > 0;
-        for (int j = 0; j < k && merge; j++) merge = st[j][m - 1] == st[j][d] * s[d];
-        if (merge) {
-            s[m - 1] *= s[d];
-            for (int j = 0; j < k; j++) st[j][m - 1] = st[j][d];
-            continue;
-        }
-        s[m] = s[d];
-        for (int j = 0; j < k; j++) st[j][m] = st[j][d];
-        m++;
-    }
-    if (m > 0) return m;
-    s[0] = 1;
-    for (int j = 0; j < k; j++) st[j][0] = 0;
-    return 1;
 }

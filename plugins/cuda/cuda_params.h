@@ -137,10 +137,6 @@ void cu_group_norm_params(const dl_op_geom *g, dlk_group_norm_p *p);
 
 /* Threads of a block that reduces `work` elements: a multiple of 32 from 32 to 256. */
 int cu_block_threads(int64_t work);
-/* Merges adjacent dimensions of the shape s[0..nd) that k stride arrays st[0..k) all step through
- * as through one (st[d] == st[d + 1] * s[d + 1]) and drops size-1 ones, in place; returns the new
- * rank (at least 1: a single dimension of size 1 with strides 0 when nothing is left). */
-int cu_merge_dims(int nd, int64_t *s, int64_t *const *st, int k);
 
 /* ---- index math, the same on the host and in the kernels ---- */
 

@@ -3,6 +3,7 @@
  * tanh, erf, neg, abs, reciprocal, hard_sigmoid, hard_swish, silu, gelu, softplus). NaN goes
  * through every one of them, as in PyTorch. */
 #include <math.h>
+#include <string.h>
 
 #include "cpu_ops.h"
 
@@ -13,38 +14,51 @@ static int64_t count(int nd, const int64_t *s) {
 }
 
 /* y = EXPR(a, b) over the broadcast shape: equal shapes and a scalar b run flat; otherwise y is
- * walked row by row (its last dimension), each operand with its own strides, 0 where it repeats. */
-#define BINARY_BODY(EXPR)                                                                                             \
-    const float *A = in[0].data, *B = in[1].data;                                                                     \
-    const dl_op_geom *g = &k->g;                                                                                      \
-    const int64_t na = count(g->xnd, g->xs), nb = count(g->bnd, g->bs), n = g->numel;                                 \
-    if (na == n && nb == n) {                                                                                         \
-        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) {     \
-            const float a = A[i], b = B[i];                                                                           \
-            y[i] = (EXPR);                                                                                            \
-        }                                                                                                             \
-        return;                                                                                                       \
-    }                                                                                                                 \
-    if (na == n && nb == 1) {                                                                                         \
-        const float b = B[0];                                                                                         \
-        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) {     \
-            const float a = A[i];                                                                                     \
-            y[i] = (EXPR);                                                                                            \
-        }                                                                                                             \
-        return;                                                                                                       \
-    }                                                                                                                 \
-    const int nd = g->ynd;                                                                                            \
-    int64_t sa[8], sb[8];                                                                                             \
-    dl_bcast_strides(g->xnd, g->xs, nd, g->ys, sa);                                                                   \
-    dl_bcast_strides(g->bnd, g->bs, nd, g->ys, sb);                                                                   \
-    const int64_t len = g->ys[nd - 1], rows = g->numel / len, la = sa[nd - 1], lb = sb[nd - 1];                       \
-    _Pragma("omp parallel for schedule(static)") for (int64_t r = 0; r < rows; r++) {                                 \
-        const float *pa = A + dl_bcast_offset(r, nd - 1, g->ys, sa), *pb = B + dl_bcast_offset(r, nd - 1, g->ys, sb); \
-        float *py = y + r * len;                                                                                      \
-        for (int64_t j = 0; j < len; j++) {                                                                           \
-            const float a = pa[j * la], b = pb[j * lb];                                                               \
-            py[j] = (EXPR);                                                                                           \
-        }                                                                                                             \
+ * walked row by row along its last dimension after dl_merge_dims (y [1, C, H, W] = a * b [1, C, 1, 1]
+ * is C rows of H*W, b's stride 0 along them), each operand with its own strides, 0 where it
+ * repeats, the row's loop written out for the unit and zero strides so that it vectorises. */
+#define BINARY_ROW(EXPR, LA, LB)                        \
+    for (int64_t j = 0; j < len; j++) {                 \
+        const float a = pa[j * (LA)], b = pb[j * (LB)]; \
+        py[j] = (EXPR);                                 \
+    }
+#define BINARY_BODY(EXPR)                                                                                         \
+    const float *A = in[0].data, *B = in[1].data;                                                                 \
+    const dl_op_geom *g = &k->g;                                                                                  \
+    const int64_t na = count(g->xnd, g->xs), nb = count(g->bnd, g->bs), n = g->numel;                             \
+    if (na == n && nb == n) {                                                                                     \
+        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
+            const float a = A[i], b = B[i];                                                                       \
+            y[i] = (EXPR);                                                                                        \
+        }                                                                                                         \
+        return;                                                                                                   \
+    }                                                                                                             \
+    if (na == n && nb == 1) {                                                                                     \
+        const float b = B[0];                                                                                     \
+        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
+            const float a = A[i];                                                                                 \
+            y[i] = (EXPR);                                                                                        \
+        }                                                                                                         \
+        return;                                                                                                   \
+    }                                                                                                             \
+    int64_t ys[8], sa[8], sb[8];                                                                                  \
+    memcpy(ys, g->ys, sizeof ys);                                                                                 \
+    dl_bcast_strides(g->xnd, g->xs, g->ynd, g->ys, sa);                                                           \
+    dl_bcast_strides(g->bnd, g->bs, g->ynd, g->ys, sb);                                                           \
+    const int nd = dl_merge_dims(g->ynd, ys, (int64_t *const[]){sa, sb}, 2);                                      \
+    const int64_t len = ys[nd - 1], rows = n / len, la = sa[nd - 1], lb = sb[nd - 1];                             \
+    _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t r = 0; r < rows; r++) {  \
+        const float *pa = A + dl_bcast_offset(r, nd - 1, ys, sa), *pb = B + dl_bcast_offset(r, nd - 1, ys, sb);   \
+        float *py = y + r * len;                                                                                  \
+        if (la == 1 && lb == 1) {                                                                                 \
+            BINARY_ROW(EXPR, 1, 1)                                                                                \
+        } else if (la == 1 && lb == 0) {                                                                          \
+            BINARY_ROW(EXPR, 1, 0)                                                                                \
+        } else if (la == 0 && lb == 1) {                                                                          \
+            BINARY_ROW(EXPR, 0, 1)                                                                                \
+        } else {                                                                                                  \
+            BINARY_ROW(EXPR, la, lb)                                                                              \
+        }                                                                                                         \
     }
 
 void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {

@@ -1,0 +1,53 @@
+/* test_cpu_activate.c — the CPU plugin's own exp and sigmoid (plugins/cpu/activate.h), compiled
+ * into the test as the plugin compiles them, against double precision: a dense sweep of the
+ * range, the clamp at the bottom of it, and NaN and the infinities. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "activate.h"
+
+/* every float in [lo, hi] would be 2^30 of them: every step-th bit pattern instead */
+#define SWEEP_STEP 97
+
+Test(cpu_activate, exp_neg_within_2_ulp) {
+    double worst = 0;
+    float worst_x = 0;
+    for (uint32_t bits = 0x80000000u; bits <= 0xC2AE9999u; bits += SWEEP_STEP) { /* -0 .. -87.3 */
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        if (x < -87.3f) break;
+        const double want = exp((double)x), got = cpu_exp_neg(x);
+        const double ulp = ldexp(1.0, ilogb(want) - 23); /* a float's unit in the last place at want */
+        const double err = fabs(got - want) / ulp;
+        if (err > worst) worst = err, worst_x = x;
+    }
+    cr_expect(worst <= 2.0, "exp(%.9g): %.2f ulp", (double)worst_x, worst);
+    for (float x = -87.3f; x <= 0; x += 0.37f) /* a coarse sweep of round numbers too */
+        cr_expect(fabs(cpu_exp_neg(x) - exp((double)x)) <= 2.5e-7 * exp((double)x), "exp(%.9g)", (double)x);
+}
+
+Test(cpu_activate, exp_neg_edges) {
+    cr_expect_eq(cpu_exp_neg(0.0f), 1.0f);
+    cr_expect_eq(cpu_exp_neg(-0.0f), 1.0f);
+    cr_expect_eq(cpu_exp_neg(-87.4f), 0.0f, "below the clamp: 0, not a wrong normal number");
+    cr_expect_eq(cpu_exp_neg(-1000.0f), 0.0f);
+    cr_expect_eq(cpu_exp_neg(-INFINITY), 0.0f);
+    cr_expect(isnan(cpu_exp_neg(NAN)), "NaN stays NaN");
+    cr_expect(cpu_exp_neg(-87.29f) > 0, "the last normal results are kept");
+}
+
+Test(cpu_activate, sigmoid_and_silu) {
+    dl_op_attrs a = {0};
+    for (float x = -100.0f; x <= 100.0f; x += 0.013f) {
+        const double s = 1 / (1 + exp(-(double)x));
+        const float got = cpu_sigmoid_of(x), silu = cpu_activate(x, DL_ACT_SILU, &a);
+        cr_assert(fabs(got - s) <= 3e-7 * s + 1e-37, "sigmoid(%.9g) = %.9g, want %.9g", (double)x, got, s);
+        cr_assert(fabs(silu - x * s) <= 3e-7 * fabs(x * s) + 1e-35, "silu(%.9g) = %.9g, want %.9g", (double)x, silu,
+                  x * s);
+    }
+    cr_expect_eq(cpu_sigmoid_of(INFINITY), 1.0f);
+    cr_expect_eq(cpu_sigmoid_of(-INFINITY), 0.0f);
+    cr_expect(isnan(cpu_sigmoid_of(NAN)));
+    cr_expect(isnan(cpu_activate(-INFINITY, DL_ACT_SILU, &a)), "silu(-inf) = -inf * 0: NaN, as in PyTorch");
+    cr_expect(isnan(cpu_activate(NAN, DL_ACT_SILU, &a)));
+}
