@@ -397,11 +397,11 @@ OP_TEST(batchnorm) {
     free(y.data);
 }
 
-static void check_softmax(int axis, float scale) {
+static void check_softmax(int axis, float scale, int last) {
     dl_op_attrs a;
     attrs(&a);
     a.axis = axis;
-    tt x = MAKE(-scale, scale, 3, 5, 4, 7), y = MAKE(0, 1, 3, 5, 4, 7);
+    tt x = MAKE(-scale, scale, 3, 5, 4, last), y = MAKE(0, 1, 3, 5, 4, last);
     run_op(DL_OP_SOFTMAX, &a, &x, 1, &y);
     double *ref = malloc((size_t)y.n * sizeof *ref);
     int64_t inner = 1;
@@ -421,10 +421,30 @@ static void check_softmax(int axis, float scale) {
 }
 
 OP_TEST(softmax_axes_and_stability) {
-    check_softmax(1, 3);
-    check_softmax(3, 3);
-    check_softmax(3, 1000); /* exp(1000) overflows without subtracting the max */
-    check_softmax(0, 50);
+    check_softmax(1, 3, 7);
+    check_softmax(3, 3, 7);
+    check_softmax(3, 1000, 7); /* exp(1000) overflows without subtracting the max */
+    check_softmax(0, 50, 7);
+    check_softmax(3, 3, 37);  /* a contiguous row: 8-lane max and sum, and a tail */
+    check_softmax(3, 90, 37); /* exps below the float range (0) beside the max (1) */
+}
+
+OP_TEST(softmax_propagates_nan) {
+    /* a NaN anywhere in a row (in the 8-lane part or the tail) makes the whole row NaN */
+    for (int at = 0; at < 2; at++) {
+        dl_op_attrs a;
+        attrs(&a);
+        a.axis = 1;
+        tt x = MAKE(-3, 3, 3, 37), y = MAKE(0, 1, 3, 37);
+        x.data[37 + (at ? 35 : 12)] = NAN; /* row 1 */
+        run_op(DL_OP_SOFTMAX, &a, &x, 1, &y);
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < 37; i++)
+                cr_expect(r == 1 ? isnan(y.data[r * 37 + i]) : y.data[r * 37 + i] > 0, "row %d [%d] = %g (NaN at %s)",
+                          r, i, y.data[r * 37 + i], at ? "the tail" : "a lane");
+        free(x.data);
+        free(y.data);
+    }
 }
 
 OP_TEST(concat_all_axes) {

@@ -6,6 +6,7 @@
  * order. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #define FAKES DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so"
 
 static char cache_dir[64];
+static const char *plugin_path = FAKES; /* the plugins session() loads */
 
 static void fresh_cache(void) {
     snprintf(cache_dir, sizeof cache_dir, "/tmp/dlrun-cache-XXXXXX");
@@ -48,7 +50,7 @@ static void fresh_env(void) {
 
 static dl_session *session(const char *yaml, dl_session_options *so, dl_context **ctx, dl_model **m, dl_error *err,
                            dl_status *st) {
-    dl_context_options co = {sizeof co, 1, 0, FAKES, 1};
+    dl_context_options co = {sizeof co, 1, 0, plugin_path, 1};
     cr_assert_eq(dl_context_create(&co, ctx, err), DL_OK);
     char *path = tu_write_temp(".yaml", yaml, strlen(yaml));
     cr_assert_eq(dl_model_load(path, m, err), DL_OK, "%s", err->msg);
@@ -298,6 +300,80 @@ static int occurrences(const char *path, const char *needle) {
     int n = atoi(out);
     free(out);
     return n;
+}
+
+/* A whole file into memory (the caller frees), and back */
+static unsigned char *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    *size = (size_t)ftell(f);
+    rewind(f);
+    unsigned char *b = malloc(*size);
+    cr_assert(b && fread(b, 1, *size, f) == *size);
+    fclose(f);
+    return b;
+}
+static void write_all(const char *path, const unsigned char *b, size_t size) {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f && fwrite(b, 1, size, f) == size && fclose(f) == 0, "%s", path);
+}
+
+/* The GNU build ID note's bytes in an ELF file (its offset and length), from its program headers */
+static void build_id_at(const unsigned char *f, size_t size, size_t *at, size_t *len) {
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+    *len = 0;
+    cr_assert(size > sizeof *eh && memcmp(f, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64);
+    for (int i = 0; i < eh->e_phnum; i++) {
+        const Elf64_Phdr *ph = (const Elf64_Phdr *)(f + eh->e_phoff + (size_t)i * eh->e_phentsize);
+        if (ph->p_type != PT_NOTE) continue;
+        for (size_t o = ph->p_offset; o + sizeof(Elf64_Nhdr) <= ph->p_offset + ph->p_filesz;) {
+            const Elf64_Nhdr *nh = (const Elf64_Nhdr *)(f + o);
+            const size_t name = (nh->n_namesz + 3u) & ~3u, desc = (nh->n_descsz + 3u) & ~3u;
+            if (nh->n_type == NT_GNU_BUILD_ID && memcmp(f + o + sizeof *nh, "GNU", 4) == 0) {
+                *at = o + sizeof *nh + name, *len = nh->n_descsz;
+                return;
+            }
+            o += sizeof *nh + name + desc;
+        }
+    }
+}
+
+/* A plugin rebuilt with other code is measured anew: the cache keys on the file's build ID, so a
+ * copy of the same build elsewhere hits and a copy with one byte of its ID changed misses. (Each
+ * copy has its own file: a loaded plugin stays mapped, so a file is never rewritten under it.) */
+Test(placement, timing_cache_keys_on_the_plugin_build) {
+    fresh_env();
+    size_t size, at, len;
+    unsigned char *f = read_all(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so", &size);
+    build_id_at(f, size, &at, &len);
+    cr_assert(len > 0, "the fake plugin has a build ID note (the linker's --build-id)");
+    char same[128], other[128], path[2][320];
+    snprintf(same, sizeof same, "%s/same/libdlrun-fakecpu.so", cache_dir);
+    snprintf(other, sizeof other, "%s/other/libdlrun-fakecpu.so", cache_dir);
+    for (int i = 0; i < 2; i++) {
+        char dir[128];
+        snprintf(dir, sizeof dir, "%s/%s", cache_dir, i ? "other" : "same");
+        cr_assert_eq(mkdir(dir, 0700), 0);
+        snprintf(path[i], sizeof path[i], "%s/libdlrun-fakedev.so:%s", DLRUN_TEST_PLUGIN_DIR, i ? other : same);
+    }
+    write_all(same, f, size);
+    f[at] ^= 0xff;
+    write_all(other, f, size);
+    free(f);
+    int t, c;
+    stats_of(chain3, 0, &t, &c);
+    cr_expect_eq(t, 4, "the plugins as built: relu and dropout on two backends");
+    plugin_path = path[0];
+    stats_of(chain3, 0, &t, &c);
+    cr_expect_eq(t, 0, "a copy of the same build elsewhere: its times are kept");
+    plugin_path = path[1];
+    stats_of(chain3, 0, &t, &c);
+    cr_expect_eq(t, 2, "another build of fakecpu: its relu and dropout are timed again, fakedev's are not");
+    plugin_path = FAKES;
+    char cache[128];
+    snprintf(cache, sizeof cache, "%s/dlrun/timing-cache.json", cache_dir);
+    cr_expect_eq(occurrences(cache, "build=id:"), 6, "2 signatures on fakedev and on each build of fakecpu");
 }
 
 /* Each key is held once: a file with a key twice is refused (and rebuilt), since either time

@@ -5,6 +5,8 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +99,62 @@ static void skip(dl_plugin *p, const char *reason) {
     p->reason = xstrdup(reason);
 }
 
+/* ---- which build a plugin file is ---- */
+
+typedef struct build_search {
+    ElfW(Addr) base; /* the loaded object's load address (its link_map's l_addr) */
+    char *id;        /* out: the build ID in hex, or NULL */
+} build_search;
+
+/* dl_iterate_phdr's callback: the GNU build ID note among the matching object's PT_NOTE segments */
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
+    build_search *b = data;
+    (void)size;
+    if (info->dlpi_addr != b->base) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const unsigned char *at = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr), *end = at + ph->p_memsz;
+        while (at + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)at;
+            const size_t name = (nh->n_namesz + 3u) & ~3u, desc = (nh->n_descsz + 3u) & ~3u;
+            const unsigned char *n = at + sizeof *nh, *d = n + name;
+            if (name > (size_t)(end - n) || desc > (size_t)(end - d)) break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(n, "GNU", 4) == 0 && nh->n_descsz > 0 &&
+                nh->n_descsz <= 64 && (b->id = malloc(2 * nh->n_descsz + 1))) {
+                for (unsigned j = 0; j < nh->n_descsz; j++) sprintf(b->id + 2 * j, "%02x", d[j]);
+                return 1;
+            }
+            at = d + desc;
+        }
+    }
+    return 1; /* the object was found: stop */
+}
+
+/* "id:<hex>" from the loaded file's build ID note, else "file:<size>-<mtime ns>" */
+static char *build_of(void *handle, const char *path) {
+    struct link_map *lm = NULL;
+    char *s = NULL;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
+        build_search b = {lm->l_addr, NULL};
+        dl_iterate_phdr(find_build_id, &b);
+        if (b.id && asprintf(&s, "id:%s", b.id) < 0) s = NULL;
+        free(b.id);
+        if (s) return s;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && asprintf(&s, "file:%lld-%lld%09ld", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                                         st.st_mtim.tv_nsec) < 0)
+        s = NULL;
+    return s;
+}
+
+const char *dl_context_build(const dl_context *ctx, const dl_backend *be) {
+    for (int i = 0; i < ctx->n_plugins; i++)
+        if (ctx->plugins[i].be == be) return ctx->plugins[i].build ? ctx->plugins[i].build : "";
+    return "";
+}
+
 static void load_one(dl_context *ctx, const char *path) {
     for (int i = 0; i < ctx->n_plugins; i++)
         if (strcmp(ctx->plugins[i].path, path) == 0) return; /* same file via two routes */
@@ -146,6 +204,7 @@ static void load_one(dl_context *ctx, const char *path) {
     free(p->name);
     p->name = xstrdup(be->name);
     p->description = xstrdup(be->description ? be->description : "");
+    p->build = build_of(p->handle, path);
     p->be = be;
 }
 
@@ -236,6 +295,7 @@ void dl_context_free(dl_context *ctx) {
         free(p->path);
         free(p->reason);
         free(p->description);
+        free(p->build);
     }
     free(ctx->plugins);
     free(ctx);

@@ -6,6 +6,7 @@
 typedef struct dl_plugin {
     dl_plugin_info info;                      /* what dl_context_plugin() shows */
     char *name, *path, *reason, *description; /* owned strings behind info */
+    char *build;                              /* which build of the file (dl_context_build) */
     void *handle;                             /* dlopen handle */
     const dl_backend *be;                     /* the backend table, when loaded */
 } dl_plugin;
@@ -18,4 +19,8 @@ struct dl_context {
 
 /* The loaded backend with this name, or NULL. */
 const dl_backend *dl_context_backend(const dl_context *ctx, const char *name);
+/* Which build of its plugin file a loaded backend is: "id:" and the file's GNU build ID (the
+ * linker's hash of the code), else "file:" and its size and modification time; "" for a backend
+ * not loaded from a file. The timing cache keys on it, so that a rebuilt plugin is measured anew. */
+const char *dl_context_build(const dl_context *ctx, const dl_backend *be);
 #endif

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "context.h"
 #include "oprun.h"
 #include "rng.h"
 #include "session.h"
@@ -130,8 +131,9 @@ static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, 
         u += (size_t)snprintf(key + u, len - u, ";alpha=%g;clip=%g,%g", (double)a->alpha, (double)a->clip_min,
                               (double)a->clip_max);
     if (u < len)
-        snprintf(key + u, len - u, ";prec=%d;backend=%s;device=%s;abi=%u;dlrun=%s", s->opt.precision, be->name,
-                 be->description ? be->description : "", DL_ABI_VERSION, DLRUN_VERSION_STRING);
+        snprintf(key + u, len - u, ";prec=%d;backend=%s;device=%s;build=%s;abi=%u;dlrun=%s", s->opt.precision, be->name,
+                 be->description ? be->description : "", dl_context_build(s->ctx, be), DL_ABI_VERSION,
+                 DLRUN_VERSION_STRING);
 }
 
 /* Times node i on backend be with random activations and the real weights. */

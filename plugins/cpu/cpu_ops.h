@@ -24,6 +24,19 @@ static inline void omp_set_num_threads(int n) { (void)n; }
  * core (100,000 small layers took seconds to minutes). */
 #define CPU_PARALLEL_MIN 32768
 
+/* The sum of x[0..n) in double, in 8 running sums (the lanes of a vector; one chain of additions
+ * would wait on each one before it) added at the end: global_avgpool, softmax. */
+static inline double cpu_sum_f64(const float *x, int64_t n) {
+    double lane[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) lane[l] += x[i + l];
+    double s = 0;
+    for (; i < n; i++) s += x[i];
+    for (int l = 0; l < 8; l++) s += lane[l];
+    return s;
+}
+
 /* conv2d's paths (ops/conv2d.c): OpenBLAS over im2col windows or a 1x1 conv's input; Winograd;
  * depthwise; the packed GEMM of gemm.c (weight packed at prepare, windows packed from the image)
  * where cpu_gemm_suits_conv says it is the faster. */

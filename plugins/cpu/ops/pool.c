@@ -196,23 +196,10 @@ void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     }
 }
 
-/* The sum of x[0..n) in double, in 8 running sums (lanes of a vector: one chain of additions
- * waits on each one before it) added at the end. */
-static double plane_sum(const float *x, int64_t n) {
-    double lane[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) lane[l] += x[i + l];
-    double s = 0;
-    for (; i < n; i++) s += x[i];
-    for (int l = 0; l < 8; l++) s += lane[l];
-    return s;
-}
-
 void cpu_global_avgpool(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
     const int64_t planes = k->g.xs[0] * k->g.xs[1], plane = k->g.xs[2] * k->g.xs[3];
 #pragma omp parallel for schedule(static) if (planes * plane >= CPU_PARALLEL_MIN)
-    for (int64_t p = 0; p < planes; p++) y[p] = (float)(plane_sum(x + p * plane, plane) / (double)plane);
+    for (int64_t p = 0; p < planes; p++) y[p] = (float)(cpu_sum_f64(x + p * plane, plane) / (double)plane);
 }

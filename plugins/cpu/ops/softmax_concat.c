@@ -5,25 +5,44 @@
 
 #include "cpu_ops.h"
 
-/* softmax or (log) its logarithm along the axis: the max subtracted, exp in float, the sum in
- * double. */
+/* The largest of x[0..n) (step apart), NaN if any is NaN; 8 running maxima where the floats are
+ * contiguous, so that the loop vectorises. */
+static float max_of(const float *x, int64_t n, int64_t step) {
+    float m = -INFINITY;
+    int64_t i = 0;
+    if (step == 1 && n >= 8) {
+        float lane[8];
+        for (int l = 0; l < 8; l++) lane[l] = -INFINITY;
+        for (; i + 8 <= n; i += 8)
+            for (int l = 0; l < 8; l++) lane[l] = x[i + l] > lane[l] || x[i + l] != x[i + l] ? x[i + l] : lane[l];
+        for (int l = 0; l < 8; l++) m = lane[l] > m || lane[l] != lane[l] ? lane[l] : m;
+    }
+    for (; i < n; i++) m = x[i * step] > m || isnan(x[i * step]) ? x[i * step] : m;
+    return m;
+}
+
+/* softmax or (log) its logarithm along the axis: the max subtracted, exp in float (cpu_exp_neg:
+ * its argument is never above 0), the sum in double. */
 static void softmax_along(const dl_kernel *k, const float *x, float *y, int log_of) {
     int64_t outer = 1, inner = 1, len = k->g.xs[k->g.a.axis];
     for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.xs[d];
     for (int d = k->g.a.axis + 1; d < k->g.xnd; d++) inner *= k->g.xs[d];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (outer * inner * len >= CPU_PARALLEL_MIN)
     for (int64_t r = 0; r < outer * inner; r++) {
         const float *src = x + (r / inner) * len * inner + r % inner;
         float *dst = y + (r / inner) * len * inner + r % inner;
-        float m = -INFINITY;
-        for (int64_t i = 0; i < len; i++) m = src[i * inner] > m || isnan(src[i * inner]) ? src[i * inner] : m;
+        const float m = max_of(src, len, inner);
         double s = 0;
         if (log_of) {
-            for (int64_t i = 0; i < len; i++) s += expf(src[i * inner] - m);
+            for (int64_t i = 0; i < len; i++) s += cpu_exp_neg(src[i * inner] - m);
             const float ls = (float)log(s);
             for (int64_t i = 0; i < len; i++) dst[i * inner] = src[i * inner] - m - ls;
-        } else { /* each exp once: kept in dst, then scaled (dst may be src: element i read first) */
-            for (int64_t i = 0; i < len; i++) s += dst[i * inner] = expf(src[i * inner] - m);
+        } else if (inner == 1) { /* the exps in one loop, then their sum (dst may be src: read first) */
+            for (int64_t i = 0; i < len; i++) dst[i] = cpu_exp_neg(src[i] - m);
+            const float inv = (float)(1.0 / cpu_sum_f64(dst, len));
+            for (int64_t i = 0; i < len; i++) dst[i] *= inv;
+        } else {
+            for (int64_t i = 0; i < len; i++) s += dst[i * inner] = cpu_exp_neg(src[i * inner] - m);
             const float inv = (float)(1.0 / s);
             for (int64_t i = 0; i < len; i++) dst[i * inner] *= inv;
         }
