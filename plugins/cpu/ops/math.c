@@ -61,15 +61,30 @@ static int64_t count(int nd, const int64_t *s) {
         }                                                                                                         \
     }
 
+/* add with its fused activation: a loop of its own for each common one, where the constant
+ * activation inlines and the loop vectorises (GELU after a transformer's first MLP matmul) */
 void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     (void)ws;
-    const int act = k->g.a.activation;
-    if (act == DL_ACT_RELU) { /* its own loop: the constant activation inlines to one compare */
-        BINARY_BODY(cpu_activate(a + b, DL_ACT_RELU, NULL))
-    } else if (act != DL_ACT_NONE) {
-        BINARY_BODY(cpu_activate(a + b, act, &k->g.a))
-    } else {
+    const dl_op_attrs at = k->g.a; /* a local copy: clip's bounds and leaky relu's slope in registers */
+    switch (at.activation) {
+    case DL_ACT_NONE: {
         BINARY_BODY(a + b)
+    } break;
+    case DL_ACT_RELU: {
+        BINARY_BODY(cpu_activate(a + b, DL_ACT_RELU, &at))
+    } break;
+    case DL_ACT_CLIP: {
+        BINARY_BODY(cpu_activate(a + b, DL_ACT_CLIP, &at))
+    } break;
+    case DL_ACT_GELU: {
+        BINARY_BODY(cpu_activate(a + b, DL_ACT_GELU, &at))
+    } break;
+    case DL_ACT_SILU: {
+        BINARY_BODY(cpu_activate(a + b, DL_ACT_SILU, &at))
+    } break;
+    default: {
+        BINARY_BODY(cpu_activate(a + b, at.activation, &at))
+    }
     }
 }
 
