@@ -108,6 +108,9 @@ static inline void cpu_bias_act(float *row, int64_t n, float b, const dl_op_attr
     case DL_ACT_GELU:
         for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, DL_ACT_GELU, a);
         break;
+    case DL_ACT_HARD_SWISH:
+        for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, DL_ACT_HARD_SWISH, a);
+        break;
     default:
         for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, a->activation, a);
     }
