@@ -116,7 +116,7 @@ OP_TEST(conv2d_fused_activations) {
     for (int act = DL_ACT_CLIP; act <= DL_ACT_SIGMOID; act++) {
         check_conv((conv_case){1, 3, 11, 13, 5, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
         check_conv((conv_case){2, 9, 5, 6, 11, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, act});
-        check_conv((conv_case){1, 16, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
+        check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
         check_conv((conv_case){1, 12, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});   /* OpenBLAS */
         check_conv((conv_case){1, 40, 47, 47, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, act}); /* packed, 2 passes */
     }
@@ -132,12 +132,12 @@ OP_TEST(conv2d_weight_known_only_at_run_time) {
 }
 
 OP_TEST(conv2d_winograd_cases) {
-    /* 3x3 stride 1 with >= 16 channels goes through Winograd F(4x4,3x3); odd sizes leave partial
+    /* 3x3 stride 1 with >= 64 channels goes through Winograd F(4x4,3x3); odd sizes leave partial
      * tiles, batch > 1 mixes images within a tile block. */
-    check_conv((conv_case){1, 16, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
-    check_conv((conv_case){3, 19, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
-    check_conv((conv_case){2, 32, 10, 10, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}); /* no padding */
-    check_conv((conv_case){1, 16, 12, 9, 16, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1, 1, 1});  /* asymmetric */
+    check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
+    check_conv((conv_case){2, 70, 10, 10, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}); /* no padding */
+    check_conv((conv_case){1, 64, 12, 9, 16, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1, 1, 1});  /* asymmetric */
     check_conv((conv_case){1, 64, 57, 61, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}); /* several blocks */
 }
 

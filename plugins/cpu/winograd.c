@@ -11,10 +11,12 @@
 #define NPOS 36
 
 int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int c, int k, int oh, int ow) {
-    /* Few channels (the RGB input layer) make the GEMMs too thin to gain. Small maps (ResNet's
-     * 7x7) give too few tiles to pay for reading the transformed filters, which are 4x larger
-     * than the filters: measured slower than im2col there (docs/performance.md). */
-    return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && groups == 1 && c >= 16 && k >= 16 &&
+    /* Few channels make the 36 GEMMs too thin to pay for the transforms: below 64 channels the
+     * packed GEMM over the image's windows measured 1.2-2.5x faster (SqueezeNet's and GoogLeNet's
+     * 16- to 48-channel 3x3 convs; docs/performance.md). Small maps (ResNet's 7x7) give too few
+     * tiles to pay for reading the transformed filters, which are 4x larger than the filters:
+     * measured slower than im2col there. */
+    return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && groups == 1 && c >= 64 && k >= 16 &&
            oh >= 10 && ow >= 10;
 }
 

@@ -166,9 +166,12 @@ static void pack_windows(const void *ctx, int64_t panel, int64_t p0, int64_t kc,
             }
             const float *row = src + iy * w;
             if (ix >= 0 && ix + (len - 1) * sw < w) { /* inside the image */
-                if (sw == 1) memcpy(o, row + ix, (size_t)len * sizeof *o);
+                const float *restrict run = row + ix;
+                if (sw == 1) memcpy(o, run, (size_t)len * sizeof *o);
+                else if (sw == 2) /* a constant stride: the loop vectorises as loads and shuffles */
+                    for (int64_t t = 0; t < len; t++) o[t] = run[2 * t];
                 else
-                    for (int64_t t = 0; t < len; t++) o[t] = row[ix + t * sw];
+                    for (int64_t t = 0; t < len; t++) o[t] = run[t * sw];
                 continue;
             }
             for (int64_t t = 0, x = ix; t < len; t++, x += sw) o[t] = x >= 0 && x < w ? row[x] : 0.0f;
