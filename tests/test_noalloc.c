@@ -49,9 +49,12 @@ int posix_memalign(void **p, size_t a, size_t n) {
     return *p ? 0 : ENOMEM;
 }
 
+/* model: a file of models/, or of tests/data/models/ when it starts with "test:" */
 static void runs_allocate_nothing(const char *model, int64_t batch, int trace) {
     char path[512];
-    snprintf(path, sizeof path, "%s/models/%s", DLRUN_SOURCE_DIR, model);
+    if (strncmp(model, "test:", 5) == 0)
+        snprintf(path, sizeof path, "%s/tests/data/models/%s", DLRUN_SOURCE_DIR, model + 5);
+    else snprintf(path, sizeof path, "%s/models/%s", DLRUN_SOURCE_DIR, model);
     dl_context_options co = {sizeof co, 2, 0, DLRUN_PLUGIN_DIR, 1};
     dl_context *ctx;
     dl_model *m;
@@ -96,6 +99,8 @@ Test(noalloc, run_loop_allocates_nothing, .timeout = 300) {
     runs_allocate_nothing("lenet.yaml", 3, 0);
     runs_allocate_nothing("resnet18.yaml", 2, 0);
     runs_allocate_nothing("vgg.yaml", 1, 0);
+    runs_allocate_nothing("test:mobile_block.yaml", 1, 0); /* small ops: the serial paths */
+    runs_allocate_nothing("test:mobile_block.yaml", 3, 0);
     runs_allocate_nothing("lenet.yaml", 3, 1);
     runs_allocate_nothing("resnet18.yaml", 2, 1);
 }

@@ -24,6 +24,25 @@ static inline void omp_set_num_threads(int n) { (void)n; }
  * core (100,000 small layers took seconds to minutes). */
 #define CPU_PARALLEL_MIN 32768
 
+/* for (int64_t VAR = 0; VAR < COUNT; VAR++) { BODY }: across the thread pool when WORK (what the
+ * loop computes, in elements or products) reaches CPU_PARALLEL_MIN, else on the calling thread
+ * outside any OpenMP construct. Not an if() clause: libgomp builds a team of one for that, and
+ * allocates a new team whenever the team size differs from the region before, so a model mixing
+ * small and large ops allocated in every run (tests/test_noalloc.c, mobile_block.yaml). */
+#define CPU_FOR(WORK, VAR, COUNT, ...)                                                                        \
+    do {                                                                                                      \
+        const int64_t cpu_for_count_ = (COUNT);                                                               \
+        if ((WORK) >= CPU_PARALLEL_MIN) {                                                                     \
+            _Pragma("omp parallel for schedule(static)") for (int64_t VAR = 0; VAR < cpu_for_count_; VAR++) { \
+                __VA_ARGS__                                                                                   \
+            }                                                                                                 \
+        } else {                                                                                              \
+            for (int64_t VAR = 0; VAR < cpu_for_count_; VAR++) {                                              \
+                __VA_ARGS__                                                                                   \
+            }                                                                                                 \
+        }                                                                                                     \
+    } while (0)
+
 /* The sum of x[0..n) in double, in 8 running sums (the lanes of a vector; one chain of additions
  * would wait on each one before it) added at the end: global_avgpool, softmax. */
 static inline double cpu_sum_f64(const float *x, int64_t n) {

@@ -193,57 +193,61 @@ static void band_any(const dw_plan *p, const float *buf, const float *wt, v8 b, 
     }
 }
 
-void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+/* One task: 8 output channels of one image over one band of output rows. */
+static void band_task(const dl_kernel *k, const dw_plan *p, const dl_tensor *in, float *y, void *ws, int64_t t) {
     const dl_op_attrs *a = &k->g.a;
     const float *x = in[0].data, *w = in[1].data, *bias = k->g.has_bias ? in[2].data : NULL;
-    const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
+    const int64_t c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3], mult = oc / c;
     const int64_t taps = (int64_t)a->kernel[0] * a->kernel[1], pt = a->pad_begin[0], pl = a->pad_begin[1];
-    dw_plan p;
-    if (!plan(k, &p)) return; /* prepare sized the workspace with the same plan: not reached */
     /* relu and clip are a clamp in registers; the other activations a pass over the planes after */
     const int act = a->activation, clamped = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
     const v8 lo = splat8(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -INFINITY);
     const v8 hi = splat8(act == DL_ACT_CLIP ? a->clip_max : INFINITY);
     /* columns of the band buffer that hold input: [c0, c1) */
-    const int64_t c0 = pl < p.pw ? pl : p.pw, c1 = pl + wd < p.pw ? pl + wd : p.pw;
-    const int64_t groups = (oc + L - 1) / L, tasks = n * groups * p.bands;
-#pragma omp parallel for schedule(static) if (n * oc * oh * ow * taps >= CPU_PARALLEL_MIN)
-    for (int64_t t = 0; t < tasks; t++) {
-        const int64_t img = t / (groups * p.bands), o0 = t / p.bands % groups * L, band = t % p.bands;
-        const int lanes = (int)(oc - o0 < L ? oc - o0 : L);
-        float *buf = (float *)ws + (size_t)omp_get_thread_num() * p.per_thread;
-        float *out = buf + (p.in_rows * p.pw * L + 15) / 16 * 16;
-        float *wt = out + (p.band * ow * L + 15) / 16 * 16;
-        const float *src[L];
-        float *dst[L];
-        float bv[L];
-        for (int l = 0; l < L; l++) { /* lanes past the last channel repeat it and are not stored */
-            const int64_t o = o0 + (l < lanes ? l : lanes - 1);
-            src[l] = x + (img * c + o / mult) * h * wd;
-            dst[l] = y + (img * oc + o) * oh * ow;
-            bv[l] = bias ? bias[o] : 0.0f;
-        }
-        for (int64_t i = 0; i < taps; i++)
-            for (int l = 0; l < L; l++) wt[i * L + l] = l < lanes ? w[(o0 + l) * taps + i] : 0.0f;
-        /* 1. the band's input rows, interleaved and zero-padded */
-        const int64_t oy0 = band * p.band, rows = oh - oy0 < p.band ? oh - oy0 : p.band;
-        const int64_t iy0 = oy0 * p.sh - pt, in_rows = (rows - 1) * p.sh + (p.kh - 1) * p.dh + 1;
-        for (int64_t r = 0; r < in_rows; r++) {
-            float *row = buf + r * p.pw * L;
-            const int64_t iy = iy0 + r;
-            if (iy < 0 || iy >= h || c1 <= c0) {
-                memset(row, 0, (size_t)(p.pw * L) * sizeof *row);
-                continue;
-            }
-            memset(row, 0, (size_t)(c0 * L) * sizeof *row);
-            interleave(src, iy * wd, c1 - c0, h * wd, row + c0 * L);
-            memset(row + c1 * L, 0, (size_t)((p.pw - c1) * L) * sizeof *row);
-        }
-        /* 2. the products over the taps, 3. back to the output planes */
-        band_any(&p, buf, wt, load8(bv), lo, hi, rows, ow, out);
-        deinterleave(out, rows * ow, dst, lanes, oy0 * ow);
-        if (!clamped)
-            for (int l = 0; l < lanes; l++) cpu_bias_act(dst[l] + oy0 * ow, rows * ow, 0.0f, a);
+    const int64_t c0 = pl < p->pw ? pl : p->pw, c1 = pl + wd < p->pw ? pl + wd : p->pw;
+    const int64_t groups = (oc + L - 1) / L;
+    const int64_t img = t / (groups * p->bands), o0 = t / p->bands % groups * L, band = t % p->bands;
+    const int lanes = (int)(oc - o0 < L ? oc - o0 : L);
+    float *buf = (float *)ws + (size_t)omp_get_thread_num() * p->per_thread;
+    float *out = buf + (p->in_rows * p->pw * L + 15) / 16 * 16;
+    float *wt = out + (p->band * ow * L + 15) / 16 * 16;
+    const float *src[L];
+    float *dst[L];
+    float bv[L];
+    for (int l = 0; l < L; l++) { /* lanes past the last channel repeat it and are not stored */
+        const int64_t o = o0 + (l < lanes ? l : lanes - 1);
+        src[l] = x + (img * c + o / mult) * h * wd;
+        dst[l] = y + (img * oc + o) * oh * ow;
+        bv[l] = bias ? bias[o] : 0.0f;
     }
+    for (int64_t i = 0; i < taps; i++)
+        for (int l = 0; l < L; l++) wt[i * L + l] = l < lanes ? w[(o0 + l) * taps + i] : 0.0f;
+    /* 1. the band's input rows, interleaved and zero-padded */
+    const int64_t oy0 = band * p->band, rows = oh - oy0 < p->band ? oh - oy0 : p->band;
+    const int64_t iy0 = oy0 * p->sh - pt, in_rows = (rows - 1) * p->sh + (p->kh - 1) * p->dh + 1;
+    for (int64_t r = 0; r < in_rows; r++) {
+        float *row = buf + r * p->pw * L;
+        const int64_t iy = iy0 + r;
+        if (iy < 0 || iy >= h || c1 <= c0) {
+            memset(row, 0, (size_t)(p->pw * L) * sizeof *row);
+            continue;
+        }
+        memset(row, 0, (size_t)(c0 * L) * sizeof *row);
+        interleave(src, iy * wd, c1 - c0, h * wd, row + c0 * L);
+        memset(row + c1 * L, 0, (size_t)((p->pw - c1) * L) * sizeof *row);
+    }
+    /* 2. the products over the taps, 3. back to the output planes */
+    band_any(p, buf, wt, load8(bv), lo, hi, rows, ow, out);
+    deinterleave(out, rows * ow, dst, lanes, oy0 * ow);
+    if (!clamped)
+        for (int l = 0; l < lanes; l++) cpu_bias_act(dst[l] + oy0 * ow, rows * ow, 0.0f, a);
+}
+
+void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    dw_plan p;
+    if (!plan(k, &p)) return; /* prepare sized the workspace with the same plan: not reached */
+    const int64_t n = k->g.xs[0], oc = k->g.ys[1], tasks = n * ((oc + L - 1) / L) * p.bands;
+    const int64_t work = n * oc * k->g.ys[2] * k->g.ys[3] * p.kh * p.kw;
+    CPU_FOR(work, t, tasks, band_task(k, &p, in, y, ws, t););
 }

@@ -8,29 +8,25 @@
 void cpu_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-#pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < k->g.numel; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+    CPU_FOR(k->g.numel, i, k->g.numel, y[i] = x[i] > 0 ? x[i] : 0.0f;);
 }
 
 void cpu_leaky_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-#pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_activate(x[i], DL_ACT_LEAKY_RELU, &k->g.a);
+    CPU_FOR(k->g.numel, i, k->g.numel, y[i] = cpu_activate(x[i], DL_ACT_LEAKY_RELU, &k->g.a););
 }
 
 void cpu_sigmoid(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-#pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_activate(x[i], DL_ACT_SIGMOID, NULL);
+    CPU_FOR(k->g.numel, i, k->g.numel, y[i] = cpu_activate(x[i], DL_ACT_SIGMOID, NULL););
 }
 
 void cpu_clip(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-#pragma omp parallel for schedule(static) if (k->g.numel >= CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < k->g.numel; i++) y[i] = cpu_activate(x[i], DL_ACT_CLIP, &k->g.a);
+    CPU_FOR(k->g.numel, i, k->g.numel, y[i] = cpu_activate(x[i], DL_ACT_CLIP, &k->g.a););
 }
 
 void cpu_copy(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {

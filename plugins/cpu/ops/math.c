@@ -22,44 +22,36 @@ static int64_t count(int nd, const int64_t *s) {
         const float a = pa[j * (LA)], b = pb[j * (LB)]; \
         py[j] = (EXPR);                                 \
     }
-#define BINARY_BODY(EXPR)                                                                                         \
-    const float *A = in[0].data, *B = in[1].data;                                                                 \
-    const dl_op_geom *g = &k->g;                                                                                  \
-    const int64_t na = count(g->xnd, g->xs), nb = count(g->bnd, g->bs), n = g->numel;                             \
-    if (na == n && nb == n) {                                                                                     \
-        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
-            const float a = A[i], b = B[i];                                                                       \
-            y[i] = (EXPR);                                                                                        \
-        }                                                                                                         \
-        return;                                                                                                   \
-    }                                                                                                             \
-    if (na == n && nb == 1) {                                                                                     \
-        const float b = B[0];                                                                                     \
-        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
-            const float a = A[i];                                                                                 \
-            y[i] = (EXPR);                                                                                        \
-        }                                                                                                         \
-        return;                                                                                                   \
-    }                                                                                                             \
-    int64_t ys[8], sa[8], sb[8];                                                                                  \
-    memcpy(ys, g->ys, sizeof ys);                                                                                 \
-    dl_bcast_strides(g->xnd, g->xs, g->ynd, g->ys, sa);                                                           \
-    dl_bcast_strides(g->bnd, g->bs, g->ynd, g->ys, sb);                                                           \
-    const int nd = dl_merge_dims(g->ynd, ys, (int64_t *const[]){sa, sb}, 2);                                      \
-    const int64_t len = ys[nd - 1], rows = n / len, la = sa[nd - 1], lb = sb[nd - 1];                             \
-    _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t r = 0; r < rows; r++) {  \
-        const float *pa = A + dl_bcast_offset(r, nd - 1, ys, sa), *pb = B + dl_bcast_offset(r, nd - 1, ys, sb);   \
-        float *py = y + r * len;                                                                                  \
-        if (la == 1 && lb == 1) {                                                                                 \
-            BINARY_ROW(EXPR, 1, 1)                                                                                \
-        } else if (la == 1 && lb == 0) {                                                                          \
-            BINARY_ROW(EXPR, 1, 0)                                                                                \
-        } else if (la == 0 && lb == 1) {                                                                          \
-            BINARY_ROW(EXPR, 0, 1)                                                                                \
-        } else {                                                                                                  \
-            BINARY_ROW(EXPR, la, lb)                                                                              \
-        }                                                                                                         \
+/* Row r of the merged broadcast, its loop written out for each pair of unit and zero strides */
+#define BINARY_ROW_AT(EXPR, r)                                                                                  \
+    {                                                                                                           \
+        const float *pa = A + dl_bcast_offset(r, nd - 1, ys, sa), *pb = B + dl_bcast_offset(r, nd - 1, ys, sb); \
+        float *py = y + (r)*len;                                                                                \
+        if (la == 1 && lb == 1) BINARY_ROW(EXPR, 1, 1)                                                          \
+        else if (la == 1 && lb == 0) BINARY_ROW(EXPR, 1, 0)                                                     \
+        else if (la == 0 && lb == 1) BINARY_ROW(EXPR, 0, 1)                                                     \
+        else BINARY_ROW(EXPR, la, lb)                                                                           \
     }
+#define BINARY_BODY(EXPR)                                                             \
+    const float *A = in[0].data, *B = in[1].data;                                     \
+    const dl_op_geom *g = &k->g;                                                      \
+    const int64_t na = count(g->xnd, g->xs), nb = count(g->bnd, g->bs), n = g->numel; \
+    if (na == n && nb == n) {                                                         \
+        CPU_FOR(n, i, n, const float a = A[i]; const float b = B[i]; y[i] = (EXPR);); \
+        return;                                                                       \
+    }                                                                                 \
+    if (na == n && nb == 1) {                                                         \
+        const float b = B[0];                                                         \
+        CPU_FOR(n, i, n, const float a = A[i]; y[i] = (EXPR););                       \
+        return;                                                                       \
+    }                                                                                 \
+    int64_t ys[8], sa[8], sb[8];                                                      \
+    memcpy(ys, g->ys, sizeof ys);                                                     \
+    dl_bcast_strides(g->xnd, g->xs, g->ynd, g->ys, sa);                               \
+    dl_bcast_strides(g->bnd, g->bs, g->ynd, g->ys, sb);                               \
+    const int nd = dl_merge_dims(g->ynd, ys, (int64_t *const[]){sa, sb}, 2);          \
+    const int64_t len = ys[nd - 1], rows = n / len, la = sa[nd - 1], lb = sb[nd - 1]; \
+    CPU_FOR(n, r, rows, BINARY_ROW_AT(EXPR, r));
 
 /* add with its fused activation: a loop of its own for each common one, where the constant
  * activation inlines and the loop vectorises (GELU after a transformer's first MLP matmul) */
@@ -110,16 +102,13 @@ BINARY_KERNEL(max, max_nan(a, b))
 /* clamp to [lo, hi] keeping NaN */
 static inline float clamp_nan(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-#define UNARY_KERNEL(name, EXPR)                                                                                  \
-    void cpu_##name(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {                                \
-        const float *X = in[0].data;                                                                              \
-        const dl_op_attrs *at = &k->g.a;                                                                          \
-        const int64_t n = k->g.numel;                                                                             \
-        (void)ws, (void)at;                                                                                       \
-        _Pragma("omp parallel for schedule(static) if (n >= CPU_PARALLEL_MIN)") for (int64_t i = 0; i < n; i++) { \
-            const float x = X[i];                                                                                 \
-            y[i] = (EXPR);                                                                                        \
-        }                                                                                                         \
+#define UNARY_KERNEL(name, EXPR)                                                   \
+    void cpu_##name(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) { \
+        const float *X = in[0].data;                                               \
+        const dl_op_attrs *at = &k->g.a;                                           \
+        const int64_t n = k->g.numel;                                              \
+        (void)ws, (void)at;                                                        \
+        CPU_FOR(n, i, n, const float x = X[i]; y[i] = (EXPR););                    \
     }
 
 UNARY_KERNEL(sqrt, sqrtf(x))

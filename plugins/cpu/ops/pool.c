@@ -45,34 +45,37 @@ size_t cpu_maxpool2d_workspace(const dl_kernel *k) {
 
 /* The flat loop over each plane's phase planes (padding and the windows ceil_mode adds past the
  * end read -inf, never the max); 3x3 windows unrolled. */
-static void flat_maxpool(const dl_kernel *k, const cpu_phase *ph, const float *x, float *y, void *ws) {
-    const int64_t planes = k->g.xs[0] * k->g.xs[1], h = k->g.xs[2], w = k->g.xs[3], oh = k->g.ys[2], ow = k->g.ys[3];
+/* Plane p of flat_maxpool. */
+static void maxpool_plane(const dl_kernel *k, const cpu_phase *ph, const float *x, float *y, void *ws, int64_t p) {
+    const int64_t h = k->g.xs[2], w = k->g.xs[3], oh = k->g.ys[2], ow = k->g.ys[3];
     const int is3x3 = k->g.a.kernel[0] == 3 && k->g.a.kernel[1] == 3;
     const int64_t *off = ph->off, nq = ph->nq;
-#pragma omp parallel for schedule(static) if (planes * oh * ow * ph->taps >= CPU_PARALLEL_MIN)
-    for (int64_t p = 0; p < planes; p++) {
-        float *pad = (float *)ws + (size_t)omp_get_thread_num() * (size_t)ph->per_thread;
-        float *restrict tmp = pad + ph->planes_end + CPU_PHASE_SLACK;
-        cpu_phase_fill(ph, x + p * h * w, h, w, k->g.a.pad_begin[0], k->g.a.pad_begin[1], -INFINITY, pad);
-        const float *restrict p0 = pad + off[0];
-        if (is3x3) {
-            const float *restrict p1 = pad + off[1], *restrict p2 = pad + off[2], *restrict p3 = pad + off[3];
-            const float *restrict p4 = pad + off[4], *restrict p5 = pad + off[5], *restrict p6 = pad + off[6];
-            const float *restrict p7 = pad + off[7], *restrict p8 = pad + off[8];
-            for (int64_t q = 0; q < nq; q++) {
-                float m = nanmax(nanmax(p0[q], p1[q]), nanmax(p2[q], p3[q]));
-                m = nanmax(m, nanmax(nanmax(p4[q], p5[q]), nanmax(p6[q], p7[q])));
-                tmp[q] = nanmax(m, p8[q]);
-            }
-        } else {
-            for (int64_t q = 0; q < nq; q++) tmp[q] = p0[q];
-            for (int64_t t = 1; t < ph->taps; t++) {
-                const float *restrict pt = pad + off[t];
-                for (int64_t q = 0; q < nq; q++) tmp[q] = nanmax(tmp[q], pt[q]);
-            }
+    float *pad = (float *)ws + (size_t)omp_get_thread_num() * (size_t)ph->per_thread;
+    float *restrict tmp = pad + ph->planes_end + CPU_PHASE_SLACK;
+    cpu_phase_fill(ph, x + p * h * w, h, w, k->g.a.pad_begin[0], k->g.a.pad_begin[1], -INFINITY, pad);
+    const float *restrict p0 = pad + off[0];
+    if (is3x3) {
+        const float *restrict p1 = pad + off[1], *restrict p2 = pad + off[2], *restrict p3 = pad + off[3];
+        const float *restrict p4 = pad + off[4], *restrict p5 = pad + off[5], *restrict p6 = pad + off[6];
+        const float *restrict p7 = pad + off[7], *restrict p8 = pad + off[8];
+        for (int64_t q = 0; q < nq; q++) {
+            float m = nanmax(nanmax(p0[q], p1[q]), nanmax(p2[q], p3[q]));
+            m = nanmax(m, nanmax(nanmax(p4[q], p5[q]), nanmax(p6[q], p7[q])));
+            tmp[q] = nanmax(m, p8[q]);
         }
-        cpu_phase_store(ph, tmp, y + p * oh * ow, oh, ow);
+    } else {
+        for (int64_t q = 0; q < nq; q++) tmp[q] = p0[q];
+        for (int64_t t = 1; t < ph->taps; t++) {
+            const float *restrict pt = pad + off[t];
+            for (int64_t q = 0; q < nq; q++) tmp[q] = nanmax(tmp[q], pt[q]);
+        }
     }
+    cpu_phase_store(ph, tmp, y + p * oh * ow, oh, ow);
+}
+
+static void flat_maxpool(const dl_kernel *k, const cpu_phase *ph, const float *x, float *y, void *ws) {
+    const int64_t planes = k->g.xs[0] * k->g.xs[1];
+    CPU_FOR(planes * k->g.ys[2] * k->g.ys[3] * ph->taps, p, planes, maxpool_plane(k, ph, x, y, ws, p););
 }
 
 void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
@@ -200,6 +203,5 @@ void cpu_global_avgpool(const dl_kernel *k, const dl_tensor *in, float *y, void 
     const float *x = in[0].data;
     (void)ws;
     const int64_t planes = k->g.xs[0] * k->g.xs[1], plane = k->g.xs[2] * k->g.xs[3];
-#pragma omp parallel for schedule(static) if (planes * plane >= CPU_PARALLEL_MIN)
-    for (int64_t p = 0; p < planes; p++) y[p] = (float)(cpu_sum_f64(x + p * plane, plane) / (double)plane);
+    CPU_FOR(planes * plane, p, planes, y[p] = (float)(cpu_sum_f64(x + p * plane, plane) / (double)plane););
 }

@@ -27,8 +27,8 @@ static void softmax_along(const dl_kernel *k, const float *x, float *y, int log_
     int64_t outer = 1, inner = 1, len = k->g.xs[k->g.a.axis];
     for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.xs[d];
     for (int d = k->g.a.axis + 1; d < k->g.xnd; d++) inner *= k->g.xs[d];
-    /* no if() clause on small tensors here: libgomp allocated for the serialised region in every
-     * run (LeNet's softmax: test_noalloc) */
+        /* no if() clause on small tensors here: libgomp allocated for the serialised region in every
+         * run (LeNet's softmax: test_noalloc) */
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < outer * inner; r++) {
         const float *src = x + (r / inner) * len * inner + r % inner;
