@@ -23,32 +23,32 @@ static float max_of(const float *x, int64_t n, int64_t step) {
 
 /* softmax or (log) its logarithm along the axis: the max subtracted, exp in float (cpu_exp_neg:
  * its argument is never above 0), the sum in double. */
+/* One row: len floats `inner` apart from src into dst (dst may be src: element i read first). */
+static void softmax_row(const float *src, float *dst, int64_t len, int64_t inner, int log_of) {
+    const float m = max_of(src, len, inner);
+    double s = 0;
+    if (log_of) {
+        for (int64_t i = 0; i < len; i++) s += cpu_exp_neg(src[i * inner] - m);
+        const float ls = (float)log(s);
+        for (int64_t i = 0; i < len; i++) dst[i * inner] = src[i * inner] - m - ls;
+    } else if (inner == 1) { /* the exps in one loop, then their sum */
+        for (int64_t i = 0; i < len; i++) dst[i] = cpu_exp_neg(src[i] - m);
+        const float inv = (float)(1.0 / cpu_sum_f64(dst, len));
+        for (int64_t i = 0; i < len; i++) dst[i] *= inv;
+    } else {
+        for (int64_t i = 0; i < len; i++) s += dst[i * inner] = cpu_exp_neg(src[i * inner] - m);
+        const float inv = (float)(1.0 / s);
+        for (int64_t i = 0; i < len; i++) dst[i * inner] *= inv;
+    }
+}
+
 static void softmax_along(const dl_kernel *k, const float *x, float *y, int log_of) {
     int64_t outer = 1, inner = 1, len = k->g.xs[k->g.a.axis];
     for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.xs[d];
     for (int d = k->g.a.axis + 1; d < k->g.xnd; d++) inner *= k->g.xs[d];
-        /* no if() clause on small tensors here: libgomp allocated for the serialised region in every
-         * run (LeNet's softmax: test_noalloc) */
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < outer * inner; r++) {
-        const float *src = x + (r / inner) * len * inner + r % inner;
-        float *dst = y + (r / inner) * len * inner + r % inner;
-        const float m = max_of(src, len, inner);
-        double s = 0;
-        if (log_of) {
-            for (int64_t i = 0; i < len; i++) s += cpu_exp_neg(src[i * inner] - m);
-            const float ls = (float)log(s);
-            for (int64_t i = 0; i < len; i++) dst[i * inner] = src[i * inner] - m - ls;
-        } else if (inner == 1) { /* the exps in one loop, then their sum (dst may be src: read first) */
-            for (int64_t i = 0; i < len; i++) dst[i] = cpu_exp_neg(src[i] - m);
-            const float inv = (float)(1.0 / cpu_sum_f64(dst, len));
-            for (int64_t i = 0; i < len; i++) dst[i] *= inv;
-        } else {
-            for (int64_t i = 0; i < len; i++) s += dst[i * inner] = cpu_exp_neg(src[i * inner] - m);
-            const float inv = (float)(1.0 / s);
-            for (int64_t i = 0; i < len; i++) dst[i * inner] *= inv;
-        }
-    }
+    const int64_t off_per_outer = len * inner;
+    CPU_FOR(k->g.numel, r, outer * inner, const int64_t at = (r / inner) * off_per_outer + r % inner;
+            softmax_row(x + at, y + at, len, inner, log_of););
 }
 
 void cpu_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
