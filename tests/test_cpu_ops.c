@@ -225,6 +225,10 @@ OP_TEST(pooling) {
         check_pool(maxp, 2, 6, 55, 55, 3, 2, 0, 1, 1, 1); /* SqueezeNet's: ceil_mode adds a window */
         check_pool(maxp, 1, 3, 12, 14, 5, 1, 2, 0, 1, 1); /* 5x5 stride 1: 25 taps */
     }
+    /* max pooling 8 planes at a time (window8.c): a last task of 5 planes and 7-wide rows, then a
+     * map wide enough for several bands of rows */
+    check_pool(1, 1, 13, 7, 7, 3, 1, 1, 0, 1, 1);
+    check_pool(1, 2, 13, 37, 150, 3, 2, 1, 1, 1, 1);
     /* dilated max pooling (ONNX MaxPool dilations) */
     check_pool(1, 1, 3, 13, 11, 3, 1, 0, 0, 1, 2);
     check_pool(1, 2, 2, 12, 9, 2, 2, 1, 1, 1, 3);
@@ -589,8 +593,8 @@ OP_TEST(leaky_relu_sigmoid_clip) {
     check_unary(DL_OP_CLIP, 1, -INFINITY, 0.1f, "clip max only");
 }
 
-/* Max pooling lets NaN through (PyTorch's semantics) on each of its paths: 2x2/2 (VGG), the
- * separable one (any window, dilation 1) and the dilated one. */
+/* Max pooling lets NaN through (PyTorch's semantics) on each of its paths: 2x2/2 (VGG), and the
+ * 8-channel one (window8.c) with a stride and with a dilation. */
 OP_TEST(maxpool_propagates_nan) {
     const int cfg[3][4] = {{2, 2, 0, 1}, {3, 2, 1, 1}, {3, 1, 2, 2}}; /* kernel, stride, pad, dilation */
     for (int c = 0; c < 3; c++) {

@@ -78,30 +78,13 @@ typedef void (*cpu_op_fn)(const dl_kernel *k, const dl_tensor *in, float *y, voi
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
 size_t cpu_maxpool2d_workspace(const dl_kernel *k); /* bytes cpu_maxpool2d needs as ws */
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
-/* ops/phase.c: phase planes, a strided window over a padded plane as unit-stride loops over a
- * flat output q = oy * pw + ox (max pooling). */
-#define CPU_PHASE_MAX_TAPS 64 /* windows with more taps take the ops' other loops */
-#define CPU_PHASE_SLACK 8     /* the flat loop runs to nq, a multiple of 8: it reads up to 7 floats of fill */
-typedef struct cpu_phase {
-    int64_t s, ph, pw;                     /* stride; rows and pitch of each of the s x s phase planes */
-    int64_t taps, off[CPU_PHASE_MAX_TAPS]; /* window tap t reads the planes at off[t] + q */
-    int64_t planes_end, nq;                /* floats of the planes; outputs of the flat loop (>= oh pw) */
-    int64_t per_thread;                    /* floats of scratch per thread: planes, slack, flat output */
-} cpu_phase;
-/* The phase planes of the op's window (kernel, stride, dilation over g's input); 0 when its strides
- * differ, or it has both a stride and a dilation, or more than CPU_PHASE_MAX_TAPS taps. */
-int cpu_phase_init(cpu_phase *p, const dl_op_geom *g);
-/* The planes of input plane x (h x w) padded by pt rows and pl columns with `fill`, into out (the
- * slack after them filled too). */
-void cpu_phase_fill(const cpu_phase *p, const float *x, int64_t h, int64_t w, int64_t pt, int64_t pl, float fill,
-                    float *out);
-/* y[oy][ox] = tmp[oy * pw + ox]: the flat loop's output without its dropped columns */
-void cpu_phase_store(const cpu_phase *p, const float *tmp, float *y, int64_t oh, int64_t ow);
-/* ops/depthwise.c: groups == input channels (conv2d picks it at prepare); the workspace is
- * SIZE_MAX when its size does not fit */
+/* ops/window8.c: depthwise conv (groups == input channels; conv2d picks it at prepare) and max
+ * pooling, 8 channels at a time. Both need cpu_window8_workspace bytes, SIZE_MAX when that size
+ * does not fit. */
+size_t cpu_window8_workspace(const dl_kernel *k);
 int cpu_depthwise_suits(const dl_kernel *k);
-size_t cpu_depthwise_workspace(const dl_kernel *k);
 void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_maxpool8(const dl_kernel *k, const float *x, float *y, void *ws);
 void cpu_linear(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);

@@ -1,4 +1,4 @@
-/* conv2d.c — 2-D convolution on the CPU: a direct kernel for depthwise convs (depthwise.c), Winograd
+/* conv2d.c — 2-D convolution on the CPU: a direct kernel for depthwise convs (window8.c), Winograd
  * F(4x4,3x3) for 3x3 stride-1 convs with enough channels; for the rest (1x1, strides, dilation,
  * groups, padding), where it measured faster than OpenBLAS (cpu_gemm_suits_conv), the packed GEMM
  * of gemm.c: the weight packed once at prepare, the input's windows packed straight from the
@@ -23,7 +23,7 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
     int64_t c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3], oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3];
     if (cpu_depthwise_suits(k)) {
         k->conv_mode = CONV_DEPTHWISE;
-        k->workspace = cpu_depthwise_workspace(k);
+        k->workspace = cpu_window8_workspace(k);
         return k->workspace == SIZE_MAX ? DL_E_NOMEM : DL_OK;
     }
     if (w->data && cpu_winograd_suits(a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->dilation[0],

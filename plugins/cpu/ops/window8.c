@@ -1,13 +1,15 @@
-/* depthwise.c — depthwise 2-D convolution on the CPU (groups == input channels: MobileNet's and
- * EfficientNet's 3x3 and 5x5 layers), computed directly, 8 channels at a time.
+/* window8.c — depthwise 2-D convolution (groups == input channels: MobileNet's and EfficientNet's
+ * 3x3 and 5x5 layers) and max pooling on the CPU, both computed 8 channels at a time in one layout.
  *
  * In NCHW a loop along a row wastes most of its vector on 7- and 14-wide maps and needs strided
- * loads at stride 2. So each task takes 8 output channels and a band of output rows and works in a
- * channel-interleaved layout of its own:
- *   1. the input rows the band reads are interleaved into a zero-padded [row][column][8] buffer
- *      (8 x 8 transposes: 8 pixels of 8 planes in, 8 pixels of all 8 channels out);
- *   2. each output pixel is a sum over taps of 8-wide products, 4 pixels at a time with the tap's
- *      8 weights in a register; bias, relu and clip are applied in registers;
+ * loads at stride 2. So each task takes 8 channels (output channels, or planes for pooling) and a
+ * band of output rows, and works in a channel-interleaved layout of its own:
+ *   1. the input rows the band reads are interleaved into a padded [row][column][8] buffer (8 x 8
+ *      transposes: 8 pixels of 8 planes in, 8 pixels of all 8 channels out), the padding 0 for the
+ *      convolution and -inf for pooling (never the max; the extra window of ceil_mode reads it);
+ *   2. each output pixel reduces its window with 8-wide vectors, 4 pixels at a time: a sum of
+ *      products with the tap's 8 weights (bias, relu and clip in registers), or a max that lets
+ *      NaN through as PyTorch does;
  *   3. the band's [pixel][8] result is transposed back into the 8 output planes.
  * Any kernel size, stride, dilation and padding, and a channel multiplier (output channel o reads
  * input channel o / multiplier). The vectors are GCC/Clang vector extensions: AVX2 where the build
@@ -134,11 +136,32 @@ int cpu_depthwise_suits(const dl_kernel *k) {
     return k->g.a.groups > 1 && k->g.a.groups == c && oc % c == 0;
 }
 
-size_t cpu_depthwise_workspace(const dl_kernel *k) {
+size_t cpu_window8_workspace(const dl_kernel *k) {
     dw_plan p;
     const size_t threads = (size_t)(k->threads > 0 ? k->threads : 1);
     if (!plan(k, &p) || p.per_thread > SIZE_MAX / sizeof(float) / threads) return SIZE_MAX;
     return threads * p.per_thread * sizeof(float);
+}
+
+/* The input rows that output rows [oy0, oy0 + rows) read, from the 8 planes src, interleaved into
+ * buf with `fill` wherever a window reaches past the image. */
+static void fill_band(const dl_kernel *k, const dw_plan *p, const float *const src[L], int64_t oy0, int64_t rows,
+                      float fill, float *buf) {
+    const int64_t h = k->g.xs[2], wd = k->g.xs[3], pl = k->g.a.pad_begin[1];
+    const int64_t iy0 = oy0 * p->sh - k->g.a.pad_begin[0], in_rows = (rows - 1) * p->sh + (p->kh - 1) * p->dh + 1;
+    /* columns of the band buffer that hold input: [c0, c1) */
+    const int64_t c0 = pl < p->pw ? pl : p->pw, c1 = pl + wd < p->pw ? pl + wd : p->pw;
+    for (int64_t r = 0; r < in_rows; r++) {
+        float *row = buf + r * p->pw * L;
+        const int64_t iy = iy0 + r;
+        if (iy < 0 || iy >= h || c1 <= c0) {
+            for (int64_t i = 0; i < p->pw * L; i++) row[i] = fill;
+            continue;
+        }
+        for (int64_t i = 0; i < c0 * L; i++) row[i] = fill;
+        interleave(src, iy * wd, c1 - c0, h * wd, row + c0 * L);
+        for (int64_t i = c1 * L; i < p->pw * L; i++) row[i] = fill;
+    }
 }
 
 /* The band's outputs (rows x ow pixels of 8 channels) from its interleaved input buf (pitch pw
@@ -199,13 +222,11 @@ static void band_task(const dl_kernel *k, const dw_plan *p, const dl_tensor *in,
     const float *x = in[0].data, *w = in[1].data, *bias = k->g.has_bias ? in[2].data : NULL;
     const int64_t c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3], mult = oc / c;
-    const int64_t taps = (int64_t)a->kernel[0] * a->kernel[1], pt = a->pad_begin[0], pl = a->pad_begin[1];
+    const int64_t taps = (int64_t)a->kernel[0] * a->kernel[1];
     /* relu and clip are a clamp in registers; the other activations a pass over the planes after */
     const int act = a->activation, clamped = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
     const v8 lo = splat8(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -INFINITY);
     const v8 hi = splat8(act == DL_ACT_CLIP ? a->clip_max : INFINITY);
-    /* columns of the band buffer that hold input: [c0, c1) */
-    const int64_t c0 = pl < p->pw ? pl : p->pw, c1 = pl + wd < p->pw ? pl + wd : p->pw;
     const int64_t groups = (oc + L - 1) / L;
     const int64_t img = t / (groups * p->bands), o0 = t / p->bands % groups * L, band = t % p->bands;
     const int lanes = (int)(oc - o0 < L ? oc - o0 : L);
@@ -225,18 +246,7 @@ static void band_task(const dl_kernel *k, const dw_plan *p, const dl_tensor *in,
         for (int l = 0; l < L; l++) wt[i * L + l] = l < lanes ? w[(o0 + l) * taps + i] : 0.0f;
     /* 1. the band's input rows, interleaved and zero-padded */
     const int64_t oy0 = band * p->band, rows = oh - oy0 < p->band ? oh - oy0 : p->band;
-    const int64_t iy0 = oy0 * p->sh - pt, in_rows = (rows - 1) * p->sh + (p->kh - 1) * p->dh + 1;
-    for (int64_t r = 0; r < in_rows; r++) {
-        float *row = buf + r * p->pw * L;
-        const int64_t iy = iy0 + r;
-        if (iy < 0 || iy >= h || c1 <= c0) {
-            memset(row, 0, (size_t)(p->pw * L) * sizeof *row);
-            continue;
-        }
-        memset(row, 0, (size_t)(c0 * L) * sizeof *row);
-        interleave(src, iy * wd, c1 - c0, h * wd, row + c0 * L);
-        memset(row + c1 * L, 0, (size_t)((p->pw - c1) * L) * sizeof *row);
-    }
+    fill_band(k, p, src, oy0, rows, 0.0f, buf);
     /* 2. the products over the taps, 3. back to the output planes */
     band_any(p, buf, wt, load8(bv), lo, hi, rows, ow, out);
     deinterleave(out, rows * ow, dst, lanes, oy0 * ow);
@@ -250,4 +260,79 @@ void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     const int64_t n = k->g.xs[0], oc = k->g.ys[1], tasks = n * ((oc + L - 1) / L) * p.bands;
     const int64_t work = n * oc * k->g.ys[2] * k->g.ys[3] * p.kh * p.kw;
     CPU_FOR(work, t, tasks, band_task(k, &p, in, y, ws, t););
+}
+
+/* ---- max pooling ---- */
+
+/* max of m and v lane by lane, NaN winning: a NaN v is taken (v != v), a NaN m kept (v > m false) */
+static inline v8 max8(v8 m, v8 v) {
+    const v8i take = (v > m) | (v != v);
+    return (v8)((take & (v8i)v) | (~take & (v8i)m));
+}
+
+/* band_compute's loop with a max in place of the sum of products */
+static inline __attribute__((always_inline)) void band_max(const float *buf, int64_t pw, int64_t kh, int64_t kw,
+                                                           int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t rows,
+                                                           int64_t ow, float *out) {
+    const int64_t step = sw * L;
+    const v8 none = splat8(-INFINITY);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *in = buf + r * sh * pw * L;
+        float *o = out + r * ow * L;
+        int64_t x = 0;
+        for (; x + 4 <= ow; x += 4) {
+            v8 a0 = none, a1 = none, a2 = none, a3 = none;
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++) {
+                    const float *s = in + (i * dh * pw + x * sw + j * dw) * L;
+                    a0 = max8(a0, load8(s));
+                    a1 = max8(a1, load8(s + step));
+                    a2 = max8(a2, load8(s + 2 * step));
+                    a3 = max8(a3, load8(s + 3 * step));
+                }
+            store8(o + x * L, a0);
+            store8(o + (x + 1) * L, a1);
+            store8(o + (x + 2) * L, a2);
+            store8(o + (x + 3) * L, a3);
+        }
+        for (; x < ow; x++) {
+            v8 a0 = none;
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++) a0 = max8(a0, load8(in + (i * dh * pw + x * sw + j * dw) * L));
+            store8(o + x * L, a0);
+        }
+    }
+}
+
+/* One task: 8 planes (image x channel) over one band of output rows. */
+static void pool_task(const dl_kernel *k, const dw_plan *p, const float *x, float *y, void *ws, int64_t t) {
+    const int64_t planes = k->g.xs[0] * k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
+    const int64_t oh = k->g.ys[2], ow = k->g.ys[3], p0 = t / p->bands * L, band = t % p->bands;
+    const int lanes = (int)(planes - p0 < L ? planes - p0 : L);
+    float *buf = (float *)ws + (size_t)omp_get_thread_num() * p->per_thread;
+    float *out = buf + (p->in_rows * p->pw * L + 15) / 16 * 16;
+    const float *src[L];
+    float *dst[L];
+    for (int l = 0; l < L; l++) { /* lanes past the last plane repeat it and are not stored */
+        const int64_t q = p0 + (l < lanes ? l : lanes - 1);
+        src[l] = x + q * h * wd;
+        dst[l] = y + q * oh * ow;
+    }
+    const int64_t oy0 = band * p->band, rows = oh - oy0 < p->band ? oh - oy0 : p->band;
+    fill_band(k, p, src, oy0, rows, -INFINITY, buf);
+    const int64_t pw = p->pw;
+    if (p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 && p->sh == p->sw && p->sh <= 2) {
+        if (p->sh == 1) band_max(buf, pw, 3, 3, 1, 1, 1, 1, rows, ow, out);
+        else band_max(buf, pw, 3, 3, 2, 2, 1, 1, rows, ow, out);
+    } else {
+        band_max(buf, pw, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, rows, ow, out);
+    }
+    deinterleave(out, rows * ow, dst, lanes, oy0 * ow);
+}
+
+void cpu_maxpool8(const dl_kernel *k, const float *x, float *y, void *ws) {
+    dw_plan p;
+    if (!plan(k, &p)) return; /* prepare sized the workspace with the same plan: not reached */
+    const int64_t planes = k->g.xs[0] * k->g.xs[1], tasks = (planes + L - 1) / L * p.bands;
+    CPU_FOR(planes * k->g.ys[2] * k->g.ys[3] * p.kh * p.kw, t, tasks, pool_task(k, &p, x, y, ws, t););
 }
