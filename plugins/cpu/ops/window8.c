@@ -164,55 +164,72 @@ static void fill_band(const dl_kernel *k, const dw_plan *p, const float *const s
     }
 }
 
+/* max of m and v lane by lane, NaN winning: a NaN v is taken (v != v), a NaN m kept (v > m false) */
+static inline v8 max8(v8 m, v8 v) {
+    const v8i take = (v > m) | (v != v);
+    return (v8)((take & (v8i)v) | (~take & (v8i)m));
+}
+
 /* The band's outputs (rows x ow pixels of 8 channels) from its interleaved input buf (pitch pw
- * pixels); wt: the taps' 8-lane weights. Inlined with constant window sizes for the common ones,
- * so the tap loops unroll and the weights stay in registers. */
-static inline __attribute__((always_inline)) void band_compute(const float *buf, int64_t pw, const float *wt,
-                                                               int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                                                               int64_t dh, int64_t dw, v8 b, v8 lo, v8 hi, int64_t rows,
-                                                               int64_t ow, float *out) {
+ * pixels): with max, the largest value of each window; else init (the bias) plus the sum over the
+ * window of its values times the taps' 8-lane weights wt, clamped to [lo, hi]. Inlined with
+ * constant window sizes for the common ones, so that the tap loops unroll and the weights stay in
+ * registers, and with a constant max, so that each reduction is a loop of its own. */
+static inline __attribute__((always_inline)) void band_window(const float *buf, int64_t pw, const float *wt, int64_t kh,
+                                                              int64_t kw, int64_t sh, int64_t sw, int64_t dh,
+                                                              int64_t dw, int max, v8 init, v8 lo, v8 hi, int64_t rows,
+                                                              int64_t ow, float *out) {
     const int64_t step = sw * L; /* floats between the windows of neighbouring pixels */
+#define REDUCE(acc, at) acc = max ? max8(acc, load8(at)) : acc + w * load8(at)
     for (int64_t r = 0; r < rows; r++) {
         const float *in = buf + r * sh * pw * L;
         float *o = out + r * ow * L;
         int64_t x = 0;
         for (; x + 4 <= ow; x += 4) {
-            v8 a0 = b, a1 = b, a2 = b, a3 = b;
+            v8 a0 = init, a1 = init, a2 = init, a3 = init;
             for (int64_t i = 0; i < kh; i++)
                 for (int64_t j = 0; j < kw; j++) {
                     const float *s = in + (i * dh * pw + x * sw + j * dw) * L;
-                    const v8 w = load8(wt + (i * kw + j) * L);
-                    a0 += w * load8(s);
-                    a1 += w * load8(s + step);
-                    a2 += w * load8(s + 2 * step);
-                    a3 += w * load8(s + 3 * step);
+                    const v8 w = max ? init : load8(wt + (i * kw + j) * L);
+                    REDUCE(a0, s);
+                    REDUCE(a1, s + step);
+                    REDUCE(a2, s + 2 * step);
+                    REDUCE(a3, s + 3 * step);
                 }
-            store8(o + x * L, clamp8(a0, lo, hi));
-            store8(o + (x + 1) * L, clamp8(a1, lo, hi));
-            store8(o + (x + 2) * L, clamp8(a2, lo, hi));
-            store8(o + (x + 3) * L, clamp8(a3, lo, hi));
+            store8(o + x * L, max ? a0 : clamp8(a0, lo, hi));
+            store8(o + (x + 1) * L, max ? a1 : clamp8(a1, lo, hi));
+            store8(o + (x + 2) * L, max ? a2 : clamp8(a2, lo, hi));
+            store8(o + (x + 3) * L, max ? a3 : clamp8(a3, lo, hi));
         }
         for (; x < ow; x++) {
-            v8 a0 = b;
+            v8 a0 = init;
             for (int64_t i = 0; i < kh; i++)
-                for (int64_t j = 0; j < kw; j++)
-                    a0 += load8(wt + (i * kw + j) * L) * load8(in + (i * dh * pw + x * sw + j * dw) * L);
-            store8(o + x * L, clamp8(a0, lo, hi));
+                for (int64_t j = 0; j < kw; j++) {
+                    const v8 w = max ? init : load8(wt + (i * kw + j) * L);
+                    REDUCE(a0, in + (i * dh * pw + x * sw + j * dw) * L);
+                }
+            store8(o + x * L, max ? a0 : clamp8(a0, lo, hi));
         }
     }
+#undef REDUCE
 }
 
-static void band_any(const dw_plan *p, const float *buf, const float *wt, v8 b, v8 lo, v8 hi, int64_t rows, int64_t ow,
-                     float *out) {
-    const int64_t pw = p->pw;
-    if (p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 && p->sh == p->sw && p->sh <= 2) {
-        if (p->sh == 1) band_compute(buf, pw, wt, 3, 3, 1, 1, 1, 1, b, lo, hi, rows, ow, out);
-        else band_compute(buf, pw, wt, 3, 3, 2, 2, 1, 1, b, lo, hi, rows, ow, out);
-    } else if (p->kh == 5 && p->kw == 5 && p->dh == 1 && p->dw == 1 && p->sh == p->sw && p->sh <= 2) {
-        if (p->sh == 1) band_compute(buf, pw, wt, 5, 5, 1, 1, 1, 1, b, lo, hi, rows, ow, out);
-        else band_compute(buf, pw, wt, 5, 5, 2, 2, 1, 1, b, lo, hi, rows, ow, out);
+/* band_window with its common windows (3x3 and 5x5, stride 1 or 2) as constants */
+static void band_any(const dw_plan *p, const float *buf, const float *wt, int max, v8 init, v8 lo, v8 hi, int64_t rows,
+                     int64_t ow, float *out) {
+    const int64_t pw = p->pw, k = p->kh, s = p->sh;
+    if (k == p->kw && (k == 3 || k == 5) && p->dh == 1 && p->dw == 1 && s == p->sw && s <= 2) {
+        if (k == 3 && s == 1 && max) band_window(buf, pw, wt, 3, 3, 1, 1, 1, 1, 1, init, lo, hi, rows, ow, out);
+        else if (k == 3 && s == 1) band_window(buf, pw, wt, 3, 3, 1, 1, 1, 1, 0, init, lo, hi, rows, ow, out);
+        else if (k == 3 && max) band_window(buf, pw, wt, 3, 3, 2, 2, 1, 1, 1, init, lo, hi, rows, ow, out);
+        else if (k == 3) band_window(buf, pw, wt, 3, 3, 2, 2, 1, 1, 0, init, lo, hi, rows, ow, out);
+        else if (s == 1 && !max) band_window(buf, pw, wt, 5, 5, 1, 1, 1, 1, 0, init, lo, hi, rows, ow, out);
+        else if (!max) band_window(buf, pw, wt, 5, 5, 2, 2, 1, 1, 0, init, lo, hi, rows, ow, out);
+        else band_window(buf, pw, wt, 5, 5, s, s, 1, 1, 1, init, lo, hi, rows, ow, out);
+    } else if (max) {
+        band_window(buf, pw, wt, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, 1, init, lo, hi, rows, ow, out);
     } else {
-        band_compute(buf, pw, wt, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, b, lo, hi, rows, ow, out);
+        band_window(buf, pw, wt, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, 0, init, lo, hi, rows, ow, out);
     }
 }
 
@@ -248,7 +265,7 @@ static void band_task(const dl_kernel *k, const dw_plan *p, const dl_tensor *in,
     const int64_t oy0 = band * p->band, rows = oh - oy0 < p->band ? oh - oy0 : p->band;
     fill_band(k, p, src, oy0, rows, 0.0f, buf);
     /* 2. the products over the taps, 3. back to the output planes */
-    band_any(p, buf, wt, load8(bv), lo, hi, rows, ow, out);
+    band_any(p, buf, wt, 0, load8(bv), lo, hi, rows, ow, out);
     deinterleave(out, rows * ow, dst, lanes, oy0 * ow);
     if (!clamped)
         for (int l = 0; l < lanes; l++) cpu_bias_act(dst[l] + oy0 * ow, rows * ow, 0.0f, a);
@@ -263,46 +280,6 @@ void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
 }
 
 /* ---- max pooling ---- */
-
-/* max of m and v lane by lane, NaN winning: a NaN v is taken (v != v), a NaN m kept (v > m false) */
-static inline v8 max8(v8 m, v8 v) {
-    const v8i take = (v > m) | (v != v);
-    return (v8)((take & (v8i)v) | (~take & (v8i)m));
-}
-
-/* band_compute's loop with a max in place of the sum of products */
-static inline __attribute__((always_inline)) void band_max(const float *buf, int64_t pw, int64_t kh, int64_t kw,
-                                                           int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t rows,
-                                                           int64_t ow, float *out) {
-    const int64_t step = sw * L;
-    const v8 none = splat8(-INFINITY);
-    for (int64_t r = 0; r < rows; r++) {
-        const float *in = buf + r * sh * pw * L;
-        float *o = out + r * ow * L;
-        int64_t x = 0;
-        for (; x + 4 <= ow; x += 4) {
-            v8 a0 = none, a1 = none, a2 = none, a3 = none;
-            for (int64_t i = 0; i < kh; i++)
-                for (int64_t j = 0; j < kw; j++) {
-                    const float *s = in + (i * dh * pw + x * sw + j * dw) * L;
-                    a0 = max8(a0, load8(s));
-                    a1 = max8(a1, load8(s + step));
-                    a2 = max8(a2, load8(s + 2 * step));
-                    a3 = max8(a3, load8(s + 3 * step));
-                }
-            store8(o + x * L, a0);
-            store8(o + (x + 1) * L, a1);
-            store8(o + (x + 2) * L, a2);
-            store8(o + (x + 3) * L, a3);
-        }
-        for (; x < ow; x++) {
-            v8 a0 = none;
-            for (int64_t i = 0; i < kh; i++)
-                for (int64_t j = 0; j < kw; j++) a0 = max8(a0, load8(in + (i * dh * pw + x * sw + j * dw) * L));
-            store8(o + x * L, a0);
-        }
-    }
-}
 
 /* One task: 8 planes (image x channel) over one band of output rows. */
 static void pool_task(const dl_kernel *k, const dw_plan *p, const float *x, float *y, void *ws, int64_t t) {
@@ -320,13 +297,8 @@ static void pool_task(const dl_kernel *k, const dw_plan *p, const float *x, floa
     }
     const int64_t oy0 = band * p->band, rows = oh - oy0 < p->band ? oh - oy0 : p->band;
     fill_band(k, p, src, oy0, rows, -INFINITY, buf);
-    const int64_t pw = p->pw;
-    if (p->kh == 3 && p->kw == 3 && p->dh == 1 && p->dw == 1 && p->sh == p->sw && p->sh <= 2) {
-        if (p->sh == 1) band_max(buf, pw, 3, 3, 1, 1, 1, 1, rows, ow, out);
-        else band_max(buf, pw, 3, 3, 2, 2, 1, 1, rows, ow, out);
-    } else {
-        band_max(buf, pw, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, rows, ow, out);
-    }
+    const v8 none = splat8(-INFINITY);
+    band_any(p, buf, NULL, 1, none, none, none, rows, ow, out);
     deinterleave(out, rows * ow, dst, lanes, oy0 * ow);
 }
 
