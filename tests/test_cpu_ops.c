@@ -86,7 +86,7 @@ OP_TEST(conv2d_im2col_cases) {
 }
 
 OP_TEST(conv2d_depthwise_cases) {
-    /* groups == channels: the direct kernel (depthwise.c), 8 channels per task in bands of output
+    /* groups == channels: the direct kernel (window8.c), 8 channels per task in bands of output
      * rows; odd sizes, every window attribute, each fused activation */
     const int clip = DL_ACT_CLIP, leaky = DL_ACT_LEAKY_RELU, sig = DL_ACT_SIGMOID;
     check_conv((conv_case){1, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8, 1, clip});      /* flat, 7x7 map */
