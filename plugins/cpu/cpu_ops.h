@@ -43,6 +43,14 @@ static inline void omp_set_num_threads(int n) { (void)n; }
         }                                                                                                     \
     } while (0)
 
+/* max that lets NaN through, as PyTorch does: a NaN in v wins the compare (it is false), a NaN
+ * already in m stays. Written as two selects so it compiles without branches (random data made
+ * the short-circuit form mispredict on every other element) and vectorises. */
+static inline float cpu_max_nan(float m, float v) {
+    const float r = m > v ? m : v;
+    return m != m ? m : r;
+}
+
 /* The sum of x[0..n) in double, in 8 running sums (the lanes of a vector; one chain of additions
  * would wait on each one before it) added at the end: global_avgpool, softmax. */
 static inline double cpu_sum_f64(const float *x, int64_t n) {

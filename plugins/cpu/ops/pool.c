@@ -7,14 +7,6 @@
 
 #include "cpu_ops.h"
 
-/* max that lets NaN through, as PyTorch does: a NaN in v wins the compare (it is false), a NaN
- * already in m stays. Written as two selects so it compiles without branches (random data made
- * the short-circuit form mispredict on every other element). */
-static inline float nanmax(float m, float v) {
-    float r = m > v ? m : v;
-    return m != m ? m : r;
-}
-
 /* VGG's pools: 2x2 stride 2, every window inside */
 static int vgg_pool(const dl_kernel *k) {
     const dl_op_attrs *a = &k->g.a;
@@ -37,7 +29,7 @@ void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
             const float *r0 = x + p * h * w + 2 * oy * w, *r1 = r0 + w;
             float *dst = y + p * oh * ow + oy * ow;
             for (int64_t ox = 0; ox < ow; ox++)
-                dst[ox] = nanmax(nanmax(r0[2 * ox], r0[2 * ox + 1]), nanmax(r1[2 * ox], r1[2 * ox + 1]));
+                dst[ox] = cpu_max_nan(cpu_max_nan(r0[2 * ox], r0[2 * ox + 1]), cpu_max_nan(r1[2 * ox], r1[2 * ox + 1]));
         });
 }
 

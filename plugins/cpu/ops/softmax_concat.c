@@ -14,16 +14,16 @@ static float max_of(const float *x, int64_t n, int64_t step) {
         float lane[8];
         for (int l = 0; l < 8; l++) lane[l] = -INFINITY;
         for (; i + 8 <= n; i += 8)
-            for (int l = 0; l < 8; l++) lane[l] = x[i + l] > lane[l] || x[i + l] != x[i + l] ? x[i + l] : lane[l];
-        for (int l = 0; l < 8; l++) m = lane[l] > m || lane[l] != lane[l] ? lane[l] : m;
+            for (int l = 0; l < 8; l++) lane[l] = cpu_max_nan(lane[l], x[i + l]);
+        for (int l = 0; l < 8; l++) m = cpu_max_nan(m, lane[l]);
     }
-    for (; i < n; i++) m = x[i * step] > m || isnan(x[i * step]) ? x[i * step] : m;
+    for (; i < n; i++) m = cpu_max_nan(m, x[i * step]);
     return m;
 }
 
-/* softmax or (log) its logarithm along the axis: the max subtracted, exp in float (cpu_exp_neg:
- * its argument is never above 0), the sum in double. */
-/* One row: len floats `inner` apart from src into dst (dst may be src: element i read first). */
+/* Softmax or (log_of) its logarithm along one row: len floats `inner` apart from src into dst (dst
+ * may be src: element i is read first). The max is subtracted, so exp's argument is never above 0
+ * (cpu_exp_neg); the sum is in double. */
 static void softmax_row(const float *src, float *dst, int64_t len, int64_t inner, int log_of) {
     const float m = max_of(src, len, inner);
     double s = 0;
@@ -31,15 +31,14 @@ static void softmax_row(const float *src, float *dst, int64_t len, int64_t inner
         for (int64_t i = 0; i < len; i++) s += cpu_exp_neg(src[i * inner] - m);
         const float ls = (float)log(s);
         for (int64_t i = 0; i < len; i++) dst[i * inner] = src[i * inner] - m - ls;
-    } else if (inner == 1) { /* the exps in one loop, then their sum */
-        for (int64_t i = 0; i < len; i++) dst[i] = cpu_exp_neg(src[i] - m);
-        const float inv = (float)(1.0 / cpu_sum_f64(dst, len));
-        for (int64_t i = 0; i < len; i++) dst[i] *= inv;
-    } else {
-        for (int64_t i = 0; i < len; i++) s += dst[i * inner] = cpu_exp_neg(src[i * inner] - m);
-        const float inv = (float)(1.0 / s);
-        for (int64_t i = 0; i < len; i++) dst[i * inner] *= inv;
+        return;
     }
+    for (int64_t i = 0; i < len; i++) dst[i * inner] = cpu_exp_neg(src[i * inner] - m); /* vectorises at inner 1 */
+    if (inner == 1) s = cpu_sum_f64(dst, len);
+    else
+        for (int64_t i = 0; i < len; i++) s += dst[i * inner];
+    const float inv = (float)(1.0 / s);
+    for (int64_t i = 0; i < len; i++) dst[i * inner] *= inv;
 }
 
 static void softmax_along(const dl_kernel *k, const float *x, float *y, int log_of) {

@@ -100,16 +100,17 @@ static void deinterleave(const float *src, int64_t n, float *const dst[L], int l
     }
 }
 
-/* One band's window geometry (the shape of the op and of the band buffer). */
-typedef struct dw_plan {
+/* The window and the bands of an op, and where each part of a thread's workspace starts. */
+typedef struct band_plan {
     int64_t kh, kw, sh, sw, dh, dw; /* window */
     int64_t pw;                     /* columns of the band buffer: every column a window reads */
     int64_t band, bands;            /* output rows per band; bands per plane */
     int64_t in_rows;                /* input rows a full band reads */
+    size_t out_at, wt_at;           /* floats into a thread's workspace: the band's output, the weights */
     size_t per_thread;              /* floats of workspace per thread */
-} dw_plan;
+} band_plan;
 
-static int plan(const dl_kernel *k, dw_plan *p) {
+static int plan(const dl_kernel *k, band_plan *p) {
     const dl_op_attrs *a = &k->g.a;
     const int64_t oh = k->g.ys[2], ow = k->g.ys[3];
     p->kh = a->kernel[0], p->kw = a->kernel[1], p->sh = a->stride[0], p->sw = a->stride[1];
@@ -121,12 +122,14 @@ static int plan(const dl_kernel *k, dw_plan *p) {
     if (p->band > oh) p->band = oh;
     p->bands = (oh + p->band - 1) / p->band;
     p->in_rows = (p->band - 1) * p->sh + reach;
-    /* the band's input, its output and the taps' weights, each rounded to 64 bytes */
+    /* the band's input, its output and the taps' weights, each from a multiple of 64 bytes */
     uint64_t in, out, per;
     if (__builtin_mul_overflow((uint64_t)p->in_rows, (uint64_t)p->pw * L, &in) ||
         __builtin_mul_overflow((uint64_t)p->band, (uint64_t)ow * L, &out) ||
         __builtin_add_overflow(in, out + (uint64_t)(p->kh * p->kw + 1) * L + 48, &per) || per > SIZE_MAX / 64)
         return 0;
+    p->out_at = (size_t)(in + 15) / 16 * 16;
+    p->wt_at = p->out_at + (size_t)(out + 15) / 16 * 16;
     p->per_thread = (size_t)(per + 15) / 16 * 16;
     return 1;
 }
@@ -137,7 +140,7 @@ int cpu_depthwise_suits(const dl_kernel *k) {
 }
 
 size_t cpu_window8_workspace(const dl_kernel *k) {
-    dw_plan p;
+    band_plan p;
     const size_t threads = (size_t)(k->threads > 0 ? k->threads : 1);
     if (!plan(k, &p) || p.per_thread > SIZE_MAX / sizeof(float) / threads) return SIZE_MAX;
     return threads * p.per_thread * sizeof(float);
@@ -145,7 +148,7 @@ size_t cpu_window8_workspace(const dl_kernel *k) {
 
 /* The input rows that output rows [oy0, oy0 + rows) read, from the 8 planes src, interleaved into
  * buf with `fill` wherever a window reaches past the image. */
-static void fill_band(const dl_kernel *k, const dw_plan *p, const float *const src[L], int64_t oy0, int64_t rows,
+static void fill_band(const dl_kernel *k, const band_plan *p, const float *const src[L], int64_t oy0, int64_t rows,
                       float fill, float *buf) {
     const int64_t h = k->g.xs[2], wd = k->g.xs[3], pl = k->g.a.pad_begin[1];
     const int64_t iy0 = oy0 * p->sh - k->g.a.pad_begin[0], in_rows = (rows - 1) * p->sh + (p->kh - 1) * p->dh + 1;
@@ -214,27 +217,24 @@ static inline __attribute__((always_inline)) void band_window(const float *buf, 
 #undef REDUCE
 }
 
-/* band_window with its common windows (3x3 and 5x5, stride 1 or 2) as constants */
-static void band_any(const dw_plan *p, const float *buf, const float *wt, int max, v8 init, v8 lo, v8 hi, int64_t rows,
-                     int64_t ow, float *out) {
+/* band_window with the common windows (3x3 and 5x5, stride 1 or 2) as constants; inlined into
+ * each task, where max is a constant too */
+static inline __attribute__((always_inline)) void band_any(const band_plan *p, const float *buf, const float *wt,
+                                                           int max, v8 init, v8 lo, v8 hi, int64_t rows, int64_t ow,
+                                                           float *out) {
     const int64_t pw = p->pw, k = p->kh, s = p->sh;
     if (k == p->kw && (k == 3 || k == 5) && p->dh == 1 && p->dw == 1 && s == p->sw && s <= 2) {
-        if (k == 3 && s == 1 && max) band_window(buf, pw, wt, 3, 3, 1, 1, 1, 1, 1, init, lo, hi, rows, ow, out);
-        else if (k == 3 && s == 1) band_window(buf, pw, wt, 3, 3, 1, 1, 1, 1, 0, init, lo, hi, rows, ow, out);
-        else if (k == 3 && max) band_window(buf, pw, wt, 3, 3, 2, 2, 1, 1, 1, init, lo, hi, rows, ow, out);
-        else if (k == 3) band_window(buf, pw, wt, 3, 3, 2, 2, 1, 1, 0, init, lo, hi, rows, ow, out);
-        else if (s == 1 && !max) band_window(buf, pw, wt, 5, 5, 1, 1, 1, 1, 0, init, lo, hi, rows, ow, out);
-        else if (!max) band_window(buf, pw, wt, 5, 5, 2, 2, 1, 1, 0, init, lo, hi, rows, ow, out);
-        else band_window(buf, pw, wt, 5, 5, s, s, 1, 1, 1, init, lo, hi, rows, ow, out);
-    } else if (max) {
-        band_window(buf, pw, wt, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, 1, init, lo, hi, rows, ow, out);
+        if (k == 3 && s == 1) band_window(buf, pw, wt, 3, 3, 1, 1, 1, 1, max, init, lo, hi, rows, ow, out);
+        else if (k == 3) band_window(buf, pw, wt, 3, 3, 2, 2, 1, 1, max, init, lo, hi, rows, ow, out);
+        else if (s == 1) band_window(buf, pw, wt, 5, 5, 1, 1, 1, 1, max, init, lo, hi, rows, ow, out);
+        else band_window(buf, pw, wt, 5, 5, 2, 2, 1, 1, max, init, lo, hi, rows, ow, out);
     } else {
-        band_window(buf, pw, wt, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, 0, init, lo, hi, rows, ow, out);
+        band_window(buf, pw, wt, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, max, init, lo, hi, rows, ow, out);
     }
 }
 
 /* One task: 8 output channels of one image over one band of output rows. */
-static void band_task(const dl_kernel *k, const dw_plan *p, const dl_tensor *in, float *y, void *ws, int64_t t) {
+static void conv_task(const dl_kernel *k, const band_plan *p, const dl_tensor *in, float *y, void *ws, int64_t t) {
     const dl_op_attrs *a = &k->g.a;
     const float *x = in[0].data, *w = in[1].data, *bias = k->g.has_bias ? in[2].data : NULL;
     const int64_t c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
@@ -248,8 +248,7 @@ static void band_task(const dl_kernel *k, const dw_plan *p, const dl_tensor *in,
     const int64_t img = t / (groups * p->bands), o0 = t / p->bands % groups * L, band = t % p->bands;
     const int lanes = (int)(oc - o0 < L ? oc - o0 : L);
     float *buf = (float *)ws + (size_t)omp_get_thread_num() * p->per_thread;
-    float *out = buf + (p->in_rows * p->pw * L + 15) / 16 * 16;
-    float *wt = out + (p->band * ow * L + 15) / 16 * 16;
+    float *out = buf + p->out_at, *wt = buf + p->wt_at;
     const float *src[L];
     float *dst[L];
     float bv[L];
@@ -272,22 +271,22 @@ static void band_task(const dl_kernel *k, const dw_plan *p, const dl_tensor *in,
 }
 
 void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
-    dw_plan p;
+    band_plan p;
     if (!plan(k, &p)) return; /* prepare sized the workspace with the same plan: not reached */
     const int64_t n = k->g.xs[0], oc = k->g.ys[1], tasks = n * ((oc + L - 1) / L) * p.bands;
     const int64_t work = n * oc * k->g.ys[2] * k->g.ys[3] * p.kh * p.kw;
-    CPU_FOR(work, t, tasks, band_task(k, &p, in, y, ws, t););
+    CPU_FOR(work, t, tasks, conv_task(k, &p, in, y, ws, t););
 }
 
 /* ---- max pooling ---- */
 
 /* One task: 8 planes (image x channel) over one band of output rows. */
-static void pool_task(const dl_kernel *k, const dw_plan *p, const float *x, float *y, void *ws, int64_t t) {
+static void pool_task(const dl_kernel *k, const band_plan *p, const float *x, float *y, void *ws, int64_t t) {
     const int64_t planes = k->g.xs[0] * k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oh = k->g.ys[2], ow = k->g.ys[3], p0 = t / p->bands * L, band = t % p->bands;
     const int lanes = (int)(planes - p0 < L ? planes - p0 : L);
     float *buf = (float *)ws + (size_t)omp_get_thread_num() * p->per_thread;
-    float *out = buf + (p->in_rows * p->pw * L + 15) / 16 * 16;
+    float *out = buf + p->out_at;
     const float *src[L];
     float *dst[L];
     for (int l = 0; l < L; l++) { /* lanes past the last plane repeat it and are not stored */
@@ -303,7 +302,7 @@ static void pool_task(const dl_kernel *k, const dw_plan *p, const float *x, floa
 }
 
 void cpu_maxpool8(const dl_kernel *k, const float *x, float *y, void *ws) {
-    dw_plan p;
+    band_plan p;
     if (!plan(k, &p)) return; /* prepare sized the workspace with the same plan: not reached */
     const int64_t planes = k->g.xs[0] * k->g.xs[1], tasks = (planes + L - 1) / L * p.bands;
     CPU_FOR(planes * k->g.ys[2] * k->g.ys[3] * p.kh * p.kw, t, tasks, pool_task(k, &p, x, y, ws, t););
