@@ -1,4 +1,4 @@
-/* test_cpu_activate.c — the CPU plugin's own exp and sigmoid (plugins/cpu/activate.h), compiled
+/* test_cpu_activate.c — the CPU plugin's own exp, sigmoid and erf (plugins/cpu/activate.h), compiled
  * into the test as the plugin compiles them, against double precision: a dense sweep of the
  * range, the clamp at the bottom of it, and NaN and the infinities. */
 #include <criterion/criterion.h>
@@ -50,4 +50,22 @@ Test(cpu_activate, sigmoid_and_silu) {
     cr_expect(isnan(cpu_sigmoid_of(NAN)));
     cr_expect(isnan(cpu_activate(-INFINITY, DL_ACT_SILU, &a)), "silu(-inf) = -inf * 0: NaN, as in PyTorch");
     cr_expect(isnan(cpu_activate(NAN, DL_ACT_SILU, &a)));
+}
+
+/* erf for GELU: a sweep of [-5, 5] (past the clamp at 3.92) against erf in double, and the edges */
+Test(cpu_activate, erf_fast_within_4e_7) {
+    double worst = 0;
+    float worst_x = 0;
+    for (float x = -5.0f; x <= 5.0f; x += 1.3e-5f) {
+        const double err = fabs(cpu_erf_fast(x) - erf((double)x));
+        if (err > worst) worst = err, worst_x = x;
+    }
+    cr_expect(worst <= 4e-7, "erf(%.9g) off by %.3g", (double)worst_x, worst);
+    for (float x = 1e-30f; x < 1e-3f; x *= 1.7f) /* tiny arguments: relative accuracy too */
+        cr_expect(fabs(cpu_erf_fast(x) - erf((double)x)) <= 2e-7 * erf((double)x), "erf(%.9g)", (double)x);
+    cr_expect_eq(cpu_erf_fast(0.0f), 0.0f);
+    cr_expect_eq(cpu_erf_fast(INFINITY), 1.0f);
+    cr_expect_eq(cpu_erf_fast(-INFINITY), -1.0f);
+    cr_expect(cpu_erf_fast(100.0f) <= 1.0f && cpu_erf_fast(-100.0f) >= -1.0f, "never past +-1");
+    cr_expect(isnan(cpu_erf_fast(NAN)), "NaN stays NaN");
 }

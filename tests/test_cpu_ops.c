@@ -143,10 +143,13 @@ OP_TEST(conv2d_winograd_cases) {
 
 /* ---- linear ---- */
 
-static void check_linear(int n, int in_f, int out_f, int bias, int relu) {
+static double gelu_ref(double s) { return 0.5 * s * (1 + erf(s / sqrt(2))); }
+
+/* act: a dl_activation (the bounds and slope of conv_act_ref), or DL_ACT_GELU / DL_ACT_SILU */
+static void check_linear(int n, int in_f, int out_f, int bias, int act) {
     dl_op_attrs a;
     attrs(&a);
-    a.activation = relu ? DL_ACT_RELU : DL_ACT_NONE;
+    a.activation = act, a.clip_min = -0.25f, a.clip_max = 0.5f, a.alpha = 0.125f;
     tt in[3] = {MAKE(-1, 1, n, in_f), MAKE(-0.3f, 0.3f, out_f, in_f), MAKE(-1, 1, out_f)};
     tt y = MAKE(0, 1, n, out_f);
     run_op(DL_OP_LINEAR, &a, in, bias ? 3 : 2, &y);
@@ -155,7 +158,9 @@ static void check_linear(int n, int in_f, int out_f, int bias, int relu) {
         for (int o = 0; o < out_f; o++) {
             double s = bias ? in[2].data[o] : 0;
             for (int j = 0; j < in_f; j++) s += (double)in[0].data[i * in_f + j] * in[1].data[o * in_f + j];
-            ref[i * out_f + o] = relu && s < 0 ? 0 : s;
+            ref[i * out_f + o] = act == DL_ACT_GELU   ? gelu_ref(s)
+                                 : act == DL_ACT_SILU ? s / (1 + exp(-s))
+                                                      : conv_act_ref(act, s);
         }
     expect_close(&y, ref, 1e-8, "linear");
     free(ref);
@@ -165,9 +170,29 @@ static void check_linear(int n, int in_f, int out_f, int bias, int relu) {
 
 OP_TEST(linear) {
     check_linear(1, 37, 23, 1, 0);
-    check_linear(5, 129, 67, 1, 1);
+    check_linear(5, 129, 67, 1, DL_ACT_RELU);
     check_linear(3, 7, 1, 0, 0);
-    check_linear(1, 513, 1001, 0, 1);
+    check_linear(1, 513, 1001, 0, DL_ACT_RELU);
+}
+
+/* Two rows or more and a constant weight: the packed GEMM (ops/linear.c), with partial panels of
+ * rows (not a multiple of 6) and of features (not of 16), k in several passes of 256, and every
+ * activation in its epilogue. */
+OP_TEST(linear_packed) {
+    check_linear(2, 3, 5, 1, 0);
+    check_linear(7, 600, 37, 1, DL_ACT_GELU);
+    check_linear(13, 257, 131, 0, DL_ACT_SILU);
+    check_linear(97, 70, 290, 1, DL_ACT_CLIP);
+    check_linear(31, 33, 17, 1, DL_ACT_LEAKY_RELU);
+    check_linear(6, 512, 16, 1, DL_ACT_SIGMOID);
+    check_linear(19, 100, 45, 0, DL_ACT_RELU);
+}
+
+OP_TEST(linear_weight_known_only_at_run_time) {
+    weights_late = 1; /* sgemm per slice of features */
+    check_linear(7, 600, 37, 1, DL_ACT_GELU);
+    check_linear(13, 57, 31, 0, DL_ACT_CLIP);
+    weights_late = 0;
 }
 
 /* ---- pooling ---- */

@@ -115,6 +115,7 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     }
     st = dl_op_geom_init(&k->g, &op32) ? DL_OK : DL_E_NOMEM;
     if (st == DL_OK && k->g.kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, &op32);
+    if (st == DL_OK && k->g.kind == DL_OP_LINEAR) st = cpu_linear_prepare(k, &op32);
     if (st == DL_OK && k->g.kind == DL_OP_MAXPOOL2D && (k->workspace = cpu_maxpool2d_workspace(k)) == SIZE_MAX)
         st = DL_E_NOMEM;
     if (st == DL_OK && k->g.kind == DL_OP_CONV_TRANSPOSE2D &&

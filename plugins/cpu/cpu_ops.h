@@ -73,7 +73,7 @@ struct dl_kernel {
     dl_op_geom g;  /* the op's kind, attributes and shapes */
     int conv_mode; /* CONV_* */
     cpu_winograd wg;
-    float *packed;    /* a constant weight packed for cpu_gemm at prepare (CONV_PACKED), or NULL */
+    float *packed;    /* a constant weight packed for cpu_gemm at prepare (CONV_PACKED, linear), or NULL */
     size_t workspace; /* bytes the f32 kernel needs (the staging of storage formats not counted) */
     int threads;
     cpu_storage st; /* f16/bf16 and channels-last tensors: inactive when all are f32 row-major */
@@ -93,6 +93,8 @@ size_t cpu_window8_workspace(const dl_kernel *k);
 int cpu_depthwise_suits(const dl_kernel *k);
 void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_maxpool8(const dl_kernel *k, const float *x, float *y, void *ws);
+/* ops/linear.c: a constant weight packed for cpu_gemm at prepare where x has two rows or more */
+dl_status cpu_linear_prepare(dl_kernel *k, const dl_op *op);
 void cpu_linear(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);

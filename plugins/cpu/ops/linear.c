@@ -1,12 +1,42 @@
-/* linear.c — fully connected layer y = x W^T + b on the CPU: the output features are split
- * across threads, each a single-threaded sgemv (batch 1) or sgemm call on its slice of W. */
+/* linear.c — fully connected layer y = x W^T + b on the CPU. With two rows of x or more (a
+ * transformer's tokens, a batch) and a constant W, the packed GEMM of gemm.c: W packed once at
+ * prepare as cpu_gemm's B, x packed at each run, the bias and the activation applied to each block
+ * of y while it is in cache. One row (a CNN's head at batch 1) or a W given at run time: each
+ * thread a single-threaded sgemv or sgemm on its slice of W's rows. */
 #include <cblas.h>
+#include <stdlib.h>
 
 #include "cpu_ops.h"
 
+dl_status cpu_linear_prepare(dl_kernel *k, const dl_op *op) {
+    const dl_tensor *w = &op->inputs[1];
+    const int64_t n = k->g.xs[0], in = k->g.xs[1], out = k->g.ys[1];
+    if (!w->data || n < 2 || getenv("DLRUN_CPU_NO_PACKED")) return DL_OK;
+    const size_t packed = cpu_gemm_packed_b_floats(in, out);
+    const size_t scratch = cpu_gemm_scratch_floats(n, out, in, 1, 0, k->threads);
+    if (packed == SIZE_MAX || scratch == SIZE_MAX || scratch > SIZE_MAX / sizeof(float)) return DL_E_NOMEM;
+    if (!(k->packed = malloc(packed * sizeof(float)))) return DL_E_NOMEM;
+    /* B(p, j) = W[j][p]: row p of B is column p of W */
+    const cpu_gemm_strided b = {w->data, 1, in, in, out};
+    cpu_gemm_pack_b(&b, k->packed);
+    k->workspace = scratch * sizeof(float);
+    return DL_OK;
+}
+
+static void linear_packed(const dl_kernel *k, const float *x, const float *b, float *y, void *ws) {
+    const int64_t n = k->g.xs[0], in = k->g.xs[1], out = k->g.ys[1];
+    const cpu_gemm_strided xa = {x, in, 1, n, in};
+    const cpu_gemm_operand a = {NULL, cpu_gemm_pack_a_strided, &xa}, w = {k->packed, NULL, NULL};
+    const cpu_gemm_epilogue e = {NULL, b, &k->g.a};
+    cpu_gemm(n, out, in, &a, &w, y, out, &e, ws, k->threads);
+}
+
 void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws) {
     const float *x = inputs[0].data, *w = inputs[1].data, *b = k->g.has_bias ? inputs[2].data : NULL;
-    (void)ws;
+    if (k->packed) {
+        linear_packed(k, x, b, y, ws);
+        return;
+    }
     const int n = (int)k->g.xs[0], in = (int)k->g.xs[1], out = (int)k->g.ys[1];
     const int act = k->g.a.activation;
 #pragma omp parallel
