@@ -38,7 +38,6 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
         return;
     }
     const int n = (int)k->g.xs[0], in = (int)k->g.xs[1], out = (int)k->g.ys[1];
-    const int act = k->g.a.activation;
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -51,11 +50,12 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o1 - o0, in, 1.0f, x, in, w + (size_t)o0 * in,
                             in, 0.0f, y + o0, out);
-            for (int i = 0; i < n; i++)
-                for (int o = o0; o < o1; o++) {
-                    float v = y[(size_t)i * out + o] + (b ? b[o] : 0.0f);
-                    y[(size_t)i * out + o] = cpu_activate(v, act, &k->g.a);
-                }
+            for (int i = 0; i < n; i++) { /* bias, then the activation's own vectorised loop */
+                float *row = y + (size_t)i * out + o0;
+                if (b)
+                    for (int o = 0; o < o1 - o0; o++) row[o] += b[o0 + o];
+                cpu_bias_act(row, o1 - o0, 0.0f, &k->g.a);
+            }
         }
     }
 }
