@@ -193,6 +193,33 @@ def new_mappings(dlrun, rng):
         failures.append(f"silu and LayerNorm fusion: dlrun ops {ops}, wanted ['silu', 'layer_norm']")
     expect_runs("silu and LayerNorm fusion", m, {"x": x}, want, dlrun)
 
+    # a transformer's MLP: MatMul of [batch, tokens, d] by a constant, + bias, spelled-out GELU ->
+    # reshape, one linear layer with its bias (GELU then fuses into it at run time), reshape
+    from math import erf
+    t = rng.uniform(-2, 2, (1, 7, 6)).astype(np.float32)
+    w, c = rng.uniform(-1, 1, (6, 9)).astype(np.float32), rng.uniform(-1, 1, 9).astype(np.float32)
+    gelu_nodes = [helper.make_node("Div", ["a", "sq2"], ["q"]), helper.make_node("Erf", ["q"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["a", "e1"], ["ae"]),
+                  helper.make_node("Mul", ["ae", "half"], ["y"])]
+    consts = [("w", w), ("c", c), ("sq2", np.array(np.sqrt(2), np.float32)), ("one", np.array(1, np.float32)),
+              ("half", np.array(0.5, np.float32))]
+    m = model([helper.make_node("MatMul", ["t", "w"], ["mm"]), helper.make_node("Add", ["mm", "c"], ["a"])] + gelu_nodes,
+              [vi("t", [1, 7, 6])], [vi("y", None)], consts)
+    a = t.astype(np.float64) @ w + c
+    want = 0.5 * a * (1 + np.vectorize(erf)(a / np.sqrt(2)))
+    ops = layer_ops(m)
+    if ops != ["reshape", "linear", "gelu", "reshape"]:
+        failures.append(f"MatMul + bias + GELU: dlrun ops {ops}, wanted ['reshape', 'linear', 'gelu', 'reshape']")
+    expect_runs("MatMul + bias + GELU as one linear layer", m, {"t": t}, want, dlrun)
+    # the product read twice: the bias stays an add of its own (the other reader needs it without)
+    m = model([helper.make_node("MatMul", ["t", "w"], ["mm"]), helper.make_node("Add", ["mm", "c"], ["a"]),
+               helper.make_node("Mul", ["a", "mm"], ["y"])], [vi("t", [1, 7, 6])], [vi("y", None)], [("w", w), ("c", c)])
+    ops = layer_ops(m)
+    if ops.count("linear") != 1 or "add" not in ops:
+        failures.append(f"MatMul read twice: dlrun ops {ops}, wanted one linear layer and an add")
+    p = t.astype(np.float64) @ w
+    expect_runs("MatMul read twice keeps its add", m, {"t": t}, (p + c) * p, dlrun)
+
 
 
 def unary(op, shape=(2, 3, 4, 5), opset=13, **attrs):

@@ -144,7 +144,7 @@ def main():
           {"y.weight": "BF16", "y.bias": "BF16"}, dlrun)
 
     # moved before use: MatMul by Transpose(Cast(f16)) (a linear layer), then an f16 Constant node
-    # cast to float and added (one of the model's constants)
+    # cast to float and added (the layer's bias: the Add folds into it, both stay 16-bit)
     a = rng.uniform(-1, 1, (4, 8)).astype(np.float32)
     wt16 = rng.uniform(-1, 1, (5, 8)).astype(np.float16)
     k16 = rng.uniform(-1, 1, (1, 5)).astype(np.float16)
@@ -154,7 +154,7 @@ def main():
                cast("k16", "k"), helper.make_node("Add", ["mm", "k"], ["y"])],
               [vi("a", [4, 8])], [vi("y", [4, 5])], [("wt16", wt16)])
     check("MatMul by a transposed f16 weight, an f16 Constant added", m, {"a": a},
-          a.astype(np.float64) @ wt16.T.astype(np.float64) + k16, {"mm.weight": "F16", "k": "F16"}, dlrun)
+          a.astype(np.float64) @ wt16.T.astype(np.float64) + k16, {"y.weight": "F16", "y.bias": "F16"}, dlrun)
 
     # 1-D conv (lowered through reshape) and BatchNormalization (folded into the conv by dlrun),
     # every parameter f16; Gemm with alpha 0.1 scales its f16 weight to values f16 cannot hold

@@ -57,6 +57,8 @@ INDEX_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
 # 16-bit float element types a constant may be stored in (safetensors dtype names).
 HALF_TYPES = {onnx.TensorProto.FLOAT16: "F16", onnx.TensorProto.BFLOAT16: "BF16"}
 # Helper ops that only move a constant's values (Cast: to float, double or its own type).
+# dlrun ops that fuse into the layer before them as its activation (core/src/fuse.c)
+FUSING_ACTIVATIONS = {"relu", "gelu", "silu", "hard_swish", "clip", "leaky_relu", "sigmoid"}
 MOVE_OPS = {"Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Dropout"}
 
 
@@ -170,6 +172,8 @@ class Converter:
         self.weights_of = {}       # dlrun layer name -> its safetensors keys
         self.shape_of = {}         # dlrun name of a value some ONNX tensor names -> its shape
         self.consumed = set()      # ONNX tensor names some node or graph output reads
+        self.readers = {}          # ONNX tensor name -> how many node inputs and graph outputs read it
+        self.bias_free = {}        # dlrun value -> (linear layer, its input, ONNX name): a MatMul by a constant
         self.node = None
 
     # ---- errors and names ----
@@ -322,19 +326,31 @@ class Converter:
         return name
 
     def emit(self, onnx_out, op, inputs, shape, weights=None, halves=None, **attrs):
+        if op in FUSING_ACTIVATIONS and len(inputs) == 1:
+            r = self.producer(inputs[0], "reshape")
+            if r and self.producer(Runtime(r["inputs"][0], ()), "linear"):
+                # act(reshape(linear)) = reshape(act(linear)): the activation then fuses into the layer
+                inner = Runtime(r["inputs"][0], self.shape_of[r["inputs"][0]])
+                y = Runtime(self.layer(onnx_out + "/" + op, op, [inner], **attrs), inner.shape)
+                self.set_out(onnx_out, self.reshape_to(y, shape, onnx_out, rows=True))
+                return self.values[onnx_out]
         name = self.layer(onnx_out, op, inputs, weights, halves, **attrs)
         self.set_out(onnx_out, Runtime(name, shape))
         return self.values[onnx_out]
 
-    def reshape_to(self, x, shape, base):
-        """A runtime reshape of x to shape (a helper layer), or x itself when the shape is equal."""
+    def reshape_to(self, x, shape, base, rows=False):
+        """A runtime reshape of x to shape (a helper layer), or x itself when the shape is equal.
+        rows: shape's first dimension is written -1 (what is left), so that a batch given with
+        dlrun --batch N, which scales x's first dimension, goes into it (a linear layer's rows)."""
         shape = tuple(shape)
         if x.shape == shape:
             return x
         if not shape:  # 0-D: dlrun keeps [1]
             shape = (1,)
         spec = list(shape)
-        if x.shape and spec[0] == x.shape[0]:
+        if rows:
+            spec[0] = -1
+        elif x.shape and spec[0] == x.shape[0]:
             spec[0] = 0  # "the input's first dimension": the model still runs with dlrun --batch N
         name = self.layer(base, "reshape", [x], shape=spec)
         return Runtime(name, shape)
@@ -367,9 +383,13 @@ class Converter:
             self.pending_inputs[inp.name] = (tuple(shape), t.elem_type)
         self.reserved = set(self.values) | set(self.pending_inputs)
         self.consumed = {o.name for o in g.output}  # every tensor something reads
+        self.readers = {o.name: 1 for o in g.output}
         for node in g.node:
             self.reserved.update(o for o in node.output if o)
             self.consumed.update(i for i in node.input if i)
+            for i in node.input:
+                if i:
+                    self.readers[i] = self.readers.get(i, 0) + 1
         for node in g.node:
             self.node = node
             if node.domain not in ("", "ai.onnx"):
@@ -920,9 +940,17 @@ class Converter:
             self.fail(f"batch dimensions of {list(ashape)} and {list(bshape)} do not broadcast")
         y2 = tuple(batch) + (a2[-2], b2[-1])
         yshape = tuple(batch) + ((a2[-2],) if len(ashape) > 1 else ()) + ((b2[-1],) if len(bshape) > 1 else ())
-        if isinstance(A, Runtime) and not isinstance(B, Runtime) and len(ashape) == 2 and len(bshape) == 2:
-            y = Runtime(self.layer(out, "linear", [A], {"weight": np.asarray(B, dtype=np.float32).T},
-                                   {"weight": self.half(self.node.input[1])}, units=int(b2[-1]), bias=False), y2)
+        if isinstance(A, Runtime) and not isinstance(B, Runtime) and len(ashape) >= 2 and len(bshape) == 2:
+            # a weight: a linear layer on A's rows (a transformer's [batch, tokens, d] folds into rows)
+            rows = int(np.prod(ashape[:-1]))
+            x = self.reshape_to(A, (rows, int(ashape[-1])), out + "/rows", rows=True)
+            lin = self.layer(out if len(ashape) == 2 else out + "/linear", "linear", [x], {"weight": np.asarray(B, dtype=np.float32).T},
+                             {"weight": self.half(self.node.input[1])}, units=int(b2[-1]), bias=False)
+            self.shape_of[lin] = (rows, int(b2[-1]))
+            y = self.reshape_to(Runtime(lin, (rows, int(b2[-1]))), yshape, out, rows=True)
+            self.bias_free[y.name] = (self.layer_of[lin], x, out)
+            self.set_out(out, y)
+            return
         else:
             ar, br = self.operand(self.node.input[0], a2), self.operand(self.node.input[1], b2)
             y = Runtime(self.layer(out if y2 == yshape else out + "/2d", "matmul", [ar, br]), y2)
@@ -1504,9 +1532,28 @@ class Converter:
                     return self.emit(out, "hard_swish", [x], shape)
             return self.fuse_gelu(out, a, b, shape) or self.fuse_ln_affine(out, a, b, shape, "weight")
         if dl == "add":
-            return self.fuse_ln_affine(out, a, b, shape, "bias")
+            return self.fuse_bias(out, a, b, shape) or self.fuse_ln_affine(out, a, b, shape, "bias")
         if dl == "div":
             return self.fuse_layer_norm(out, a, b, shape)
+        return None
+
+    def fuse_bias(self, out, a, b, shape):
+        """MatMul(x, W) + c, W and c constants, c one value per column, the product read by this Add
+        only -> one linear layer with c as its bias (the layer a fused activation then joins)."""
+        for y, c in ((a, b), (b, a)):
+            found, bias = self.bias_free.get(y.name), self.const_of.get(c.name)
+            if not found or bias is None or shape != y.shape:
+                continue
+            lin, x, onnx_name = found
+            n = lin["units"]
+            if self.readers.get(onnx_name, 0) != 1 or bias.size != n or bias.shape[-1:] != (n,):
+                continue
+            key = lin["name"] + ".weight"
+            name = self.layer(out if len(shape) == 2 else out + "/linear", "linear", [x],
+                              {"weight": self.tensors[key], "bias": bias.reshape(n)},
+                              {"weight": self.stored.get(key), "bias": self.stored.get(c.name)}, units=n, bias=True)
+            self.shape_of[name] = x.shape[:1] + (n,)
+            return self.reshape_to(Runtime(name, x.shape[:1] + (n,)), shape, out, rows=True)
         return None
 
     def factors(self, rv):
