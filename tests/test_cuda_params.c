@@ -1,18 +1,21 @@
-/* test_cuda_params.c — the host half of the cuda plugin's elementwise, movement and reduction
- * kernels, without a GPU and without linking CUDA: the launch parameters plugins/cuda/cuda_params.c
- * builds at prepare (merged dimensions, broadcast strides, transpose and slice strides and base,
- * pad sources, kept and reduced dimensions of a reduction) with the per-element index math of
- * cuda_params.h, which the kernels call as they are, against naive loops over coordinates; and the
- * resize kernel's coordinate, nearest and tap math, replayed on the host, against the CPU plugin's
- * resize run through the plugin ABI. The plugin's cuda_params.c is compiled into this test
- * (tests/CMakeLists.txt). What the kernels do with these numbers on a GPU is checked by
- * `dlrun test-ops --backend cuda` in the GPU round. */
+/* test_cuda_params.c — the host half of the cuda plugin's elementwise, movement, reduction and
+ * conv_transpose2d kernels, without a GPU and without linking CUDA: the launch parameters
+ * plugins/cuda/cuda_params.c builds at prepare (merged dimensions, broadcast strides, transpose and
+ * slice strides and base, pad sources, kept and reduced dimensions of a reduction, gather's rows
+ * and bad indices) with the per-element index math of cuda_params.h, which the kernels call as
+ * they are, against naive loops over coordinates; the resize and conv_transpose2d kernels' bodies,
+ * replayed on the host, against naive loops and the CPU plugin run through the plugin ABI; and the
+ * formats the plugin's supports() takes for gather (int64 indices beside f16/bf16 data). The
+ * plugin's cuda_params.c and cuda_formats.c are compiled into this test (tests/CMakeLists.txt).
+ * What the kernels do with these numbers on a GPU is checked by `dlrun test-ops --backend cuda`
+ * in the GPU round. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_formats.h"
 #include "cuda_params.h"
 #include "op_check.h"
 #include "test_util.h"
@@ -466,4 +469,216 @@ Test(cuda_params, resize_matches_the_cpu_plugin) {
         check_resize(c, 5, 4, DL_RESIZE_LINEAR, coord, 0);
         check_resize(d, 1, 3, DL_RESIZE_LINEAR, coord, 0);
     }
+}
+
+/* ---- gather ---- */
+
+/* gather along `axis` of x by indices of shape is[0..ind) holding idx: every output element's
+ * source against the coordinates ONNX Gather names, negative indices counted from the end. */
+static void check_gather(int nd, const int64_t *xs, int ind, const int64_t *is, const int64_t *idx, int axis) {
+    opb o;
+    start(&o, DL_OP_GATHER, nd, xs);
+    second(&o, ind, is);
+    o.in[1].dtype = DL_I64;
+    o.a.axis = axis;
+    finish(&o);
+    dlk_take_p p;
+    cu_gather_params(&o.g, &p);
+    cr_assert_eq(p.numel, o.g.numel, "one thread per output element");
+    cr_assert_eq(p.outer * p.n * p.inner, numel(nd, xs));
+    cr_assert_eq(p.m, numel(ind, is));
+    int64_t c[8], xc[8];
+    for (int64_t i = 0; i < o.g.numel; i++) {
+        coords_of(i, o.g.ynd, o.ys, c);
+        int64_t k = idx[index_of(c + axis, ind, is)], at = -1;
+        for (int d = 0; d < nd; d++) xc[d] = d < axis ? c[d] : d > axis ? c[d - 1 + ind] : k < 0 ? k + xs[axis] : k;
+        cr_assert_eq(dlk_take_source(&p, idx, i, &at), index_of(xc, nd, xs), "axis %d at %lld", axis, (long long)i);
+        cr_assert_eq(idx[at], k);
+    }
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, gather_sources) {
+    /* the op table's cases (embedding, axis 1, last axis), then 2-D indices in the middle, 1-D data */
+    check_gather(DIMS(11, 7), DIMS(2, 5), (int64_t[]){0, 10, -1, -11, 3, 5, 7, -4, 2, 9}, 0);
+    check_gather(DIMS(3, 9, 5), DIMS(4), (int64_t[]){8, -9, 0, 4}, 1);
+    check_gather(DIMS(2, 3, 6), DIMS(3, 2), (int64_t[]){5, -6, 0, -1, 3, 2}, 2);
+    check_gather(DIMS(3, 5, 2, 7), DIMS(2, 3), (int64_t[]){4, -5, 1, 1, -2, 0}, 1);
+    check_gather(DIMS(13), DIMS(3), (int64_t[]){12, -13, 6}, 0);
+    check_gather(DIMS(1, 1, 3), DIMS(1), (int64_t[]){-3}, 2);
+}
+
+Test(cuda_params, gather_refuses_indices_out_of_range) {
+    opb o;
+    start(&o, DL_OP_GATHER, DIMS(3, 5, 4));
+    second(&o, DIMS(6));
+    o.in[1].dtype = DL_I64;
+    o.a.axis = 1;
+    finish(&o);
+    dlk_take_p p;
+    cu_gather_params(&o.g, &p);
+    const int64_t idx[6] = {4, 5, -5, -6, INT64_MAX, INT64_MIN}; /* valid: [-5, 5) */
+    const int valid[6] = {1, 0, 1, 0, 0, 0};
+    for (int64_t i = 0; i < p.numel; i++) {
+        int64_t at = -1, src = dlk_take_source(&p, idx, i, &at);
+        cr_assert_eq(at, i / 4 % 6, "the index's position at %lld", (long long)i);
+        if (!valid[at]) cr_assert_eq(src, -1, "index %lld at %lld", (long long)idx[at], (long long)i);
+        else cr_assert(src >= 0 && src < 60, "index %lld: %lld", (long long)idx[at], (long long)src);
+    }
+    dl_op_geom_free(&o.g);
+}
+
+/* supports()'s formats: gather's indices stay int64 beside f16/bf16 data; conv_transpose2d takes
+ * one storage type for all its tensors (not the GEMMs' f32 only); both row-major only. */
+Test(cuda_params, gather_and_conv_transpose_formats) {
+    static const dl_dtype types[3] = {{DL_DTYPE_FLOAT, 32, 1}, {DL_DTYPE_FLOAT, 16, 1}, {DL_DTYPE_BFLOAT, 16, 1}};
+    static const dl_gpu_type want[3] = {DL_GPU_F32, DL_GPU_F16, DL_GPU_BF16};
+    dl_error why = {{0}};
+    for (int t = 0; t < 3; t++) {
+        opb o;
+        start(&o, DL_OP_GATHER, DIMS(11, 7));
+        second(&o, DIMS(2, 5));
+        o.in[1].dtype = DL_I64;
+        finish(&o);
+        o.in[0].dtype = o.out.dtype = types[t];
+        dl_gpu_type got = DL_GPU_NOTYPE;
+        cr_expect(cu_op_check(&o.op, &got, NULL, &why), "gather %d: %s", t, why.msg);
+        cr_expect_eq(got, want[t]);
+        o.in[1].dtype = types[t]; /* float indices: refused */
+        cr_expect_not(cu_op_check(&o.op, NULL, NULL, &why));
+        dl_op_geom_free(&o.g);
+
+        start(&o, DL_OP_CONV_TRANSPOSE2D, DIMS(1, 6, 7, 5));
+        second(&o, DIMS(6, 4, 2, 2));
+        o.a.kernel[0] = o.a.kernel[1] = o.a.stride[0] = o.a.stride[1] = 2;
+        o.a.dilation[0] = o.a.dilation[1] = o.a.groups = 1;
+        finish(&o);
+        o.in[0].dtype = o.in[1].dtype = o.out.dtype = types[t];
+        cr_expect(cu_op_check(&o.op, &got, NULL, &why), "conv_transpose2d %d: %s", t, why.msg);
+        cr_expect_eq(got, want[t]);
+        int64_t cl[4] = {7 * 5 * 6, 1, 5 * 6, 6};
+        o.in[0].strides = cl; /* channels-last input: refused */
+        cr_expect_not(cu_op_check(&o.op, NULL, NULL, &why));
+        dl_op_geom_free(&o.g);
+    }
+}
+
+/* ---- conv_transpose2d: the kernel's body on the host against naive loops and the CPU plugin ---- */
+
+typedef struct deconv_case {
+    int64_t xs[4];
+    int64_t oc;
+    int kh, kw, sh, sw, pt, pl, pb, pr, oph, opw, dh, dw, groups, bias, relu;
+} deconv_case;
+
+/* deconv_k's body for element i (plugins/cuda/ops/conv_transpose.cu), in f32 on the host */
+static float deconv_at(const dlk_deconv_p *p, const float *x, const float *w, const float *b, int64_t i) {
+    const int64_t ox = i % p->ow, oy = i / p->ow % p->oh, oc = i / (p->ow * p->oh) % p->oc,
+                  img = i / (p->ow * p->oh * p->oc);
+    const int64_t g = oc / p->ocg, o = oc % p->ocg, plane = p->h * p->w, taps = (int64_t)p->kh * p->kw;
+    const float *xg = x + (img * p->c + g * p->cg) * plane, *wg = w + (g * p->cg * p->ocg + o) * taps;
+    float acc = 0.f;
+    for (int ty = 0; ty < p->kh; ty++) {
+        int64_t iy, ix;
+        if (!dlk_deconv_src(oy, ty, p->sh, p->ph, p->dh, p->h, &iy)) continue;
+        for (int tx = 0; tx < p->kw; tx++) {
+            if (!dlk_deconv_src(ox, tx, p->sw, p->pw, p->dw, p->w, &ix)) continue;
+            for (int64_t ci = 0; ci < p->cg; ci++)
+                acc = fmaf(xg[ci * plane + iy * p->w + ix], wg[ci * p->ocg * taps + ty * p->kw + tx], acc);
+        }
+    }
+    if (b) acc += b[oc];
+    return p->relu && acc < 0.f ? 0.f : acc;
+}
+
+/* The definition, scattered: every input pixel times every tap added where it lands, in double. */
+static void deconv_naive(const deconv_case *c, const int64_t *ys, const float *x, const float *w, const float *b,
+                         double *y) {
+    const int64_t n = c->xs[0], ch = c->xs[1], h = c->xs[2], wd = c->xs[3], cg = ch / c->groups,
+                  ocg = c->oc / c->groups;
+    for (int64_t i = 0; i < numel(4, ys); i++) y[i] = b ? b[i / (ys[2] * ys[3]) % c->oc] : 0;
+    for (int64_t im = 0; im < n; im++)
+        for (int64_t ci = 0; ci < ch; ci++)
+            for (int64_t o = 0; o < ocg; o++)
+                for (int64_t iy = 0; iy < h; iy++)
+                    for (int64_t ix = 0; ix < wd; ix++)
+                        for (int ty = 0; ty < c->kh; ty++)
+                            for (int tx = 0; tx < c->kw; tx++) {
+                                int64_t oy = iy * c->sh - c->pt + ty * c->dh, ox = ix * c->sw - c->pl + tx * c->dw;
+                                if (oy < 0 || oy >= ys[2] || ox < 0 || ox >= ys[3]) continue;
+                                int64_t oc = ci / cg * ocg + o;
+                                y[((im * c->oc + oc) * ys[2] + oy) * ys[3] + ox] +=
+                                    (double)x[((im * ch + ci) * h + iy) * wd + ix] *
+                                    w[((ci * ocg + o) * c->kh + ty) * c->kw + tx];
+                            }
+    if (c->relu)
+        for (int64_t i = 0; i < numel(4, ys); i++) y[i] = y[i] < 0 ? 0 : y[i];
+}
+
+static void check_deconv(const deconv_case *c) {
+    opb o;
+    const int64_t ws[4] = {c->xs[1], c->oc / c->groups, c->kh, c->kw};
+    int64_t bs[1] = {c->oc};
+    start(&o, DL_OP_CONV_TRANSPOSE2D, 4, c->xs);
+    second(&o, 4, ws);
+    dl_tensor in3[3] = {o.in[0], o.in[1], {NULL, {DL_DEVICE_CUDA, 0}, 1, DL_F32, bs, NULL, 0}};
+    dl_tensor *in = c->bias ? in3 : o.in; /* o.op's inputs, which this test fills in */
+    o.op.inputs = in, o.op.n_inputs = c->bias ? 3 : 2;
+    dl_op_attrs *a = &o.a;
+    a->kernel[0] = c->kh, a->kernel[1] = c->kw, a->stride[0] = c->sh, a->stride[1] = c->sw;
+    a->pad_begin[0] = c->pt, a->pad_begin[1] = c->pl, a->pad_end[0] = c->pb, a->pad_end[1] = c->pr;
+    a->output_padding[0] = c->oph, a->output_padding[1] = c->opw;
+    a->dilation[0] = c->dh, a->dilation[1] = c->dw, a->groups = c->groups;
+    a->activation = c->relu ? DL_ACT_RELU : DL_ACT_NONE;
+    finish(&o);
+    for (int i = 0; i < 2; i++) /* PyTorch's output size */
+        cr_assert_eq(o.ys[2 + i], (c->xs[2 + i] - 1) * (i ? c->sw : c->sh) - (i ? c->pl + c->pr : c->pt + c->pb) +
+                                      (i ? c->dw : c->dh) * ((i ? c->kw : c->kh) - 1) + (i ? c->opw : c->oph) + 1);
+    dlk_deconv_p p;
+    cu_conv_transpose2d_params(&o.g, &p);
+    cr_assert_eq(p.numel, o.g.numel, "one thread per output element");
+    cr_assert(p.cg * c->groups == c->xs[1] && p.ocg * c->groups == c->oc && p.relu == c->relu);
+    const int64_t nx = numel(4, c->xs), nw = numel(4, ws), ny = o.g.numel;
+    float *x = malloc((size_t)nx * sizeof *x), *w = malloc((size_t)nw * sizeof *w), *b = malloc(sizeof(float) * c->oc),
+          *y = malloc((size_t)ny * sizeof *y);
+    double *want = malloc((size_t)ny * sizeof *want);
+    tu_fill_uniform(x, (size_t)nx, 3, -1, 1), tu_fill_uniform(w, (size_t)nw, 5, -1, 1);
+    tu_fill_uniform(b, (size_t)c->oc, 9, -1, 1);
+    deconv_naive(c, o.ys, x, w, c->bias ? b : NULL, want);
+    const dl_backend *be = cpu_backend();
+    dl_error err = {{0}};
+    dl_kernel *k = NULL;
+    size_t wsb = 0;
+    for (int i = 0; i < o.op.n_inputs; i++) in[i].device = be->device;
+    o.out.device = be->device;
+    in[1].data = w;
+    if (c->bias) in[2].data = b;
+    cr_assert(be->supports(be->self, &o.op, &err), "%s", err.msg);
+    cr_assert_eq(be->prepare(be->self, &o.op, &k, &wsb, &err), DL_OK, "%s", err.msg);
+    void *scratch = wsb ? malloc(wsb) : NULL;
+    in[0].data = x, o.out.data = y;
+    cr_assert_eq(be->run(be->self, k, in, &o.out, scratch, &err), DL_OK, "%s", err.msg);
+    for (int64_t i = 0; i < ny; i++) {
+        float got = deconv_at(&p, x, w, c->bias ? b : NULL, i);
+        cr_assert(fabs(got - want[i]) <= 1e-5 * (1 + fabs(want[i])), "at %lld: %g, want %g", (long long)i, got,
+                  want[i]);
+        cr_assert(fabsf(got - y[i]) <= 1e-5f * (1 + fabsf(y[i])), "at %lld: %g, cpu %g", (long long)i, got, y[i]);
+    }
+    be->release(be->self, k);
+    free(scratch), free(x), free(w), free(b), free(y), free(want);
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, conv_transpose2d_matches_naive_and_the_cpu_plugin) {
+    static const deconv_case cases[] = {
+        /* xs, oc, kh kw, sh sw, pads t l b r, output_padding, dilation, groups, bias, relu */
+        {{1, 6, 7, 5}, 4, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0}, /* the op table's cases */
+        {{2, 5, 6, 7}, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
+        {{1, 6, 5, 5}, 9, 3, 2, 1, 1, 0, 0, 0, 0, 0, 0, 2, 1, 3, 1, 0},
+        {{1, 4, 9, 8}, 5, 4, 4, 2, 3, 1, 2, 0, 1, 0, 0, 1, 1, 1, 0, 0},
+        {{3, 4, 5, 3}, 6, 3, 5, 3, 2, 2, 0, 1, 3, 2, 1, 2, 3, 2, 1, 1}, /* everything odd at once, relu */
+        {{2, 3, 4, 6}, 3, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 3, 0, 1}, /* depthwise 1x1 */
+        {{1, 2, 3, 3}, 7, 5, 3, 4, 1, 4, 1, 2, 0, 3, 0, 1, 2, 1, 1, 0}, /* padding past the input */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_deconv(&cases[i]);
 }

@@ -4,12 +4,15 @@
  * by timing) and dispatch. Memory, copies, converting copies (ABI 1.3: f32/f16/bf16,
  * row-major/channels-last), the stream, the lock and errors come from plugins/cuda_common (shared
  * with the cudnn plugin). Every kernel runs on the plugin's stream; the host orders work with
- * synchronize, never a device-wide sync per op.
+ * synchronize, never a device-wide sync per op. gather's indices are the user's: its kernel notes an
+ * index out of range in a device record instead of reading with it, and synchronize reports it
+ * (docs/gpu.md).
  *
  * Threads (see gpu.h): prepare and run make the device current on the calling thread; run only
  * queues kernels on the stream, which needs no lock; the tile tuning at prepare times with the
  * shared events, under the lock that dl_gpu_time takes. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,14 +24,17 @@
 typedef struct cuda_state {
     dl_gpu gpu; /* first: the dl_gpu_be_* table members take the state as a dl_gpu */
     dl_backend table;
+    dlk_index_error *index_err; /* device: the first gather index out of range since the last check */
+    atomic_int index_armed;     /* a gather ran since synchronize last read index_err */
 } cuda_state;
 
 struct dl_kernel {
     dl_op_geom g; /* the op's kind, attributes and shapes */
     int variant;  /* GEMM tile shape chosen by timing at prepare */
     int relu;     /* relu fused after the op (conv2d, linear, add, batchnorm) */
-    int type;     /* dl_gpu_type of all the op's tensors (f32 for the GEMMs) */
-    union {       /* launch parameters by kind, built once at prepare (launch_params) */
+    int type;     /* dl_gpu_type of all the op's tensors (f32 for the GEMMs; gather's indices are int64) */
+    dlk_index_error *index_err; /* gather: where its kernel notes a bad index (the plugin's record) */
+    union {                     /* launch parameters by kind, built once at prepare (launch_params) */
         dlk_conv conv;
         dlk_linear_p linear;
         dlk_unary_p unary;
@@ -45,11 +51,14 @@ struct dl_kernel {
         dlk_reduce_p reduce;
         dlk_layer_norm_p layer_norm;
         dlk_group_norm_p group_norm;
+        dlk_take_p take;     /* gather */
+        dlk_deconv_p deconv; /* conv_transpose2d */
     } p;
 };
 
 static void cu_destroy(void *self) {
     cuda_state *s = self;
+    if (s->index_err) dl_gpu_free(&s->gpu, s->index_err);
     dl_gpu_close(&s->gpu);
     free(s);
 }
@@ -161,6 +170,8 @@ static void launch_params(dl_kernel *k, dl_layout layout) {
     case DL_OP_REDUCE_MIN: cu_reduce_params(&k->g, &k->p.reduce); break;
     case DL_OP_LAYER_NORM: cu_layer_norm_params(&k->g, &k->p.layer_norm); break;
     case DL_OP_GROUP_NORM: cu_group_norm_params(&k->g, &k->p.group_norm); break;
+    case DL_OP_GATHER: cu_gather_params(&k->g, &k->p.take); break;
+    case DL_OP_CONV_TRANSPOSE2D: cu_conv_transpose2d_params(&k->g, &k->p.deconv); break;
     default: break; /* global avgpool reads k->g; the views are copies */
     }
 }
@@ -177,6 +188,7 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     *ws = 0;
     st = dl_op_geom_init(&k->g, op) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
     k->type = type;
+    k->index_err = op->kind == DL_OP_GATHER ? s->index_err : NULL;
     if (st == DL_OK) launch_params(k, layout);
     if (st == DL_OK && (k->g.kind == DL_OP_CONV2D || k->g.kind == DL_OP_LINEAR) && op->inputs[1].data)
         st = tune(s, k, op, err);
@@ -223,6 +235,13 @@ static int run_softmax(const dl_kernel *k, const dl_tensor *in, void *y, cudaStr
 static int run_gather(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_gather(&k->p.gather, k->type, in[0].data, y, k->g.numel, st);
 }
+static int run_take(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    return dlk_take(&k->p.take, k->type, in[0].data, in[1].data, y, k->index_err, st);
+}
+static int run_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    const void *b = k->g.has_bias ? in[2].data : NULL;
+    return dlk_conv_transpose2d(&k->p.deconv, k->type, in[0].data, in[1].data, b, y, st);
+}
 static int run_pad(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_pad(&k->p.pad, k->type, in[0].data, y, k->g.numel, st);
 }
@@ -250,8 +269,9 @@ static int run_concat(const dl_kernel *k, const dl_tensor *in, void *y, cudaStre
 
 /* The launcher of each kind. matmul (ABI 1.2) has no kernel of ours yet, nor has any kind the op
  * table gains before its kernel is written: supports() refuses them, and the placer runs them on
- * another backend. The kinds of ABI 1.4 were written without a GPU at hand: first run in the next
- * GPU round (tools/gpu-check correct, whose test-ops covers them). */
+ * another backend. The kinds of ABI 1.4 (all 32 now, gather and conv_transpose2d the last) were
+ * written without a GPU at hand: first run in the next GPU round (tools/gpu-check correct, whose
+ * test-ops covers them). */
 static const cu_launch_fn launchers[DL_OP_COUNT] = {
     [DL_OP_CONV2D] = run_gemm,
     [DL_OP_LINEAR] = run_gemm,
@@ -300,6 +320,8 @@ static const cu_launch_fn launchers[DL_OP_COUNT] = {
     [DL_OP_LAYER_NORM] = run_layer_norm,
     [DL_OP_LOG_SOFTMAX] = run_softmax,
     [DL_OP_GROUP_NORM] = run_group_norm,
+    [DL_OP_GATHER] = run_take,
+    [DL_OP_CONV_TRANSPOSE2D] = run_conv_transpose2d,
 };
 
 static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
@@ -307,8 +329,38 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     (void)ws;
     dl_status status = dl_gpu_use(&s->gpu, err); /* launches need no lock: one stream, thread-safe queuing */
     if (status != DL_OK) return status;
+    if (k->index_err) atomic_store(&s->index_armed, 1); /* before the launch: synchronize must look */
     int rc = launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
     if (rc) return dl_gpu_status((cudaError_t)rc, "kernel launch", err);
+    return DL_OK;
+}
+
+/* The gather kernels' record of a bad index, read once the stream is done, then cleared: DL_OK, or
+ * the first bad index as the cpu plugin words it. */
+static dl_status index_check(cuda_state *s, dl_error *err) {
+    dlk_index_error e;
+    DL_GPU_TRY(cudaMemcpyAsync(&e, s->index_err, sizeof e, cudaMemcpyDeviceToHost, s->gpu.stream), err);
+    DL_GPU_TRY(cudaStreamSynchronize(s->gpu.stream), err);
+    if (!e.bad) return DL_OK;
+    DL_GPU_TRY(cudaMemsetAsync(s->index_err, 0, sizeof e, s->gpu.stream), err);
+    return dl_fail(err, DL_E_INVALID, "gather: index %lld (at %lld) is out of range for a dimension of size %lld",
+                   (long long)e.index, (long long)e.at, (long long)e.size);
+}
+
+/* The shared synchronize, then the gathers' index record where a gather ran since the last look. */
+static dl_status cu_synchronize(void *self, dl_error *err) {
+    cuda_state *s = self;
+    dl_status st = dl_gpu_synchronize(&s->gpu, err);
+    if (st != DL_OK || !atomic_exchange(&s->index_armed, 0)) return st;
+    return index_check(s, err);
+}
+
+/* The zeroed device record the gather kernels write a bad index into. */
+static dl_status index_record_new(cuda_state *s, dl_error *err) {
+    dl_status st = dl_gpu_alloc(&s->gpu, sizeof *s->index_err, (void **)&s->index_err, err);
+    if (st != DL_OK) return st;
+    DL_GPU_TRY(cudaMemsetAsync(s->index_err, 0, sizeof *s->index_err, s->gpu.stream), err);
+    DL_GPU_TRY(cudaStreamSynchronize(s->gpu.stream), err);
     return DL_OK;
 }
 
@@ -321,12 +373,18 @@ static void cu_release(void *self, dl_kernel *k) {
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
     cuda_state *s = dl_gpu_plugin_new(host, sizeof *s, err);
     if (!s) return NULL;
+    atomic_init(&s->index_armed, 0);
+    if (index_record_new(s, err) != DL_OK) {
+        cu_destroy(s);
+        return NULL;
+    }
     s->table = dl_gpu_table(&s->gpu, "cuda", s->gpu.description);
     s->table.destroy = cu_destroy;
     s->table.supports = cu_supports;
     s->table.prepare = cu_prepare;
     s->table.run = cu_run;
     s->table.release = cu_release;
+    s->table.synchronize = cu_synchronize;
     s->table.supports_in_place = cu_in_place;
     return &s->table;
 }

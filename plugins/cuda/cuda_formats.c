@@ -35,9 +35,13 @@ int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error 
     unsigned formats = gemm ? 0 : DL_ACCEPT_F16 | DL_ACCEPT_BF16;
     if (cu_takes_channels_last(op->kind)) formats |= DL_ACCEPT_CHANNELS_LAST;
     if (!dl_op_check_as(op, formats, why)) return 0;
-    if (!dl_gpu_one_type(op, type, why)) return 0;
+    /* gather's indices (its last input) are int64 and row-major whatever the storage
+     * (dl_op_check_as checked them): the storage type and layout are those of the other tensors */
+    dl_op fp = *op;
+    if (op->kind == DL_OP_GATHER) fp.n_inputs = 1;
+    if (!dl_gpu_one_type(&fp, type, why)) return 0;
     dl_layout l;
-    if (!dl_gpu_one_layout(op, activations(op), &l, why)) return 0;
+    if (!dl_gpu_one_layout(&fp, activations(&fp), &l, why)) return 0;
     /* a broadcast walks the logical (row-major) order: in channels-last memory it would pair the
      * wrong elements */
     if (cu_is_binary(op->kind) && l == DL_LAYOUT_CHANNELS_LAST &&

@@ -8,15 +8,16 @@
 /* The exact check of op for the cuda plugin's kernels (its kind must have one; cuda_backend.c
  * checks that first): dl_op_check_as with the formats the kind takes, then
  *   - conv2d, linear (the f32 GEMMs): f32 row-major tensors only;
- *   - every other kind: f32, f16 or bf16, one dtype for all the op's tensors;
+ *   - every other kind: f32, f16 or bf16, one dtype for all the op's tensors (but gather's int64
+ *     indices);
  *   - the functions of one element (relu, leaky relu, sigmoid, clip and those of ABI 1.4: sqrt
  *     ... softplus), dropout, the binary ops (add, mul, sub, div, pow, min, max) on operands of the
  *     output's shape, and batchnorm: row-major or channels-last, the activations and the output
  *     in one layout (order does not matter to them, or batchnorm finds the channel either way);
  *     weights row-major;
  *   - the rest (pools, softmax, concat, broadcasting binary ops, flatten, reshape, and transpose,
- *     slice, pad, resize, the reductions and layer_norm, whose kernels index the logical shape
- *     row-major): row-major.
+ *     slice, pad, resize, the reductions, layer_norm, group_norm, gather and conv_transpose2d,
+ *     whose kernels index the logical shape row-major): row-major.
  * 1, or 0 with the reason. Fills *type (may be NULL) with the storage type, *layout (may be NULL)
  * with the activations' layout. */
 int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error *why);

@@ -1,5 +1,5 @@
-/* cuda_params.c — see cuda_params.h: the launch parameters of the elementwise, movement and
- * reduction kernels, computed once at prepare from a prepared op's geometry. */
+/* cuda_params.c — see cuda_params.h: the launch parameters of the elementwise, movement,
+ * reduction and conv_transpose2d kernels, computed once at prepare from a prepared op's geometry. */
 #include "cuda_params.h"
 
 #include <string.h>
@@ -103,6 +103,37 @@ void cu_pad_params(const dl_op_geom *g, dlk_pad_p *p) {
 void cu_resize_params(const dl_op_geom *g, dlk_resize_p *p) {
     *p = (dlk_resize_p){g->xs[0] * g->xs[1], g->xs[2],   g->xs[3],    g->ys[2], g->ys[3],
                         g->a.mode,           g->a.coord, g->a.nearest};
+}
+
+/* The axis is non-negative here (the host resolves it; dl_op_check refuses a negative one). */
+void cu_gather_params(const dl_op_geom *g, dlk_take_p *p) {
+    const int axis = g->a.axis;
+    *p = (dlk_take_p){prod(g->xs, 0, axis), g->xs[axis], prod(g->xs, axis + 1, g->xnd), prod(g->bs, 0, g->bnd), 0};
+    p->numel = p->outer * p->m * p->inner;
+}
+
+void cu_conv_transpose2d_params(const dl_op_geom *g, dlk_deconv_p *p) {
+    const dl_op_attrs *a = &g->a;
+    const int64_t groups = a->groups > 0 ? a->groups : 1;
+    *p = (dlk_deconv_p){.n = g->xs[0],
+                        .c = g->xs[1],
+                        .h = g->xs[2],
+                        .w = g->xs[3],
+                        .oc = g->ys[1],
+                        .oh = g->ys[2],
+                        .ow = g->ys[3],
+                        .cg = g->xs[1] / groups,
+                        .ocg = g->ys[1] / groups,
+                        .kh = a->kernel[0],
+                        .kw = a->kernel[1],
+                        .sh = a->stride[0],
+                        .sw = a->stride[1],
+                        .ph = a->pad_begin[0],
+                        .pw = a->pad_begin[1],
+                        .dh = a->dilation[0],
+                        .dw = a->dilation[1],
+                        .relu = a->activation == DL_ACT_RELU,
+                        .numel = g->numel};
 }
 
 void cu_reduce_params(const dl_op_geom *g, dlk_reduce_p *p) {

@@ -1,7 +1,7 @@
-/* cuda_params.h — the launch parameters of the cuda plugin's elementwise, movement and reduction
- * kernels (ABI 1.4 ops and the unary/binary ones before them), the builders that compute them once
- * at prepare from the op's kind, attributes and shapes, and the index math the kernels do per
- * element with them. Plain C without CUDA headers (as cuda_formats.h), so that
+/* cuda_params.h — the launch parameters of the cuda plugin's elementwise, movement, reduction and
+ * conv_transpose2d kernels (ABI 1.4 ops and the unary/binary ones before them), the builders that
+ * compute them once at prepare from the op's kind, attributes and shapes, and the index math the
+ * kernels do per element with them. Plain C without CUDA headers (as cuda_formats.h), so that
  * tests/test_cuda_params.c checks the builders and the index math on the host against naive loops;
  * the index functions are DL_GPU_HD, the same code on the host and in the kernels (ops/).
  * kernels.h includes this header and declares the launchers that take these structs. */
@@ -92,10 +92,38 @@ typedef struct dlk_resize_p {
     int mode, coord, nearest; /* dl_resize_mode, dl_resize_coord, dl_resize_nearest */
 } dlk_resize_p;
 
+/* gather (ONNX Gather, NumPy's take) along an axis: x viewed as [outer, n, inner]; the m int64
+ * indices, each in [-n, n) (negative ones count from the end), pick along the axis: y is
+ * [outer, m, inner], numel elements. */
+typedef struct dlk_take_p {
+    int64_t outer, n, inner, m;
+    int64_t numel; /* outer * m * inner: one thread per element */
+} dlk_take_p;
+
 void cu_transpose_params(const dl_op_geom *g, dlk_gather_p *p);
 void cu_slice_params(const dl_op_geom *g, dlk_gather_p *p);
 void cu_pad_params(const dl_op_geom *g, dlk_pad_p *p);
 void cu_resize_params(const dl_op_geom *g, dlk_resize_p *p);
+void cu_gather_params(const dl_op_geom *g, dlk_take_p *p);
+
+/* ---- conv_transpose2d (ops/conv_transpose.cu) ---- */
+
+/* PyTorch's ConvTranspose2d on x [n, c, h, w] with weight [c, ocg, kh, kw] (ocg = oc / groups
+ * output channels per group, cg = c / groups input channels per group) into y [n, oc, oh, ow]:
+ * input pixel (iy, ix) with tap (ty, tx) adds into output (iy * sh - ph + ty * dh, ix * sw - pw +
+ * tx * dw). The kernel runs the other way: one thread per output element sums the (input, tap)
+ * pairs that land on it (dlk_deconv_src), then adds the bias and applies relu. */
+typedef struct dlk_deconv_p {
+    int64_t n, c, h, w; /* input */
+    int64_t oc, oh, ow; /* output */
+    int64_t cg, ocg;    /* channels per group: input, output */
+    int kh, kw, sh, sw; /* kernel, stride */
+    int ph, pw, dh, dw; /* padding before (top, left: the end padding only shortens y), dilation */
+    int relu;           /* relu fused after the bias */
+    int64_t numel;      /* output elements: one thread each */
+} dlk_deconv_p;
+
+void cu_conv_transpose2d_params(const dl_op_geom *g, dlk_deconv_p *p);
 
 /* ---- reductions and layer_norm (ops/reduce_norm.cu) ---- */
 
@@ -164,6 +192,26 @@ DL_GPU_HD int64_t dlk_pad_source(const dlk_pad_p *p, int64_t i) {
         off += j * p->xst[d];
     }
     return off;
+}
+
+/* Where output element i of a gather reads x (an offset), or -1 when its index is outside
+ * [-n, n); *at is the position of that index in idx either way. */
+DL_GPU_HD int64_t dlk_take_source(const dlk_take_p *p, const int64_t *idx, int64_t i, int64_t *at) {
+    const int64_t t = i % p->inner, r = i / p->inner, j = r % p->m, o = r / p->m;
+    int64_t k = idx[j];
+    *at = j;
+    if (k < -p->n || k >= p->n) return -1;
+    if (k < 0) k += p->n;
+    return (o * p->n + k) * p->inner + t;
+}
+
+/* Along one axis of a transposed convolution: 1 and *src, the input position whose tap t adds into
+ * output position o (o = src * stride - pad + t * dil, 0 <= src < in), or 0 when there is none. */
+DL_GPU_HD int dlk_deconv_src(int64_t o, int t, int stride, int pad, int dil, int64_t in, int64_t *src) {
+    const int64_t s = o + pad - (int64_t)t * dil;
+    if (s < 0 || s % stride) return 0;
+    *src = s / stride;
+    return *src < in;
 }
 
 /* resize's coordinates and taps: core/ops/resample.h, shared with the cpu plugin */

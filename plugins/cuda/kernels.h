@@ -1,12 +1,12 @@
 /* kernels.h — launchers of the cuda plugin's own kernels (one family per .cu file in ops/),
  * callable from C, and the launch parameters they take (built once per op at prepare, in
- * cuda_backend.c; those of the elementwise, movement and reduction families are in cuda_params.h,
- * plain C, with their builders). Each launcher returns 0, or the cudaError_t of the launch. Tensors
- * are dense, on the device. The GEMMs take f32 row-major (NCHW) tensors; every other launcher takes
- * the storage type of its tensors (`type`, a dl_gpu_type: f32, f16 or bf16, one for all of an op's
- * tensors; kernels load as float, compute in float and store rounded) and row-major order, except
- * where a parameter says channels-last (batchnorm) or order does not matter (unary, same-shape
- * binary). */
+ * cuda_backend.c; those of the elementwise, movement, reduction and conv_transpose2d kernels are
+ * in cuda_params.h, plain C, with their builders). Each launcher returns 0, or the cudaError_t of
+ * the launch. Tensors are dense, on the device. The GEMMs take f32 row-major (NCHW) tensors; every
+ * other launcher takes the storage type of its tensors (`type`, a dl_gpu_type: f32, f16 or bf16,
+ * one for all of an op's floating-point tensors; gather's indices are int64; kernels load as
+ * float, compute in float and store rounded) and row-major order, except where a parameter says
+ * channels-last (batchnorm) or order does not matter (unary, same-shape binary). */
 #ifndef DLRUN_CUDA_KERNELS_H
 #define DLRUN_CUDA_KERNELS_H
 #include <cuda_runtime_api.h>
@@ -92,6 +92,26 @@ int dlk_concat_part(int type, const void *x, void *y, int64_t outer, int64_t chu
 int dlk_gather(const dlk_gather_p *p, int type, const void *x, void *y, int64_t n, cudaStream_t s);
 int dlk_pad(const dlk_pad_p *p, int type, const void *x, void *y, int64_t n, cudaStream_t s);
 int dlk_resize(const dlk_resize_p *p, int type, const void *x, void *y, cudaStream_t s);
+
+/* Where the gather kernel notes an index out of range (device memory, one per plugin, zeroed): the
+ * first one met sets `bad` and the rest (a later one finds bad already set and leaves them). The
+ * plugin reads it at synchronize. */
+typedef struct dlk_index_error {
+    unsigned int bad;
+    unsigned int unused;
+    int64_t index, at, size; /* the index, its position among the indices, the dimension's size */
+} dlk_index_error;
+
+/* gather: y[(o * m + j) * inner + t] = x[(o * n + idx[j]) * inner + t] (elements copied as they
+ * are); an index outside [-n, n) reads nothing, writes zeros and is noted in *err. */
+int dlk_take(const dlk_take_p *p, int type, const void *x, const int64_t *idx, void *y, dlk_index_error *err,
+             cudaStream_t s);
+
+/* ---- conv_transpose2d (ops/conv_transpose.cu) ---- */
+
+/* x, w and b (NULL: no bias) in storage type `type`, row-major; sums in float */
+int dlk_conv_transpose2d(const dlk_deconv_p *p, int type, const void *x, const void *w, const void *b, void *y,
+                         cudaStream_t s);
 
 /* ---- reductions and layer_norm (ops/reduce_norm.cu) ---- */
 
