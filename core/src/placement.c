@@ -560,6 +560,19 @@ static dl_status check_timing_fits(const dl_session *s, int i, dl_error *err) {
                    dl_op_kind_name(n->kind), n->name, nb, what, ab);
 }
 
+/* 1 when node i only copies its input (reshape, flatten, dropout) and be runs it in place: the
+ * memory plan then gives its output the input's memory, so it costs nothing there, whatever a
+ * copy measured alone took (a backend that copies, onednn's reorder, pays the copy). */
+static int free_view(const dl_session *s, int i, const dl_backend *be) {
+    const dl_op_kind kind = s->g->nodes[i].kind;
+    if (kind != DL_OP_RESHAPE && kind != DL_OP_FLATTEN && kind != DL_OP_DROPOUT) return 0;
+    if (!DL_BACKEND_HAS(be, supports_in_place)) return 0;
+    dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
+    dl_op op;
+    dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
+    return be->supports_in_place(be->self, &op);
+}
+
 /* Times (or finds in the cache) every candidate of every node with more than one: p->t. */
 static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, dl_tcache *cache, dl_error *err) {
     const dl_graph *g = s->g;
@@ -600,7 +613,7 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 pl->timed++;
             }
             c->cand[k].ms = ms;
-            p->t[i * p->nbe + b] = ms;
+            p->t[i * p->nbe + b] = c->n > 1 && free_view(s, i, be) ? 0 : ms;
         }
         int any = 0;
         for (int b = 0; b < p->nbe; b++) any |= p->t[i * p->nbe + b] >= 0;

@@ -5,6 +5,7 @@
  *   DLFAKE_<NAME>_<OP>_US     time for one op kind (OP in capitals: RELU, ADD, ...)
  *   DLFAKE_<NAME>_COPY_US     time per copy to or from host memory (default 0)
  *   DLFAKE_<NAME>_OPS         comma-separated op kinds it supports (default all four)
+ *   DLFAKE_<NAME>_IN_PLACE    1: it may run its ops with the output over input 0 (supports_in_place)
  *   DLFAKE_<NAME>_ASYNC       1: like a GPU stream, run() only queues the op; the queue runs, in
  *                             order, at synchronize() or before a copy (so a host that reads a
  *                             result without synchronizing this backend reads stale memory)
@@ -166,6 +167,7 @@ static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     return DL_OK;
 }
 static void fk_release(void *self, dl_kernel *k) { free(k); }
+static int fk_in_place(void *self, const dl_op *op) { return op->kind != DL_OP_ADD; } /* reads x[i], then writes y[i] */
 /* (1.6) events: the fake device clock when recorded */
 static dl_status fk_event_record(void *self, void **event, dl_error *err) {
     fake *f = self;
@@ -216,6 +218,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
                             .run = fk_run,
                             .release = fk_release,
                             .synchronize = fk_synchronize};
+    snprintf(key, sizeof key, "DLFAKE_%s_IN_PLACE", up);
+    if (env_num(key, 0) != 0) f->table.supports_in_place = fk_in_place;
     snprintf(key, sizeof key, "DLFAKE_%s_EVENT_US", up);
     if (getenv(key)) {
         f->event_ms = env_num(key, 0) * 1e-3;
