@@ -9,12 +9,12 @@
 
 #include "dlrun/plugin.h"
 
-/* erf(x) as x P(x^2) / Q(x^2), P and Q of degree 5 (a rational fit on [0, 3.92] in double,
- * weighted to its largest error, 1.8e-8, P(0) = erf'(0); tools/fit_erf.py), |x| clamped to 3.92, where erf is 1 in
- * float. Branch-free and without a table, so that loops over it vectorise (GELU calls it once per
- * element of a transformer's widest tensors). Within 4e-7 of erf, most of it float rounding near the
- * clamp, and within 2e-7 of it relatively below 1e-3 (tests/test_cpu_activate.c). NaN stays NaN: every compare below is
- * false for it. */
+/* erf(x) as x P(x^2) / Q(x^2), P and Q of degree 5: a rational fit on [0, 3.92] in double
+ * (largest error 1.8e-8, P(0) = erf'(0); tools/fit_erf.py), |x| clamped to 3.92, where erf is 1
+ * in float. Branch-free and without a table, so that loops over it vectorise: GELU calls it once
+ * per element of a transformer's widest tensors. Within 4e-7 of erf, most of it float rounding
+ * near the clamp, and within 2e-7 relatively below 1e-3 (tests/test_cpu_activate.c). NaN stays
+ * NaN: every compare below is false for it. */
 static inline float cpu_erf_fast(float x) {
     const float a = fabsf(x), c = a > 3.92f ? 3.92f : a, s = c * c;
     float p = 2.04266144e-06f, q = 3.80575111e-05f;
