@@ -332,7 +332,7 @@ class Converter:
                 # act(reshape(linear)) = reshape(act(linear)): the activation then fuses into the layer
                 inner = Runtime(r["inputs"][0], self.shape_of[r["inputs"][0]])
                 y = Runtime(self.layer(onnx_out + "/" + op, op, [inner], **attrs), inner.shape)
-                self.set_out(onnx_out, self.reshape_to(y, shape, onnx_out, rows=True))
+                self.set_out(onnx_out, self.reshape_to(y, shape, onnx_out, rows=self.batch_leads(shape)))
                 return self.values[onnx_out]
         name = self.layer(onnx_out, op, inputs, weights, halves, **attrs)
         self.set_out(onnx_out, Runtime(name, shape))
@@ -354,6 +354,13 @@ class Converter:
             spec[0] = 0  # "the input's first dimension": the model still runs with dlrun --batch N
         name = self.layer(base, "reshape", [x], shape=spec)
         return Runtime(name, shape)
+
+    def batch_leads(self, shape):
+        """Whether shape's first dimension is the model's batch: the first input's first dimension,
+        which dlrun --batch N scales. A reshape back from a linear layer's rows then writes it -1;
+        otherwise (a sequence-first [tokens, batch, d]) it stays fixed, and --batch fails there
+        with a clear error instead of giving a wrong shape."""
+        return bool(self.inputs) and bool(shape) and shape[0] == self.inputs[0][1][0]
 
     def set_out(self, onnx_out, rv):
         self.values[onnx_out] = rv
@@ -947,7 +954,7 @@ class Converter:
             lin = self.layer(out if len(ashape) == 2 else out + "/linear", "linear", [x], {"weight": np.asarray(B, dtype=np.float32).T},
                              {"weight": self.half(self.node.input[1])}, units=int(b2[-1]), bias=False)
             self.shape_of[lin] = (rows, int(b2[-1]))
-            y = self.reshape_to(Runtime(lin, (rows, int(b2[-1]))), yshape, out, rows=True)
+            y = self.reshape_to(Runtime(lin, (rows, int(b2[-1]))), yshape, out, rows=self.batch_leads(yshape))
             self.bias_free[y.name] = (self.layer_of[lin], x, out)
             self.set_out(out, y)
             return
@@ -1553,7 +1560,7 @@ class Converter:
                               {"weight": self.tensors[key], "bias": bias.reshape(n)},
                               {"weight": self.stored.get(key), "bias": self.stored.get(c.name)}, units=n, bias=True)
             self.shape_of[name] = x.shape[:1] + (n,)
-            return self.reshape_to(Runtime(name, x.shape[:1] + (n,)), shape, out, rows=True)
+            return self.reshape_to(Runtime(name, x.shape[:1] + (n,)), shape, out, rows=self.batch_leads(shape))
         return None
 
     def factors(self, rv):
