@@ -211,6 +211,29 @@ def new_mappings(dlrun, rng):
     if ops != ["reshape", "linear", "gelu", "reshape"]:
         failures.append(f"MatMul + bias + GELU: dlrun ops {ops}, wanted ['reshape', 'linear', 'gelu', 'reshape']")
     expect_runs("MatMul + bias + GELU as one linear layer", m, {"t": t}, want, dlrun)
+    # Einsum on runtime tensors (ONNX's own Einsum tests are all float64): transposes, sums and a
+    # batched matmul; MaxViT's attention equations among them
+    def einsum(eq, *arrays, const=()):
+        names = [f"e{i}" for i in range(len(arrays))]
+        ins = [vi(n, list(a.shape)) for n, a in zip(names, arrays) if n not in const]
+        inits = [(n, a) for n, a in zip(names, arrays) if n in const]
+        m = model([helper.make_node("Einsum", names, ["y"], equation=eq)], ins, [vi("y", None)], inits, opset=12)
+        expect_runs(f"Einsum '{eq}'", m, {n: a for n, a in zip(names, arrays) if n not in const},
+                    np.einsum(eq, *[a.astype(np.float64) for a in arrays]), dlrun)
+    u = lambda *shape: rng.uniform(-1, 1, shape).astype(np.float32)
+    einsum("bghid,bghjd->bghij", u(1, 3, 2, 5, 4), u(1, 3, 2, 7, 4))
+    einsum("bghij,bghjd->bghid", u(1, 3, 2, 5, 7), u(1, 3, 2, 7, 4))
+    einsum("ij,jk", u(3, 5), u(5, 4))
+    einsum("bij,kj->bki", u(2, 3, 5), u(4, 5), const=("e1",))
+    einsum("i,j->ij", u(3), u(4))
+    einsum("i,i->", u(6), u(6))
+    einsum("ijk->kj", u(2, 3, 4))
+    einsum("ijk->", u(2, 3, 4))
+    expect_error("Einsum with an ellipsis", model([helper.make_node("Einsum", ["x"], ["y"], equation="...ii->...i")],
+                                                 [vi("x", [2, 3, 3])], [vi("y", None)], opset=12), "ellipses")
+    expect_error("Einsum of a diagonal", model([helper.make_node("Einsum", ["x"], ["y"], equation="ii->i")],
+                                              [vi("x", [3, 3])], [vi("y", None)], opset=12), "once")
+
     # the product read twice: the bias stays an add of its own (the other reader needs it without)
     m = model([helper.make_node("MatMul", ["t", "w"], ["mm"]), helper.make_node("Add", ["mm", "c"], ["a"]),
                helper.make_node("Mul", ["a", "mm"], ["y"])], [vi("t", [1, 7, 6])], [vi("y", None)], [("w", w), ("c", c)])

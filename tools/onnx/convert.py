@@ -44,7 +44,7 @@ MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAverag
               "ReduceSumSquare Resize Upsample LayerNormalization Gather Split Expand Tile "
               "LogSoftmax InstanceNormalization GroupNormalization Elu Selu Celu PRelu Softsign ThresholdedRelu "
               "Shrink Mean ReduceL1 ReduceLogSum ReduceLogSumExp DepthToSpace SpaceToDepth GlobalMaxPool LRN "
-              "MeanVarianceNormalization ConvTranspose").split()
+              "MeanVarianceNormalization ConvTranspose Einsum").split()
 HELPER_OPS = "Constant Identity Cast CastLike Reshape Squeeze Unsqueeze Shape".split()
 # Ops folded when all their inputs are constants and refused on a runtime tensor (fold.py).
 FOLD_ONLY_OPS = sorted(set(fold.FOLDERS) - set(MAPPED_OPS))
@@ -553,11 +553,16 @@ class Converter:
         if sorted(perm) != list(range(rank)):
             self.fail(f"perm {a.get('perm')} is not a permutation of {rank} dimensions")
         out = self.node.output[0]
+        self.set_out(out, self.transpose(x, perm, out))
+
+    def transpose(self, x, perm, name):
+        """Runtime x with its dimensions in perm's order: a transpose layer, a reshape where only
+        unit dimensions move, or x itself."""
+        perm = list(perm)
         moved = [p for p in perm if x.shape[p] != 1]
         if moved == sorted(moved):  # only unit dims move (or none): a reshape, or x itself
-            self.set_out(out, self.reshape_to(x, [x.shape[p] for p in perm], out))
-        else:
-            self.emit(out, "transpose", [x], tuple(x.shape[p] for p in perm), perm=perm)
+            return self.reshape_to(x, [x.shape[p] for p in perm], name)
+        return Runtime(self.layer(name, "transpose", [x], perm=perm), tuple(x.shape[p] for p in perm))
 
     def _axes(self, a):
         """Squeeze's and Unsqueeze's axes: an attribute before opset 13, an input since."""
@@ -962,6 +967,69 @@ class Converter:
             ar, br = self.operand(self.node.input[0], a2), self.operand(self.node.input[1], b2)
             y = Runtime(self.layer(out if y2 == yshape else out + "/2d", "matmul", [ar, br]), y2)
         self.set_out(out, self.reshape_to(y, yshape, out) if y2 != yshape else y)
+
+    def op_Einsum(self):
+        """Einsum of one or two operands, at least one at run time, written with dlrun's ops: one
+        operand is a reduce_sum over the letters the output drops and a transpose; two are a
+        batched product: each operand transposed to [batch, own, summed] letters and reshaped to
+        3-D, one matmul, then reshape and transpose to the output's order. Refused: ellipses, a
+        letter twice in one operand (a diagonal), a letter only one of two operands has that the
+        output drops, and batch letters whose sizes differ (broadcasting)."""
+        a = self.attrs({"equation"})
+        if self.try_fold():
+            return
+        eq = a["equation"].decode() if isinstance(a["equation"], bytes) else str(a["equation"])
+        eq = eq.replace(" ", "")
+        if "..." in eq:
+            self.fail(f"equation '{eq}': ellipses are not supported", Unsupported)
+        lhs, arrow, rhs = eq.partition("->")
+        terms = lhs.split(",")
+        if len(terms) != len(self.node.input) or len(terms) > 2:
+            self.fail(f"equation '{eq}': {len(terms)} operand(s) for {len(self.node.input)} input(s); "
+                      "dlrun writes Einsum of one or two operands", Unsupported)
+        if not arrow:  # implicit output: the letters seen once, in alphabetical order
+            rhs = "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
+        xs = [self.runtime(n) for n in self.node.input]
+        size = {}
+        for t, x in zip(terms, xs):
+            if len(t) != len(x.shape) or len(set(t)) != len(t):
+                self.fail(f"equation '{eq}': term '{t}' does not name each of {list(x.shape)}'s dimensions once",
+                          Unsupported)
+            for c, d in zip(t, x.shape):
+                if size.setdefault(c, d) != d:
+                    self.fail(f"equation '{eq}': letter '{c}' is {size[c]} and {d} (broadcasting is not supported)",
+                              Unsupported)
+        if len(set(rhs)) != len(rhs) or any(c not in size for c in rhs):
+            self.fail(f"equation '{eq}': output '{rhs}' is not made of distinct input letters")
+        out = self.node.output[0]
+        if len(terms) == 1:
+            (t,), (x,) = terms, xs
+            drop = [i for i, c in enumerate(t) if c not in rhs]
+            if drop:
+                x = self.reduce("reduce_sum", x, drop, 0, out + "/sum")
+                t = "".join(c for c in t if c in rhs)
+            if x.shape == ():
+                x = self.reshape_to(x, (1,), out + "/1")
+            self.set_out(out, self.transpose(x, [t.index(c) for c in rhs], out))
+            return
+        ta, tb = terms
+        for t, other in ((ta, tb), (tb, ta)):
+            if any(c not in other and c not in rhs for c in t):
+                self.fail(f"equation '{eq}': a letter of '{t}' is summed over by itself", Unsupported)
+        batch = [c for c in rhs if c in ta and c in tb]
+        own_a = [c for c in rhs if c in ta and c not in tb]
+        own_b = [c for c in rhs if c in tb and c not in ta]
+        summed = [c for c in ta if c in tb and c not in rhs]
+        n = lambda cs: int(np.prod([size[c] for c in cs])) if cs else 1
+        def side(x, t, order, shape, name):
+            y = self.transpose(x, [t.index(c) for c in order], name + "/t")
+            return self.reshape_to(y, shape, name + "/3d")
+        am = side(xs[0], ta, batch + own_a + summed, (n(batch), n(own_a), n(summed)), out + "/a")
+        bm = side(xs[1], tb, batch + summed + own_b, (n(batch), n(summed), n(own_b)), out + "/b")
+        y = Runtime(self.layer(out + "/matmul", "matmul", [am, bm]), (n(batch), n(own_a), n(own_b)))
+        order = batch + own_a + own_b
+        y = self.reshape_to(y, tuple(size[c] for c in order) or (1,), out + "/nd")
+        self.set_out(out, self.transpose(y, [order.index(c) for c in rhs], out) if rhs else y)
 
     def op_Flatten(self):
         a = self.attrs({"axis"})
