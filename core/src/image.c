@@ -91,6 +91,16 @@ static void resized_size(const dl_preprocess *p, int64_t ih, int64_t iw, int64_t
     else *rh = h, *rw = w;
 }
 
+/* stb's reason for a failure, printable: a PNG chunk's reason carries the chunk's 4 type bytes
+ * as they are in the file (any byte, a newline among them), and errors are one line. */
+static const char *stb_reason(char *buf, size_t len) {
+    const char *r = stbi_failure_reason();
+    size_t i = 0;
+    for (; r && r[i] && i + 1 < len; i++) buf[i] = r[i] >= 0x20 && r[i] < 0x7f ? r[i] : '?';
+    buf[i] = 0;
+    return r ? buf : NULL;
+}
+
 dl_status dl_image_decode(const dl_preprocess *p, const void *bytes, size_t len, const char *what, int64_t c, int64_t h,
                           int64_t w, float *out, dl_error *err) {
     int want = dl_preprocess_channels(p, c);
@@ -107,7 +117,8 @@ dl_status dl_image_decode(const dl_preprocess *p, const void *bytes, size_t len,
         /* stbi_info's reason is its last probe's ("unknown image type"); loading names what is
          * wrong in the format the file has: it reads the same header first, and fails there */
         unsigned char *px = stbi_load_from_memory(bytes, (int)len, &iw, &ih, &comp, 1);
-        const char *why = px ? "inconsistent header" : stbi_failure_reason();
+        char reason[64];
+        const char *why = px ? "inconsistent header" : stb_reason(reason, sizeof reason);
         stbi_image_free(px);
         if (!why || !strcmp(why, "unknown image type"))
             return dl_fail(err, DL_E_INVALID, "%s: not an image dlrun reads (PNG, JPEG, BMP, PNM)", what);
@@ -131,7 +142,9 @@ dl_status dl_image_decode(const dl_preprocess *p, const void *bytes, size_t len,
 
     int dw = 0, dh = 0;
     unsigned char *px = stbi_load_from_memory(bytes, (int)len, &dw, &dh, &comp, want);
-    if (!px) return dl_fail(err, DL_E_INVALID, "%s: cannot decode the image: %s", what, stbi_failure_reason());
+    char reason[64];
+    if (!px)
+        return dl_fail(err, DL_E_INVALID, "%s: cannot decode the image: %s", what, stb_reason(reason, sizeof reason));
     if (dw != iw || dh != ih) { /* the header read twice must agree */
         stbi_image_free(px);
         return dl_fail(err, DL_E_INVALID, "%s: cannot decode the image: its size changed", what);
