@@ -115,8 +115,7 @@ void cu_gather_params(const dl_op_geom *g, dlk_take_p *p) {
 void cu_conv_transpose2d_params(const dl_op_geom *g, dlk_deconv_p *p) {
     const dl_op_attrs *a = &g->a;
     const int64_t groups = a->groups > 0 ? a->groups : 1;
-    *p = (dlk_deconv_p){.n = g->xs[0],
-                        .c = g->xs[1],
+    *p = (dlk_deconv_p){.c = g->xs[1],
                         .h = g->xs[2],
                         .w = g->xs[3],
                         .oc = g->ys[1],

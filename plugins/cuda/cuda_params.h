@@ -114,7 +114,7 @@ void cu_gather_params(const dl_op_geom *g, dlk_take_p *p);
  * tx * dw). The kernel runs the other way: one thread per output element sums the (input, tap)
  * pairs that land on it (dlk_deconv_src), then adds the bias and applies relu. */
 typedef struct dlk_deconv_p {
-    int64_t n, c, h, w; /* input */
+    int64_t c, h, w;    /* input (the images follow from numel) */
     int64_t oc, oh, ow; /* output */
     int64_t cg, ocg;    /* channels per group: input, output */
     int kh, kw, sh, sw; /* kernel, stride */
