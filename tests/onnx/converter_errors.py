@@ -211,6 +211,11 @@ def new_mappings(dlrun, rng):
     if ops != ["reshape", "linear", "gelu", "reshape"]:
         failures.append(f"MatMul + bias + GELU: dlrun ops {ops}, wanted ['reshape', 'linear', 'gelu', 'reshape']")
     expect_runs("MatMul + bias + GELU as one linear layer", m, {"t": t}, want, dlrun)
+    # the reshapes around the layer write the batch as -1: dlrun --batch 3 runs the same model
+    t3 = rng.uniform(-2, 2, (3, 7, 6)).astype(np.float32)
+    a3 = t3.astype(np.float64) @ w + c
+    expect_runs("MatMul + bias + GELU at --batch 3", m, {"t": t3}, 0.5 * a3 * (1 + np.vectorize(erf)(a3 / np.sqrt(2))),
+                dlrun, run_extra=("--batch", "3"))
     # Einsum on runtime tensors (ONNX's own Einsum tests are all float64): transposes, sums and a
     # batched matmul; MaxViT's attention equations among them
     def einsum(eq, *arrays, const=()):
