@@ -1,4 +1,4 @@
-/* conv_pool.c — rows of the window ops: conv2d, conv_transpose2d, maxpool2d, avgpool2d,
+/* conv_pool.c — rows of the window ops: conv2d, conv_transpose2d, conv3d, maxpool2d, avgpool2d,
  * global_avgpool. Output sizes follow PyTorch's formulas (dl_window_out). */
 #include <limits.h>
 #include <stdint.h>
@@ -185,6 +185,85 @@ const dl_op_def dl_op_row_conv_transpose2d = {
     .weight_shapes = conv_transpose2d_weights,
     .infer = conv_transpose2d_infer,
     .flops = conv_transpose2d_flops,
+};
+
+/* ---- conv3d ---- */
+
+static void conv3d_weights(const dl_op_params *p, const dl_shape *x, dl_shape *w) {
+    const int32_t *k = p->attrs.kernel3;
+    int64_t per_group = p->attrs.groups > 0 ? x->d[1] / p->attrs.groups : x->d[1];
+    w[0] = (dl_shape){5, {p->units, per_group, k[0], k[1], k[2]}};
+    if (p->has_bias) w[1] = (dl_shape){1, {p->units}};
+}
+
+static int conv3d_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    const dl_op_attrs *a = op->attrs;
+    const dl_tensor *x = &op->inputs[0], *w = &op->inputs[1];
+    char s[128];
+    if (x->ndim != 5) DL_NO(why, "needs a 5-D input [N, C, D, H, W], got %s", dl_shape_txt(x, s, sizeof s));
+    if (w->ndim != 5) DL_NO(why, "needs a 5-D weight [OC, C/groups, KD, KH, KW], got %s", dl_shape_txt(w, s, sizeof s));
+    long long c = (long long)x->shape[1], oc = (long long)w->shape[0];
+    if (a->groups < 1) DL_NO(why, "groups must be at least 1, not %d", a->groups);
+    if (c % a->groups) DL_NO(why, "input channels %lld are not divisible by groups %d", c, a->groups);
+    if (oc % a->groups) DL_NO(why, "filters %lld are not divisible by groups %d", oc, a->groups);
+    if (w->shape[1] * a->groups != c)
+        DL_NO(why, "weight has %lld input channels per group, the input has %lld channels in %d groups",
+              (long long)w->shape[1], c, a->groups);
+    const int32_t *k = a->kernel3;
+    if (w->shape[2] != k[0] || w->shape[3] != k[1] || w->shape[4] != k[2])
+        DL_NO(why, "weight kernel %lldx%lldx%lld differs from the kernel attribute %dx%dx%d", (long long)w->shape[2],
+              (long long)w->shape[3], (long long)w->shape[4], k[0], k[1], k[2]);
+    if (op->n_inputs == 3 && !dl_is_vec(&op->inputs[2], oc))
+        DL_NO(why, "bias must be [%lld], got %s", oc, dl_shape_txt(&op->inputs[2], s, sizeof s));
+    *y = (dl_shape){5, {x->shape[0], oc, 0, 0, 0}};
+    for (int i = 0; i < 3; i++) {
+        if (k[i] < 1 || a->stride3[i] < 1 || a->dilation3[i] < 1 || a->pad_begin3[i] < 0 || a->pad_end3[i] < 0)
+            DL_NO(why, "kernel, stride and dilation must be at least 1 and padding at least 0");
+        y->d[2 + i] =
+            dl_window_out(x->shape[2 + i], k[i], a->stride3[i], a->pad_begin3[i], a->pad_end3[i], a->dilation3[i], 0);
+        if (y->d[2 + i] < 1)
+            DL_NO(why, "kernel %dx%dx%d (dilation %dx%dx%d) does not fit the padded input %s", k[0], k[1], k[2],
+                  a->dilation3[0], a->dilation3[1], a->dilation3[2], dl_shape_txt(x, s, sizeof s));
+    }
+    return 1;
+}
+
+static double conv3d_flops(const dl_op *op) {
+    const int64_t *w = op->inputs[1].shape; /* [OC, C/groups, KD, KH, KW] */
+    return 2.0 * (double)dl_tensor_numel(&op->outputs[0]) * (double)(w[1] * w[2] * w[3] * w[4]);
+}
+
+const dl_op_def dl_op_row_conv3d = {
+    .name = "conv3d",
+    .abi_minor = 7,
+    .flags = DL_OPF_FUSES_RELU,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .weights =
+        (const dl_weight_def[]){{"weight", DL_INIT_KAIMING_UNIFORM, 0}, {"bias", DL_INIT_FAN_IN_UNIFORM, 1}, {0}},
+    .attrs = (const dl_attr_def[]){{"filters", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(units), 1, INT_MAX, 0, 0},
+                                   {"kernel", DL_ATTR_TRIPLE, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.kernel3), 1, 0, 0, 0},
+                                   {"stride", DL_ATTR_TRIPLE, 0, DL_ATTR_AT(attrs.stride3), 1, 0, 1, 0},
+                                   {"padding", DL_ATTR_PADDING3, 0, DL_ATTR_AT(attrs.pad_begin3), 0, 0, 0, 0},
+                                   {"dilation", DL_ATTR_TRIPLE, 0, DL_ATTR_AT(attrs.dilation3), 1, 0, 1, 0},
+                                   {"groups", DL_ATTR_INT, 0, DL_ATTR_AT(attrs.groups), 1, INT_MAX, 1, 0},
+                                   {"bias", DL_ATTR_BOOL, 0, DL_ATTR_AT(has_bias), 0, 1, 1, 0},
+                                   {0}},
+    .nmse = DL_NMSE_GEMM,
+    .cases =
+        (const dl_op_case[]){
+            {"conv3d 3x3x3 pad 1", "[[1, 3, 5, 9, 7]]", "filters: 5, kernel: 3, padding: 1", 1},
+            {"conv3d stem 3x7x7 stride 1,2,2", "[[2, 3, 6, 13, 11]]",
+             "filters: 4, kernel: [3, 7, 7], stride: [1, 2, 2], padding: [1, 3, 3]", 1},
+            {"conv3d 1x3x3 no bias", "[[1, 6, 4, 7, 9]]",
+             "filters: 7, kernel: [1, 3, 3], padding: [0, 1, 1], bias: false", 1},
+            {"conv3d 3x1x1 stride 2", "[[1, 5, 9, 5, 6]]", "filters: 3, kernel: [3, 1, 1], stride: [2, 1, 1]", 1},
+            {"conv3d groups dilation asymmetric pads", "[[1, 6, 7, 8, 7]]",
+             "filters: 9, kernel: [2, 3, 2], dilation: [2, 1, 2], padding: [1, 0, 2, 0, 1, 1], groups: 3", 1},
+            {0}},
+    .weight_shapes = conv3d_weights,
+    .infer = conv3d_infer,
+    .flops = conv3d_flops,
 };
 
 /* ---- pools ---- */

@@ -155,8 +155,9 @@ int dl_op_geom_init(dl_op_geom *g, const dl_op *op) {
     if (op->n_inputs > 2)
         g->cnd = op->inputs[2].ndim, memcpy(g->cs, op->inputs[2].shape, (size_t)g->cnd * sizeof(int64_t));
     g->numel = dl_tensor_numel(&op->outputs[0]);
-    g->has_bias =
-        (g->kind == DL_OP_CONV2D || g->kind == DL_OP_LINEAR || g->kind == DL_OP_CONV_TRANSPOSE2D) && op->n_inputs == 3;
+    g->has_bias = (g->kind == DL_OP_CONV2D || g->kind == DL_OP_LINEAR || g->kind == DL_OP_CONV_TRANSPOSE2D ||
+                   g->kind == DL_OP_CONV3D) &&
+                  op->n_inputs == 3;
     if (g->kind == DL_OP_CONCAT) {
         g->cat_len = malloc((size_t)op->n_inputs * sizeof *g->cat_len);
         if (!g->cat_len) return 0;

@@ -41,7 +41,7 @@ typedef struct dl_op_geom {
     int64_t bs[8], cs[8]; /* and shapes: add's and matmul's other operands */
     int64_t numel;        /* output elements */
     int64_t *cat_len;     /* concat: each input's extent along the axis */
-    int has_bias;         /* conv2d, linear, conv_transpose2d */
+    int has_bias;         /* conv2d, linear, conv_transpose2d, conv3d */
 } dl_op_geom;
 
 /* Fills g from op; 0 when out of memory. dl_op_geom_free releases what it allocated. */

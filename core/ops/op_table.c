@@ -58,7 +58,8 @@
     X(LOG_SOFTMAX, log_softmax) \
     X(GROUP_NORM, group_norm) \
     X(GATHER, gather) \
-    X(CONV_TRANSPOSE2D, conv_transpose2d)
+    X(CONV_TRANSPOSE2D, conv_transpose2d) \
+    X(CONV3D, conv3d)
 /* clang-format on */
 
 #define DECLARE(kind, name) extern const dl_op_def dl_op_row_##name;
@@ -99,6 +100,7 @@ size_t dl_op_attrs_size(uint32_t minor) {
     return minor == 0   ? offsetof(dl_op_attrs, alpha)
            : minor == 1 ? offsetof(dl_op_attrs, beta)
            : minor <= 3 ? offsetof(dl_op_attrs, n_axes)
+           : minor <= 6 ? offsetof(dl_op_attrs, kernel3)
                         : sizeof(dl_op_attrs);
 }
 
@@ -123,6 +125,7 @@ void dl_op_params_default(dl_op_params *p) {
     a->struct_size = sizeof *a;
     a->stride[0] = a->stride[1] = 1;
     a->dilation[0] = a->dilation[1] = 1;
+    for (int i = 0; i < 3; i++) a->stride3[i] = a->dilation3[i] = 1;
     a->groups = 1;
     a->count_include_pad = 1;
     a->epsilon = 1e-5f;

@@ -47,14 +47,17 @@ typedef struct dl_op_params {
 /* ---- the parts of a row ---- */
 
 typedef enum dl_attr_type {
-    DL_ATTR_INT,     /* an integer in [lo, hi] */
-    DL_ATTR_PAIR,    /* an integer or [h, w], each >= lo; an int32_t[2] */
-    DL_ATTR_PADDING, /* 1, 2 or 4 integers >= 0: all sides, [h, w] or [top, left, bottom, right] */
-    DL_ATTR_BOOL,    /* true or false; an int32_t */
-    DL_ATTR_FLOAT,   /* a finite number in [lo, hi], bounds excluded per DL_ATTR_OPEN_*; a float */
-    DL_ATTR_DIMS,    /* 1 to 8 sizes, each >= 0 or one -1; a dl_shape */
-    DL_ATTR_INTS,    /* 0 to hi integers, each >= lo; a dl_ints */
-    DL_ATTR_ENUM     /* one of the names in `choices`; its index as an int32_t */
+    DL_ATTR_INT,      /* an integer in [lo, hi] */
+    DL_ATTR_PAIR,     /* an integer or [h, w], each >= lo; an int32_t[2] */
+    DL_ATTR_PADDING,  /* 1, 2 or 4 integers >= 0: all sides, [h, w] or [top, left, bottom, right] */
+    DL_ATTR_TRIPLE,   /* an integer or [d, h, w], each >= lo; an int32_t[3] */
+    DL_ATTR_PADDING3, /* 1, 3 or 6 integers >= 0: all sides, [d, h, w] or [front, top, left, back,
+                         bottom, right]; an int32_t[6] (pad_begin3 then pad_end3) */
+    DL_ATTR_BOOL,     /* true or false; an int32_t */
+    DL_ATTR_FLOAT,    /* a finite number in [lo, hi], bounds excluded per DL_ATTR_OPEN_*; a float */
+    DL_ATTR_DIMS,     /* 1 to 8 sizes, each >= 0 or one -1; a dl_shape */
+    DL_ATTR_INTS,     /* 0 to hi integers, each >= lo; a dl_ints */
+    DL_ATTR_ENUM      /* one of the names in `choices`; its index as an int32_t */
 } dl_attr_type;
 
 enum {

@@ -73,7 +73,9 @@ static int foldable(const dl_session *s, int b) {
     int v = bn->inputs[0], p = g->values[v].producer;
     if (p < 0 || s->fuse.into[p] >= 0) return -1;
     const dl_node *c = &g->nodes[p];
-    if (c->kind != DL_OP_CONV2D || c->params.attrs.activation != DL_ACT_NONE || uses(g, v) != 1) return -1;
+    if ((c->kind != DL_OP_CONV2D && c->kind != DL_OP_CONV3D) || c->params.attrs.activation != DL_ACT_NONE ||
+        uses(g, v) != 1)
+        return -1;
     /* a pin on either must agree: folding must not move work off a pinned backend */
     if ((bn->backend || c->backend) && (!bn->backend || !c->backend || strcmp(bn->backend, c->backend))) return -1;
     for (int j = 1; j < c->n_inputs; j++) /* weight and bias: constants used by this conv only */

@@ -121,7 +121,8 @@ static dl_status get_float(reader *r, const yaml_node_t *n, const char *what, do
     return DL_OK;
 }
 
-/* An int or a list of `count` ints (count 2; padding also accepts 4). Fills out[0..n-1]. */
+/* An int or a list of ints: max_count 2 or 3 ([h, w], [d, h, w]), or a padding's 4 or 6, which
+ * also accepts half as many. Fills out[0..count-1]. */
 static dl_status get_ints(reader *r, const yaml_node_t *n, const char *what, int lo, int *out, int max_count,
                           int *count) {
     if (n->type == YAML_SCALAR_NODE) {
@@ -132,8 +133,11 @@ static dl_status get_ints(reader *r, const yaml_node_t *n, const char *what, int
     if (n->type != YAML_SEQUENCE_NODE)
         return failat(r, n, "%s must be an integer or a list of integers, not %s", what, kind_name(n));
     int len = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
-    if (len != 2 && !(max_count == 4 && len == 4))
-        return failat(r, n, "%s must have %s values, not %d", what, max_count == 4 ? "1, 2 or 4" : "1 or 2", len);
+    int half = max_count == 4 ? 2 : max_count == 6 ? 3 : max_count;
+    if (len != half && len != max_count) {
+        if (half == max_count) return failat(r, n, "%s must have 1 or %d values, not %d", what, half, len);
+        return failat(r, n, "%s must have 1, %d or %d values, not %d", what, half, max_count, len);
+    }
     for (int i = 0; i < len; i++) {
         dl_status st = get_int(r, node(r, n->data.sequence.items.start[i]), what, lo, INT_MAX, &out[i]);
         if (st != DL_OK) return st;
@@ -142,23 +146,22 @@ static dl_status get_ints(reader *r, const yaml_node_t *n, const char *what, int
     return DL_OK;
 }
 
-static dl_status get_pair(reader *r, const yaml_node_t *n, const char *what, int lo, int32_t pair[2]) {
-    int v[4], c;
-    dl_status st = get_ints(r, n, what, lo, v, 2, &c);
+/* An integer or a list of `dims` (2: [h, w]; 3: [d, h, w]), each at least lo. */
+static dl_status get_pair(reader *r, const yaml_node_t *n, const char *what, int lo, int dims, int32_t *out) {
+    int v[6], c;
+    dl_status st = get_ints(r, n, what, lo, v, dims, &c);
     if (st != DL_OK) return st;
-    pair[0] = v[0];
-    pair[1] = c == 1 ? v[0] : v[1];
+    for (int i = 0; i < dims; i++) out[i] = c == 1 ? v[0] : v[i];
     return DL_OK;
 }
 
-/* Padding as [top, left, bottom, right] from 1 (all), 2 ([h, w]) or 4 values. */
-static dl_status get_padding(reader *r, const yaml_node_t *n, const char *what, int32_t out[4]) {
-    int v[4] = {0}, c = 0;
-    dl_status st = get_ints(r, n, what, 0, v, 4, &c);
+/* Padding over `dims` dimensions (2 or 3) as the values before each, then those after: from 1
+ * (all sides), `dims` (both sides of each) or 2 * dims values ([top, left, bottom, right]). */
+static dl_status get_padding(reader *r, const yaml_node_t *n, const char *what, int dims, int32_t *out) {
+    int v[6] = {0}, c = 0;
+    dl_status st = get_ints(r, n, what, 0, v, 2 * dims, &c);
     if (st != DL_OK) return st;
-    if (c == 1) v[1] = v[2] = v[3] = v[0];
-    else if (c == 2) v[2] = v[0], v[3] = v[1];
-    for (int i = 0; i < 4; i++) out[i] = v[i];
+    for (int i = 0; i < 2 * dims; i++) out[i] = c == 1 ? v[0] : c == dims ? v[i % dims] : v[i];
     return DL_OK;
 }
 
@@ -335,16 +338,20 @@ static dl_status read_attr(reader *r, const dl_attr_def *a, yaml_node_t *v, dl_o
         i32 = x;
         break;
     }
-    case DL_ATTR_PAIR: {
-        int32_t pair[2] = {0};
-        st = get_pair(r, v, what, (int)a->lo, pair);
-        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, pair, sizeof pair);
+    case DL_ATTR_PAIR:
+    case DL_ATTR_TRIPLE: {
+        int dims = a->type == DL_ATTR_PAIR ? 2 : 3;
+        int32_t pair[3] = {0};
+        st = get_pair(r, v, what, (int)a->lo, dims, pair);
+        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, pair, (size_t)dims * sizeof pair[0]);
         return st;
     }
-    case DL_ATTR_PADDING: {
-        int32_t pad[4] = {0};
-        st = get_padding(r, v, what, pad);
-        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, pad, sizeof pad);
+    case DL_ATTR_PADDING:
+    case DL_ATTR_PADDING3: {
+        int dims = a->type == DL_ATTR_PADDING ? 2 : 3;
+        int32_t pad[6] = {0};
+        st = get_padding(r, v, what, dims, pad);
+        if (st == DL_OK && !(a->flags & DL_ATTR_IGNORED)) memcpy(dst, pad, (size_t)(2 * dims) * sizeof pad[0]);
         return st;
     }
     case DL_ATTR_FLOAT:
@@ -376,14 +383,16 @@ static void attr_defaults(const dl_op_def *row, dl_op_params *p) {
         if (a->flags & DL_ATTR_IGNORED) continue;
         char *dst = (char *)p + a->offset;
         /* a float attribute's default may be +-inf (clip's bounds): cast only integer ones */
-        int32_t d = a->type == DL_ATTR_FLOAT ? 0 : (int32_t)a->def, ints[4] = {d, d, d, d};
+        int32_t d = a->type == DL_ATTR_FLOAT ? 0 : (int32_t)a->def, ints[6] = {d, d, d, d, d, d};
         float f = (float)a->def;
         switch ((dl_attr_type)a->type) {
         case DL_ATTR_INT:
         case DL_ATTR_ENUM:
         case DL_ATTR_BOOL: memcpy(dst, ints, sizeof ints[0]); break;
         case DL_ATTR_PAIR: memcpy(dst, ints, 2 * sizeof ints[0]); break;
-        case DL_ATTR_PADDING: memcpy(dst, ints, sizeof ints); break;
+        case DL_ATTR_PADDING: memcpy(dst, ints, 4 * sizeof ints[0]); break;
+        case DL_ATTR_TRIPLE: memcpy(dst, ints, 3 * sizeof ints[0]); break;
+        case DL_ATTR_PADDING3: memcpy(dst, ints, 6 * sizeof ints[0]); break;
         case DL_ATTR_FLOAT: memcpy(dst, &f, sizeof f); break;
         case DL_ATTR_DIMS: break;                          /* required where used */
         case DL_ATTR_INTS: ((dl_ints *)dst)->n = 0; break; /* absent: the row's complete() decides */

@@ -130,6 +130,11 @@ static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, 
     if (u < len)
         u += (size_t)snprintf(key + u, len - u, ";alpha=%g;clip=%g,%g", (double)a->alpha, (double)a->clip_min,
                               (double)a->clip_max);
+    if (u < len && n->kind == DL_OP_CONV3D)
+        u += (size_t)snprintf(key + u, len - u, ";k3=%dx%dx%d;s3=%dx%dx%d;p3=%d,%d,%d,%d,%d,%d;d3=%dx%dx%d",
+                              a->kernel3[0], a->kernel3[1], a->kernel3[2], a->stride3[0], a->stride3[1], a->stride3[2],
+                              a->pad_begin3[0], a->pad_begin3[1], a->pad_begin3[2], a->pad_end3[0], a->pad_end3[1],
+                              a->pad_end3[2], a->dilation3[0], a->dilation3[1], a->dilation3[2]);
     if (u < len)
         snprintf(key + u, len - u, ";prec=%d;backend=%s;device=%s;build=%s;abi=%u;dlrun=%s", s->opt.precision, be->name,
                  be->description ? be->description : "", dl_context_build(s->ctx, be), DL_ABI_VERSION,

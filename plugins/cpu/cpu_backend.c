@@ -91,6 +91,7 @@ static const cpu_op_fn kernels[DL_OP_COUNT] = {
     [DL_OP_GROUP_NORM] = cpu_group_norm,
     [DL_OP_GATHER] = cpu_gather,
     [DL_OP_CONV_TRANSPOSE2D] = cpu_conv_transpose2d,
+    [DL_OP_CONV3D] = cpu_conv3d,
 };
 
 static int cpu_supports(void *self, const dl_op *op, dl_error *why) {
@@ -120,6 +121,8 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
         st = DL_E_NOMEM;
     if (st == DL_OK && k->g.kind == DL_OP_CONV_TRANSPOSE2D &&
         (k->workspace = cpu_conv_transpose2d_workspace(k)) == SIZE_MAX)
+        st = DL_E_NOMEM;
+    if (st == DL_OK && k->g.kind == DL_OP_CONV3D && (k->workspace = cpu_conv3d_workspace(k)) == SIZE_MAX)
         st = DL_E_NOMEM;
     if (st != DL_OK) {
         free(k->packed);

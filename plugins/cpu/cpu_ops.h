@@ -143,6 +143,12 @@ void cpu_group_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
 void cpu_gather(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 size_t cpu_conv_transpose2d_workspace(const dl_kernel *k); /* bytes cpu_conv_transpose2d needs as ws */
+void cpu_conv3d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+size_t cpu_conv3d_workspace(const dl_kernel *k); /* bytes cpu_conv3d needs as ws */
+/* y[m x n] (row stride ldy) = op(w) x with x [kdim x n] dense and op(w) [m x kdim]: w itself
+ * ([m x kdim]) or, trans_w, w transposed (w [kdim x m]); the columns split across the threads,
+ * each a single-threaded OpenBLAS sgemm (conv_transpose.c) */
+void cpu_sgemm_columns(int trans_w, int m, int64_t n, int kdim, const float *w, const float *x, float *y, int64_t ldy);
 /* gather's indices inside their dimension, else an error naming the first that is not */
 dl_status cpu_gather_check(const dl_kernel *k, const dl_tensor *in, dl_error *err);
 #endif

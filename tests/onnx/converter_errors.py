@@ -137,6 +137,7 @@ def main():
                 {"x": xb}, np.maximum(xb, 0).reshape(5, 1, 3, 4).reshape(5, 12), dlrun, run_extra=["--batch", "5"])
     new_mappings(dlrun, rng)
     spelled_ops(dlrun, rng)
+    control_flow(dlrun, rng)
     if failures:
         print("\n".join("FAIL  " + f for f in failures))
         sys.exit(1)
@@ -340,6 +341,115 @@ def spelled_ops(dlrun, rng):
         failures.append(f"Elu and ReduceLogSumExp of constants: dlrun ops {ops}, wanted ['add'] (folded)")
     else:
         print("ok    Elu and ReduceLogSumExp of constants fold")
+
+
+def scalar_vi(name, t):
+    return helper.make_tensor_value_info(name, t, [])
+
+
+def control_flow(dlrun, rng):
+    """Loops with constant trip counts unroll, Ifs with constant conditions inline, sequences are
+    lists known while converting (PyTorch's torch.tensor_split and list unpacking export so)."""
+    x = rng.uniform(-2, 2, (2, 6, 5)).astype(np.float32)
+    xi = vi("x", [2, 6, 5])
+    B, I = TensorProto.BOOL, TensorProto.INT64
+    seq_vi = helper.make_tensor_sequence_value_info
+    # tensor_split(x, (2,), dim=1) as PyTorch writes it: a Loop over the bounds appends slices to a
+    # sequence, one more slice after it; then the parts are taken out and recombined
+    bounds = np.array([0, 2], np.int64)
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["bounds", "i"], ["b0"]), helper.make_node("Add", ["i", "one"], ["i1"]),
+         helper.make_node("Gather", ["bounds_hi", "i"], ["b1"]),
+         helper.make_node("Unsqueeze", ["b0", "zero"], ["s0"]), helper.make_node("Unsqueeze", ["b1", "zero"], ["s1"]),
+         helper.make_node("Slice", ["x", "s0", "s1", "axis1"], ["part"]),
+         helper.make_node("SequenceInsert", ["seq_in", "part"], ["seq_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [scalar_vi("i", I), scalar_vi("cond_in", B), seq_vi("seq_in", TensorProto.FLOAT, None)],
+        [scalar_vi("cond_out", B), seq_vi("seq_out", TensorProto.FLOAT, None)])
+    m = model([helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+               helper.make_node("Loop", ["trip", "yes", "empty"], ["seq"], body=body),
+               helper.make_node("Slice", ["x", "from", "to", "axis1"], ["tail"]),
+               helper.make_node("SequenceInsert", ["seq", "tail"], ["all"]),
+               helper.make_node("SequenceAt", ["all", "zero_s"], ["p0"]),
+               helper.make_node("SequenceAt", ["all", "minus_one"], ["p2"]),
+               helper.make_node("Relu", ["p0"], ["r0"]),
+               helper.make_node("Concat", ["p2", "r0"], ["y"], axis=1)],
+              [xi], [vi("y", None)],
+              [("bounds", bounds), ("bounds_hi", np.array([2, 4], np.int64)), ("one", np.array(1, np.int64)),
+               ("zero", np.array([0], np.int64)), ("axis1", np.array([1], np.int64)), ("trip", np.array(2, np.int64)),
+               ("yes", np.array(True)), ("from", np.array([4], np.int64)), ("to", np.array([6], np.int64)),
+               ("zero_s", np.array(0, np.int64)), ("minus_one", np.array(-1, np.int64))])
+    expect_runs("Loop building a sequence (torch.tensor_split)", m, {"x": x},
+                np.concatenate([x[:, 4:], np.maximum(x[:, :2], 0)], axis=1), dlrun)
+    ops = layer_ops(m)
+    if sorted(ops) != ["concat", "relu", "slice", "slice"]:
+        failures.append(f"Loop building a sequence: dlrun ops {ops}, wanted two slices (the one the loop does not "
+                        "read is pruned), a relu and a concat")
+
+    # a Loop whose scan output is a runtime tensor per iteration, carrying a runtime sum
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT), helper.make_node("Mul", ["x", "f"], ["xf"]),
+         helper.make_node("Add", ["acc_in", "xf"], ["acc_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Sigmoid", ["xf"], ["scan"])],
+        "body", [scalar_vi("i", I), scalar_vi("cond_in", B), vi("acc_in", [2, 6, 5])],
+        [scalar_vi("cond_out", B), vi("acc_out", [2, 6, 5]), vi("scan", [2, 6, 5])])
+    m = model([helper.make_node("Loop", ["trip", "", "x"], ["acc", "scans"], body=body),
+               helper.make_node("ReduceSum", ["scans"], ["s"], axes=[0], keepdims=0),
+               helper.make_node("Add", ["acc", "s"], ["y"])],
+              [xi], [vi("y", None)], [("trip", np.array(3, np.int64))])
+    x64 = x.astype(np.float64)
+    sig = sum(1 / (1 + np.exp(-x64 * k)) for k in range(3))
+    expect_runs("Loop with a carried tensor and a scan output", m, {"x": x}, x64 * (1 + 0 + 1 + 2) + sig, dlrun)
+
+    # If on a shape check folds to one branch; sequences split, erased, inserted, counted, joined
+    then_g = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [], [vi("t", None)])
+    else_g = helper.make_graph([helper.make_node("Abs", ["x"], ["e"])], "else", [], [vi("e", None)])
+    m = model([helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Gather", ["shape", "one"], ["d1"]),
+               helper.make_node("Equal", ["d1", "six"], ["is6"]),
+               helper.make_node("If", ["is6"], ["z"], then_branch=then_g, else_branch=else_g),
+               helper.make_node("SplitToSequence", ["z"], ["parts"], axis=1, keepdims=0),
+               helper.make_node("SequenceErase", ["parts", "zero"], ["rest"]),
+               helper.make_node("SequenceConstruct", ["x0", "x0"], ["pair"]),
+               helper.make_node("SequenceAt", ["pair", "one"], ["x0b"]),
+               helper.make_node("SequenceInsert", ["rest", "x0b", "one"], ["mixed"]),
+               helper.make_node("SequenceLength", ["mixed"], ["n"]), helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
+               helper.make_node("ConcatFromSequence", ["mixed"], ["cat"], axis=1, new_axis=1),
+               helper.make_node("Mul", ["cat", "nf"], ["y"])],
+              [xi], [vi("y", None)],
+              [("one", np.array(1, np.int64)), ("six", np.array(6, np.int64)), ("zero", np.array(0, np.int64)),
+               ("x0", np.full((2, 5), 0.5, np.float32))])
+    parts = [-x[:, k] for k in range(1, 6)]
+    want = np.stack(parts[:1] + [np.full((2, 5), 0.5)] + parts[1:], axis=1) * 6
+    expect_runs("If on a constant condition, and sequence ops", m, {"x": x}, want, dlrun)
+    split = model([helper.make_node("SplitToSequence", ["x", "four"], ["parts"], axis=1),
+                   helper.make_node("ConcatFromSequence", ["parts"], ["y"], axis=2)],
+                  [xi], [vi("y", None)], [("four", np.array(4, np.int64))])
+    expect_error("ConcatFromSequence of unequal parts", split, "does not match")
+
+    # what cannot be resolved while converting gets one line
+    expect_error("If on a runtime condition",
+                 model([helper.make_node("If", ["x"], ["y"], name="if", then_branch=then_g, else_branch=else_g)],
+                       [xi], [vi("y", None)]),
+                 "node 'if' (If): If's condition 'x' must be a constant")
+    endless = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                                 helper.make_node("Identity", ["v_in"], ["v_out"])],
+                                "body", [scalar_vi("i", I), scalar_vi("cond_in", B), vi("v_in", [2, 6, 5])],
+                                [scalar_vi("cond_out", B), vi("v_out", [2, 6, 5])])
+    expect_error("Loop with a huge trip count",
+                 model([helper.make_node("Loop", ["trip", "", "x"], ["y"], name="lp", body=endless)], [xi], [vi("y", None)],
+                       [("trip", np.array(10**12, np.int64))]),
+                 "node 'lp' (Loop): the loop runs more than 4096 iterations")
+    expect_error("Loop with no end", model([helper.make_node("Loop", ["", "", "x"], ["y"], name="lp", body=endless)], [xi],
+                                           [vi("y", None)]), "never ends")
+    expect_error("SequenceAt past the end",
+                 model([helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
+                        helper.make_node("SequenceAt", ["s", "two"], ["y"], name="at")], [xi], [vi("y", None)],
+                       [("two", np.array(2, np.int64))]),
+                 "node 'at' (SequenceAt): position 2 is outside a sequence of 2 item(s)")
+    expect_error("a sequence as an output",
+                 model([helper.make_node("SplitToSequence", ["x"], ["y"], axis=0)], [xi],
+                       [seq_vi("y", TensorProto.FLOAT, None)]),
+                 "output 'y' is a sequence")
 
 
 if __name__ == "__main__":

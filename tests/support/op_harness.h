@@ -44,7 +44,8 @@ static tt make(int nd, const int64_t *shape, float lo, float hi) {
 #define MAKE(lo, hi, ...) make(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__}, lo, hi)
 
 static int n_weights(dl_op_kind kind, int n) {
-    if (kind == DL_OP_CONV2D || kind == DL_OP_LINEAR || kind == DL_OP_CONV_TRANSPOSE2D) return n - 1;
+    if (kind == DL_OP_CONV2D || kind == DL_OP_LINEAR || kind == DL_OP_CONV_TRANSPOSE2D || kind == DL_OP_CONV3D)
+        return n - 1;
     if (kind == DL_OP_BATCHNORM) return 4;
     if (kind == DL_OP_LAYER_NORM || kind == DL_OP_GROUP_NORM) return 2;
     return 0;
@@ -231,6 +232,7 @@ static void attrs(dl_op_attrs *a) {
     memset(a, 0, sizeof *a);
     a->struct_size = sizeof *a;
     a->stride[0] = a->stride[1] = a->dilation[0] = a->dilation[1] = a->groups = 1;
+    for (int i = 0; i < 3; i++) a->stride3[i] = a->dilation3[i] = 1;
     a->count_include_pad = 1;
     a->epsilon = 1e-5f;
 }

@@ -46,6 +46,11 @@ MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAverag
               "Shrink Mean ReduceL1 ReduceLogSum ReduceLogSumExp DepthToSpace SpaceToDepth GlobalMaxPool LRN "
               "MeanVarianceNormalization ConvTranspose Einsum").split()
 HELPER_OPS = "Constant Identity Cast CastLike Reshape Squeeze Unsqueeze Shape".split()
+# Control flow and sequences, resolved while converting: a Loop with a constant trip count is
+# unrolled, an If with a constant condition inlines its branch, and a sequence is a list of
+# values known at conversion time (PyTorch exports torch.tensor_split and list unpacking so).
+CONTROL_OPS = ("Loop If SequenceEmpty SequenceConstruct SequenceInsert SequenceAt SequenceErase SequenceLength "
+               "ConcatFromSequence SplitToSequence").split()
 # Ops folded when all their inputs are constants and refused on a runtime tensor (fold.py).
 FOLD_ONLY_OPS = sorted(set(fold.FOLDERS) - set(MAPPED_OPS))
 
@@ -84,6 +89,14 @@ class Runtime:
 
     def __init__(self, name, shape):
         self.name, self.shape = name, tuple(int(d) for d in shape)
+
+
+class Sequence:
+    """An ONNX sequence whose length is known while converting: a list of values (each a
+    Runtime or a constant array). Only the sequence ops take one; tensors ops refuse it."""
+
+    def __init__(self, items):
+        self.items = list(items)
 
 
 def _dtype_name(elem_type):
@@ -174,6 +187,7 @@ class Converter:
         self.consumed = set()      # ONNX tensor names some node or graph output reads
         self.readers = {}          # ONNX tensor name -> how many node inputs and graph outputs read it
         self.bias_free = {}        # dlrun value -> (linear layer, its input, ONNX name): a MatMul by a constant
+        self.inlined = 0           # subgraph nodes converted so far (Loop bodies, If branches)
         self.node = None
 
     # ---- errors and names ----
@@ -194,11 +208,15 @@ class Converter:
 
     # ---- values ----
 
-    def get(self, name, allow_int=False):
+    def get(self, name, allow_int=False, allow_seq=False):
         """The value of `name`. An int64 (or int32) graph input, token ids, is a runtime value only
-        where allow_int says the op takes it (gather's indices, Shape); elsewhere it is refused."""
+        where allow_int says the op takes it (gather's indices, Shape); elsewhere it is refused.
+        A Sequence only where allow_seq says the op takes one."""
         if name in self.values:
-            return self.values[name]
+            v = self.values[name]
+            if isinstance(v, Sequence) and not allow_seq:
+                self.fail(f"uses the sequence '{name}' as a tensor")
+            return v
         if name in self.pending_inputs:  # a graph input first used here: declare it
             shape, elem = self.pending_inputs[name]
             if any(d == 0 for d in shape):
@@ -377,6 +395,9 @@ class Converter:
         for inp in g.input:
             if inp.name in self.values:
                 continue  # an initializer listed as an input too (older exporters)
+            if not inp.type.HasField("tensor_type"):
+                raise Unsupported(f"input '{inp.name}' is a {inp.type.WhichOneof('value') or 'value of no type'}; "
+                                  "dlrun's inputs are tensors")
             t = inp.type.tensor_type
             shape = []
             for d in t.shape.dim:
@@ -391,23 +412,8 @@ class Converter:
         self.reserved = set(self.values) | set(self.pending_inputs)
         self.consumed = {o.name for o in g.output}  # every tensor something reads
         self.readers = {o.name: 1 for o in g.output}
-        for node in g.node:
-            self.reserved.update(o for o in node.output if o)
-            self.consumed.update(i for i in node.input if i)
-            for i in node.input:
-                if i:
-                    self.readers[i] = self.readers.get(i, 0) + 1
-        for node in g.node:
-            self.node = node
-            if node.domain not in ("", "ai.onnx"):
-                self.fail(f"op domain '{node.domain}' is not supported")
-            fn = getattr(self, "op_" + node.op_type, None)
-            if fn is None and node.op_type in fold.FOLDERS:
-                fn = self.fold_only
-            if fn is None:
-                self.fail(f"op {node.op_type} is not supported by dlrun")
-            fn()
-            self.follow_half(node)
+        self.count_readers(g, set())
+        self.walk(g.node)
         self.node = None
         outputs = []
         for o in g.output:
@@ -419,6 +425,8 @@ class Converter:
                 v = self.get(o.name)
             if v is None:
                 raise ConvertError(f"output '{o.name}' is not computed by the graph")
+            if isinstance(v, Sequence):
+                raise Unsupported(f"output '{o.name}' is a sequence; dlrun's outputs are tensors")
             if not isinstance(v, Runtime):
                 raise ConvertError(f"output '{o.name}' is a constant; dlrun models compute their outputs")
             if v.name != o.name:  # an alias (Identity, a one-input Sum): a copy layer carries the name
@@ -428,6 +436,39 @@ class Converter:
             raise ConvertError("the graph has no operations dlrun runs")
         self.prune(outputs)
         return outputs
+
+    def count_readers(self, g, outer):
+        """Fills reserved, consumed and readers from graph g and, recursively, its subgraphs (Loop
+        bodies, If branches). A name of an enclosing graph read inside a subgraph counts twice: a
+        Loop reads it once per iteration, so no fusion may assume it has one reader."""
+        local = {i.name for i in g.input} | {t.name for t in g.initializer}
+        for node in g.node:
+            local.update(o for o in node.output if o)
+        self.reserved.update(local)
+        for node in g.node:
+            reads = [i for i in node.input if i]
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    sub = a.g
+                    self.count_readers(sub, outer | local)
+                    reads += [o.name for o in sub.output]
+            for i in reads:
+                self.consumed.add(i)
+                self.readers[i] = self.readers.get(i, 0) + (2 if i in outer else 1)
+
+    def walk(self, nodes):
+        """Converts nodes in order (the graph's, or a subgraph's being inlined)."""
+        for node in nodes:
+            self.node = node
+            if node.domain not in ("", "ai.onnx"):
+                self.fail(f"op domain '{node.domain}' is not supported")
+            fn = getattr(self, "op_" + node.op_type, None)
+            if fn is None and node.op_type in fold.FOLDERS:
+                fn = self.fold_only
+            if fn is None:
+                self.fail(f"op {node.op_type} is not supported by dlrun")
+            fn()
+            self.follow_half(node)
 
     def prune(self, outputs):
         """Drops the layers and constants nothing uses: what a fusion (x·sigmoid(x) -> silu, the
@@ -483,7 +524,7 @@ class Converter:
 
     def op_Identity(self):
         self.attrs(set())
-        self.values[self.node.output[0]] = self.get(self.node.input[0])
+        self.values[self.node.output[0]] = self.get(self.node.input[0], allow_seq=True)
 
     def op_Cast(self):
         a = self.attrs({"to", "saturate"})
@@ -673,9 +714,6 @@ class Converter:
             self.fail("negative pads are not supported")
         return begin, end
 
-    # a 3-D convolution lowered to 2-D may grow its weight this much (elements), no more
-    MAX_LOWERED_WEIGHT = 1 << 26
-
     def op_Conv(self):
         a = self.attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
         x0 = self.get(self.node.input[0])
@@ -713,26 +751,10 @@ class Converter:
             y = self._conv2d(out, x0, w, bias, strides, [begin[0], begin[1], end[0], end[1]], dil, group,
                              (n, oc, osp[0], osp[1]), halves)
         else:
-            # 3-D: depth folded into channels. Input [N, C*D, H, W] (channel c*D + d); output
-            # channel oc*OD + od sums, over the depth taps t that land inside the input,
-            # W[oc, :, t] applied to input depth od*sd - pad + t*dd. Exact (padding taps are zeros);
-            # the weight grows by a factor OD*D/kd, so large volumes are refused.
-            d, od, kd = sp[0], osp[0], kernel[0]
-            cg = w.shape[1]
-            size = oc * od * cg * d * kernel[1] * kernel[2]
-            if size > self.MAX_LOWERED_WEIGHT:
-                self.fail(f"3-D convolution over depth {d}: its 2-D lowering needs a {size * 4 >> 20} MiB weight "
-                          f"(limit {self.MAX_LOWERED_WEIGHT * 4 >> 20} MiB)")
-            w2 = np.zeros((oc, od, cg, d, kernel[1], kernel[2]), dtype=np.float32)
-            for o in range(od):
-                for t in range(kd):
-                    z = o * strides[0] - begin[0] + t * dil[0]
-                    if 0 <= z < d:
-                        w2[:, o, :, z] += w[:, :, t]
-            x = self.reshape_to(x0, (n, c * d, sp[1], sp[2]), out + "/as2d")
-            y = self._conv2d(out + "/2d", x, w2.reshape(oc * od, cg * d, kernel[1], kernel[2]),
-                             None if bias is None else np.repeat(bias, od), strides[1:],
-                             [begin[1], begin[2], end[1], end[2]], dil[1:], group, (n, oc * od, osp[1], osp[2]), halves)
+            weights = {"weight": w} if bias is None else {"weight": w, "bias": bias}
+            y = Runtime(self.layer(out, "conv3d", [x0], weights, halves, filters=int(oc), kernel=kernel,
+                                   stride=strides, padding=begin + end, dilation=dil, groups=group,
+                                   bias=bias is not None), (n, oc) + tuple(osp))
         self.set_out(out, self.reshape_to(y, (n, oc) + tuple(osp), out))
 
     def op_ConvTranspose(self):
@@ -1123,13 +1145,15 @@ class Converter:
         if all(not isinstance(v, Runtime) for v in vals):
             self.values[out] = np.concatenate([np.asarray(v) for v in vals], axis=int(a.get("axis", 1)))
             return
-        rvs = [self.runtime(n) for n in self.node.input if n]
-        nd = len(rvs[0].shape)
-        axis = int(a.get("axis", 1))
+        self.concat(out, [self.runtime(n) for n in self.node.input if n], int(a.get("axis", 1)))
+
+    def concat(self, out, rvs, axis):
+        """ONNX output out = runtime values rvs (at least one) joined along axis."""
+        nd, given = len(rvs[0].shape), axis
         if axis < 0:
             axis += nd
         if not 0 <= axis < nd:
-            self.fail(f"axis {a.get('axis')} out of range for {list(rvs[0].shape)}")
+            self.fail(f"axis {given} out of range for {list(rvs[0].shape)}")
         for r in rvs:
             if len(r.shape) != nd or any(r.shape[d] != rvs[0].shape[d] for d in range(nd) if d != axis):
                 self.fail(f"input {list(r.shape)} does not match {list(rvs[0].shape)} outside axis {axis}")
@@ -1877,6 +1901,225 @@ class Converter:
         shape = list(x.shape)
         shape[axis] = len(flat)
         return Runtime(self.layer(name + "/take", "concat", parts, axis=axis), tuple(shape))
+
+    # ---- control flow and sequences, resolved while converting ----
+
+    # the most iterations one Loop may unroll into, and the most subgraph nodes all unrolling and
+    # inlining may convert: a hostile trip count gets a one-line error, not hours of work
+    MAX_LOOP_ITERATIONS = 4096
+    MAX_INLINED_NODES = 200_000
+
+    def inline(self, g, bindings):
+        """Converts subgraph g's nodes with its inputs bound to `bindings` (values); its outputs'
+        values. Its own names are cleared first: a Loop body runs once per iteration, and a value
+        of the last iteration (a constant made a model operand, say) must not leak into this one."""
+        self.inlined += len(g.node)
+        if self.inlined > self.MAX_INLINED_NODES:
+            self.fail(f"unrolling loops and inlining branches would convert more than {self.MAX_INLINED_NODES} "
+                      "nodes", Unsupported)
+        own = [i.name for i in g.input] + [o for n in g.node for o in n.output if o]
+        for name in own:
+            for table in (self.values, self.operands, self.halves, self.int_values):
+                table.pop(name, None)
+        for t in g.initializer:
+            self.values[t.name] = _to_array(t)
+        for inp, v in zip(g.input, bindings):
+            self.values[inp.name] = v
+        node = self.node
+        self.walk(g.node)
+        self.node = node
+        return [self.get(o.name, allow_seq=True) for o in g.output]
+
+    def bind(self, name, v):
+        """ONNX name `name` now holds v (a value of a subgraph or a sequence: no new layer)."""
+        if isinstance(v, Runtime):
+            self.set_out(name, v)
+        else:
+            self.values[name] = v
+
+    def flag(self, name, what):
+        """A constant boolean (or number) scalar input's truth."""
+        v = np.asarray(self.const(name, what))
+        if v.size != 1:
+            self.fail(f"{what} '{name}' has {v.size} values; one is needed")
+        return bool(v.reshape(-1)[0])
+
+    def op_If(self):
+        """Inlines the branch a constant condition picks (PyTorch writes shape checks so)."""
+        a = self.attrs({"then_branch", "else_branch"})
+        node = self.node
+        branch = a["then_branch"] if self.flag(node.input[0], "If's condition") else a["else_branch"]
+        if len(branch.output) != len(node.output):
+            self.fail(f"the branch has {len(branch.output)} outputs, the node {len(node.output)}")
+        for name, v in zip(node.output, self.inline(branch, [])):
+            self.bind(name, v)
+
+    def op_Loop(self):
+        """Unrolls a loop whose trip count and condition are constants while converting; the body
+        may carry tensors and sequences, and its scan outputs are stacked along a new first axis."""
+        a = self.attrs({"body"})
+        node, body = self.node, a["body"]
+        m, c = self.opt_input(0), self.opt_input(1)
+        if m is None and c is None:
+            self.fail("a Loop with neither a trip count nor a condition never ends", Unsupported)
+        trip = int(np.asarray(self.const(m, "Loop's trip count")).reshape(-1)[0]) if m else None
+        go = self.flag(c, "Loop's condition") if c else True
+        carried = [self.get(n, allow_seq=True) for n in node.input[2:]]
+        n_scan = len(body.output) - 1 - len(carried)
+        if len(body.input) != len(carried) + 2 or n_scan < 0 or len(node.output) != len(carried) + n_scan:
+            self.fail(f"the body's {len(body.input)} inputs and {len(body.output)} outputs do not fit the node's "
+                      f"{len(node.input)} inputs and {len(node.output)} outputs")
+        scans = [[] for _ in range(n_scan)]
+        i = 0
+        while go and (trip is None or i < trip):
+            if i == self.MAX_LOOP_ITERATIONS:
+                self.fail(f"the loop runs more than {self.MAX_LOOP_ITERATIONS} iterations; dlrun unrolls loops while "
+                          "converting", Unsupported)
+            outs = self.inline(body, [np.array(i, dtype=np.int64), np.array(go)] + carried)
+            cond_name = body.output[0].name
+            self.node = node
+            if isinstance(outs[0], (Runtime, Sequence)):
+                self.fail(f"the body's condition '{cond_name}' is computed at run time; dlrun unrolls loops while "
+                          "converting", Unsupported)
+            go = bool(np.asarray(outs[0]).reshape(-1)[0]) if c else True
+            carried = outs[1:1 + len(carried)]
+            for k, v in enumerate(outs[1 + len(carried):]):
+                scans[k].append(v)
+            i += 1
+        for name, v in zip(node.output, carried):
+            if name:
+                self.bind(name, v)
+        for name, items in zip(node.output[len(carried):], scans):
+            if name:
+                self.bind(name, self.stack(name, items))
+
+    def stack(self, out, items):
+        """Values items (tensors of one shape) stacked along a new first axis."""
+        if not items:
+            self.fail(f"scan output '{out}' of a loop that ran no iteration would be empty", Unsupported)
+        if any(isinstance(v, Sequence) for v in items):
+            self.fail(f"scan output '{out}' is a sequence")
+        if not any(isinstance(v, Runtime) for v in items):
+            return np.stack([np.asarray(v) for v in items])
+        rvs = [self.as_runtime(v, out) for v in items]
+        return self.join(out, rvs, 0, new_axis=True)
+
+    def as_runtime(self, v, base):
+        return v if isinstance(v, Runtime) else self.new_constant(base + "/item", np.asarray(v))
+
+    def join(self, out, rvs, axis, new_axis):
+        """Runtime values rvs joined along axis into ONNX output out; new_axis: each first gets a
+        dimension of 1 there (a stack)."""
+        if new_axis:
+            nd = len(rvs[0].shape) + 1
+            if not -nd <= axis < nd:
+                self.fail(f"axis {axis} out of range for a stack of {list(rvs[0].shape)}")
+            axis %= nd
+            rvs = [self.reshape_to(r, r.shape[:axis] + (1,) + r.shape[axis:], f"{out}/item{k}")
+                   for k, r in enumerate(rvs)]
+        self.concat(out, rvs, axis)
+        return self.values[out]
+
+    def sequence(self, i):
+        name = self.opt_input(i)
+        v = self.get(name, allow_seq=True)
+        if not isinstance(v, Sequence):
+            self.fail(f"'{name}' is not a sequence")
+        return v.items
+
+    def position(self, i, n, default, insert=False):
+        """Input i as a position in a sequence of n items (negative counts from the end)."""
+        if self.opt_input(i) is None:
+            return default
+        p = np.asarray(self.const(self.opt_input(i), "position"))
+        if p.size != 1 or p.dtype.kind not in "iu":
+            self.fail(f"position must be one integer, not {p.dtype} {list(p.shape)}")
+        p = int(p.reshape(-1)[0])
+        top = n if insert else n - 1
+        if not -n <= p <= top:
+            self.fail(f"position {p} is outside a sequence of {n} item(s)")
+        return p + n if p < 0 else p
+
+    def op_SequenceEmpty(self):
+        self.attrs({"dtype"})
+        self.values[self.node.output[0]] = Sequence([])
+
+    def op_SequenceConstruct(self):
+        self.attrs(set())
+        self.values[self.node.output[0]] = Sequence(self.get(n) for n in self.node.input)
+
+    def op_SequenceInsert(self):
+        self.attrs(set())
+        items = self.sequence(0)
+        at = self.position(2, len(items), len(items), insert=True)
+        self.values[self.node.output[0]] = Sequence(items[:at] + [self.get(self.node.input[1])] + items[at:])
+
+    def op_SequenceErase(self):
+        self.attrs(set())
+        items = self.sequence(0)
+        if not items:
+            self.fail("erases from an empty sequence")
+        at = self.position(1, len(items), len(items) - 1)
+        self.values[self.node.output[0]] = Sequence(items[:at] + items[at + 1:])
+
+    def op_SequenceAt(self):
+        self.attrs(set())
+        items = self.sequence(0)
+        self.bind(self.node.output[0], items[self.position(1, len(items), None)])
+
+    def op_SequenceLength(self):
+        self.attrs(set())
+        self.values[self.node.output[0]] = np.array(len(self.sequence(0)), dtype=np.int64)
+
+    def op_ConcatFromSequence(self):
+        a = self.attrs({"axis", "new_axis"})
+        items, out = self.sequence(0), self.node.output[0]
+        if not items:
+            self.fail("concatenates an empty sequence")
+        axis, new = int(a["axis"]), bool(a.get("new_axis", 0))
+        if not any(isinstance(v, Runtime) for v in items):
+            arrs = [np.asarray(v) for v in items]
+            self.values[out] = np.stack(arrs, axis=axis) if new else np.concatenate(arrs, axis=axis)
+            return
+        self.join(out, [self.as_runtime(v, out) for v in items], axis, new)
+
+    def op_SplitToSequence(self):
+        """A split into a sequence: sizes from `split` (one size: equal chunks, the last smaller;
+        a list: those sizes; none: chunks of 1, squeezed away when keepdims is 0)."""
+        a = self.attrs({"axis", "keepdims"})
+        x = self.get(self.node.input[0])
+        shape = np.shape(x) if not isinstance(x, Runtime) else x.shape
+        axis = int(a.get("axis", 0))
+        if not -len(shape) <= axis < len(shape):
+            self.fail(f"axis {axis} out of range for {list(shape)}")
+        axis %= len(shape)
+        dim, sp = shape[axis], self.opt_input(1)
+        squeeze = sp is None and not int(a.get("keepdims", 1))
+        if sp is None:
+            sizes = [1] * dim
+        else:
+            split = np.asarray(self.const(sp, "split")).astype(np.int64)
+            if split.ndim == 0:
+                if split <= 0:
+                    self.fail(f"split size {int(split)} must be positive")
+                sizes = [min(int(split), dim - b) for b in range(0, dim, int(split))]
+            else:
+                sizes = [int(v) for v in split]
+                if any(v < 0 for v in sizes) or sum(sizes) != dim:
+                    self.fail(f"split {sizes} does not add up to dimension {dim}")
+        items, b, out = [], 0, self.node.output[0]
+        for k, size in enumerate(sizes):
+            r = [(0, n, 1) for n in shape]
+            r[axis] = (b, b + size, 1)
+            b += size
+            keep = tuple(n for d, n in enumerate(shape) if d != axis or not squeeze)
+            if isinstance(x, Runtime):
+                y = self.slice_rt(x, r, f"{out}/{k}")
+                items.append(self.reshape_to(y, keep, f"{out}/{k}/squeezed") if squeeze else y)
+            else:
+                part = np.asarray(x)[tuple(slice(*t) for t in r)]
+                items.append(part.reshape(keep))
+        self.values[out] = Sequence(items)
 
     def op_Split(self):
         a = self.attrs({"axis", "split", "num_outputs"})

@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 6
+#define DL_ABI_MINOR 7
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -198,6 +198,9 @@ typedef enum dl_layout {
  *                     gradient of CONV2D with these attributes (PyTorch's ConvTranspose2d): OH =
  *                     (H - 1) stride - pad_begin - pad_end + dilation (KH - 1) + output_padding + 1
  *                                                                           -> [N,OC,OH,OW]
+ *   CONV3D (1.7)      x[N,C,D,H,W], weight[OC, C/groups, KD, KH, KW], bias[OC] (optional): as
+ *                     CONV2D with a depth dimension, attributes in kernel3, stride3, pad_begin3,
+ *                     pad_end3 and dilation3 ([depth, height, width])    -> [N,OC,OD,OH,OW]
  * Output sizes of the window ops follow PyTorch: OH = floor((H + pad_begin + pad_end -
  * dilation * (KH - 1) - 1) / stride) + 1, rounded up instead with ceil_mode (pools only, where
  * the last window must start inside the input or its top/left padding). */
@@ -214,43 +217,44 @@ typedef enum dl_op_kind {
     DL_OP_ADD = 9,
     DL_OP_CONCAT = 10,
     DL_OP_BATCHNORM = 11,
-    DL_OP_LEAKY_RELU = 12,      /* 1.1 */
-    DL_OP_SIGMOID = 13,         /* 1.1 */
-    DL_OP_CLIP = 14,            /* 1.1 */
-    DL_OP_MATMUL = 15,          /* 1.2 */
-    DL_OP_RESHAPE = 16,         /* 1.2 */
-    DL_OP_MUL = 17,             /* 1.4 */
-    DL_OP_SUB = 18,             /* 1.4 */
-    DL_OP_DIV = 19,             /* 1.4 */
-    DL_OP_POW = 20,             /* 1.4 */
-    DL_OP_MIN = 21,             /* 1.4 */
-    DL_OP_MAX = 22,             /* 1.4 */
-    DL_OP_SQRT = 23,            /* 1.4 */
-    DL_OP_EXP = 24,             /* 1.4 */
-    DL_OP_LOG = 25,             /* 1.4 */
-    DL_OP_TANH = 26,            /* 1.4 */
-    DL_OP_ERF = 27,             /* 1.4 */
-    DL_OP_NEG = 28,             /* 1.4 */
-    DL_OP_ABS = 29,             /* 1.4 */
-    DL_OP_RECIPROCAL = 30,      /* 1.4 */
-    DL_OP_HARD_SIGMOID = 31,    /* 1.4 */
-    DL_OP_HARD_SWISH = 32,      /* 1.4 */
-    DL_OP_SILU = 33,            /* 1.4 */
-    DL_OP_GELU = 34,            /* 1.4 */
-    DL_OP_SOFTPLUS = 35,        /* 1.4 */
-    DL_OP_TRANSPOSE = 36,       /* 1.4 */
-    DL_OP_SLICE = 37,           /* 1.4 */
-    DL_OP_PAD = 38,             /* 1.4 */
-    DL_OP_REDUCE_MEAN = 39,     /* 1.4 */
-    DL_OP_REDUCE_SUM = 40,      /* 1.4 */
-    DL_OP_REDUCE_MAX = 41,      /* 1.4 */
-    DL_OP_REDUCE_MIN = 42,      /* 1.4 */
-    DL_OP_LAYER_NORM = 43,      /* 1.4 */
-    DL_OP_RESIZE = 44,          /* 1.4 */
-    DL_OP_LOG_SOFTMAX = 45,     /* 1.4 */
-    DL_OP_GROUP_NORM = 46,      /* 1.4 */
-    DL_OP_GATHER = 47,          /* 1.4 */
-    DL_OP_CONV_TRANSPOSE2D = 48 /* 1.4 */
+    DL_OP_LEAKY_RELU = 12,       /* 1.1 */
+    DL_OP_SIGMOID = 13,          /* 1.1 */
+    DL_OP_CLIP = 14,             /* 1.1 */
+    DL_OP_MATMUL = 15,           /* 1.2 */
+    DL_OP_RESHAPE = 16,          /* 1.2 */
+    DL_OP_MUL = 17,              /* 1.4 */
+    DL_OP_SUB = 18,              /* 1.4 */
+    DL_OP_DIV = 19,              /* 1.4 */
+    DL_OP_POW = 20,              /* 1.4 */
+    DL_OP_MIN = 21,              /* 1.4 */
+    DL_OP_MAX = 22,              /* 1.4 */
+    DL_OP_SQRT = 23,             /* 1.4 */
+    DL_OP_EXP = 24,              /* 1.4 */
+    DL_OP_LOG = 25,              /* 1.4 */
+    DL_OP_TANH = 26,             /* 1.4 */
+    DL_OP_ERF = 27,              /* 1.4 */
+    DL_OP_NEG = 28,              /* 1.4 */
+    DL_OP_ABS = 29,              /* 1.4 */
+    DL_OP_RECIPROCAL = 30,       /* 1.4 */
+    DL_OP_HARD_SIGMOID = 31,     /* 1.4 */
+    DL_OP_HARD_SWISH = 32,       /* 1.4 */
+    DL_OP_SILU = 33,             /* 1.4 */
+    DL_OP_GELU = 34,             /* 1.4 */
+    DL_OP_SOFTPLUS = 35,         /* 1.4 */
+    DL_OP_TRANSPOSE = 36,        /* 1.4 */
+    DL_OP_SLICE = 37,            /* 1.4 */
+    DL_OP_PAD = 38,              /* 1.4 */
+    DL_OP_REDUCE_MEAN = 39,      /* 1.4 */
+    DL_OP_REDUCE_SUM = 40,       /* 1.4 */
+    DL_OP_REDUCE_MAX = 41,       /* 1.4 */
+    DL_OP_REDUCE_MIN = 42,       /* 1.4 */
+    DL_OP_LAYER_NORM = 43,       /* 1.4 */
+    DL_OP_RESIZE = 44,           /* 1.4 */
+    DL_OP_LOG_SOFTMAX = 45,      /* 1.4 */
+    DL_OP_GROUP_NORM = 46,       /* 1.4 */
+    DL_OP_GATHER = 47,           /* 1.4 */
+    DL_OP_CONV_TRANSPOSE2D = 48, /* 1.4 */
+    DL_OP_CONV3D = 49            /* 1.7 */
 } dl_op_kind;
 
 /* How many kinds each version defines: kinds below the count exist in that version. */
@@ -260,7 +264,9 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_3 17 /* 1.3 added storage dtypes and layouts, no kinds */
 #define DL_OP_COUNT_V1_4 49
 #define DL_OP_COUNT_V1_5 49          /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
-#define DL_OP_COUNT DL_OP_COUNT_V1_5 /* kinds in this version of the header */
+#define DL_OP_COUNT_V1_6 49          /* 1.6 added timing events, no kinds */
+#define DL_OP_COUNT_V1_7 50          /* 1.7 added conv3d */
+#define DL_OP_COUNT DL_OP_COUNT_V1_7 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
 typedef enum dl_activation {
@@ -344,6 +350,11 @@ typedef struct dl_op_attrs {
     int32_t coord;             /* (1.4) resize: dl_resize_coord */
     int32_t nearest;           /* (1.4) resize: dl_resize_nearest (mode nearest) */
     int32_t output_padding[2]; /* (1.4) conv_transpose2d: added to the output's [bottom, right] */
+    int32_t kernel3[3];        /* (1.7) conv3d: [kd, kh, kw] */
+    int32_t stride3[3];        /* (1.7) conv3d: [sd, sh, sw] */
+    int32_t pad_begin3[3];     /* (1.7) conv3d: padding before [front, top, left] */
+    int32_t pad_end3[3];       /* (1.7) conv3d: padding after [back, bottom, right] */
+    int32_t dilation3[3];      /* (1.7) conv3d: [dd, dh, dw] */
 } dl_op_attrs;
 
 /* One operator instance as the host shows it to a backend, starting with its size (its version

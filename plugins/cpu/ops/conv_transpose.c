@@ -16,17 +16,15 @@ size_t cpu_conv_transpose2d_workspace(const dl_kernel *k) {
     return n * sizeof(float) > 0x1p50 ? SIZE_MAX : (size_t)n * sizeof(float);
 }
 
-/* cols[m x n] = w^T x, w [kdim x m] (a group's weight, C/groups rows), x [kdim x n]; the columns
- * split across threads, each a single-threaded sgemm. */
-static void gemm_tn(int m, int64_t n, int kdim, const float *w, const float *x, float *cols) {
+void cpu_sgemm_columns(int trans_w, int m, int64_t n, int kdim, const float *w, const float *x, float *y, int64_t ldy) {
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
         int64_t c0 = (int64_t)t * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
         if (c1 > c0)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, m, x + c0, (int)n,
-                        0.0f, cols + c0, (int)n);
+            cblas_sgemm(CblasRowMajor, trans_w ? CblasTrans : CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f,
+                        w, trans_w ? m : kdim, x + c0, (int)n, 0.0f, y + c0, (int)ldy);
     }
 }
 
@@ -42,7 +40,7 @@ void cpu_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, float *y, voi
     for (int64_t i = 0; i < n; i++)
         for (int gi = 0; gi < groups; gi++) {
             const float *xg = x + (i * c + gi * cg) * h * wd, *wg = w + gi * cg * ocg * kh * kw;
-            gemm_tn((int)(ocg * kh * kw), h * wd, (int)cg, wg, xg, cols);
+            cpu_sgemm_columns(1, (int)(ocg * kh * kw), h * wd, (int)cg, wg, xg, cols, h * wd);
             /* col2im: each output channel's taps land in its own plane, so channels run in parallel */
 #pragma omp parallel for schedule(static)
             for (int64_t o = 0; o < ocg; o++) {
