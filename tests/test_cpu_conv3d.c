@@ -1,7 +1,8 @@
 /* test_cpu_conv3d.c — the CPU plugin's conv3d (plugins/cpu/ops/conv3d.c) against a naive loop in
  * double on random inputs with odd sizes: strides, dilations, asymmetric padding, groups, depth
  * taps that fall into padding, bias and fused activations; in f32 and each storage format
- * (OP_TEST); and a workspace past any memory refused at prepare. */
+ * (OP_TEST), on the packed GEMM and on the per-slice path; and a workspace past any memory
+ * refused at prepare. */
 #define _GNU_SOURCE
 #include "op_harness.h"
 
@@ -104,4 +105,12 @@ Test(cpu_ops, conv3d_refuses_a_workspace_past_any_memory) {
     size_t ws = 0;
     cr_expect_neq(be->prepare(be->self, &op, &k, &ws, &err), DL_OK, "a workspace of %zu bytes was accepted", ws);
     cr_expect(strstr(err.msg, "out of memory"), "%s", err.msg);
+}
+
+/* The same cases on the path for a weight known only at run (the per-slice OpenBLAS product),
+ * which DLRUN_CPU_NO_PACKED selects for a constant one too. */
+Test(cpu_ops, conv3d_cases_unpacked) {
+    setenv("DLRUN_CPU_NO_PACKED", "1", 1); /* each Criterion test runs in a process of its own */
+    mode = f32_mode;
+    conv3d_cases();
 }

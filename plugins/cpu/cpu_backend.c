@@ -122,8 +122,7 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     if (st == DL_OK && k->g.kind == DL_OP_CONV_TRANSPOSE2D &&
         (k->workspace = cpu_conv_transpose2d_workspace(k)) == SIZE_MAX)
         st = DL_E_NOMEM;
-    if (st == DL_OK && k->g.kind == DL_OP_CONV3D && (k->workspace = cpu_conv3d_workspace(k)) == SIZE_MAX)
-        st = DL_E_NOMEM;
+    if (st == DL_OK && k->g.kind == DL_OP_CONV3D) st = cpu_conv3d_prepare(k, &op32);
     if (st != DL_OK) {
         free(k->packed);
         cpu_storage_free(&k->st);

@@ -144,7 +144,8 @@ void cpu_gather(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 size_t cpu_conv_transpose2d_workspace(const dl_kernel *k); /* bytes cpu_conv_transpose2d needs as ws */
 void cpu_conv3d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
-size_t cpu_conv3d_workspace(const dl_kernel *k); /* bytes cpu_conv3d needs as ws */
+/* ops/conv3d.c: a constant weight packed for cpu_gemm, or the columns of the per-slice path sized */
+dl_status cpu_conv3d_prepare(dl_kernel *k, const dl_op *op);
 /* y[m x n] (row stride ldy) = op(w) x with x [kdim x n] dense and op(w) [m x kdim]: w itself
  * ([m x kdim]) or, trans_w, w transposed (w [kdim x m]); the columns split across the threads,
  * each a single-threaded OpenBLAS sgemm (conv_transpose.c) */

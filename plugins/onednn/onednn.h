@@ -108,6 +108,7 @@ void odn_kernel_free(dl_kernel *k);
  * odn_add_primitive. The op has passed dl_op_check_as already; they refuse, with a reason, what
  * oneDNN would compute differently from the CPU reference. */
 dl_status odn_conv2d(odn_build *b);
+dl_status odn_conv3d(odn_build *b);
 dl_status odn_pool(odn_build *b);
 dl_status odn_linear(odn_build *b);
 dl_status odn_matmul(odn_build *b);

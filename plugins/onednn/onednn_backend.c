@@ -18,6 +18,7 @@ typedef dl_status (*odn_builder)(odn_build *b);
 /* clang-format off */
 static const odn_builder builders[DL_OP_COUNT] = {
     [DL_OP_CONV2D] = odn_conv2d,
+    [DL_OP_CONV3D] = odn_conv3d,
     [DL_OP_MAXPOOL2D] = odn_pool,
     [DL_OP_AVGPOOL2D] = odn_pool,
     [DL_OP_GLOBAL_AVGPOOL] = odn_pool,
