@@ -1,11 +1,12 @@
-/* test_cuda_params.c — the host half of the cuda plugin's elementwise, movement, reduction and
- * conv_transpose2d kernels, without a GPU and without linking CUDA: the launch parameters
- * plugins/cuda/cuda_params.c builds at prepare (merged dimensions, broadcast strides, transpose and
- * slice strides and base, pad sources, kept and reduced dimensions of a reduction, gather's rows
- * and bad indices) with the per-element index math of cuda_params.h, which the kernels call as
- * they are, against naive loops over coordinates; the resize and conv_transpose2d kernels' bodies,
- * replayed on the host, against naive loops and the CPU plugin run through the plugin ABI; and the
- * formats the plugin's supports() takes for gather (int64 indices beside f16/bf16 data). The
+/* test_cuda_params.c — the host half of the cuda plugin's elementwise, movement, reduction,
+ * conv_transpose2d and conv3d kernels, without a GPU and without linking CUDA: the launch
+ * parameters plugins/cuda/cuda_params.c builds at prepare (merged dimensions, broadcast strides,
+ * transpose and slice strides and base, pad sources, kept and reduced dimensions of a reduction,
+ * gather's rows and bad indices) with the per-element index math of cuda_params.h, which the
+ * kernels call as they are, against naive loops over coordinates; the resize, conv_transpose2d and
+ * conv3d kernels' bodies, replayed on the host, against naive loops and the CPU plugin run through
+ * the plugin ABI; and the formats the plugin's supports() takes for gather (int64 indices beside
+ * f16/bf16 data), conv_transpose2d and conv3d (one storage type, row-major, relu only). The
  * plugin's cuda_params.c and cuda_formats.c are compiled into this test (tests/CMakeLists.txt).
  * What the kernels do with these numbers on a GPU is checked by `dlrun test-ops --backend cuda`
  * in the GPU round. */
@@ -615,6 +616,26 @@ static void deconv_naive(const deconv_case *c, const int64_t *ys, const float *x
         for (int64_t i = 0; i < numel(4, ys); i++) y[i] = y[i] < 0 ? 0 : y[i];
 }
 
+/* Runs o's op (inputs `in`) on the cpu plugin: the weight w and bias b (NULL: none) given at
+ * prepare as a model's constants, x at run, the result in y. */
+static void run_on_cpu(opb *o, dl_tensor *in, float *x, float *w, float *b, float *y) {
+    const dl_backend *be = cpu_backend();
+    dl_error err = {{0}};
+    dl_kernel *k = NULL;
+    size_t wsb = 0;
+    for (int i = 0; i < o->op.n_inputs; i++) in[i].device = be->device;
+    o->out.device = be->device;
+    in[1].data = w;
+    if (b) in[2].data = b;
+    cr_assert(be->supports(be->self, &o->op, &err), "%s", err.msg);
+    cr_assert_eq(be->prepare(be->self, &o->op, &k, &wsb, &err), DL_OK, "%s", err.msg);
+    void *scratch = wsb ? malloc(wsb) : NULL;
+    in[0].data = x, o->out.data = y;
+    cr_assert_eq(be->run(be->self, k, in, &o->out, scratch, &err), DL_OK, "%s", err.msg);
+    be->release(be->self, k);
+    free(scratch);
+}
+
 static void check_deconv(const deconv_case *c) {
     opb o;
     const int64_t ws[4] = {c->xs[1], c->oc / c->groups, c->kh, c->kw};
@@ -645,27 +666,14 @@ static void check_deconv(const deconv_case *c) {
     tu_fill_uniform(x, (size_t)nx, 3, -1, 1), tu_fill_uniform(w, (size_t)nw, 5, -1, 1);
     tu_fill_uniform(b, (size_t)c->oc, 9, -1, 1);
     deconv_naive(c, o.ys, x, w, c->bias ? b : NULL, want);
-    const dl_backend *be = cpu_backend();
-    dl_error err = {{0}};
-    dl_kernel *k = NULL;
-    size_t wsb = 0;
-    for (int i = 0; i < o.op.n_inputs; i++) in[i].device = be->device;
-    o.out.device = be->device;
-    in[1].data = w;
-    if (c->bias) in[2].data = b;
-    cr_assert(be->supports(be->self, &o.op, &err), "%s", err.msg);
-    cr_assert_eq(be->prepare(be->self, &o.op, &k, &wsb, &err), DL_OK, "%s", err.msg);
-    void *scratch = wsb ? malloc(wsb) : NULL;
-    in[0].data = x, o.out.data = y;
-    cr_assert_eq(be->run(be->self, k, in, &o.out, scratch, &err), DL_OK, "%s", err.msg);
+    run_on_cpu(&o, in, x, w, c->bias ? b : NULL, y);
     for (int64_t i = 0; i < ny; i++) {
         float got = deconv_at(&p, x, w, c->bias ? b : NULL, i);
         cr_assert(fabs(got - want[i]) <= 1e-5 * (1 + fabs(want[i])), "at %lld: %g, want %g", (long long)i, got,
                   want[i]);
         cr_assert(fabsf(got - y[i]) <= 1e-5f * (1 + fabsf(y[i])), "at %lld: %g, cpu %g", (long long)i, got, y[i]);
     }
-    be->release(be->self, k);
-    free(scratch), free(x), free(w), free(b), free(y), free(want);
+    free(x), free(w), free(b), free(y), free(want);
     dl_op_geom_free(&o.g);
 }
 
@@ -681,4 +689,179 @@ Test(cuda_params, conv_transpose2d_matches_naive_and_the_cpu_plugin) {
         {{1, 2, 3, 3}, 7, 5, 3, 4, 1, 4, 1, 2, 0, 3, 0, 1, 2, 1, 1, 0}, /* padding past the input */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_deconv(&cases[i]);
+}
+
+/* ---- conv3d: the kernel's body on the host against naive loops and the CPU plugin ---- */
+
+typedef struct conv3d_case {
+    int64_t xs[5];
+    int64_t oc;
+    int k[3], s[3], pb[3], pe[3], dil[3]; /* [depth, height, width] */
+    int groups, bias, relu;
+} conv3d_case;
+
+/* conv3d_k's body for element i (plugins/cuda/ops/conv3d.cu), in f32 on the host */
+static float conv3d_at(const dlk_conv3d_p *p, const float *x, const float *w, const float *b, int64_t i) {
+    const int64_t ox = i % p->ow, oy = i / p->ow % p->oh, oz = i / (p->ow * p->oh) % p->od,
+                  oc = i / (p->ow * p->oh * p->od) % p->oc, img = i / (p->ow * p->oh * p->od * p->oc);
+    const int64_t g = oc / p->ocg, vol = p->d * p->h * p->w, taps = (int64_t)p->kd * p->kh * p->kw;
+    const float *xg = x + (img * p->c + g * p->cg) * vol, *wo = w + oc * p->cg * taps;
+    float acc = 0.f;
+    for (int tz = 0; tz < p->kd; tz++) {
+        int64_t iz, iy, ix;
+        if (!dlk_conv_src(oz, tz, p->sd, p->pd, p->dd, p->d, &iz)) continue;
+        for (int ty = 0; ty < p->kh; ty++) {
+            if (!dlk_conv_src(oy, ty, p->sh, p->ph, p->dh, p->h, &iy)) continue;
+            for (int tx = 0; tx < p->kw; tx++) {
+                if (!dlk_conv_src(ox, tx, p->sw, p->pw, p->dw, p->w, &ix)) continue;
+                for (int64_t ci = 0; ci < p->cg; ci++)
+                    acc = fmaf(xg[ci * vol + (iz * p->h + iy) * p->w + ix],
+                               wo[ci * taps + (tz * p->kh + ty) * p->kw + tx], acc);
+            }
+        }
+    }
+    if (b) acc += b[oc];
+    return p->relu && acc < 0.f ? 0.f : acc;
+}
+
+/* The definition, in double: each output element sums its group's channels over the whole window,
+ * the window's positions in the zero padding read as zeros. */
+static void conv3d_naive(const conv3d_case *c, const int64_t *ys, const float *x, const float *w, const float *b,
+                         double *y) {
+    const int64_t *xs = c->xs, cg = xs[1] / c->groups, ocg = c->oc / c->groups;
+    int64_t e = 0, o[3], t[3], in[3];
+    for (int64_t im = 0; im < xs[0]; im++)
+        for (int64_t oc = 0; oc < c->oc; oc++)
+            for (o[0] = 0; o[0] < ys[2]; o[0]++)
+                for (o[1] = 0; o[1] < ys[3]; o[1]++)
+                    for (o[2] = 0; o[2] < ys[4]; o[2]++, e++) {
+                        double s = b ? b[oc] : 0;
+                        for (int64_t ci = 0; ci < cg; ci++)
+                            for (t[0] = 0; t[0] < c->k[0]; t[0]++)
+                                for (t[1] = 0; t[1] < c->k[1]; t[1]++)
+                                    for (t[2] = 0; t[2] < c->k[2]; t[2]++) {
+                                        int inside = 1;
+                                        for (int d = 0; d < 3; d++) {
+                                            in[d] = o[d] * c->s[d] - c->pb[d] + t[d] * c->dil[d];
+                                            inside &= in[d] >= 0 && in[d] < xs[2 + d];
+                                        }
+                                        if (!inside) continue;
+                                        const int64_t xi =
+                                            (((im * xs[1] + oc / ocg * cg + ci) * xs[2] + in[0]) * xs[3] + in[1]) *
+                                                xs[4] +
+                                            in[2];
+                                        const int64_t wi =
+                                            (((oc * cg + ci) * c->k[0] + t[0]) * c->k[1] + t[1]) * c->k[2] + t[2];
+                                        s += (double)x[xi] * w[wi];
+                                    }
+                        y[e] = c->relu && s < 0 ? 0 : s;
+                    }
+}
+
+static void check_conv3d(const conv3d_case *c) {
+    opb o;
+    const int64_t ws[5] = {c->oc, c->xs[1] / c->groups, c->k[0], c->k[1], c->k[2]};
+    int64_t bs[1] = {c->oc};
+    start(&o, DL_OP_CONV3D, 5, c->xs);
+    second(&o, 5, ws);
+    dl_tensor in3[3] = {o.in[0], o.in[1], {NULL, {DL_DEVICE_CUDA, 0}, 1, DL_F32, bs, NULL, 0}};
+    dl_tensor *in = c->bias ? in3 : o.in; /* o.op's inputs, which this test fills in */
+    o.op.inputs = in, o.op.n_inputs = c->bias ? 3 : 2;
+    dl_op_attrs *a = &o.a;
+    for (int d = 0; d < 3; d++) {
+        a->kernel3[d] = c->k[d], a->stride3[d] = c->s[d], a->pad_begin3[d] = c->pb[d], a->pad_end3[d] = c->pe[d];
+        a->dilation3[d] = c->dil[d];
+    }
+    a->groups = c->groups, a->activation = c->relu ? DL_ACT_RELU : DL_ACT_NONE;
+    finish(&o);
+    for (int d = 0; d < 3; d++) /* PyTorch's output size */
+        cr_assert_eq(o.ys[2 + d], (c->xs[2 + d] + c->pb[d] + c->pe[d] - c->dil[d] * (c->k[d] - 1) - 1) / c->s[d] + 1);
+    dlk_conv3d_p p;
+    cu_conv3d_params(&o.g, &p);
+    cr_assert_eq(p.numel, o.g.numel, "one thread per output element");
+    cr_assert(p.cg * c->groups == c->xs[1] && p.ocg * c->groups == c->oc && p.relu == c->relu);
+    cr_assert(p.c == c->xs[1] && p.d == c->xs[2] && p.h == c->xs[3] && p.w == c->xs[4] && p.oc == c->oc &&
+              p.od == o.ys[2] && p.oh == o.ys[3] && p.ow == o.ys[4]);
+    const int64_t nx = numel(5, c->xs), nw = numel(5, ws), ny = o.g.numel;
+    float *x = malloc((size_t)nx * sizeof *x), *w = malloc((size_t)nw * sizeof *w), *b = malloc(sizeof(float) * c->oc),
+          *y = malloc((size_t)ny * sizeof *y);
+    double *want = malloc((size_t)ny * sizeof *want);
+    tu_fill_uniform(x, (size_t)nx, 3, -1, 1), tu_fill_uniform(w, (size_t)nw, 5, -1, 1);
+    tu_fill_uniform(b, (size_t)c->oc, 9, -1, 1);
+    conv3d_naive(c, o.ys, x, w, c->bias ? b : NULL, want);
+    run_on_cpu(&o, in, x, w, c->bias ? b : NULL, y);
+    int clipped = 0;
+    for (int64_t i = 0; i < ny; i++) {
+        float got = conv3d_at(&p, x, w, c->bias ? b : NULL, i);
+        clipped += c->relu && got == 0.f;
+        cr_assert(fabs(got - want[i]) <= 1e-5 * (1 + fabs(want[i])), "at %lld: %g, want %g", (long long)i, got,
+                  want[i]);
+        cr_assert(fabsf(got - y[i]) <= 1e-5f * (1 + fabsf(y[i])), "at %lld: %g, cpu %g", (long long)i, got, y[i]);
+    }
+    if (c->relu)
+        cr_assert(clipped > 0 && clipped < ny, "relu clips some outputs, not all (%d of %lld)", clipped, (long long)ny);
+    free(x), free(w), free(b), free(y), free(want);
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, conv3d_matches_naive_and_the_cpu_plugin) {
+    static const conv3d_case cases[] = {
+        /* xs, oc, kernel, stride, pads before, pads after, dilation, groups, bias, relu ([d, h, w]) */
+        {{1, 3, 5, 9, 7}, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1, 0}, /* the op table's */
+        {{2, 3, 6, 13, 11}, 4, {3, 7, 7}, {1, 2, 2}, {1, 3, 3}, {1, 3, 3}, {1, 1, 1}, 1, 1, 0},
+        {{1, 6, 4, 7, 9}, 7, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, {1, 1, 1}, 1, 0, 0},
+        {{1, 5, 9, 5, 6}, 3, {3, 1, 1}, {2, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 1, 1, 0},
+        {{1, 6, 7, 8, 7}, 9, {2, 3, 2}, {1, 1, 1}, {1, 0, 2}, {0, 1, 1}, {2, 1, 2}, 3, 1, 0},
+        /* everything odd at once: groups of 2 in and 3 out, strides, dilations, asymmetric pads, relu */
+        {{3, 4, 5, 7, 6}, 6, {3, 2, 3}, {2, 3, 1}, {2, 0, 1}, {0, 2, 3}, {1, 2, 2}, 2, 1, 1},
+        {{2, 4, 5, 6, 5}, 4, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 4, 1, 1}, /* depthwise */
+        /* padding past the input: whole depth slices and rows of taps in the padding, no bias */
+        {{1, 2, 2, 3, 3}, 3, {3, 5, 3}, {1, 1, 2}, {2, 2, 0}, {1, 2, 3}, {1, 1, 1}, 1, 0, 1},
+        /* dilated taps spanning the whole input: one output element */
+        {{1, 3, 3, 4, 5}, 2, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {2, 3, 4}, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv3d(&cases[i]);
+}
+
+/* supports()'s formats for conv3d, as for conv_transpose2d: one storage type for all its tensors
+ * (f32, f16 or bf16, not the GEMMs' f32 only), row-major only (a 5-D tensor has no channels-last
+ * layout the plugin takes), and relu the only fused activation. */
+Test(cuda_params, conv3d_formats) {
+    static const dl_dtype types[3] = {{DL_DTYPE_FLOAT, 32, 1}, {DL_DTYPE_FLOAT, 16, 1}, {DL_DTYPE_BFLOAT, 16, 1}};
+    static const dl_gpu_type want[3] = {DL_GPU_F32, DL_GPU_F16, DL_GPU_BF16};
+    dl_error why = {{0}};
+    for (int t = 0; t < 3; t++) {
+        opb o;
+        start(&o, DL_OP_CONV3D, DIMS(1, 4, 5, 6, 7));
+        second(&o, DIMS(4, 2, 3, 3, 3));
+        for (int d = 0; d < 3; d++)
+            o.a.kernel3[d] = 3, o.a.stride3[d] = o.a.dilation3[d] = o.a.pad_begin3[d] = o.a.pad_end3[d] = 1;
+        o.a.groups = 2, o.a.activation = DL_ACT_RELU;
+        finish(&o);
+        o.in[0].dtype = o.in[1].dtype = o.out.dtype = types[t];
+        dl_gpu_type got = DL_GPU_NOTYPE;
+        dl_layout layout = DL_LAYOUT_OTHER;
+        cr_expect(cu_op_check(&o.op, &got, &layout, &why), "conv3d %d: %s", t, why.msg);
+        cr_expect_eq(got, want[t]);
+        cr_expect_eq(layout, DL_LAYOUT_ROW_MAJOR);
+        o.a.activation = DL_ACT_SIGMOID; /* the cpu plugin fuses it; this plugin's kernel relu only */
+        cr_expect_not(cu_op_check(&o.op, NULL, NULL, &why), "conv3d %d with a fused sigmoid", t);
+        cr_expect(strstr(why.msg, "fused activation"), "%s", why.msg);
+        o.a.activation = DL_ACT_NONE;
+        cr_expect(cu_op_check(&o.op, NULL, NULL, &why), "conv3d %d without an activation: %s", t, why.msg);
+        o.in[1].dtype = types[(t + 1) % 3]; /* the weight in another dtype: refused */
+        cr_expect_not(cu_op_check(&o.op, NULL, NULL, &why), "conv3d %d with mixed dtypes", t);
+        cr_expect(strstr(why.msg, "mixed dtypes"), "%s", why.msg);
+        o.in[1].dtype = types[t];
+        /* a channels-last (NDHWC) input: refused */
+        int64_t cl[5] = {5 * 6 * 7 * 4, 1, 6 * 7 * 4, 7 * 4, 4};
+        o.in[0].strides = cl;
+        cr_expect_not(cu_op_check(&o.op, NULL, NULL, &why), "conv3d %d with an NDHWC input", t);
+        cr_expect(strstr(why.msg, "layout"), "%s", why.msg);
+        o.in[0].strides = NULL;
+        o.out.strides = cl; /* and a channels-last output (y is [1, 4, 5, 6, 7] too) */
+        cr_expect_not(cu_op_check(&o.op, NULL, NULL, &why), "conv3d %d with an NDHWC output", t);
+        cr_expect(strstr(why.msg, "layout"), "%s", why.msg);
+        dl_op_geom_free(&o.g);
+    }
 }

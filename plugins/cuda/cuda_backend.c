@@ -53,6 +53,7 @@ struct dl_kernel {
         dlk_group_norm_p group_norm;
         dlk_take_p take;     /* gather */
         dlk_deconv_p deconv; /* conv_transpose2d */
+        dlk_conv3d_p conv3d;
     } p;
 };
 
@@ -126,7 +127,8 @@ static void launch_params(dl_kernel *k, dl_layout layout) {
     const dl_op_attrs *a = &k->g.a;
     const int64_t *xs = k->g.xs, *ys = k->g.ys;
     k->relu = a->activation == DL_ACT_RELU;
-    /* the unary and binary kinds, and those of ABI 1.4: builders in cuda_params.c (host-tested) */
+    /* the unary and binary kinds, and those of ABI 1.4 and conv3d: builders in cuda_params.c
+     * (host-tested) */
     if (cu_unary_params(&k->g, &k->p.unary) || cu_binary_params(&k->g, &k->p.binary)) return;
     switch (k->g.kind) {
     case DL_OP_CONV2D:
@@ -172,6 +174,7 @@ static void launch_params(dl_kernel *k, dl_layout layout) {
     case DL_OP_GROUP_NORM: cu_group_norm_params(&k->g, &k->p.group_norm); break;
     case DL_OP_GATHER: cu_gather_params(&k->g, &k->p.take); break;
     case DL_OP_CONV_TRANSPOSE2D: cu_conv_transpose2d_params(&k->g, &k->p.deconv); break;
+    case DL_OP_CONV3D: cu_conv3d_params(&k->g, &k->p.conv3d); break;
     default: break; /* global avgpool reads k->g; the views are copies */
     }
 }
@@ -242,6 +245,10 @@ static int run_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, void *y
     const void *b = k->g.has_bias ? in[2].data : NULL;
     return dlk_conv_transpose2d(&k->p.deconv, k->type, in[0].data, in[1].data, b, y, st);
 }
+static int run_conv3d(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
+    const void *b = k->g.has_bias ? in[2].data : NULL;
+    return dlk_conv3d(&k->p.conv3d, k->type, in[0].data, in[1].data, b, y, st);
+}
 static int run_pad(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_pad(&k->p.pad, k->type, in[0].data, y, k->g.numel, st);
 }
@@ -269,9 +276,9 @@ static int run_concat(const dl_kernel *k, const dl_tensor *in, void *y, cudaStre
 
 /* The launcher of each kind. matmul (ABI 1.2) has no kernel of ours yet, nor has any kind the op
  * table gains before its kernel is written: supports() refuses them, and the placer runs them on
- * another backend. The kinds of ABI 1.4 (all 32 now, gather and conv_transpose2d the last) were
- * written without a GPU at hand: first run in the next GPU round (tools/gpu-check correct, whose
- * test-ops covers them). */
+ * another backend. The kinds of ABI 1.4 (all 32 now, gather and conv_transpose2d the last) and
+ * conv3d (1.7) were written without a GPU at hand: first run in the next GPU round
+ * (tools/gpu-check correct, whose test-ops covers them). */
 static const cu_launch_fn launchers[DL_OP_COUNT] = {
     [DL_OP_CONV2D] = run_gemm,
     [DL_OP_LINEAR] = run_gemm,
@@ -322,6 +329,8 @@ static const cu_launch_fn launchers[DL_OP_COUNT] = {
     [DL_OP_GROUP_NORM] = run_group_norm,
     [DL_OP_GATHER] = run_take,
     [DL_OP_CONV_TRANSPOSE2D] = run_conv_transpose2d,
+    /* ABI 1.7 */
+    [DL_OP_CONV3D] = run_conv3d,
 };
 
 static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {

@@ -16,8 +16,8 @@
  *     in one layout (order does not matter to them, or batchnorm finds the channel either way);
  *     weights row-major;
  *   - the rest (pools, softmax, concat, broadcasting binary ops, flatten, reshape, and transpose,
- *     slice, pad, resize, the reductions, layer_norm, group_norm, gather and conv_transpose2d,
- *     whose kernels index the logical shape row-major): row-major.
+ *     slice, pad, resize, the reductions, layer_norm, group_norm, gather, conv_transpose2d and
+ *     conv3d, whose kernels index the logical shape row-major): row-major.
  * 1, or 0 with the reason. Fills *type (may be NULL) with the storage type, *layout (may be NULL)
  * with the activations' layout. */
 int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error *why);

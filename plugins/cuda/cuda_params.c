@@ -1,5 +1,6 @@
 /* cuda_params.c — see cuda_params.h: the launch parameters of the elementwise, movement,
- * reduction and conv_transpose2d kernels, computed once at prepare from a prepared op's geometry. */
+ * reduction, conv_transpose2d and conv3d kernels, computed once at prepare from a prepared op's
+ * geometry. */
 #include "cuda_params.h"
 
 #include <string.h>
@@ -131,6 +132,35 @@ void cu_conv_transpose2d_params(const dl_op_geom *g, dlk_deconv_p *p) {
                         .pw = a->pad_begin[1],
                         .dh = a->dilation[0],
                         .dw = a->dilation[1],
+                        .relu = a->activation == DL_ACT_RELU,
+                        .numel = g->numel};
+}
+
+void cu_conv3d_params(const dl_op_geom *g, dlk_conv3d_p *p) {
+    const dl_op_attrs *a = &g->a;
+    const int64_t groups = a->groups > 0 ? a->groups : 1;
+    *p = (dlk_conv3d_p){.c = g->xs[1],
+                        .d = g->xs[2],
+                        .h = g->xs[3],
+                        .w = g->xs[4],
+                        .oc = g->ys[1],
+                        .od = g->ys[2],
+                        .oh = g->ys[3],
+                        .ow = g->ys[4],
+                        .cg = g->xs[1] / groups,
+                        .ocg = g->ys[1] / groups,
+                        .kd = a->kernel3[0],
+                        .kh = a->kernel3[1],
+                        .kw = a->kernel3[2],
+                        .sd = a->stride3[0],
+                        .sh = a->stride3[1],
+                        .sw = a->stride3[2],
+                        .pd = a->pad_begin3[0],
+                        .ph = a->pad_begin3[1],
+                        .pw = a->pad_begin3[2],
+                        .dd = a->dilation3[0],
+                        .dh = a->dilation3[1],
+                        .dw = a->dilation3[2],
                         .relu = a->activation == DL_ACT_RELU,
                         .numel = g->numel};
 }

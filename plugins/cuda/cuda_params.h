@@ -1,10 +1,11 @@
-/* cuda_params.h — the launch parameters of the cuda plugin's elementwise, movement, reduction and
- * conv_transpose2d kernels (ABI 1.4 ops and the unary/binary ones before them), the builders that
- * compute them once at prepare from the op's kind, attributes and shapes, and the index math the
- * kernels do per element with them. Plain C without CUDA headers (as cuda_formats.h), so that
- * tests/test_cuda_params.c checks the builders and the index math on the host against naive loops;
- * the index functions are DL_GPU_HD, the same code on the host and in the kernels (ops/).
- * kernels.h includes this header and declares the launchers that take these structs. */
+/* cuda_params.h — the launch parameters of the cuda plugin's elementwise, movement, reduction,
+ * conv_transpose2d and conv3d kernels (ABI 1.4 ops, conv3d of 1.7, and the unary/binary ones before
+ * them), the builders that compute them once at prepare from the op's kind, attributes and shapes,
+ * and the index math the kernels do per element with them. Plain C without CUDA headers (as
+ * cuda_formats.h), so that tests/test_cuda_params.c checks the builders and the index math on the
+ * host against naive loops; the index functions are DL_GPU_HD, the same code on the host and in the
+ * kernels (ops/). kernels.h includes this header and declares the launchers that take these
+ * structs. */
 #ifndef DLRUN_CUDA_PARAMS_H
 #define DLRUN_CUDA_PARAMS_H
 #include <math.h>
@@ -125,6 +126,28 @@ typedef struct dlk_deconv_p {
 
 void cu_conv_transpose2d_params(const dl_op_geom *g, dlk_deconv_p *p);
 
+/* ---- conv3d (ops/conv3d.cu, ABI 1.7) ---- */
+
+/* PyTorch's Conv3d on x [n, c, d, h, w] with weight [oc, cg, kd, kh, kw] (cg = c / groups input
+ * channels per group, ocg = oc / groups output channels per group) into y [n, oc, od, oh, ow]:
+ * output (oz, oy, ox) with tap (tz, ty, tx) reads input (oz * sd - pd + tz * dd, oy * sh - ph +
+ * ty * dh, ox * sw - pw + tx * dw), nothing where that is in the padding (dlk_conv_src). One
+ * thread per output element sums its group's cg channels over every tap inside the input, then
+ * adds the bias and applies relu. */
+typedef struct dlk_conv3d_p {
+    int64_t c, d, h, w;     /* input (the images follow from numel) */
+    int64_t oc, od, oh, ow; /* output */
+    int64_t cg, ocg;        /* channels per group: input, output */
+    int kd, kh, kw;         /* kernel */
+    int sd, sh, sw;         /* stride */
+    int pd, ph, pw;         /* padding before (front, top, left: the end padding only shortens y) */
+    int dd, dh, dw;         /* dilation */
+    int relu;               /* relu fused after the bias */
+    int64_t numel;          /* output elements: one thread each */
+} dlk_conv3d_p;
+
+void cu_conv3d_params(const dl_op_geom *g, dlk_conv3d_p *p);
+
 /* ---- reductions and layer_norm (ops/reduce_norm.cu) ---- */
 
 typedef enum dlk_reduce_kind { DLK_REDUCE_SUM, DLK_REDUCE_MEAN, DLK_REDUCE_MAX, DLK_REDUCE_MIN } dlk_reduce_kind;
@@ -212,6 +235,13 @@ DL_GPU_HD int dlk_deconv_src(int64_t o, int t, int stride, int pad, int dil, int
     if (s < 0 || s % stride) return 0;
     *src = s / stride;
     return *src < in;
+}
+
+/* Along one axis of a convolution: 1 and *src, the input position that tap t of output position o
+ * reads (src = o * stride - pad + t * dil), or 0 when that is in the padding (outside [0, in)). */
+DL_GPU_HD int dlk_conv_src(int64_t o, int t, int stride, int pad, int dil, int64_t in, int64_t *src) {
+    *src = o * stride - pad + (int64_t)t * dil;
+    return *src >= 0 && *src < in;
 }
 
 /* resize's coordinates and taps: core/ops/resample.h, shared with the cpu plugin */

@@ -1,12 +1,12 @@
 /* kernels.h — launchers of the cuda plugin's own kernels (one family per .cu file in ops/),
  * callable from C, and the launch parameters they take (built once per op at prepare, in
- * cuda_backend.c; those of the elementwise, movement, reduction and conv_transpose2d kernels are
- * in cuda_params.h, plain C, with their builders). Each launcher returns 0, or the cudaError_t of
- * the launch. Tensors are dense, on the device. The GEMMs take f32 row-major (NCHW) tensors; every
- * other launcher takes the storage type of its tensors (`type`, a dl_gpu_type: f32, f16 or bf16,
- * one for all of an op's floating-point tensors; gather's indices are int64; kernels load as
- * float, compute in float and store rounded) and row-major order, except where a parameter says
- * channels-last (batchnorm) or order does not matter (unary, same-shape binary). */
+ * cuda_backend.c; those of the elementwise, movement, reduction, conv_transpose2d and conv3d
+ * kernels are in cuda_params.h, plain C, with their builders). Each launcher returns 0, or the
+ * cudaError_t of the launch. Tensors are dense, on the device. The GEMMs take f32 row-major (NCHW)
+ * tensors; every other launcher takes the storage type of its tensors (`type`, a dl_gpu_type: f32,
+ * f16 or bf16, one for all of an op's floating-point tensors; gather's indices are int64; kernels
+ * load as float, compute in float and store rounded) and row-major order, except where a parameter
+ * says channels-last (batchnorm) or order does not matter (unary, same-shape binary). */
 #ifndef DLRUN_CUDA_KERNELS_H
 #define DLRUN_CUDA_KERNELS_H
 #include <cuda_runtime_api.h>
@@ -112,6 +112,11 @@ int dlk_take(const dlk_take_p *p, int type, const void *x, const int64_t *idx, v
 /* x, w and b (NULL: no bias) in storage type `type`, row-major; sums in float */
 int dlk_conv_transpose2d(const dlk_deconv_p *p, int type, const void *x, const void *w, const void *b, void *y,
                          cudaStream_t s);
+
+/* ---- conv3d (ops/conv3d.cu) ---- */
+
+/* x, w and b (NULL: no bias) in storage type `type`, row-major; sums in float */
+int dlk_conv3d(const dlk_conv3d_p *p, int type, const void *x, const void *w, const void *b, void *y, cudaStream_t s);
 
 /* ---- reductions and layer_norm (ops/reduce_norm.cu) ---- */
 
