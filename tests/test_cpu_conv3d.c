@@ -89,22 +89,12 @@ OP_TEST(conv3d_cases) {
 /* A conv3d whose column buffer would pass 2^50 bytes is refused at prepare, not given a
  * wrapped-around workspace. */
 Test(cpu_ops, conv3d_refuses_a_workspace_past_any_memory) {
-    load();
     dl_op_attrs a;
     attrs(&a);
     a.kernel3[0] = a.kernel3[1] = a.kernel3[2] = 1 << 10;
-    int64_t xs[5] = {1, 1 << 10, 1 << 10, 1 << 20, 1 << 20}, ws_[5] = {1, 1 << 10, 1 << 10, 1 << 10, 1 << 10},
+    int64_t xs[5] = {1, 1 << 10, 1 << 10, 1 << 20, 1 << 20}, ws[5] = {1, 1 << 10, 1 << 10, 1 << 10, 1 << 10},
             ys[5] = {1, 1, 1, (1 << 20) - (1 << 10) + 1, (1 << 20) - (1 << 10) + 1};
-    dl_tensor in[2] = {{NULL, {DL_DEVICE_CPU, 0}, 5, DL_F32, xs, NULL, 0},
-                       {NULL, {DL_DEVICE_CPU, 0}, 5, DL_F32, ws_, NULL, 0}};
-    dl_tensor y = {NULL, {DL_DEVICE_CPU, 0}, 5, DL_F32, ys, NULL, 0};
-    dl_op op = {sizeof op, DL_OP_CONV3D, "c", &a, 2, in, 1, &y, DL_PRECISION_F32};
-    dl_error err = {{0}};
-    cr_assert(be->supports(be->self, &op, &err), "%s", err.msg);
-    dl_kernel *k = NULL;
-    size_t ws = 0;
-    cr_expect_neq(be->prepare(be->self, &op, &k, &ws, &err), DL_OK, "a workspace of %zu bytes was accepted", ws);
-    cr_expect(strstr(err.msg, "out of memory"), "%s", err.msg);
+    expect_workspace_refused(DL_OP_CONV3D, &a, 5, xs, ws, ys);
 }
 
 /* The same cases on the path for a weight known only at run (the per-slice OpenBLAS product),

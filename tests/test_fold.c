@@ -1,4 +1,4 @@
-/* test_fold.c — batchnorm folded into the conv before it (core/src/fold.c): with non-trivial
+/* test_fold.c — batchnorm folded into the conv2d or conv3d before it (core/src/fuse.c): with non-trivial
  * batchnorm statistics, the folded session (default) and the unfolded one (no_fuse) give the
  * same output, the batchnorms show as fused steps, and a conv whose output has another consumer
  * keeps its batchnorm. */
@@ -15,7 +15,7 @@
 typedef struct tensor_spec {
     const char *name;
     int nd;
-    int64_t shape[4];
+    int64_t shape[5];
     float lo, hi;
 } tensor_spec;
 
@@ -97,6 +97,24 @@ static float *run(const char *yaml, const char *weights, int no_fuse, int *folde
         layer ".running_var", 1, {c}, 0.3f, 2.0f                                 \
     }
 
+/* Runs yaml with the weights t folded (default) and not (no_fuse): `want` batchnorms fold, none
+ * without fusion, and both outputs agree. */
+static void check_fold(const char *yaml, const tensor_spec *t, int nt, int want, const char *what) {
+    char *w = write_weights(t, nt);
+    int folded, plain;
+    int64_t n, n2;
+    float *y = run(yaml, w, 0, &folded, &n), *ref = run(yaml, w, 1, &plain, &n2);
+    cr_expect_eq(folded, want, "%s: %d batchnorms folded, not %d", what, folded, want);
+    cr_expect_eq(plain, 0, "no_fuse keeps every batchnorm");
+    cr_assert_eq(n, n2);
+    double nmse = tu_nmse(ref, y, (size_t)n);
+    cr_expect(nmse < 1e-12, "%s: folded output differs from the unfolded one: NMSE %.3g", what, nmse);
+    unlink(w);
+    free(w);
+    free(y);
+    free(ref);
+}
+
 Test(fold, batchnorm_folds_into_conv_and_agrees) {
     static const char yaml[] = "model: fold\ninputs:\n  - {name: x, shape: [2, 3, 9, 7]}\nlayers:\n"
                                "  - {name: c1, op: conv2d, filters: 5, kernel: 3, padding: 1, bias: false}\n"
@@ -109,19 +127,16 @@ Test(fold, batchnorm_folds_into_conv_and_agrees) {
                              {"c2.weight", 4, {4, 5, 3, 3}, -0.5f, 0.5f},
                              {"c2.bias", 1, {4}, -1, 1},
                              BN("b2", 4)};
-    char *w = write_weights(t, sizeof t / sizeof t[0]);
-    int folded, plain;
-    int64_t n, n2;
-    float *y = run(yaml, w, 0, &folded, &n), *ref = run(yaml, w, 1, &plain, &n2);
-    cr_expect_eq(folded, 2, "both batchnorms fold into their convs");
-    cr_expect_eq(plain, 0, "no_fuse keeps every batchnorm");
-    cr_assert_eq(n, n2);
-    double nmse = tu_nmse(ref, y, (size_t)n);
-    cr_expect(nmse < 1e-12, "folded output differs from the unfolded one: NMSE %.3g", nmse);
-    unlink(w);
-    free(w);
-    free(y);
-    free(ref);
+    check_fold(yaml, t, sizeof t / sizeof t[0], 2, "both batchnorms fold into their convs");
+}
+
+Test(fold, batchnorm_folds_into_conv3d_and_agrees) {
+    static const char yaml[] = "model: fold3d\ninputs:\n  - {name: x, shape: [1, 3, 5, 7, 6]}\nlayers:\n"
+                               "  - {name: c1, op: conv3d, filters: 4, kernel: [3, 3, 3], padding: 1, bias: false}\n"
+                               "  - {name: b1, op: batchnorm}\n"
+                               "  - {name: r1, op: relu}\n";
+    const tensor_spec t[] = {{"c1.weight", 5, {4, 3, 3, 3, 3}, -0.5f, 0.5f}, BN("b1", 4)};
+    check_fold(yaml, t, sizeof t / sizeof t[0], 1, "the batchnorm folds into the conv3d");
 }
 
 Test(fold, conv_output_used_twice_keeps_its_batchnorm) {
@@ -130,14 +145,5 @@ Test(fold, conv_output_used_twice_keeps_its_batchnorm) {
                                "  - {name: b1, op: batchnorm}\n"
                                "  - {name: s, op: add, inputs: [c1, b1]}\n";
     const tensor_spec t[] = {{"c1.weight", 4, {3, 3, 1, 1}, -1, 1}, {"c1.bias", 1, {3}, -1, 1}, BN("b1", 3)};
-    char *w = write_weights(t, sizeof t / sizeof t[0]);
-    int folded, plain;
-    int64_t n, n2;
-    float *y = run(yaml, w, 0, &folded, &n), *ref = run(yaml, w, 1, &plain, &n2);
-    cr_expect_eq(folded, 0, "c1's output also feeds the add: folding would change it");
-    cr_expect(tu_nmse(ref, y, (size_t)n) < 1e-12);
-    unlink(w);
-    free(w);
-    free(y);
-    free(ref);
+    check_fold(yaml, t, sizeof t / sizeof t[0], 0, "c1's output also feeds the add: folding would change it");
 }

@@ -55,12 +55,29 @@ static void conv2d_weights(const dl_op_params *p, const dl_shape *x, dl_shape *w
     if (p->has_bias) w[1] = (dl_shape){1, {p->units}};
 }
 
-static int conv2d_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+/* "3x3" or "3x7x7": n sizes joined by 'x'. */
+static const char *dims_txt(char *buf, size_t len, int n, const int64_t *v) {
+    size_t u = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && u < len; i++)
+        u += (size_t)snprintf(buf + u, len - u, "%s%lld", i ? "x" : "", (long long)v[i]);
+    return buf;
+}
+
+/* What conv2d and conv3d check alike, over nsp spatial dimensions with the kernel attribute k:
+ * the ranks, groups dividing the channels and the filters, the weight's channels and kernel, the
+ * bias's length. */
+static int conv_operands_ok(const dl_op *op, int nsp, const int32_t *k, dl_error *why) {
     const dl_op_attrs *a = op->attrs;
     const dl_tensor *x = &op->inputs[0], *w = &op->inputs[1];
-    char s[128];
-    if (x->ndim != 4) DL_NO(why, "needs a 4-D input [N, C, H, W], got %s", dl_shape_txt(x, s, sizeof s));
-    if (w->ndim != 4) DL_NO(why, "needs a 4-D weight [OC, C/groups, KH, KW], got %s", dl_shape_txt(w, s, sizeof s));
+    char s[128], got[64], want[64];
+    const int three = nsp == 3;
+    if (x->ndim != nsp + 2)
+        DL_NO(why, "needs a %d-D input %s, got %s", nsp + 2, three ? "[N, C, D, H, W]" : "[N, C, H, W]",
+              dl_shape_txt(x, s, sizeof s));
+    if (w->ndim != nsp + 2)
+        DL_NO(why, "needs a %d-D weight %s, got %s", nsp + 2,
+              three ? "[OC, C/groups, KD, KH, KW]" : "[OC, C/groups, KH, KW]", dl_shape_txt(w, s, sizeof s));
     long long c = (long long)x->shape[1], oc = (long long)w->shape[0];
     if (a->groups < 1) DL_NO(why, "groups must be at least 1, not %d", a->groups);
     if (c % a->groups) DL_NO(why, "input channels %lld are not divisible by groups %d", c, a->groups);
@@ -68,11 +85,20 @@ static int conv2d_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl
     if (w->shape[1] * a->groups != c)
         DL_NO(why, "weight has %lld input channels per group, the input has %lld channels in %d groups",
               (long long)w->shape[1], c, a->groups);
-    if (w->shape[2] != a->kernel[0] || w->shape[3] != a->kernel[1])
-        DL_NO(why, "weight kernel %lldx%lld differs from the kernel attribute %dx%d", (long long)w->shape[2],
-              (long long)w->shape[3], a->kernel[0], a->kernel[1]);
+    int64_t kk[3] = {0};
+    for (int i = 0; i < nsp; i++) kk[i] = k[i];
+    for (int i = 0; i < nsp; i++)
+        if (w->shape[2 + i] != k[i])
+            DL_NO(why, "weight kernel %s differs from the kernel attribute %s",
+                  dims_txt(got, sizeof got, nsp, w->shape + 2), dims_txt(want, sizeof want, nsp, kk));
     if (op->n_inputs == 3 && !dl_is_vec(&op->inputs[2], oc))
         DL_NO(why, "bias must be [%lld], got %s", oc, dl_shape_txt(&op->inputs[2], s, sizeof s));
+    return 1;
+}
+
+static int conv2d_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    if (!conv_operands_ok(op, 2, op->attrs->kernel, why)) return 0;
+    const int64_t oc = op->inputs[1].shape[0];
     if (!infer_window(op, 1, y, why)) return 0;
     y->d[1] = oc;
     return 1;
@@ -198,23 +224,11 @@ static void conv3d_weights(const dl_op_params *p, const dl_shape *x, dl_shape *w
 
 static int conv3d_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
     const dl_op_attrs *a = op->attrs;
-    const dl_tensor *x = &op->inputs[0], *w = &op->inputs[1];
-    char s[128];
-    if (x->ndim != 5) DL_NO(why, "needs a 5-D input [N, C, D, H, W], got %s", dl_shape_txt(x, s, sizeof s));
-    if (w->ndim != 5) DL_NO(why, "needs a 5-D weight [OC, C/groups, KD, KH, KW], got %s", dl_shape_txt(w, s, sizeof s));
-    long long c = (long long)x->shape[1], oc = (long long)w->shape[0];
-    if (a->groups < 1) DL_NO(why, "groups must be at least 1, not %d", a->groups);
-    if (c % a->groups) DL_NO(why, "input channels %lld are not divisible by groups %d", c, a->groups);
-    if (oc % a->groups) DL_NO(why, "filters %lld are not divisible by groups %d", oc, a->groups);
-    if (w->shape[1] * a->groups != c)
-        DL_NO(why, "weight has %lld input channels per group, the input has %lld channels in %d groups",
-              (long long)w->shape[1], c, a->groups);
     const int32_t *k = a->kernel3;
-    if (w->shape[2] != k[0] || w->shape[3] != k[1] || w->shape[4] != k[2])
-        DL_NO(why, "weight kernel %lldx%lldx%lld differs from the kernel attribute %dx%dx%d", (long long)w->shape[2],
-              (long long)w->shape[3], (long long)w->shape[4], k[0], k[1], k[2]);
-    if (op->n_inputs == 3 && !dl_is_vec(&op->inputs[2], oc))
-        DL_NO(why, "bias must be [%lld], got %s", oc, dl_shape_txt(&op->inputs[2], s, sizeof s));
+    if (!conv_operands_ok(op, 3, k, why)) return 0;
+    const dl_tensor *x = &op->inputs[0];
+    const int64_t oc = op->inputs[1].shape[0];
+    char s[128];
     *y = (dl_shape){5, {x->shape[0], oc, 0, 0, 0}};
     for (int i = 0; i < 3; i++) {
         if (k[i] < 1 || a->stride3[i] < 1 || a->dilation3[i] < 1 || a->pad_begin3[i] < 0 || a->pad_end3[i] < 0)

@@ -1,6 +1,6 @@
 /* fuse.c — fusion, one stage in two passes around placement, filling the session's dl_fusion:
  *
- * Before placement, each batchnorm is folded into the conv2d before it (inference only):
+ * Before placement, each batchnorm is folded into the conv2d or conv3d before it (inference only):
  *   y = gamma * (conv(x, W) + b - mean) / sqrt(var + eps) + beta
  *     = conv(x, W * s) + (b - mean) * s + beta,   s = gamma / sqrt(var + eps) per channel,
  * so the batchnorm's pass over memory disappears and a relu after it can fuse into the conv. The
@@ -13,7 +13,7 @@
  * ABI 1.5 clip, leaky relu, sigmoid, their parameters copied into the producer's attrs) is fused
  * into the op before it as that op's epilogue, where the backend accepts the fused op (the cpu
  * plugin takes them all, the onednn plugin those oneDNN computes exactly; the GPU plugins relu
- * only, for now). The ops that fuse (conv2d, conv_transpose2d, linear, add, batchnorm) read none
+ * only, for now). The ops that fuse (conv2d, conv_transpose2d, conv3d, linear, add, batchnorm) read none
  * of clip_min, clip_max or alpha themselves, so those members are free to carry the activation's. */
 #include <math.h>
 #include <stdlib.h>

@@ -439,6 +439,15 @@ def control_flow(dlrun, rng):
                  model([helper.make_node("Loop", ["trip", "", "x"], ["y"], name="lp", body=endless)], [xi], [vi("y", None)],
                        [("trip", np.array(10**12, np.int64))]),
                  "node 'lp' (Loop): the loop runs more than 4096 iterations")
+    chain = [helper.make_node("Identity", ["v_in" if j == 0 else f"v{j}"], [f"v{j + 1}"]) for j in range(99)]
+    long_body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"])] + chain +
+                                  [helper.make_node("Identity", ["v99"], ["v_out"])],
+                                  "body", [scalar_vi("i", I), scalar_vi("cond_in", B), vi("v_in", [2, 6, 5])],
+                                  [scalar_vi("cond_out", B), vi("v_out", [2, 6, 5])])
+    expect_error("Loop unrolling past the node limit",
+                 model([helper.make_node("Loop", ["trip", "", "x"], ["y"], name="lp", body=long_body)], [xi],
+                       [vi("y", None)], [("trip", np.array(4000, np.int64))]),
+                 "node 'lp' (Loop): unrolling loops and inlining branches would convert more than 200000 nodes")
     expect_error("Loop with no end", model([helper.make_node("Loop", ["", "", "x"], ["y"], name="lp", body=endless)], [xi],
                                            [vi("y", None)]), "never ends")
     expect_error("SequenceAt past the end",

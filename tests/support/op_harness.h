@@ -237,6 +237,24 @@ static void attrs(dl_op_attrs *a) {
     a->epsilon = 1e-5f;
 }
 
+/* An op of `kind` with input shape xs and weight shape ws (rank nd) and output ys, sizes a hostile
+ * model may declare: supports() accepts it, and prepare refuses it as out of memory instead of
+ * asking for a workspace whose size wrapped around. */
+static void expect_workspace_refused(dl_op_kind kind, const dl_op_attrs *a, int nd, int64_t *xs, int64_t *ws,
+                                     int64_t *ys) {
+    load();
+    dl_tensor in[2] = {{NULL, {DL_DEVICE_CPU, 0}, nd, DL_F32, xs, NULL, 0},
+                       {NULL, {DL_DEVICE_CPU, 0}, nd, DL_F32, ws, NULL, 0}};
+    dl_tensor y = {NULL, {DL_DEVICE_CPU, 0}, nd, DL_F32, ys, NULL, 0};
+    dl_op op = {sizeof op, kind, "t", a, 2, in, 1, &y, DL_PRECISION_F32};
+    dl_error err = {{0}};
+    cr_assert(be->supports(be->self, &op, &err), "%s", err.msg);
+    dl_kernel *k = NULL;
+    size_t bytes = 0;
+    cr_expect_neq(be->prepare(be->self, &op, &k, &bytes, &err), DL_OK, "a workspace of %zu bytes was accepted", bytes);
+    cr_expect(strstr(err.msg, "out of memory"), "%s", err.msg);
+}
+
 /* offset in t (rank tnd) of the element that numpy broadcasting pairs with y's coordinates */
 static int64_t bcast_index(const tt *t, int ynd, const int64_t *coord) {
     int64_t off = 0;

@@ -46,11 +46,6 @@ MAPPED_OPS = ("Conv Relu LeakyRelu Sigmoid Clip MaxPool AveragePool GlobalAverag
               "Shrink Mean ReduceL1 ReduceLogSum ReduceLogSumExp DepthToSpace SpaceToDepth GlobalMaxPool LRN "
               "MeanVarianceNormalization ConvTranspose Einsum").split()
 HELPER_OPS = "Constant Identity Cast CastLike Reshape Squeeze Unsqueeze Shape".split()
-# Control flow and sequences, resolved while converting: a Loop with a constant trip count is
-# unrolled, an If with a constant condition inlines its branch, and a sequence is a list of
-# values known at conversion time (PyTorch exports torch.tensor_split and list unpacking so).
-CONTROL_OPS = ("Loop If SequenceEmpty SequenceConstruct SequenceInsert SequenceAt SequenceErase SequenceLength "
-               "ConcatFromSequence SplitToSequence").split()
 # Ops folded when all their inputs are constants and refused on a runtime tensor (fold.py).
 FOLD_ONLY_OPS = sorted(set(fold.FOLDERS) - set(MAPPED_OPS))
 
@@ -1903,6 +1898,9 @@ class Converter:
         return Runtime(self.layer(name + "/take", "concat", parts, axis=axis), tuple(shape))
 
     # ---- control flow and sequences, resolved while converting ----
+    # A Loop with a constant trip count is unrolled, an If with a constant condition inlines its
+    # branch, and a sequence is a list of values known at conversion time (PyTorch exports
+    # torch.tensor_split and list unpacking so).
 
     # the most iterations one Loop may unroll into, and the most subgraph nodes all unrolling and
     # inlining may convert: a hostile trip count gets a one-line error, not hours of work

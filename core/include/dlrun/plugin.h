@@ -321,12 +321,12 @@ typedef struct dl_op_attrs {
     int32_t pad_begin[2];      /* (1.0) conv2d, pools: padding before [top, left] */
     int32_t pad_end[2];        /* (1.0) conv2d, pools: padding after [bottom, right] */
     int32_t dilation[2];       /* (1.0) conv2d; (1.2) maxpool2d too: [dh, dw] */
-    int32_t groups;            /* (1.0) conv2d; (1.4) group_norm */
+    int32_t groups;            /* (1.0) conv2d; (1.4) group_norm, conv_transpose2d; (1.7) conv3d */
     int32_t ceil_mode;         /* (1.0) pools: 1 rounds the output size up (PyTorch/ONNX ceil_mode) */
     int32_t count_include_pad; /* (1.0) avgpool2d: 1 divides by the full window, pads included */
     int32_t axis;              /* (1.0) flatten, softmax, concat; (1.4) layer_norm, log_softmax, gather: >= 0 */
     float epsilon;             /* (1.0) batchnorm; (1.4) layer_norm, group_norm */
-    int32_t activation;        /* (1.0) dl_activation fused after conv2d, linear, add, batchnorm */
+    int32_t activation;        /* (1.0) dl_activation fused after conv2d, linear, add, batchnorm; (1.7) conv3d */
     float alpha;               /* (1.1) the op's scalar coefficient, as ONNX names it:
                                   leaky_relu: slope for x < 0 (ONNX LeakyRelu alpha);
                                   (1.2) matmul: scale of op(a) op(b) (ONNX Gemm alpha);

@@ -4,6 +4,7 @@
  * height and width that never materialises), bias and activation in the GEMM's epilogue.
  * Otherwise, for each image, group and output depth, that slice's windows are gathered into
  * columns and one OpenBLAS product per slice writes it; then bias and activation. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,19 +17,18 @@ static int64_t taps_of(const dl_op_geom *g) {
     return g->xs[1] / g->a.groups * kk[0] * kk[1] * kk[2];
 }
 
-/* The packed path with a constant weight: packs it; otherwise sizes the columns of one output
- * depth slice, [C/groups * KD * KH * KW, OH * OW] floats. Sizes are counted in double first: past
- * 2^50 bytes (a hostile model's sizes overflow 64 bits) it is out of memory. */
+/* The packed path with a constant weight: packs it (its sizes follow from a weight that exists in
+ * memory); otherwise sizes the columns of one output depth slice, [C/groups * KD * KH * KW, OH *
+ * OW] floats, counted in double first (a hostile model's sizes overflow 64 bits): past 2^50 bytes,
+ * or past the int sizes OpenBLAS takes, it is out of memory. */
 dl_status cpu_conv3d_prepare(dl_kernel *k, const dl_op *op) {
     const dl_op_geom *g = &k->g;
     const int64_t groups = g->a.groups, kdim = taps_of(g), ocg = g->ys[1] / groups;
-    const int64_t vol = g->ys[2] * g->ys[3] * g->ys[4];
+    const int64_t ovol = g->ys[2] * g->ys[3] * g->ys[4];
     const float *w = op->inputs[1].data;
-    if ((double)kdim * (double)vol * sizeof(float) > 0x1p50 || (double)kdim * (double)ocg * groups > 0x1p48)
-        return DL_E_NOMEM;
     if (w && !getenv("DLRUN_CPU_NO_PACKED")) {
         const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
-        const size_t scratch = cpu_gemm_scratch_floats(ocg, vol, kdim, 0, 1, k->threads);
+        const size_t scratch = cpu_gemm_scratch_floats(ocg, ovol, kdim, 0, 1, k->threads);
         if (per == SIZE_MAX || scratch == SIZE_MAX || per > SIZE_MAX / sizeof(float) / (size_t)groups)
             return DL_E_NOMEM;
         if (!(k->packed = malloc(per * (size_t)groups * sizeof(float)))) return DL_E_NOMEM;
@@ -39,7 +39,10 @@ dl_status cpu_conv3d_prepare(dl_kernel *k, const dl_op *op) {
         k->workspace = scratch * sizeof(float);
         return DL_OK;
     }
-    k->workspace = (size_t)(kdim * g->ys[3] * g->ys[4]) * sizeof(float);
+    const int64_t plane = g->ys[3] * g->ys[4];
+    if (kdim > INT_MAX || ocg > INT_MAX || ovol > INT_MAX || (double)kdim * (double)plane * sizeof(float) > 0x1p50)
+        return DL_E_NOMEM;
+    k->workspace = (size_t)(kdim * plane) * sizeof(float);
     return DL_OK;
 }
 
