@@ -1,8 +1,8 @@
 /* test_cpu_gemm.c — the CPU plugin's packed matrix product (plugins/cpu/gemm.c, compiled into this
  * test) against a naive sum in double, on random operands of odd sizes: packed and run-time
  * operands, transposed (strided) sources, k past one pass (256 steps), blocks with edges on both
- * sides, each epilogue (row or column bias, relu, clip, gelu), NaN kept by the clamp, k = 0, and
- * the packed sizes' overflow check. tests/CMakeLists.txt builds it twice: with the AVX2 kernel
+ * sides, each epilogue (row or column bias, relu, clip, gelu), C stored as it lies or transposed,
+ * NaN kept by the clamp, k = 0, and the packed sizes' overflow check. tests/CMakeLists.txt builds it twice: with the AVX2 kernel
  * where the machine has it (-march=native) and with the portable C kernel (CPU_GEMM_PORTABLE). */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -25,6 +25,7 @@ typedef struct gcase {
     int packed_a, packed_b; /* packed beforehand, as a weight at prepare */
     int row_bias, col_bias; /* epilogue biases */
     int act;                /* dl_activation: none, relu, clip, gelu */
+    int trans_c;            /* C stored transposed: (i, j) at c[j * ldc + i] */
 } gcase;
 
 static double act_ref(int act, double v) {
@@ -38,15 +39,15 @@ static double act_ref(int act, double v) {
 
 static void check(gcase g) {
     unsigned seed = (unsigned)(g.m * 7919 + g.n * 104729 + g.k * 31 + g.act);
-    const int m = g.m, n = g.n, k = g.k, ldc = n + 3;
+    const int m = g.m, n = g.n, k = g.k, ldc = (g.trans_c ? m : n) + 3, lines = g.trans_c ? n : m;
     float *a = malloc(sizeof(float) * (size_t)(m * k + 1)), *b = malloc(sizeof(float) * (size_t)(k * n + 1));
     float *rb = malloc(sizeof(float) * (size_t)m), *cb = malloc(sizeof(float) * (size_t)n);
-    float *c = malloc(sizeof(float) * (size_t)m * ldc);
+    float *c = malloc(sizeof(float) * (size_t)lines * ldc);
     for (int i = 0; i < m * k; i++) a[i] = frand(&seed);
     for (int i = 0; i < k * n; i++) b[i] = frand(&seed);
     for (int i = 0; i < m; i++) rb[i] = frand(&seed);
     for (int i = 0; i < n; i++) cb[i] = frand(&seed);
-    for (int i = 0; i < m * ldc; i++) c[i] = 1234.5f; /* the pitch's gap must stay untouched */
+    for (int i = 0; i < lines * ldc; i++) c[i] = 1234.5f; /* the pitch's gap must stay untouched */
     /* A(i, p) and B(p, j), stored as given or transposed */
     cpu_gemm_strided sa = {a, g.trans_a ? 1 : k, g.trans_a ? m : 1, m, k};
     cpu_gemm_strided sb = {b, g.trans_b ? 1 : n, g.trans_b ? k : 1, k, n};
@@ -62,8 +63,8 @@ static void check(gcase g) {
     cpu_gemm_operand oa = {pa, cpu_gemm_pack_a_strided, &sa}, ob = {pb, cpu_gemm_pack_b_strided, &sb};
     dl_op_attrs at = {0};
     at.activation = g.act, at.clip_min = -0.3f, at.clip_max = 0.4f;
-    cpu_gemm_epilogue e = {g.row_bias ? rb : NULL, g.col_bias ? cb : NULL, &at};
-    size_t sf = cpu_gemm_scratch_floats(m, n, k, !g.packed_a, !g.packed_b, THREADS);
+    cpu_gemm_epilogue e = {g.row_bias ? rb : NULL, g.col_bias ? cb : NULL, &at, g.trans_c};
+    size_t sf = cpu_gemm_scratch_floats(m, n, k, !g.packed_a, !g.packed_b, g.trans_c, THREADS);
     float *scratch = malloc(sizeof(float) * (sf ? sf : 1));
     cpu_gemm(m, n, k, &oa, &ob, c, ldc, &e, scratch, THREADS);
     double worst = 0;
@@ -77,13 +78,15 @@ static void check(gcase g) {
             }
             if (g.row_bias) s += rb[i];
             if (g.col_bias) s += cb[j];
-            const double want = act_ref(g.act, s), err = fabs(c[i * ldc + j] - want) / (mag + 1.0);
+            const float got = g.trans_c ? c[j * ldc + i] : c[i * ldc + j];
+            const double want = act_ref(g.act, s), err = fabs(got - want) / (mag + 1.0);
             if (err > worst) worst = err;
         }
-        for (int j = n; j < ldc; j++) cr_assert_eq(c[i * ldc + j], 1234.5f, "wrote past n at row %d", i);
     }
-    cr_expect_lt(worst, 2e-6, "m%d n%d k%d ta%d tb%d pa%d pb%d rb%d cb%d act%d: error %g", m, n, k, g.trans_a,
-                 g.trans_b, g.packed_a, g.packed_b, g.row_bias, g.col_bias, g.act, worst);
+    for (int l = 0; l < lines; l++)
+        for (int q = ldc - 3; q < ldc; q++) cr_assert_eq(c[l * ldc + q], 1234.5f, "wrote past the end of line %d", l);
+    cr_expect_lt(worst, 2e-6, "m%d n%d k%d ta%d tb%d pa%d pb%d rb%d cb%d act%d tc%d: error %g", m, n, k, g.trans_a,
+                 g.trans_b, g.packed_a, g.packed_b, g.row_bias, g.col_bias, g.act, g.trans_c, worst);
     free(a), free(b), free(rb), free(cb), free(c), free(pa), free(pb), free(scratch);
 }
 
@@ -95,10 +98,13 @@ Test(cpu_gemm, shapes_and_operands) {
         for (int j = 0; j < 6; j++)
             for (int q = 0; q < 6; q++) {
                 const int v = i + j + q; /* vary the operands' forms across the cases */
-                check((gcase){ms[i], ns[j], ks[q], v & 1, (v >> 1) & 1, (v >> 2) & 1, (v + 1) & 1, 0, 0, DL_ACT_NONE});
-                count++;
+                for (int tc = 0; tc < 2; tc++) {
+                    check((gcase){ms[i], ns[j], ks[q], v & 1, (v >> 1) & 1, (v >> 2) & 1, (v + 1) & 1, 0, 0,
+                                  DL_ACT_NONE, tc});
+                    count++;
+                }
             }
-    cr_assert_eq(count, 216);
+    cr_assert_eq(count, 432);
 }
 
 Test(cpu_gemm, epilogues) {
@@ -107,12 +113,16 @@ Test(cpu_gemm, epilogues) {
         check((gcase){43, 70, 33, 0, 0, 1, 0, 1, 0, acts[t]});  /* a conv: weight packed, row bias */
         check((gcase){29, 97, 300, 0, 1, 0, 1, 0, 1, acts[t]}); /* a linear layer: weight packed, column bias */
         check((gcase){96, 256, 64, 0, 0, 0, 0, 1, 1, acts[t]}); /* whole blocks only, both biases */
+        /* C transposed (a conv with its pixels as rows): filters' bias by column, edges, 2 passes */
+        check((gcase){49, 512, 300, 1, 1, 0, 1, 0, 1, acts[t], 1});
+        check((gcase){37, 70, 33, 0, 0, 1, 0, 1, 1, acts[t], 1});
     }
 }
 
 Test(cpu_gemm, relu_and_clip_keep_nan) {
     const int acts[] = {DL_ACT_RELU, DL_ACT_CLIP};
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 4; t++) {
+        const int tc = t >= 2; /* C as it lies, then transposed */
         for (int m = 6; m <= 7; m++) {
             float a[7 * 2] = {0}, b[2 * 16], c[7 * 16];
             for (int i = 0; i < 2 * 16; i++) b[i] = 1.0f;
@@ -121,14 +131,15 @@ Test(cpu_gemm, relu_and_clip_keep_nan) {
             cpu_gemm_strided sa = {a, 2, 1, m, 2}, sb = {b, 16, 1, 2, 16};
             cpu_gemm_operand oa = {NULL, cpu_gemm_pack_a_strided, &sa}, ob = {NULL, cpu_gemm_pack_b_strided, &sb};
             dl_op_attrs at = {0};
-            at.activation = acts[t], at.clip_min = -0.5f, at.clip_max = 0.5f;
-            cpu_gemm_epilogue e = {NULL, NULL, &at};
-            float *scratch = malloc(sizeof(float) * cpu_gemm_scratch_floats(m, 16, 2, 1, 1, THREADS));
-            cpu_gemm(m, 16, 2, &oa, &ob, c, 16, &e, scratch, THREADS);
+            at.activation = acts[t % 2], at.clip_min = -0.5f, at.clip_max = 0.5f;
+            cpu_gemm_epilogue e = {NULL, NULL, &at, tc};
+            float *scratch = malloc(sizeof(float) * cpu_gemm_scratch_floats(m, 16, 2, 1, 1, tc, THREADS));
+            cpu_gemm(m, 16, 2, &oa, &ob, c, tc ? m : 16, &e, scratch, THREADS);
             free(scratch);
             for (int j = 0; j < 16; j++) {
-                cr_assert(isnan(c[(m - 1) * 16 + j]), "act %d m %d: column %d lost its NaN", acts[t], m, j);
-                cr_assert_eq(c[j], acts[t] == DL_ACT_RELU ? 0.0f : -0.5f);
+                const float last = tc ? c[j * m + m - 1] : c[(m - 1) * 16 + j], first = tc ? c[j * m] : c[j];
+                cr_assert(isnan(last), "act %d m %d tc %d: column %d lost its NaN", acts[t % 2], m, tc, j);
+                cr_assert_eq(first, acts[t % 2] == DL_ACT_RELU ? 0.0f : -0.5f);
             }
         }
     }
@@ -142,8 +153,12 @@ Test(cpu_gemm, empty_sum_is_the_epilogue_of_zero) {
     cpu_gemm_strided sa = {NULL, 0, 1, 3, 0}, sb = {NULL, 5, 1, 0, 5};
     cpu_gemm_operand oa = {NULL, cpu_gemm_pack_a_strided, &sa}, ob = {NULL, cpu_gemm_pack_b_strided, &sb};
     cpu_gemm(3, 5, 0, &oa, &ob, c, 5, &e, NULL, THREADS);
-    cr_assert_eq(cpu_gemm_scratch_floats(3, 5, 0, 1, 1, THREADS), 0);
+    cr_assert_eq(cpu_gemm_scratch_floats(3, 5, 0, 1, 1, 1, THREADS), 0);
     for (int j = 0; j < 5; j++) cr_assert(c[j] == 1.0f && c[5 + j] == 0.0f && c[10 + j] == 3.0f);
+    float t[5 * 3]; /* transposed: column i of t is row i of C */
+    e.transposed = 1;
+    cpu_gemm(3, 5, 0, &oa, &ob, t, 3, &e, NULL, THREADS);
+    for (int j = 0; j < 5; j++) cr_assert(t[j * 3] == 1.0f && t[j * 3 + 1] == 0.0f && t[j * 3 + 2] == 3.0f);
 }
 
 Test(cpu_gemm, packed_sizes) {
@@ -152,9 +167,13 @@ Test(cpu_gemm, packed_sizes) {
     cr_assert_eq(cpu_gemm_packed_b_floats(0, 17), 0);
     cr_assert_eq(cpu_gemm_packed_a_floats(INT64_MAX / 2, INT64_MAX / 2), SIZE_MAX);
     cr_assert_eq(cpu_gemm_packed_b_floats((int64_t)1 << 40, (int64_t)1 << 40), SIZE_MAX);
-    cr_assert_eq(cpu_gemm_scratch_floats((int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40, 1, 1, 2), SIZE_MAX);
-    cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 1, 0, 2), 2 * 6 * 5);
+    cr_assert_eq(cpu_gemm_scratch_floats((int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40, 1, 1, 0, 2), SIZE_MAX);
+    cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 1, 0, 0, 2), 2 * 6 * 5);
     /* B packed at run time: a buffer per thread of 16 panels by one pass of k (at most 256 steps) */
-    cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 0, 1, 3), 3 * 16 * 16 * 5);
-    cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 1000, 1, 1, 2), 2 * 6 * 1000 + 2 * 16 * 16 * 256);
+    cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 0, 1, 0, 3), 3 * 16 * 16 * 5);
+    cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 1000, 1, 1, 0, 2), 2 * 6 * 1000 + 2 * 16 * 16 * 256);
+    /* a transposed C: a block of sums per thread, 16 (48 with B packed at run time) panels of A by 16 of B */
+    cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 1, 0, 1, 2), 2 * 6 * 5 + 2 * 96 * 256);
+    cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 0, 1, 1, 3), 3 * (16 * 16 * 5 + 288 * 256));
+    cr_assert_eq(cpu_gemm_scratch_floats((int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40, 0, 0, 1, 2), 2 * 96 * 256);
 }

@@ -75,7 +75,7 @@ OP_TEST(conv2d_im2col_cases) {
     check_conv((conv_case){1, 3, 17, 19, 8, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 0, 1}); /* resnet stem */
     check_conv((conv_case){2, 9, 5, 6, 11, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});  /* 1x1 gemm */
     check_conv((conv_case){1, 9, 9, 7, 4, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0, 0});   /* 1x1 stride 2 */
-    /* the packed GEMM (cpu_gemm_suits_conv) and, for small maps with many taps, OpenBLAS */
+    /* the packed GEMM (cpu_gemm_conv_form) and, for small maps with many taps, OpenBLAS */
     check_conv((conv_case){2, 19, 5, 5, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1});   /* 1x1, few taps */
     check_conv((conv_case){1, 7, 9, 11, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0});   /* windows, stride 2 */
     check_conv((conv_case){1, 10, 5, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 0, 0});   /* groups 2 */
@@ -83,6 +83,24 @@ OP_TEST(conv2d_im2col_cases) {
     check_conv((conv_case){2, 4, 13, 11, 7, 3, 5, 2, 1, 2, 0, 1, 3, 1, 1, 1, 1, 0});   /* asymmetric, 2x1 */
     check_conv((conv_case){1, 3, 37, 35, 8, 3, 3, 1, 3, 2, 2, 2, 2, 2, 1, 1, 0, 1});   /* dilation 2, stride 3 */
     check_conv((conv_case){1, 300, 7, 7, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});  /* OpenBLAS */
+}
+
+OP_TEST(conv2d_direct_cases) {
+    /* stride 1: the windows read in place from a zero-padded copy of the image (CONV_DIRECT), the
+     * product's gutter columns dropped; into y directly when the rows have no gutter (3x1) */
+    check_conv((conv_case){2, 5, 23, 21, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});  /* batch 2 */
+    check_conv((conv_case){1, 6, 30, 31, 10, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, 1});  /* dilation 2 */
+    check_conv((conv_case){1, 8, 20, 22, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 0, 1});  /* groups 2 */
+    check_conv((conv_case){1, 7, 19, 25, 9, 3, 5, 1, 1, 0, 2, 2, 1, 1, 1, 1, 1, 0});   /* asymmetric */
+    check_conv((conv_case){1, 40, 21, 23, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}); /* 360 taps: 2 passes */
+    check_conv((conv_case){2, 19, 9, 11, 70, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0}); /* 3x1, no gutter */
+    check_conv((conv_case){1, 6, 10, 12, 7, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1});  /* 1x3 */
+    check_conv((conv_case){1, 3, 64, 66, 17, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0});  /* 5x5, threads */
+    /* strided, windows of 5x5 and more: the padded image in stride x stride phase planes */
+    check_conv((conv_case){1, 3, 45, 47, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1});  /* a stem */
+    check_conv((conv_case){1, 4, 40, 41, 9, 5, 5, 3, 3, 2, 1, 2, 3, 1, 1, 1, 0, 0});   /* stride 3, asymmetric */
+    check_conv((conv_case){1, 5, 37, 60, 6, 5, 5, 2, 2, 4, 4, 4, 4, 2, 2, 1, 1, 0});   /* dilation 2 */
+    check_conv((conv_case){2, 6, 30, 33, 8, 5, 5, 2, 1, 2, 2, 2, 2, 1, 1, 2, 1, 0});   /* strides 2, 1; groups */
 }
 
 OP_TEST(conv2d_depthwise_cases) {
@@ -119,6 +137,7 @@ OP_TEST(conv2d_fused_activations) {
         check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
         check_conv((conv_case){1, 12, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});   /* OpenBLAS */
         check_conv((conv_case){1, 40, 47, 47, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, act}); /* packed, 2 passes */
+        check_conv((conv_case){1, 12, 16, 17, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});  /* direct, gutter */
     }
 }
 

@@ -125,6 +125,7 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     if (st == DL_OK && k->g.kind == DL_OP_CONV3D) st = cpu_conv3d_prepare(k, &op32);
     if (st != DL_OK) {
         free(k->packed);
+        free(k->dc.row_at);
         cpu_storage_free(&k->st);
         dl_op_geom_free(&k->g);
         free(k);
@@ -150,6 +151,7 @@ static void cpu_release(void *self, dl_kernel *k) {
     if (!k) return;
     cpu_winograd_free(&k->wg);
     free(k->packed);
+    free(k->dc.row_at);
     cpu_storage_free(&k->st);
     dl_op_geom_free(&k->g);
     free(k);

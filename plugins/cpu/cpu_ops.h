@@ -65,15 +65,35 @@ static inline double cpu_sum_f64(const float *x, int64_t n) {
 }
 
 /* conv2d's paths (ops/conv2d.c): OpenBLAS over im2col windows or a 1x1 conv's input; Winograd;
- * depthwise; the packed GEMM of gemm.c (weight packed at prepare, windows packed from the image)
- * where cpu_gemm_suits_conv says it is the faster. */
-enum { CONV_IM2COL = 0, CONV_GEMM_1X1 = 1, CONV_WINOGRAD = 2, CONV_DEPTHWISE = 3, CONV_PACKED = 4 };
+ * depthwise; the packed GEMM of gemm.c (weight packed at prepare): reading a conv's windows in
+ * place from a padded copy of the image (CONV_DIRECT), or packing them from the image
+ * where cpu_gemm_conv_form says it is the faster, with the filters as the rows of its product
+ * (CONV_PACKED) or the pixels (CONV_PACKED_T, small maps). */
+enum {
+    CONV_IM2COL = 0,
+    CONV_GEMM_1X1 = 1,
+    CONV_WINOGRAD = 2,
+    CONV_DEPTHWISE = 3,
+    CONV_PACKED = 4,
+    CONV_PACKED_T = 5,
+    CONV_DIRECT = 6
+};
+
+/* CONV_DIRECT's padded image, split into stride[0] x stride[1] phase planes of hq x wq (stride 1:
+ * one plane, the padded image itself), channels cs floats apart; output pixel (y, x) is column
+ * y * wq + x of the product (n columns; x >= ow are the gutter, computed and dropped), and its tap
+ * p reads row_at[p] floats further on: 16 pixels' taps are 16 consecutive floats. */
+typedef struct cpu_direct {
+    int64_t hq, wq, cs, n;
+    int64_t *row_at;
+} cpu_direct;
 
 struct dl_kernel {
     dl_op_geom g;  /* the op's kind, attributes and shapes */
     int conv_mode; /* CONV_* */
     cpu_winograd wg;
-    float *packed;    /* a constant weight packed for cpu_gemm at prepare (CONV_PACKED, linear), or NULL */
+    float *packed;    /* a constant weight packed for cpu_gemm at prepare (CONV_PACKED*, linear), or NULL */
+    cpu_direct dc;    /* CONV_DIRECT's geometry */
     size_t workspace; /* bytes the f32 kernel needs (the staging of storage formats not counted) */
     int threads;
     cpu_storage st; /* f16/bf16 and channels-last tensors: inactive when all are f32 row-major */

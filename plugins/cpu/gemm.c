@@ -64,29 +64,35 @@ void cpu_gemm_pack_b(const cpu_gemm_strided *b, float *dst) {
 }
 
 #define BLOCK_PANELS 16 /* a block of C is at most 16 panels of A by 16 of B (96 x 256) */
+#define MOST_A_PANELS(b_at_run_time) ((b_at_run_time) ? 3 * BLOCK_PANELS : BLOCK_PANELS)
 
 /* Floats of one thread's buffer for a block of B packed at run time: 16 panels, one pass of k */
 static size_t b_buffer_floats(int64_t k) { return (size_t)BLOCK_PANELS * NR * (size_t)(k < KC ? k : KC); }
 
-size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int threads) {
+/* Floats of one thread's block of sums for a transposed C: the largest block plan_blocks makes */
+static size_t t_buffer_floats(int b_at_run_time) { return (size_t)MOST_A_PANELS(b_at_run_time) * MR * BLOCK_PANELS * NR; }
+
+size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int transposed, int threads) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
+    const size_t t = (size_t)(threads > 0 ? threads : 1);
     const size_t a = pack_a ? cpu_gemm_packed_a_floats(m, k) : 0;
-    const size_t b = pack_b ? b_buffer_floats(k) * (size_t)(threads > 0 ? threads : 1) : 0;
-    if (a == SIZE_MAX || a > SIZE_MAX / sizeof(float) - b) return SIZE_MAX;
-    return a + b;
+    const size_t b = (pack_b ? b_buffer_floats(k) : 0) + (transposed ? t_buffer_floats(pack_b) : 0);
+    if (a == SIZE_MAX || b > SIZE_MAX / sizeof(float) / t || a > SIZE_MAX / sizeof(float) - b * t) return SIZE_MAX;
+    return a + b * t;
 }
 
 /* The epilogue as the micro-kernel sees it: relu and clip are a clamp to [lo, hi] it applies
  * itself; any other activation (`other`) runs over the finished rows of a block afterwards. */
 typedef struct epi {
     const float *row_bias, *col_bias;
-    int clamp, other;
+    int clamp, other, transposed;
     float lo, hi;
     const dl_op_attrs *attrs;
 } epi;
 
 static epi epi_of(const cpu_gemm_epilogue *e) {
-    epi x = {e ? e->row_bias : NULL, e ? e->col_bias : NULL, 0, 0, -INFINITY, INFINITY, e ? e->attrs : NULL};
+    epi x = {e ? e->row_bias : NULL, e ? e->col_bias : NULL, 0, 0, e && e->transposed, -INFINITY, INFINITY,
+             e ? e->attrs : NULL};
     const int act = x.attrs ? x.attrs->activation : DL_ACT_NONE;
     if (act == DL_ACT_RELU) {
         x.clamp = 1, x.lo = 0.0f;
@@ -115,28 +121,54 @@ static void merge_block(const float *t, float *c, int64_t ldc, int64_t rows, int
         }
 }
 
+/* Rows [i0, i1) by columns [j0, j1) of C, their sums in t (element (i, j) at t[(i - i0) * tl + j -
+ * j0]), through the epilogue into a transposed C: column j of C is the run c[j * ldc + i0 ..]. */
+static void store_transposed(const float *t, int64_t tl, float *c, int64_t ldc, const epi *e, int64_t i0, int64_t i1,
+                             int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; j++) {
+        float *d = c + j * ldc;
+        const float *s = t + (j - j0);
+        const float cb = e->col_bias ? e->col_bias[j] : 0.0f;
+        for (int64_t i = i0; i < i1; i++) {
+            float v = s[(i - i0) * tl] + cb;
+            if (e->row_bias) v += e->row_bias[i];
+            if (e->clamp) v = cpu_clamp(v, e->lo, e->hi);
+            d[i] = v;
+        }
+        if (e->other) cpu_bias_act(d + i0, i1 - i0, 0.0f, e->attrs);
+    }
+}
+
 #ifdef CPU_GEMM_AVX2
-/* The 6 x 16 block of A's panel a times B's panel b over kc steps. A full block goes straight to
- * c with its epilogue; an edge block (rows < MR or cols < NR) goes through merge_block. */
-static void micro_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int64_t rows, int64_t cols,
-                         int accumulate, const epi *e, int64_t i0, int64_t j0) {
+/* One k step of the 6 x 16 block: B's 16 floats at bp, A's 6 at a */
+#define KERNEL_STEP(a, bp)                                                                                             \
+    do {                                                                                                              \
+        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps((bp) + 8);                                        \
+        __m256 x = _mm256_broadcast_ss((a) + 0);                                                                      \
+        c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);                                         \
+        x = _mm256_broadcast_ss((a) + 1);                                                                             \
+        c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);                                         \
+        x = _mm256_broadcast_ss((a) + 2);                                                                             \
+        c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);                                         \
+        x = _mm256_broadcast_ss((a) + 3);                                                                             \
+        c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);                                         \
+        x = _mm256_broadcast_ss((a) + 4);                                                                             \
+        c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);                                         \
+        x = _mm256_broadcast_ss((a) + 5);                                                                             \
+        c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);                                         \
+    } while (0)
+
+/* The 6 x 16 block of A's panel a times B over kc steps: B's panel b (NR floats a step) or, with
+ * rows, B read in place (step p's 16 floats at b + rows[p]). A full block goes straight to c with
+ * its epilogue; an edge block (rows < MR or cols < NR) goes through merge_block. */
+static void micro_kernel(int64_t kc, const float *a, const float *b, const int64_t *rows_at, float *c, int64_t ldc,
+                         int64_t rows, int64_t cols, int accumulate, const epi *e, int64_t i0, int64_t j0) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int64_t p = 0; p < kc; p++, a += MR, b += NR) {
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        __m256 x = _mm256_broadcast_ss(a + 0);
-        c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
-        x = _mm256_broadcast_ss(a + 1);
-        c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
-        x = _mm256_broadcast_ss(a + 2);
-        c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
-        x = _mm256_broadcast_ss(a + 3);
-        c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
-        x = _mm256_broadcast_ss(a + 4);
-        c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);
-        x = _mm256_broadcast_ss(a + 5);
-        c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);
-    }
+    if (rows_at)
+        for (int64_t p = 0; p < kc; p++, a += MR) KERNEL_STEP(a, b + rows_at[p]);
+    else
+        for (int64_t p = 0; p < kc; p++, a += MR, b += NR) KERNEL_STEP(a, b);
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     if (rows < MR || cols < NR) {
         float t[MR * NR];
@@ -167,12 +199,14 @@ static void micro_kernel(int64_t kc, const float *a, const float *b, float *c, i
     }
 }
 #else
-static void micro_kernel(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int64_t rows, int64_t cols,
-                         int accumulate, const epi *e, int64_t i0, int64_t j0) {
+static void micro_kernel(int64_t kc, const float *a, const float *b, const int64_t *rows_at, float *c, int64_t ldc,
+                         int64_t rows, int64_t cols, int accumulate, const epi *e, int64_t i0, int64_t j0) {
     float t[MR * NR] = {0};
-    for (int64_t p = 0; p < kc; p++, a += MR, b += NR)
+    for (int64_t p = 0; p < kc; p++, a += MR) {
+        const float *bp = rows_at ? b + rows_at[p] : b + p * NR;
         for (int r = 0; r < MR; r++)
-            for (int q = 0; q < NR; q++) t[r * NR + q] += a[r] * b[q];
+            for (int q = 0; q < NR; q++) t[r * NR + q] += a[r] * bp[q];
+    }
     merge_block(t, c, ldc, rows, cols, accumulate, e, i0, j0);
 }
 #endif
@@ -183,7 +217,7 @@ static void micro_kernel(int64_t kc, const float *a, const float *b, float *c, i
  * so that B is packed once or nearly, and the split goes along n: each block packs its own
  * columns of B. */
 static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_at_run_time, int64_t *bm, int64_t *bn) {
-    const int64_t most_a = b_at_run_time ? 3 * BLOCK_PANELS : BLOCK_PANELS;
+    const int64_t most_a = MOST_A_PANELS(b_at_run_time);
     int64_t tm = a_panels < most_a ? a_panels : most_a, tn = b_panels < BLOCK_PANELS ? b_panels : BLOCK_PANELS;
     for (;;) {
         const int64_t blocks = ((a_panels + tm - 1) / tm) * ((b_panels + tn - 1) / tn);
@@ -195,26 +229,37 @@ static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_a
 }
 
 /* One block of C: A's panels [ia, ib) by B's panels [ja, jb), every pass over k. B is packed
- * (pb, all of k per panel), or packed here pass by pass into buf with b->pack. */
+ * (pb, all of k per panel), or packed here pass by pass into buf with b->pack. For a transposed C
+ * the sums gather in tb (the block's own rows by columns, padded to whole panels) and go to C
+ * through the epilogue once they are complete. */
 static void run_block(int64_t m, int64_t n, int64_t k, const float *pa, const float *pb, const cpu_gemm_operand *b,
-                      float *buf, float *c, int64_t ldc, const epi *e, int64_t ia, int64_t ib, int64_t ja, int64_t jb) {
+                      float *buf, float *tb, float *c, int64_t ldc, const epi *e, int64_t ia, int64_t ib, int64_t ja,
+                      int64_t jb) {
+    const int64_t tl = (jb - ja) * NR;
     for (int64_t p0 = 0; p0 < k; p0 += KC) {
         const int64_t kc = k - p0 < KC ? k - p0 : KC;
         const epi *last = p0 + kc == k ? e : NULL;
-        if (!pb)
+        const int64_t *at = b->row_at ? b->row_at + p0 : NULL; /* B read in place */
+        if (!pb && !at)
             for (int64_t jp = ja; jp < jb; jp++) b->pack(b->ctx, jp, p0, kc, buf + (jp - ja) * kc * NR);
         for (int64_t jp = ja; jp < jb; jp++) {
-            const float *bp = pb ? pb + jp * k * NR + p0 * NR : buf + (jp - ja) * kc * NR;
             const int64_t j0 = jp * NR, cols = n - j0 < NR ? n - j0 : NR;
+            const float *bp = at ? b->base + j0 : pb ? pb + jp * k * NR + p0 * NR : buf + (jp - ja) * kc * NR;
             for (int64_t ip = ia; ip < ib; ip++) {
                 const int64_t i0 = ip * MR, rows = m - i0 < MR ? m - i0 : MR;
-                micro_kernel(kc, pa + ip * k * MR + p0 * MR, bp, c + i0 * ldc + j0, ldc, rows, cols, p0 > 0, last, i0,
-                             j0);
+                const float *ap = pa + ip * k * MR + p0 * MR;
+                if (tb)
+                    micro_kernel(kc, ap, bp, at, tb + (ip - ia) * MR * tl + (jp - ja) * NR, tl, MR, NR, p0 > 0, NULL, 0,
+                                 0);
+                else
+                    micro_kernel(kc, ap, bp, at, c + i0 * ldc + j0, ldc, rows, cols, p0 > 0, last, i0, j0);
             }
         }
     }
-    if (e->other) { /* the activations the kernel does not clamp: over the block's finished rows */
-        const int64_t i1 = ib * MR < m ? ib * MR : m, j0 = ja * NR, j1 = jb * NR < n ? jb * NR : n;
+    const int64_t i1 = ib * MR < m ? ib * MR : m, j0 = ja * NR, j1 = jb * NR < n ? jb * NR : n;
+    if (tb) {
+        store_transposed(tb, tl, c, ldc, e, ia * MR, i1, j0, j1);
+    } else if (e->other) { /* the activations the kernel does not clamp: over the block's finished rows */
         for (int64_t i = ia * MR; i < i1; i++) cpu_bias_act(c + i * ldc + j0, j1 - j0, 0.0f, e->attrs);
     }
 }
@@ -225,6 +270,10 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
     const epi x = epi_of(e);
     if (k <= 0) { /* an empty sum: the epilogue of zeros */
         float t[MR * NR] = {0};
+        if (x.transposed) { /* tl 0: every row reads t's first row */
+            for (int64_t j = 0; j < n; j += NR) store_transposed(t, 0, c, ldc, &x, 0, m, j, n - j < NR ? n : j + NR);
+            return;
+        }
         for (int64_t i = 0; i < m; i += MR)
             for (int64_t j = 0; j < n; j += NR)
                 merge_block(t, c + i * ldc + j, ldc, m - i < MR ? m - i : MR, n - j < NR ? n - j : NR, 0, &x, i, j);
@@ -235,9 +284,11 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
     const int64_t a_panels = (m + MR - 1) / MR, b_panels = (n + NR - 1) / NR;
     if (threads < 1) threads = 1;
     float *pa = a->packed ? (float *)a->packed : scratch;
+    const int b_packs = !b->packed && !b->row_at;                /* B packed here, block by block */
     float *bufs = scratch + (a->packed ? 0 : a_panels * MR * k); /* one B buffer per thread */
+    float *tbufs = bufs + (b_packs ? (size_t)threads * b_buffer_floats(k) : 0); /* one block of sums each */
     int64_t bm, bn;
-    plan_blocks(a_panels, b_panels, threads, !b->packed, &bm, &bn);
+    plan_blocks(a_panels, b_panels, threads, b_packs, &bm, &bn);
     const int64_t mb = (a_panels + bm - 1) / bm, nb = (b_panels + bn - 1) / bn;
     if (mb * nb < threads && a->packed) threads = (int)(mb * nb);
 #pragma omp parallel num_threads(threads)
@@ -247,6 +298,7 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
         t_id = omp_get_thread_num();
 #endif
         float *buf = bufs + (size_t)t_id * b_buffer_floats(k);
+        float *tb = x.transposed ? tbufs + (size_t)t_id * t_buffer_floats(b_packs) : NULL;
         if (!a->packed) {
 #pragma omp for schedule(static)
             for (int64_t p = 0; p < a_panels; p++) a->pack(a->ctx, p, 0, k, pa + p * MR * k);
@@ -257,12 +309,17 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
             const int64_t bi = t / nb, bj = t % nb;
             const int64_t ia = bi * bm, ib = ia + bm < a_panels ? ia + bm : a_panels;
             const int64_t ja = bj * bn, jb = ja + bn < b_panels ? ja + bn : b_panels;
-            run_block(m, n, k, pa, b->packed, b, buf, c, ldc, &x, ia, ib, ja, jb);
+            run_block(m, n, k, pa, b->packed, b, b_packs ? buf : NULL, tb, c, ldc, &x, ia, ib, ja, jb);
         }
     }
 }
 
-int cpu_gemm_suits_conv(int64_t m, int64_t n, int64_t k) {
-    (void)m;
-    return k <= 64 || (n >= 512 && k <= 1024);
+static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+cpu_gemm_form cpu_gemm_conv_form(int64_t m, int64_t n, int64_t k) {
+    /* a small map with many taps: the pixels pad less in panels of 6 than of 16 (a 7x7 map's 49
+     * pixels are 54 or 64) and the long sums pay for storing C transposed */
+    const int64_t filter_rows = round_up(m, MR) * round_up(n, NR), pixel_rows = round_up(n, MR) * round_up(m, NR);
+    if (k >= 512 && 10 * pixel_rows < 9 * filter_rows) return CPU_GEMM_PIXEL_ROWS;
+    return k <= 64 || (n >= 512 && k <= 1024) ? CPU_GEMM_FILTER_ROWS : CPU_GEMM_NOT;
 }

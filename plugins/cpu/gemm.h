@@ -45,23 +45,32 @@ void cpu_gemm_pack_b(const cpu_gemm_strided *b, float *dst);
 
 /* One operand of cpu_gemm: already packed, or packed by cpu_gemm into its scratch with pack(ctx):
  * A all at once before the product, B one block of columns and k steps at a time, by the thread
- * that uses it while it is in that core's cache. */
+ * that uses it while it is in that core's cache. B alone may instead be read in place, unpacked:
+ * with row_at set, B(p, j) = base[row_at[p] + j], and every row must be readable up to its last
+ * whole panel (column round_up(n, 16) - 1; a conv's padded image, tail included). */
 typedef struct cpu_gemm_operand {
     const float *packed;
     cpu_gemm_pack_fn pack;
     const void *ctx;
+    const float *base;
+    const int64_t *row_at;
 } cpu_gemm_operand;
 
 /* What happens to C's elements once their sum is complete: + row_bias[i] and/or + col_bias[j]
- * (either may be NULL), then the activation attrs->activation (attrs may be NULL: none). */
+ * (either may be NULL), then the activation attrs->activation (attrs may be NULL: none); stored
+ * at c[i * ldc + j], or with `transposed` at c[j * ldc + i] (a conv computed with its pixels as
+ * the rows of C stores its output channel by channel). A transposed C gathers each block's sums in
+ * the thread's scratch and stores them once, at the end. */
 typedef struct cpu_gemm_epilogue {
     const float *row_bias, *col_bias;
     const dl_op_attrs *attrs;
+    int transposed;
 } cpu_gemm_epilogue;
 
-/* Floats of scratch cpu_gemm needs on `threads` threads for the operands it packs (0 for two
- * packed operands); SIZE_MAX when that does not fit a size_t. */
-size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int threads);
+/* Floats of scratch cpu_gemm needs on `threads` threads for the operands it packs and, for a
+ * transposed C, each thread's block of sums (0 for two packed operands and C as it lies);
+ * SIZE_MAX when that does not fit a size_t. */
+size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int transposed, int threads);
 
 /* C[i * ldc + j] = epilogue(sum_p A(i, p) B(p, j)) for i < m, j < n, on up to `threads` OpenMP
  * threads (call it outside a parallel region). scratch holds cpu_gemm_scratch_floats for as many
@@ -69,10 +78,11 @@ size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int 
 void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const cpu_gemm_operand *b, float *c,
               int64_t ldc, const cpu_gemm_epilogue *e, float *scratch, int threads);
 
-/* 1 when cpu_gemm is the faster way to a conv's product of m filters by k taps over n pixels, with
- * the filters packed: few taps (it packs the image without sgemm's overhead), or maps of 512
- * pixels or more with up to 1024 taps. Measured against OpenBLAS (per-thread sgemm) on 2 AVX2
- * cores; small maps with many taps (ResNet's 7x7 and 14x14 stages) stay with OpenBLAS, whose
- * edge kernels waste less of a 49-pixel map than 16-pixel panels do. */
-int cpu_gemm_suits_conv(int64_t m, int64_t n, int64_t k);
+/* How a conv of m filters by k taps over n pixels, its weight constant, runs fastest: */
+typedef enum cpu_gemm_form {
+    CPU_GEMM_NOT = 0,      /* not through cpu_gemm: OpenBLAS */
+    CPU_GEMM_FILTER_ROWS,  /* C = W windows: the filters packed as A, the windows as B (16 pixels a panel) */
+    CPU_GEMM_PIXEL_ROWS,   /* C^T = windows^T W^T, stored transposed: the windows as A (6 pixels a panel) */
+} cpu_gemm_form;
+cpu_gemm_form cpu_gemm_conv_form(int64_t m, int64_t n, int64_t k);
 #endif

@@ -1,8 +1,8 @@
 /* conv2d.c — 2-D convolution on the CPU: a direct kernel for depthwise convs (window8.c), Winograd
  * F(4x4,3x3) for 3x3 stride-1 convs with enough channels; for the rest (1x1, strides, dilation,
- * groups, padding), where it measured faster than OpenBLAS (cpu_gemm_suits_conv), the packed GEMM
+ * groups, padding), where it measured faster than OpenBLAS (cpu_gemm_conv_form), the packed GEMM
  * of gemm.c: the weight packed once at prepare, the input's windows packed straight from the
- * image (no im2col buffer). Otherwise, and for a weight known only at run time, OpenBLAS: a plain
+ * image (no im2col buffer), with the filters or, on small maps, the pixels as its rows. Otherwise, and for a weight known only at run time, OpenBLAS: a plain
  * GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM for the others. Bias and the fused
  * activation are applied to each block of output as the GEMM produces it. */
 #include <cblas.h>
@@ -15,6 +15,49 @@
 static int plain_1x1(const dl_op_attrs *a) {
     return a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && a->pad_begin[0] == 0 &&
            a->pad_begin[1] == 0 && a->pad_end[0] == 0 && a->pad_end[1] == 0;
+}
+
+/* CONV_DIRECT suits a conv with a window (not 1x1: its image is already the product's operand)
+ * whose phase planes' rows (below) are at most 1.2 times its output rows, the gutter's columns
+ * being computed and dropped: stride 1 (3x3 on maps of 10x10 and more), or strides up to 4 with
+ * windows of 5x5 or more (the 7x7 stride-2 stem). With smaller windows a strided conv measured
+ * faster with its windows packed (the padded copy and the dropped gutter cost more than the
+ * packing saves). Winograd, where it applies, comes first. */
+static int direct_suits(const dl_kernel *k) {
+    const dl_op_attrs *a = &k->g.a;
+    const int64_t sh = a->stride[0], sw = a->stride[1], wq = (k->g.xs[3] + a->pad_begin[1] + a->pad_end[1] + sw - 1) / sw;
+    const int strided = sh > 1 || sw > 1;
+    return sh <= 4 && sw <= 4 && a->kernel[0] * a->kernel[1] > (strided ? 24 : 1) && 5 * wq <= 6 * k->g.ys[3];
+}
+
+/* CONV_DIRECT's geometry (k->dc, its row_at table) and the floats of workspace it needs: the
+ * padded image in phase planes (a tail of 16 floats: a last panel reads up to 15 past the last
+ * pixel's window) and, where the rows have a gutter, the product before it is dropped. SIZE_MAX:
+ * too large. */
+static size_t direct_plan(dl_kernel *k) {
+    const dl_op_attrs *a = &k->g.a;
+    cpu_direct *d = &k->dc;
+    const int64_t c = k->g.xs[1], cg = c / a->groups, kh = a->kernel[0], kw = a->kernel[1];
+    const int64_t oh = k->g.ys[2], ow = k->g.ys[3], ocg = k->g.ys[1] / a->groups;
+    const int64_t sh = a->stride[0], sw = a->stride[1];
+    d->hq = (k->g.xs[2] + a->pad_begin[0] + a->pad_end[0] + sh - 1) / sh;
+    d->wq = (k->g.xs[3] + a->pad_begin[1] + a->pad_end[1] + sw - 1) / sw;
+    if (d->wq > INT64_MAX / 16 / d->hq - 32) return SIZE_MAX;
+    /* channels an odd number of cache lines apart, so that one tap's 16 pixels in successive
+     * channels fall in different sets of the L1 cache */
+    d->cs = (sh * sw * d->hq * d->wq + 15) / 16 * 16;
+    if (d->cs / 16 % 2 == 0) d->cs += 16;
+    d->n = (oh - 1) * d->wq + ow;
+    if (d->cs > (INT64_MAX - 16) / c || (d->wq != ow && d->n > INT64_MAX / ocg)) return SIZE_MAX;
+    const size_t taps = (size_t)(cg * kh * kw);
+    if (!(d->row_at = malloc(taps * sizeof *d->row_at))) return SIZE_MAX;
+    for (int64_t p = 0; p < (int64_t)taps; p++) { /* tap (i, j) of channel ci: its phase plane, then the shift */
+        const int64_t ci = p / (kh * kw), di = p / kw % kh * a->dilation[0], dj = p % kw * a->dilation[1];
+        d->row_at[p] = ci * d->cs + ((di % sh) * sw + dj % sw) * d->hq * d->wq + di / sh * d->wq + dj / sw;
+    }
+    const uint64_t image = (uint64_t)(c * d->cs + 16), product = d->wq != ow ? (uint64_t)(ocg * d->n) : 0;
+    if (image > SIZE_MAX / sizeof(float) - product) return SIZE_MAX;
+    return (size_t)(image + product);
 }
 
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
@@ -36,17 +79,31 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
         return DL_OK;
     }
     const int64_t g = a->groups, kdim = (c / g) * a->kernel[0] * a->kernel[1], ocg = oc / g, plane = oh * ow;
-    if (w->data && cpu_gemm_suits_conv(ocg, plane, kdim) && !getenv("DLRUN_CPU_NO_PACKED")) {
-        /* the weight packed once per group as cpu_gemm's A: y = W windows */
-        const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
-        const size_t scratch = cpu_gemm_scratch_floats(ocg, plane, kdim, 0, 1, k->threads);
-        if (per == SIZE_MAX || scratch == SIZE_MAX || per > SIZE_MAX / sizeof(float) / (size_t)g) return DL_E_NOMEM;
+    cpu_gemm_form form = w->data && !getenv("DLRUN_CPU_NO_PACKED") ? cpu_gemm_conv_form(ocg, plane, kdim) : 0;
+    const int direct = w->data && !getenv("DLRUN_CPU_NO_PACKED") && form != CPU_GEMM_PIXEL_ROWS && direct_suits(k);
+    if (direct) form = CPU_GEMM_FILTER_ROWS;
+    if (form != CPU_GEMM_NOT) {
+        /* the weight packed once per group: as A (y = W windows) or, pixels as rows, as B (y^T = windows^T W^T) */
+        const int t = form == CPU_GEMM_PIXEL_ROWS;
+        const size_t per = t ? cpu_gemm_packed_b_floats(kdim, ocg) : cpu_gemm_packed_a_floats(ocg, kdim);
+        const size_t scratch = direct ? direct_plan(k)
+                               : t    ? cpu_gemm_scratch_floats(plane, ocg, kdim, 1, 0, 1, k->threads)
+                                      : cpu_gemm_scratch_floats(ocg, plane, kdim, 0, 1, 0, k->threads);
+        if (per == SIZE_MAX || scratch == SIZE_MAX || scratch > SIZE_MAX / sizeof(float) ||
+            per > SIZE_MAX / sizeof(float) / (size_t)g)
+            return DL_E_NOMEM;
         if (!(k->packed = malloc(per * (size_t)g * sizeof(float)))) return DL_E_NOMEM;
         for (int64_t gi = 0; gi < g; gi++) {
-            const cpu_gemm_strided wg = {(const float *)w->data + gi * ocg * kdim, kdim, 1, ocg, kdim};
-            cpu_gemm_pack_a(&wg, k->packed + (size_t)gi * per);
+            const float *wg = (const float *)w->data + gi * ocg * kdim;
+            if (t) { /* B(p, j) = W[j][p] */
+                const cpu_gemm_strided b = {wg, 1, kdim, kdim, ocg};
+                cpu_gemm_pack_b(&b, k->packed + (size_t)gi * per);
+            } else {
+                const cpu_gemm_strided am = {wg, kdim, 1, ocg, kdim};
+                cpu_gemm_pack_a(&am, k->packed + (size_t)gi * per);
+            }
         }
-        k->conv_mode = CONV_PACKED;
+        k->conv_mode = direct ? CONV_DIRECT : t ? CONV_PACKED_T : CONV_PACKED;
         k->workspace = scratch * sizeof(float);
         return DL_OK;
     }
@@ -122,24 +179,24 @@ static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const floa
     }
 }
 
-/* One image's group of channels as cpu_gemm's B (kdim x oh*ow): column q is output pixel q, row
- * (ci * kh + i) * kw + j its window's tap (i, j) on channel ci, 0 in the padding. */
+/* One image's group of channels as the windows operand of cpu_gemm (kdim taps by oh*ow pixels):
+ * pixel q's tap (ci * kh + i) * kw + j is its window's (i, j) on channel ci, 0 in the padding. */
 typedef struct conv_windows {
     const dl_kernel *k;
     const float *x; /* the group's first input channel */
     int64_t kdim, plane;
 } conv_windows;
 
-/* cpu_gemm_pack_fn of B: pixels panel * NR .. of the windows, taps p0 .. p0+kc-1, into dst (kc x NR).
- * The panel's pixels fall into runs along output rows; each tap reads a run's floats `sw` apart
- * from one input row, with a bounds test per pixel only where the run meets the padding. */
-static void pack_windows(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst) {
-    const conv_windows *cw = ctx;
+/* Pixels panel * width .. (width <= CPU_GEMM_NR) of the windows, taps p0 .. p0+kc-1, into dst
+ * (kc x width, zero past the map's last pixel). The panel's pixels fall into runs along output
+ * rows; each tap reads a run's floats `sw` apart from one input row, with a bounds test per pixel
+ * only where the run meets the padding. */
+static void pack_windows(const conv_windows *cw, int64_t panel, int64_t p0, int64_t kc, float *dst, int width) {
     const dl_op_attrs *a = &cw->k->g.a;
     const int64_t h = cw->k->g.xs[2], w = cw->k->g.xs[3], ow = cw->k->g.ys[3];
     const int kh = a->kernel[0], kw = a->kernel[1], dh = a->dilation[0], dw = a->dilation[1];
     const int64_t sw = a->stride[1];
-    const int64_t q0 = panel * CPU_GEMM_NR, cols = cw->plane - q0 < CPU_GEMM_NR ? cw->plane - q0 : CPU_GEMM_NR;
+    const int64_t q0 = panel * width, cols = cw->plane - q0 < width ? cw->plane - q0 : width;
     /* runs: pixels [t0[s], t0[s + 1]) of the panel share output row; iy0, ix0 of their first */
     int t0[CPU_GEMM_NR + 1], runs = 0;
     int64_t iy0[CPU_GEMM_NR], ix0[CPU_GEMM_NR];
@@ -154,7 +211,7 @@ static void pack_windows(const void *ctx, int64_t panel, int64_t p0, int64_t kc,
     int i = (int)(p0 / kw % kh), j = (int)(p0 % kw);
     for (int64_t r = 0; r < kc; r++) {
         const float *src = cw->x + ci * h * w;
-        float *d = dst + r * CPU_GEMM_NR;
+        float *d = dst + r * width;
         const int64_t di = (int64_t)i * dh, dj = (int64_t)j * dw;
         if (++j == kw && (j = 0, ++i == kh)) i = 0, ci++;
         for (int s = 0; s < runs; s++) {
@@ -176,7 +233,46 @@ static void pack_windows(const void *ctx, int64_t panel, int64_t p0, int64_t kc,
             }
             for (int64_t t = 0, x = ix; t < len; t++, x += sw) o[t] = x >= 0 && x < w ? row[x] : 0.0f;
         }
-        for (int64_t t = cols; t < CPU_GEMM_NR; t++) d[t] = 0.0f;
+        for (int64_t t = cols; t < width; t++) d[t] = 0.0f;
+    }
+}
+
+/* cpu_gemm_pack_fn: the windows as B (panels of 16 pixels), or as A (panels of 6, pixels as rows) */
+static void pack_windows_b(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst) {
+    pack_windows(ctx, panel, p0, kc, dst, CPU_GEMM_NR);
+}
+#define TABLE_TAPS 64 /* kernels of up to 64 taps (8 x 8) pack A through a table */
+
+/* The windows as A: 6 pixels a panel, on a small map (a run along an output row is a few pixels).
+ * A table gives each tap (i, j) of the kernel and each pixel of the panel the pixel's input in a
+ * channel's plane, or none (padding, or past the map's end), so that each channel's taps are a
+ * branch-free gather of 6 floats. */
+static void pack_windows_a(const void *ctx, int64_t panel, int64_t p0, int64_t kc, float *dst) {
+    const conv_windows *cw = ctx;
+    const dl_op_attrs *a = &cw->k->g.a;
+    const int taps = a->kernel[0] * a->kernel[1];
+    if (taps > TABLE_TAPS) {
+        pack_windows(cw, panel, p0, kc, dst, CPU_GEMM_MR);
+        return;
+    }
+    const int64_t h = cw->k->g.xs[2], w = cw->k->g.xs[3], ow = cw->k->g.ys[3];
+    int64_t at[TABLE_TAPS][CPU_GEMM_MR]; /* offset in the plane; 0 where `in` is 0 */
+    int in[TABLE_TAPS][CPU_GEMM_MR];
+    for (int tap = 0; tap < taps; tap++)
+        for (int t = 0; t < CPU_GEMM_MR; t++) {
+            const int64_t q = panel * CPU_GEMM_MR + t, oy = q / ow, ox = q % ow;
+            const int64_t iy = oy * a->stride[0] - a->pad_begin[0] + (int64_t)(tap / a->kernel[1]) * a->dilation[0];
+            const int64_t ix = ox * a->stride[1] - a->pad_begin[1] + (int64_t)(tap % a->kernel[1]) * a->dilation[1];
+            in[tap][t] = q < cw->plane && iy >= 0 && iy < h && ix >= 0 && ix < w;
+            at[tap][t] = in[tap][t] ? iy * w + ix : 0;
+        }
+    int64_t ci = p0 / taps;
+    int tap = (int)(p0 % taps);
+    for (int64_t r = 0; r < kc; r++) {
+        const float *src = cw->x + ci * h * w;
+        float *d = dst + r * CPU_GEMM_MR;
+        for (int t = 0; t < CPU_GEMM_MR; t++) d[t] = in[tap][t] ? src[at[tap][t]] : 0.0f;
+        if (++tap == taps) tap = 0, ci++;
     }
 }
 
@@ -184,20 +280,83 @@ static void conv_packed(const dl_kernel *k, const float *x, const float *b, floa
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], plane = k->g.ys[2] * k->g.ys[3];
     const int64_t g = k->g.a.groups, cg = c / g, ocg = oc / g, kdim = cg * k->g.a.kernel[0] * k->g.a.kernel[1];
-    const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
+    const int t = k->conv_mode == CONV_PACKED_T; /* the pixels as the product's rows */
+    const size_t per = t ? cpu_gemm_packed_b_floats(kdim, ocg) : cpu_gemm_packed_a_floats(ocg, kdim);
     const int plain = plain_1x1(&k->g.a);
     for (int64_t i = 0; i < n; i++)
         for (int64_t gi = 0; gi < g; gi++) {
             const float *xg = x + (i * c + gi * cg) * h * wd;
-            /* the image as B: its channels' rows as they lie (a 1x1 conv), or the windows tap by tap */
-            const cpu_gemm_strided rows = {xg, plane, 1, cg, plane};
+            float *yg = y + (i * oc + gi * ocg) * plane;
+            /* the image: its channels' rows as they lie (a 1x1 conv), or the windows tap by tap */
+            const cpu_gemm_strided rows = {xg, plane, 1, cg, plane}, cols = {xg, 1, plane, plane, cg};
             const conv_windows win = {k, xg, kdim, plane};
             const cpu_gemm_operand wt = {k->packed + (size_t)gi * per, NULL, NULL};
-            const cpu_gemm_operand img = {NULL, plain ? cpu_gemm_pack_b_strided : pack_windows,
-                                          plain ? (const void *)&rows : (const void *)&win};
-            const cpu_gemm_epilogue e = {b ? b + gi * ocg : NULL, NULL, &k->g.a};
-            cpu_gemm(ocg, plane, kdim, &wt, &img, y + (i * oc + gi * ocg) * plane, plane, &e, ws, k->threads);
+            const float *bg = b ? b + gi * ocg : NULL;
+            if (t) {
+                const cpu_gemm_operand img = {NULL, plain ? cpu_gemm_pack_a_strided : pack_windows_a,
+                                              plain ? (const void *)&cols : (const void *)&win};
+                const cpu_gemm_epilogue e = {NULL, bg, &k->g.a, 1};
+                cpu_gemm(plane, ocg, kdim, &img, &wt, yg, plane, &e, ws, k->threads);
+            } else {
+                const cpu_gemm_operand img = {NULL, plain ? cpu_gemm_pack_b_strided : pack_windows_b,
+                                              plain ? (const void *)&rows : (const void *)&win};
+                const cpu_gemm_epilogue e = {bg, NULL, &k->g.a, 0};
+                cpu_gemm(ocg, plane, kdim, &wt, &img, yg, plane, &e, ws, k->threads);
+            }
         }
+}
+
+/* One image zero-padded into dst in CONV_DIRECT's layout: padded pixel (r, x) of channel ci at
+ * dst[ci * cs + ((r % sh) * sw + x % sw) * hq * wq + (r / sh) * wq + x / sw], the rest zero. */
+static void pad_image(const dl_kernel *k, const float *x, float *dst) {
+    const cpu_direct *d = &k->dc;
+    const int64_t c = k->g.xs[1], h = k->g.xs[2], w = k->g.xs[3], pt = k->g.a.pad_begin[0], pl = k->g.a.pad_begin[1];
+    const int64_t sh = k->g.a.stride[0], sw = k->g.a.stride[1], plane = d->hq * d->wq;
+    CPU_FOR(c * d->cs, ci, c, {
+        float *o = dst + ci * d->cs;
+        const float *src = x + ci * h * w;
+        memset(o, 0, (size_t)d->cs * sizeof *o);
+        for (int64_t r = pt; r < pt + h; r++) {
+            float *row = o + (r % sh) * sw * plane + r / sh * d->wq;
+            const float *in = src + (r - pt) * w;
+            if (sw == 1) {
+                memcpy(row + pl, in, (size_t)w * sizeof *row);
+                continue;
+            }
+            for (int64_t b = 0; b < sw; b++) { /* phase b: the pixels x = pl + t with x % sw == b */
+                float *out = row + b * plane;
+                for (int64_t t = (b - pl % sw + sw) % sw; t < w; t += sw) out[(pl + t) / sw] = in[t];
+            }
+        }
+    });
+    memset(dst + c * d->cs, 0, 16 * sizeof *dst);
+}
+
+/* CONV_DIRECT: the packed weight times the padded image read in place (cpu_gemm's B by row_at), into
+ * y directly where the rows have no gutter, else into the workspace and then y without the gutter. */
+static void conv_direct(const dl_kernel *k, const float *x, const float *b, float *y, float *ws) {
+    const cpu_direct *d = &k->dc;
+    const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
+    const int64_t oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3], plane = oh * ow;
+    const int64_t g = k->g.a.groups, cg = c / g, ocg = oc / g, kdim = cg * k->g.a.kernel[0] * k->g.a.kernel[1];
+    const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
+    float *img = ws, *prod = ws + c * d->cs + 16;
+    const int gutter = d->wq != ow;
+    for (int64_t i = 0; i < n; i++) {
+        pad_image(k, x + i * c * h * wd, img);
+        for (int64_t gi = 0; gi < g; gi++) {
+            float *yg = y + (i * oc + gi * ocg) * plane;
+            const cpu_gemm_operand wt = {k->packed + (size_t)gi * per, NULL, NULL, NULL, NULL};
+            const cpu_gemm_operand win = {NULL, NULL, NULL, img + gi * cg * d->cs, d->row_at};
+            const cpu_gemm_epilogue e = {b ? b + gi * ocg : NULL, NULL, &k->g.a, 0};
+            cpu_gemm(ocg, d->n, kdim, &wt, &win, gutter ? prod : yg, gutter ? d->n : plane, &e, ws, k->threads);
+            if (gutter)
+                CPU_FOR(ocg * plane, f, ocg, {
+                    for (int64_t r = 0; r < oh; r++)
+                        memcpy(yg + f * plane + r * ow, prod + f * d->n + r * d->wq, (size_t)ow * sizeof *yg);
+                });
+        }
+    }
 }
 
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace) {
@@ -211,7 +370,11 @@ void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspa
         cpu_winograd_run(&k->wg, x, b, &k->g.a, y, ws);
         return;
     }
-    if (k->conv_mode == CONV_PACKED) {
+    if (k->conv_mode == CONV_DIRECT) {
+        conv_direct(k, x, b, y, ws);
+        return;
+    }
+    if (k->conv_mode == CONV_PACKED || k->conv_mode == CONV_PACKED_T) {
         conv_packed(k, x, b, y, ws);
         return;
     }

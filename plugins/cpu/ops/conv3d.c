@@ -28,7 +28,7 @@ dl_status cpu_conv3d_prepare(dl_kernel *k, const dl_op *op) {
     const float *w = op->inputs[1].data;
     if (w && !getenv("DLRUN_CPU_NO_PACKED")) {
         const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
-        const size_t scratch = cpu_gemm_scratch_floats(ocg, ovol, kdim, 0, 1, k->threads);
+        const size_t scratch = cpu_gemm_scratch_floats(ocg, ovol, kdim, 0, 1, 0, k->threads);
         if (per == SIZE_MAX || scratch == SIZE_MAX || per > SIZE_MAX / sizeof(float) / (size_t)groups)
             return DL_E_NOMEM;
         if (!(k->packed = malloc(per * (size_t)groups * sizeof(float)))) return DL_E_NOMEM;

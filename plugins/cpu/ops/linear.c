@@ -13,7 +13,7 @@ dl_status cpu_linear_prepare(dl_kernel *k, const dl_op *op) {
     const int64_t n = k->g.xs[0], in = k->g.xs[1], out = k->g.ys[1];
     if (!w->data || n < 2 || getenv("DLRUN_CPU_NO_PACKED")) return DL_OK;
     const size_t packed = cpu_gemm_packed_b_floats(in, out);
-    const size_t scratch = cpu_gemm_scratch_floats(n, out, in, 1, 0, k->threads);
+    const size_t scratch = cpu_gemm_scratch_floats(n, out, in, 1, 0, 0, k->threads);
     if (packed == SIZE_MAX || scratch == SIZE_MAX || scratch > SIZE_MAX / sizeof(float)) return DL_E_NOMEM;
     if (!(k->packed = malloc(packed * sizeof(float)))) return DL_E_NOMEM;
     /* B(p, j) = W[j][p]: row p of B is column p of W */
