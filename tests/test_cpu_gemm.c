@@ -2,8 +2,8 @@
  * test) against a naive sum in double, on random operands of odd sizes: packed and run-time
  * operands, transposed (strided) sources, k past one pass (256 steps), blocks with edges on both
  * sides, each epilogue (row or column bias, relu, clip, gelu), C stored as it lies or transposed,
- * NaN kept by the clamp, k = 0, and the packed sizes' overflow check. tests/CMakeLists.txt builds it twice: with the AVX2 kernel
- * where the machine has it (-march=native) and with the portable C kernel (CPU_GEMM_PORTABLE). */
+ * NaN kept by the clamp, k = 0, and the packed sizes' overflow check. tests/CMakeLists.txt builds it twice: with the
+ * AVX2 kernel where the machine has it (-march=native) and with the portable C kernel (CPU_GEMM_PORTABLE). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -175,5 +175,6 @@ Test(cpu_gemm, packed_sizes) {
     /* a transposed C: a block of sums per thread, 16 (48 with B packed at run time) panels of A by 16 of B */
     cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 1, 0, 1, 2), 2 * 6 * 5 + 2 * 96 * 256);
     cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 0, 1, 1, 3), 3 * (16 * 16 * 5 + 288 * 256));
-    cr_assert_eq(cpu_gemm_scratch_floats((int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40, 0, 0, 1, 2), 2 * 96 * 256);
+    cr_assert_eq(cpu_gemm_scratch_floats((int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40, 0, 0, 1, 2),
+                 2 * 96 * 256);
 }

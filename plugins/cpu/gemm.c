@@ -70,7 +70,9 @@ void cpu_gemm_pack_b(const cpu_gemm_strided *b, float *dst) {
 static size_t b_buffer_floats(int64_t k) { return (size_t)BLOCK_PANELS * NR * (size_t)(k < KC ? k : KC); }
 
 /* Floats of one thread's block of sums for a transposed C: the largest block plan_blocks makes */
-static size_t t_buffer_floats(int b_at_run_time) { return (size_t)MOST_A_PANELS(b_at_run_time) * MR * BLOCK_PANELS * NR; }
+static size_t t_buffer_floats(int b_at_run_time) {
+    return (size_t)MOST_A_PANELS(b_at_run_time) * MR * BLOCK_PANELS * NR;
+}
 
 size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int transposed, int threads) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
@@ -141,21 +143,21 @@ static void store_transposed(const float *t, int64_t tl, float *c, int64_t ldc, 
 
 #ifdef CPU_GEMM_AVX2
 /* One k step of the 6 x 16 block: B's 16 floats at bp, A's 6 at a */
-#define KERNEL_STEP(a, bp)                                                                                             \
-    do {                                                                                                              \
-        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps((bp) + 8);                                        \
-        __m256 x = _mm256_broadcast_ss((a) + 0);                                                                      \
-        c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);                                         \
-        x = _mm256_broadcast_ss((a) + 1);                                                                             \
-        c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);                                         \
-        x = _mm256_broadcast_ss((a) + 2);                                                                             \
-        c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);                                         \
-        x = _mm256_broadcast_ss((a) + 3);                                                                             \
-        c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);                                         \
-        x = _mm256_broadcast_ss((a) + 4);                                                                             \
-        c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);                                         \
-        x = _mm256_broadcast_ss((a) + 5);                                                                             \
-        c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);                                         \
+#define KERNEL_STEP(a, bp)                                                     \
+    do {                                                                       \
+        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps((bp) + 8); \
+        __m256 x = _mm256_broadcast_ss((a) + 0);                               \
+        c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);  \
+        x = _mm256_broadcast_ss((a) + 1);                                      \
+        c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);  \
+        x = _mm256_broadcast_ss((a) + 2);                                      \
+        c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);  \
+        x = _mm256_broadcast_ss((a) + 3);                                      \
+        c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);  \
+        x = _mm256_broadcast_ss((a) + 4);                                      \
+        c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);  \
+        x = _mm256_broadcast_ss((a) + 5);                                      \
+        c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);  \
     } while (0)
 
 /* The 6 x 16 block of A's panel a times B over kc steps: B's panel b (NR floats a step) or, with
@@ -251,8 +253,7 @@ static void run_block(int64_t m, int64_t n, int64_t k, const float *pa, const fl
                 if (tb)
                     micro_kernel(kc, ap, bp, at, tb + (ip - ia) * MR * tl + (jp - ja) * NR, tl, MR, NR, p0 > 0, NULL, 0,
                                  0);
-                else
-                    micro_kernel(kc, ap, bp, at, c + i0 * ldc + j0, ldc, rows, cols, p0 > 0, last, i0, j0);
+                else micro_kernel(kc, ap, bp, at, c + i0 * ldc + j0, ldc, rows, cols, p0 > 0, last, i0, j0);
             }
         }
     }
@@ -284,8 +285,8 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
     const int64_t a_panels = (m + MR - 1) / MR, b_panels = (n + NR - 1) / NR;
     if (threads < 1) threads = 1;
     float *pa = a->packed ? (float *)a->packed : scratch;
-    const int b_packs = !b->packed && !b->row_at;                /* B packed here, block by block */
-    float *bufs = scratch + (a->packed ? 0 : a_panels * MR * k); /* one B buffer per thread */
+    const int b_packs = !b->packed && !b->row_at;                               /* B packed here, block by block */
+    float *bufs = scratch + (a->packed ? 0 : a_panels * MR * k);                /* one B buffer per thread */
     float *tbufs = bufs + (b_packs ? (size_t)threads * b_buffer_floats(k) : 0); /* one block of sums each */
     int64_t bm, bn;
     plan_blocks(a_panels, b_panels, threads, b_packs, &bm, &bn);

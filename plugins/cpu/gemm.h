@@ -80,9 +80,9 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
 
 /* How a conv of m filters by k taps over n pixels, its weight constant, runs fastest: */
 typedef enum cpu_gemm_form {
-    CPU_GEMM_NOT = 0,      /* not through cpu_gemm: OpenBLAS */
-    CPU_GEMM_FILTER_ROWS,  /* C = W windows: the filters packed as A, the windows as B (16 pixels a panel) */
-    CPU_GEMM_PIXEL_ROWS,   /* C^T = windows^T W^T, stored transposed: the windows as A (6 pixels a panel) */
+    CPU_GEMM_NOT = 0,     /* not through cpu_gemm: OpenBLAS */
+    CPU_GEMM_FILTER_ROWS, /* C = W windows: the filters packed as A, the windows as B (16 pixels a panel) */
+    CPU_GEMM_PIXEL_ROWS,  /* C^T = windows^T W^T, stored transposed: the windows as A (6 pixels a panel) */
 } cpu_gemm_form;
 cpu_gemm_form cpu_gemm_conv_form(int64_t m, int64_t n, int64_t k);
 #endif

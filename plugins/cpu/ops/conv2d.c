@@ -1,10 +1,14 @@
 /* conv2d.c — 2-D convolution on the CPU: a direct kernel for depthwise convs (window8.c), Winograd
- * F(4x4,3x3) for 3x3 stride-1 convs with enough channels; for the rest (1x1, strides, dilation,
- * groups, padding), where it measured faster than OpenBLAS (cpu_gemm_conv_form), the packed GEMM
- * of gemm.c: the weight packed once at prepare, the input's windows packed straight from the
- * image (no im2col buffer), with the filters or, on small maps, the pixels as its rows. Otherwise, and for a weight known only at run time, OpenBLAS: a plain
- * GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM for the others. Bias and the fused
- * activation are applied to each block of output as the GEMM produces it. */
+ * F(4x4,3x3) for 3x3 stride-1 convs with enough channels; for the rest, the packed GEMM of gemm.c
+ * with the weight packed once at prepare, and the image's windows
+ *   - read in place from a zero-padded copy of the image (CONV_DIRECT: stride-1 convs with a
+ *     window, strided ones with a large window), or
+ *   - packed straight from the image (no im2col buffer), with the filters as the product's rows
+ *     (CONV_PACKED) or, on small maps with many taps, the pixels (CONV_PACKED_T),
+ * where that measured faster than OpenBLAS (cpu_gemm_conv_form). Otherwise, and for a weight
+ * known only at run time, OpenBLAS: a plain GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM
+ * for the others. Bias and the fused activation are applied to each block of output as the GEMM
+ * produces it. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +29,8 @@ static int plain_1x1(const dl_op_attrs *a) {
  * packing saves). Winograd, where it applies, comes first. */
 static int direct_suits(const dl_kernel *k) {
     const dl_op_attrs *a = &k->g.a;
-    const int64_t sh = a->stride[0], sw = a->stride[1], wq = (k->g.xs[3] + a->pad_begin[1] + a->pad_end[1] + sw - 1) / sw;
+    const int64_t sh = a->stride[0], sw = a->stride[1],
+                  wq = (k->g.xs[3] + a->pad_begin[1] + a->pad_end[1] + sw - 1) / sw;
     const int strided = sh > 1 || sw > 1;
     return sh <= 4 && sw <= 4 && a->kernel[0] * a->kernel[1] > (strided ? 24 : 1) && 5 * wq <= 6 * k->g.ys[3];
 }
