@@ -103,6 +103,19 @@ OP_TEST(conv2d_direct_cases) {
     check_conv((conv_case){2, 6, 30, 33, 8, 5, 5, 2, 1, 2, 2, 2, 2, 1, 1, 2, 1, 0});  /* strides 2, 1; groups */
 }
 
+OP_TEST(conv2d_pixel_rows_cases) {
+    /* small maps with 512 taps or more: the pixels as the product's rows (CONV_PACKED_T), the
+     * windows packed as A through a table of tap offsets (or by runs past 64 taps), C stored
+     * transposed with the filters' bias by column */
+    const int sig = DL_ACT_SIGMOID;
+    check_conv((conv_case){1, 64, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});   /* ResNet's 7x7 stage */
+    check_conv((conv_case){2, 70, 9, 9, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, sig}); /* stride 2, batch 2 */
+    check_conv((conv_case){1, 60, 7, 8, 16, 3, 3, 1, 1, 2, 1, 0, 2, 2, 1, 1, 0, 0});   /* asymmetric, dilation */
+    check_conv((conv_case){1, 128, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1});  /* groups 2 */
+    check_conv((conv_case){2, 520, 5, 5, 16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});  /* 1x1: the image as it lies */
+    check_conv((conv_case){1, 7, 9, 9, 16, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 0});    /* 81 taps: packed by runs */
+}
+
 OP_TEST(conv2d_depthwise_cases) {
     /* groups == channels: the direct kernel (window8.c), 8 channels per task in bands of output
      * rows; odd sizes, every window attribute, each fused activation */

@@ -84,8 +84,9 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
         return DL_OK;
     }
     const int64_t g = a->groups, kdim = (c / g) * a->kernel[0] * a->kernel[1], ocg = oc / g, plane = oh * ow;
-    cpu_gemm_form form = w->data && !getenv("DLRUN_CPU_NO_PACKED") ? cpu_gemm_conv_form(ocg, plane, kdim) : 0;
-    const int direct = w->data && !getenv("DLRUN_CPU_NO_PACKED") && form != CPU_GEMM_PIXEL_ROWS && direct_suits(k);
+    const int packs = w->data && !getenv("DLRUN_CPU_NO_PACKED"); /* a constant weight, packed at prepare */
+    cpu_gemm_form form = packs ? cpu_gemm_conv_form(ocg, plane, kdim) : CPU_GEMM_NOT;
+    const int direct = packs && form != CPU_GEMM_PIXEL_ROWS && direct_suits(k);
     if (direct) form = CPU_GEMM_FILTER_ROWS;
     if (form != CPU_GEMM_NOT) {
         /* the weight packed once per group: as A (y = W windows) or, pixels as rows, as B (y^T = windows^T W^T) */
