@@ -63,6 +63,30 @@ Test(cli, list_backends_shows_skipped_plugins) {
     free(cmd);
 }
 
+Test(cli, compare_times_two_builds_in_turn) {
+    /* the same plugins on both sides: every op pairs up, the outputs are the same bits */
+    char *out;
+    cr_assert_eq(tu_dlrun("compare " MODEL("lenet.yaml") " --base " DLRUN_PLUGIN_DIR
+                                                         " --backend cpu --iterations 3 --warmup 1 --threads 1 --all",
+                          &out),
+                 0, "%s", out);
+    cr_expect(strstr(out, "base: " DLRUN_PLUGIN_DIR "/libdlrun-cpu.so"), "%s", out);
+    cr_expect(strstr(out, "3 runs each, in turn; outputs: max |new - base| 0, relative L2 0"), "%s", out);
+    cr_expect(strstr(out, "base/new"), "%s", out);
+    cr_expect(strstr(out, "conv2d"), "%s", out);
+    cr_expect(strstr(out, "whole run"), "%s", out);
+    free(out);
+    cr_expect_eq(tu_dlrun("compare " MODEL("lenet.yaml"), &out), 2);
+    cr_expect(strstr(out, "--base DIR is required"), "%s", out);
+    free(out);
+    cr_expect_eq(tu_dlrun("compare --base " DLRUN_PLUGIN_DIR, &out), 2);
+    cr_expect(strstr(out, "no model given"), "%s", out);
+    free(out);
+    cr_expect_eq(tu_dlrun("compare /nonexistent.yaml --base " DLRUN_PLUGIN_DIR, &out), 2);
+    cr_expect(strstr(out, "/nonexistent.yaml"), "%s", out);
+    free(out);
+}
+
 Test(cli, lenet_runs_and_prints_summary) {
     char *out;
     cr_assert_eq(tu_dlrun(MODEL("lenet.yaml"), &out), 0, "%s", out);

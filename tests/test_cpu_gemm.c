@@ -26,6 +26,7 @@ typedef struct gcase {
     int row_bias, col_bias; /* epilogue biases */
     int act;                /* dl_activation: none, relu, clip, gelu */
     int trans_c;            /* C stored transposed: (i, j) at c[j * ldc + i] */
+    int row_len, row_keep;  /* the gutter map: C's columns in rows of row_len, the first row_keep kept */
 } gcase;
 
 static double act_ref(int act, double v) {
@@ -39,7 +40,11 @@ static double act_ref(int act, double v) {
 
 static void check(gcase g) {
     unsigned seed = (unsigned)(g.m * 7919 + g.n * 104729 + g.k * 31 + g.act);
-    const int m = g.m, n = g.n, k = g.k, ldc = (g.trans_c ? m : n) + 3, lines = g.trans_c ? n : m;
+    const int m = g.m, n = g.n, k = g.k, lines = g.trans_c ? n : m;
+    /* the columns C's rows hold: all n, or those the gutter map keeps */
+    const int kept =
+        g.row_len ? n / g.row_len * g.row_keep + (n % g.row_len < g.row_keep ? n % g.row_len : g.row_keep) : n;
+    const int ldc = (g.trans_c ? m : kept) + 3;
     float *a = malloc(sizeof(float) * (size_t)(m * k + 1)), *b = malloc(sizeof(float) * (size_t)(k * n + 1));
     float *rb = malloc(sizeof(float) * (size_t)m), *cb = malloc(sizeof(float) * (size_t)n);
     float *c = malloc(sizeof(float) * (size_t)lines * ldc);
@@ -63,7 +68,7 @@ static void check(gcase g) {
     cpu_gemm_operand oa = {pa, cpu_gemm_pack_a_strided, &sa}, ob = {pb, cpu_gemm_pack_b_strided, &sb};
     dl_op_attrs at = {0};
     at.activation = g.act, at.clip_min = -0.3f, at.clip_max = 0.4f;
-    cpu_gemm_epilogue e = {g.row_bias ? rb : NULL, g.col_bias ? cb : NULL, &at, g.trans_c};
+    cpu_gemm_epilogue e = {g.row_bias ? rb : NULL, g.col_bias ? cb : NULL, &at, g.trans_c, g.row_len, g.row_keep};
     size_t sf = cpu_gemm_scratch_floats(m, n, k, !g.packed_a, !g.packed_b, g.trans_c, THREADS);
     float *scratch = malloc(sizeof(float) * (sf ? sf : 1));
     cpu_gemm(m, n, k, &oa, &ob, c, ldc, &e, scratch, THREADS);
@@ -78,13 +83,18 @@ static void check(gcase g) {
             }
             if (g.row_bias) s += rb[i];
             if (g.col_bias) s += cb[j];
-            const float got = g.trans_c ? c[j * ldc + i] : c[i * ldc + j];
+            if (g.row_len && j % g.row_len >= g.row_keep) continue; /* in the gutter: dropped */
+            const int at_j = g.row_len ? j / g.row_len * g.row_keep + j % g.row_len : j;
+            const float got = g.trans_c ? c[j * ldc + i] : c[i * ldc + at_j];
             const double want = act_ref(g.act, s), err = fabs(got - want) / (mag + 1.0);
             if (err > worst) worst = err;
         }
     }
     for (int l = 0; l < lines; l++)
         for (int q = ldc - 3; q < ldc; q++) cr_assert_eq(c[l * ldc + q], 1234.5f, "wrote past the end of line %d", l);
+    if (g.row_len) /* every kept column written once: none left at the fill value */
+        for (int i = 0; i < m; i++)
+            for (int q = 0; q < kept; q++) cr_assert_neq(c[i * ldc + q], 1234.5f, "row %d: column %d not stored", i, q);
     cr_expect_lt(worst, 2e-6, "m%d n%d k%d ta%d tb%d pa%d pb%d rb%d cb%d act%d tc%d: error %g", m, n, k, g.trans_a,
                  g.trans_b, g.packed_a, g.packed_b, g.row_bias, g.col_bias, g.act, g.trans_c, worst);
     free(a), free(b), free(rb), free(cb), free(c), free(pa), free(pb), free(scratch);
@@ -117,6 +127,21 @@ Test(cpu_gemm, epilogues) {
         check((gcase){49, 512, 300, 1, 1, 0, 1, 0, 1, acts[t], 1});
         check((gcase){37, 70, 33, 0, 0, 1, 0, 1, 1, acts[t], 1});
     }
+}
+
+Test(cpu_gemm, gutter_map) {
+    /* a conv reading its padded image in place: rows of row_len columns, the last few dropped.
+     * Rows longer than a block and its gutter (masked stores, a block meeting one gutter or
+     * starting or ending in one), shorter ones (stored column by column), a gutter wider than a
+     * block, k over one pass (the sums reloaded through the map), each epilogue, edges. */
+    const int lens[][2] = {{57, 55}, {17, 16}, {33, 31}, {40, 21}, {15, 13}, {12, 10}, {7, 3}, {114, 111}};
+    const int acts[] = {DL_ACT_NONE, DL_ACT_RELU, DL_ACT_CLIP, DL_ACT_GELU};
+    for (int l = 0; l < 8; l++)
+        for (int t = 0; t < 4; t++) {
+            const int rl = lens[l][0], rk = lens[l][1], rows = 3 + t;
+            check((gcase){37, (rows - 1) * rl + rk, t == 1 ? 300 : 27, 0, 0, 1, 0, 1, 0, acts[t], 0, rl, rk});
+            check((gcase){12, rows * rl - 2, 9, 0, 0, 1, 1, t & 1, 0, acts[t], 0, rl, rk}); /* ends in the gutter */
+        }
 }
 
 Test(cpu_gemm, relu_and_clip_keep_nan) {

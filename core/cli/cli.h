@@ -49,4 +49,13 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
 void cli_print_backends(const dl_context *ctx, int json);
 /* `dlrun check` (test_ops 0) and `dlrun test-ops` (1); argv[0] is the subcommand. */
 int cli_check_main(int argc, char **argv, int test_ops);
+/* `dlrun compare` (compare_cmd.c); argv[0] is the subcommand. */
+int cli_compare_main(int argc, char **argv);
+
+/* Shared by the commands (main.c): a monotonic clock in ms; qsort's order of doubles; the
+ * seeded input of `dlrun MODEL`: uniform in [-1, 1) as f32, or int64 ids in [0, bound) (ids
+ * non-NULL). */
+double cli_now_ms(void);
+int cli_cmp_double(const void *a, const void *b);
+void cli_fill_random(float *x, int64_t *ids, int64_t bound, size_t n, unsigned long long seed);
 #endif

@@ -16,6 +16,7 @@ static const char usage_head[] =
     "usage: dlrun MODEL.yaml [options]\n"
     "       dlrun check MODEL.yaml [--backend NAME]...   (each op against the CPU reference)\n"
     "       dlrun test-ops [--backend NAME] [--op NAME] [--mode test|perf]\n"
+    "       dlrun compare MODEL.yaml --base DIR         (two builds' plugins timed in turn)\n"
     "       dlrun --list-backends | --version | --help\n"
     "\n"
     "Runs a model declared in YAML, each op on a backend plugin (cpu, cuda, cudnn).\n"
@@ -110,20 +111,20 @@ static int parse_args(int argc, char **argv, cli_options *o) {
     return 0;
 }
 
-static double now_ms(void) {
+double cli_now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-static int cmp_double(const void *a, const void *b) {
+int cli_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
 /* Seeded input: uniform in [-1, 1) from a xorshift stream, as f32; or as int64 ids in [0, bound)
  * drawn from the same stream (ids != NULL). */
-static void fill_random(float *x, int64_t *ids, int64_t bound, size_t n, unsigned long long seed) {
+void cli_fill_random(float *x, int64_t *ids, int64_t bound, size_t n, unsigned long long seed) {
     unsigned long long s = seed * 0x9E3779B97F4A7C15ull ^ 0xD1B54A32D192ED03ull;
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13;
@@ -168,7 +169,7 @@ static int load_input(const char *file, const char *name, const dl_tensor *want,
             fprintf(stderr, "dlrun: out of memory for input '%s'\n", name);
             return EXIT_RUNTIME;
         }
-        fill_random(is_int ? NULL : *buf, is_int ? *buf : NULL, bound, (size_t)numel, seed);
+        cli_fill_random(is_int ? NULL : *buf, is_int ? *buf : NULL, bound, (size_t)numel, seed);
         return 0;
     }
     int64_t shape[8];
@@ -377,9 +378,9 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         goto done;
     }
     for (int i = 0; i < o->iterations; i++) {
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         st = dl_session_run(s, ins, nin, &err);
-        times[i] = now_ms() - t0;
+        times[i] = cli_now_ms() - t0;
         if (st != DL_OK) {
             rc = fail(st, &err);
             goto done;
@@ -395,7 +396,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     for (int q = 0; q < 4; q++) {
         double *v = times + (size_t)q * (size_t)o->iterations;
         int n = o->iterations;
-        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        qsort(v, (size_t)n, sizeof *v, cli_cmp_double);
         *phase[q] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
         if (q == 0) t.min_ms = v[0], t.max_ms = v[n - 1];
         if (q == 2) t.compute_min_ms = v[0], t.compute_max_ms = v[n - 1];
@@ -424,6 +425,7 @@ done:
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "check")) return cli_check_main(argc - 1, argv + 1, 0);
     if (argc > 1 && !strcmp(argv[1], "test-ops")) return cli_check_main(argc - 1, argv + 1, 1);
+    if (argc > 1 && !strcmp(argv[1], "compare")) return cli_compare_main(argc - 1, argv + 1);
     cli_options o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;

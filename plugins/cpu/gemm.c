@@ -18,6 +18,9 @@
 #define MR CPU_GEMM_MR
 #define NR CPU_GEMM_NR
 #define KC 256 /* k steps per pass over a block: a 256 x 16 slice of B stays in L1 */
+/* k steps per pass where B is read in place: its rows lie apart, and a pass's B comes from L2
+ * either way, while each further pass stores and reloads C */
+#define KC_IN_PLACE 1024
 
 static size_t packed_floats(int64_t outer, int64_t k, int64_t width) {
     if (outer <= 0 || k <= 0) return 0;
@@ -90,11 +93,20 @@ typedef struct epi {
     int clamp, other, transposed;
     float lo, hi;
     const dl_op_attrs *attrs;
+    int64_t rl, rk; /* C's columns in rows of rl, the first rk kept (cpu_gemm_epilogue); rl 0: all */
 } epi;
 
 static epi epi_of(const cpu_gemm_epilogue *e) {
-    epi x = {e ? e->row_bias : NULL, e ? e->col_bias : NULL, 0, 0, e && e->transposed, -INFINITY, INFINITY,
-             e ? e->attrs : NULL};
+    epi x = {e ? e->row_bias : NULL,
+             e ? e->col_bias : NULL,
+             0,
+             0,
+             e && e->transposed,
+             -INFINITY,
+             INFINITY,
+             e ? e->attrs : NULL,
+             e && !e->transposed ? e->row_len : 0,
+             e ? e->row_keep : 0};
     const int act = x.attrs ? x.attrs->activation : DL_ACT_NONE;
     if (act == DL_ACT_RELU) {
         x.clamp = 1, x.lo = 0.0f;
@@ -106,15 +118,31 @@ static epi epi_of(const cpu_gemm_epilogue *e) {
     return x;
 }
 
-/* c (rows x cols of C, pitch ldc) = (accumulate ? c : 0) + t (MR x NR); then, on the last pass
- * (e non-NULL), the biases and the clamp. NaN stays NaN (cpu_clamp). */
-static void merge_block(const float *t, float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate, const epi *e,
-                        int64_t i0, int64_t j0) {
+/* Where column j of C is stored in its row: j itself, or through the gutter map; -1: dropped. */
+static int64_t column_at(const epi *e, int64_t j) {
+    if (!e->rl) return j;
+    return j % e->rl < e->rk ? j / e->rl * e->rk + j % e->rl : -1;
+}
+
+/* The kept columns before column j: a block's columns [j0, j1) are stored at [kept_before(j0),
+ * kept_before(j1)) of their rows. */
+static int64_t kept_before(const epi *e, int64_t j) {
+    if (!e->rl) return j;
+    const int64_t x = j % e->rl;
+    return j / e->rl * e->rk + (x < e->rk ? x : e->rk);
+}
+
+/* Columns j0 .. j0+cols-1 of C's rows i0 .. i0+rows-1 (c: row i0, pitch ldc) = (accumulate ? C :
+ * 0) + t (MR x NR); then, on the last pass, the biases and the clamp. NaN stays NaN (cpu_clamp). */
+static void merge_block(const float *t, float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate, int last,
+                        const epi *e, int64_t i0, int64_t j0) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t q = 0; q < cols; q++) {
-            float *d = c + r * ldc + q;
+            const int64_t at = column_at(e, j0 + q);
+            if (at < 0) continue;
+            float *d = c + r * ldc + at;
             float v = t[r * NR + q] + (accumulate ? *d : 0.0f);
-            if (e) {
+            if (last) {
                 if (e->row_bias) v += e->row_bias[i0 + r];
                 if (e->col_bias) v += e->col_bias[j0 + q];
                 if (e->clamp) v = cpu_clamp(v, e->lo, e->hi);
@@ -160,11 +188,38 @@ static void store_transposed(const float *t, int64_t tl, float *c, int64_t ldc, 
         c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);  \
     } while (0)
 
+/* Where a block's columns j0 .. j0+cols-1 go in a C with a gutter map: runs of lanes, lanes
+ * [lo[r], hi[r]) stored from column at[r] of C's row on. Returns the runs (0: all dropped; at most
+ * 16, one a lane). */
+static int block_runs(const epi *e, int64_t j0, int cols, int lo[NR], int hi[NR], int64_t at[NR]) {
+    int runs = 0;
+    for (int q = 0; q < cols;) {
+        const int64_t j = j0 + q, x = j % e->rl, row = j / e->rl;
+        const int len = (int)(e->rl - x < cols - q ? e->rl - x : cols - q); /* lanes left in this row */
+        if (x < e->rk)
+            lo[runs] = q, hi[runs] = q + (int)(e->rk - x < len ? e->rk - x : len), at[runs++] = row * e->rk + x;
+        q += len;
+    }
+    return runs;
+}
+
+/* d[0 .. n) = s[0 .. n), n <= 16, in pieces of 8, 4, 2 and 1 floats (AVX2 has no fast masked
+ * store on every core: AMD's take many cycles each). */
+static inline void copy_run(float *d, const float *s, int n) {
+    if (n & 16) _mm256_storeu_ps(d, _mm256_loadu_ps(s)), d += 8, s += 8, n -= 8;
+    if (n & 8) _mm256_storeu_ps(d, _mm256_loadu_ps(s)), d += 8, s += 8;
+    if (n & 4) _mm_storeu_ps(d, _mm_loadu_ps(s)), d += 4, s += 4;
+    if (n & 2) _mm_storel_pi((__m64 *)d, _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)s)), d += 2, s += 2;
+    if (n & 1) *d = *s;
+}
+
 /* The 6 x 16 block of A's panel a times B over kc steps: B's panel b (NR floats a step) or, with
- * rows, B read in place (step p's 16 floats at b + rows[p]). A full block goes straight to c with
- * its epilogue; an edge block (rows < MR or cols < NR) goes through merge_block. */
+ * rows_at, B read in place (step p's 16 floats at b + rows_at[p]). c is C's row i0 and the block
+ * its rows [i0, i0 + rows) by columns [j0, j0 + cols). Its 16 columns go to C side by side, or
+ * by runs (an edge block's first cols, or the runs the gutter map keeps): each row's sums set out
+ * in a stack row, then copied run by run. On the last pass (`last`) the epilogue is applied. */
 static void micro_kernel(int64_t kc, const float *a, const float *b, const int64_t *rows_at, float *c, int64_t ldc,
-                         int64_t rows, int64_t cols, int accumulate, const epi *e, int64_t i0, int64_t j0) {
+                         int64_t rows, int64_t cols, int accumulate, int last, const epi *e, int64_t i0, int64_t j0) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     if (rows_at)
@@ -172,44 +227,59 @@ static void micro_kernel(int64_t kc, const float *a, const float *b, const int64
     else
         for (int64_t p = 0; p < kc; p++, a += MR, b += NR) KERNEL_STEP(a, b);
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    if (rows < MR || cols < NR) {
-        float t[MR * NR];
-        for (int r = 0; r < MR; r++)
-            _mm256_storeu_ps(t + r * NR, acc[r][0]), _mm256_storeu_ps(t + r * NR + 8, acc[r][1]);
-        merge_block(t, c, ldc, rows, cols, accumulate, e, i0, j0);
-        return;
-    }
+    int lo[NR], hi[NR], runs = 1;
+    int64_t at[NR];
+    lo[0] = 0, hi[0] = (int)cols, at[0] = j0;
+    if (e->rl && (runs = block_runs(e, j0, (int)cols, lo, hi, at)) == 0) return; /* all in the gutter */
+    const int whole = runs == 1 && lo[0] == 0 && hi[0] == NR;                    /* the 16 columns side by side in C */
+    float t[NR]; /* a row on its way to or from C's runs */
     __m256 cb0 = _mm256_setzero_ps(), cb1 = cb0;
-    const __m256 lo = _mm256_set1_ps(e ? e->lo : 0.0f), hi = _mm256_set1_ps(e ? e->hi : 0.0f);
-    if (e && e->col_bias) cb0 = _mm256_loadu_ps(e->col_bias + j0), cb1 = _mm256_loadu_ps(e->col_bias + j0 + 8);
-    for (int r = 0; r < MR; r++) {
+    const __m256 lo_v = _mm256_set1_ps(e->lo), hi_v = _mm256_set1_ps(e->hi);
+    if (last && e->col_bias) {
+        _mm256_storeu_ps(t, cb0), _mm256_storeu_ps(t + 8, cb0);
+        copy_run(t, e->col_bias + j0, (int)cols);
+        cb0 = _mm256_loadu_ps(t), cb1 = _mm256_loadu_ps(t + 8);
+    }
+    for (int r = 0; r < rows; r++) {
         float *row = c + r * ldc;
         __m256 v0 = acc[r][0], v1 = acc[r][1];
-        if (accumulate) v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row)), v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + 8));
-        if (e) {
+        if (accumulate && whole) {
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row + at[0])),
+            v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + at[0] + 8));
+        } else if (accumulate) { /* the gutter's lanes add 0 */
+            _mm256_storeu_ps(t, _mm256_setzero_ps()), _mm256_storeu_ps(t + 8, _mm256_setzero_ps());
+            for (int s = 0; s < runs; s++) copy_run(t + lo[s], row + at[s], hi[s] - lo[s]);
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(t)), v1 = _mm256_add_ps(v1, _mm256_loadu_ps(t + 8));
+        }
+        if (last) {
             if (e->row_bias) {
                 const __m256 rb = _mm256_set1_ps(e->row_bias[i0 + r]);
                 v0 = _mm256_add_ps(v0, rb), v1 = _mm256_add_ps(v1, rb);
             }
             v0 = _mm256_add_ps(v0, cb0), v1 = _mm256_add_ps(v1, cb1);
             if (e->clamp) { /* max(lo, v) and min(hi, v) return v when v is NaN */
-                v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
-                v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+                v0 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v0));
+                v1 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v1));
             }
         }
-        _mm256_storeu_ps(row, v0), _mm256_storeu_ps(row + 8, v1);
+        if (whole) {
+            _mm256_storeu_ps(row + at[0], v0), _mm256_storeu_ps(row + at[0] + 8, v1);
+            continue;
+        }
+        _mm256_storeu_ps(t, v0), _mm256_storeu_ps(t + 8, v1);
+        for (int s = 0; s < runs; s++) copy_run(row + at[s], t + lo[s], hi[s] - lo[s]);
     }
 }
 #else
 static void micro_kernel(int64_t kc, const float *a, const float *b, const int64_t *rows_at, float *c, int64_t ldc,
-                         int64_t rows, int64_t cols, int accumulate, const epi *e, int64_t i0, int64_t j0) {
+                         int64_t rows, int64_t cols, int accumulate, int last, const epi *e, int64_t i0, int64_t j0) {
     float t[MR * NR] = {0};
     for (int64_t p = 0; p < kc; p++, a += MR) {
         const float *bp = rows_at ? b + rows_at[p] : b + p * NR;
         for (int r = 0; r < MR; r++)
             for (int q = 0; q < NR; q++) t[r * NR + q] += a[r] * bp[q];
     }
-    merge_block(t, c, ldc, rows, cols, accumulate, e, i0, j0);
+    merge_block(t, c, ldc, rows, cols, accumulate, last, e, i0, j0);
 }
 #endif
 
@@ -217,18 +287,22 @@ static void micro_kernel(int64_t kc, const float *a, const float *b, const int64
  * so that thin or small products still use every core. Where B is packed at run time (a conv's
  * windows), a block takes up to 48 panels of A (288 filters: one pass of them is 288 KiB, in L2)
  * so that B is packed once or nearly, and the split goes along n: each block packs its own
- * columns of B. */
-static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_at_run_time, int64_t *bm, int64_t *bn) {
-    const int64_t most_a = MOST_A_PANELS(b_at_run_time);
+ * columns of B. Where B is read in place, nothing is packed per block, and blocks are cut until
+ * each thread has about eight, so that they share the work out evenly. */
+static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_at_run_time, int b_in_place, int64_t *bm,
+                        int64_t *bn) {
+    const int64_t most_a = MOST_A_PANELS(b_at_run_time), per_thread = b_in_place ? 2 : 2;
     int64_t tm = a_panels < most_a ? a_panels : most_a, tn = b_panels < BLOCK_PANELS ? b_panels : BLOCK_PANELS;
     for (;;) {
         const int64_t blocks = ((a_panels + tm - 1) / tm) * ((b_panels + tn - 1) / tn);
-        if (blocks >= 2 * (int64_t)threads || (tm == 1 && tn == 1)) break;
+        if (blocks >= per_thread * (int64_t)threads || (tm == 1 && tn == 1)) break;
         if (tn > 1 && (b_at_run_time || tn * NR >= tm * MR || tm == 1)) tn = (tn + 1) / 2;
         else tm = (tm + 1) / 2;
     }
     *bm = tm, *bn = tn;
 }
+
+static const epi sums = {NULL, NULL, 0, 0, 0, 0.0f, 0.0f, NULL, 0, 0}; /* C as it lies, no epilogue */
 
 /* One block of C: A's panels [ia, ib) by B's panels [ja, jb), every pass over k. B is packed
  * (pb, all of k per panel), or packed here pass by pass into buf with b->pack. For a transposed C
@@ -238,9 +312,10 @@ static void run_block(int64_t m, int64_t n, int64_t k, const float *pa, const fl
                       float *buf, float *tb, float *c, int64_t ldc, const epi *e, int64_t ia, int64_t ib, int64_t ja,
                       int64_t jb) {
     const int64_t tl = (jb - ja) * NR;
-    for (int64_t p0 = 0; p0 < k; p0 += KC) {
-        const int64_t kc = k - p0 < KC ? k - p0 : KC;
-        const epi *last = p0 + kc == k ? e : NULL;
+    const int64_t step = b->row_at ? KC_IN_PLACE : KC;
+    for (int64_t p0 = 0; p0 < k; p0 += step) {
+        const int64_t kc = k - p0 < step ? k - p0 : step;
+        const int last = p0 + kc == k;
         const int64_t *at = b->row_at ? b->row_at + p0 : NULL; /* B read in place */
         if (!pb && !at)
             for (int64_t jp = ja; jp < jb; jp++) b->pack(b->ctx, jp, p0, kc, buf + (jp - ja) * kc * NR);
@@ -250,10 +325,10 @@ static void run_block(int64_t m, int64_t n, int64_t k, const float *pa, const fl
             for (int64_t ip = ia; ip < ib; ip++) {
                 const int64_t i0 = ip * MR, rows = m - i0 < MR ? m - i0 : MR;
                 const float *ap = pa + ip * k * MR + p0 * MR;
-                if (tb)
-                    micro_kernel(kc, ap, bp, at, tb + (ip - ia) * MR * tl + (jp - ja) * NR, tl, MR, NR, p0 > 0, NULL, 0,
-                                 0);
-                else micro_kernel(kc, ap, bp, at, c + i0 * ldc + j0, ldc, rows, cols, p0 > 0, last, i0, j0);
+                if (tb) /* the sums as they lie, no epilogue yet */
+                    micro_kernel(kc, ap, bp, at, tb + (ip - ia) * MR * tl, tl, MR, NR, p0 > 0, 0, &sums, 0,
+                                 (jp - ja) * NR);
+                else micro_kernel(kc, ap, bp, at, c + i0 * ldc, ldc, rows, cols, p0 > 0, last, e, i0, j0);
             }
         }
     }
@@ -261,7 +336,8 @@ static void run_block(int64_t m, int64_t n, int64_t k, const float *pa, const fl
     if (tb) {
         store_transposed(tb, tl, c, ldc, e, ia * MR, i1, j0, j1);
     } else if (e->other) { /* the activations the kernel does not clamp: over the block's finished rows */
-        for (int64_t i = ia * MR; i < i1; i++) cpu_bias_act(c + i * ldc + j0, j1 - j0, 0.0f, e->attrs);
+        const int64_t d0 = kept_before(e, j0), d1 = kept_before(e, j1);
+        for (int64_t i = ia * MR; i < i1; i++) cpu_bias_act(c + i * ldc + d0, d1 - d0, 0.0f, e->attrs);
     }
 }
 
@@ -277,9 +353,9 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
         }
         for (int64_t i = 0; i < m; i += MR)
             for (int64_t j = 0; j < n; j += NR)
-                merge_block(t, c + i * ldc + j, ldc, m - i < MR ? m - i : MR, n - j < NR ? n - j : NR, 0, &x, i, j);
+                merge_block(t, c + i * ldc, ldc, m - i < MR ? m - i : MR, n - j < NR ? n - j : NR, 0, 1, &x, i, j);
         if (x.other)
-            for (int64_t i = 0; i < m; i++) cpu_bias_act(c + i * ldc, n, 0.0f, x.attrs);
+            for (int64_t i = 0; i < m; i++) cpu_bias_act(c + i * ldc, kept_before(&x, n), 0.0f, x.attrs);
         return;
     }
     const int64_t a_panels = (m + MR - 1) / MR, b_panels = (n + NR - 1) / NR;
@@ -289,7 +365,7 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
     float *bufs = scratch + (a->packed ? 0 : a_panels * MR * k);                /* one B buffer per thread */
     float *tbufs = bufs + (b_packs ? (size_t)threads * b_buffer_floats(k) : 0); /* one block of sums each */
     int64_t bm, bn;
-    plan_blocks(a_panels, b_panels, threads, b_packs, &bm, &bn);
+    plan_blocks(a_panels, b_panels, threads, b_packs, b->row_at != NULL, &bm, &bn);
     const int64_t mb = (a_panels + bm - 1) / bm, nb = (b_panels + bn - 1) / bn;
     if (mb * nb < threads && a->packed) threads = (int)(mb * nb);
 #pragma omp parallel num_threads(threads)

@@ -65,6 +65,11 @@ typedef struct cpu_gemm_epilogue {
     const float *row_bias, *col_bias;
     const dl_op_attrs *attrs;
     int transposed;
+    /* C's columns in rows of row_len, of which the first row_keep are kept: column j is stored at
+     * c[i * ldc + (j / row_len) * row_keep + j % row_len] when j % row_len < row_keep, else
+     * dropped (a conv reading its padded image in place computes a gutter past each output row).
+     * row_len 0: every column, as it lies. Not with `transposed`. */
+    int64_t row_len, row_keep;
 } cpu_gemm_epilogue;
 
 /* Floats of scratch cpu_gemm needs on `threads` threads for the operands it packs and, for a

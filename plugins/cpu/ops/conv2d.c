@@ -37,13 +37,12 @@ static int direct_suits(const dl_kernel *k) {
 
 /* CONV_DIRECT's geometry (k->dc, its row_at table) and the floats of workspace it needs: the
  * padded image in phase planes (a tail of 16 floats: a last panel reads up to 15 past the last
- * pixel's window) and, where the rows have a gutter, the product before it is dropped. SIZE_MAX:
- * too large. */
+ * pixel's window). SIZE_MAX: too large. */
 static size_t direct_plan(dl_kernel *k) {
     const dl_op_attrs *a = &k->g.a;
     cpu_direct *d = &k->dc;
     const int64_t c = k->g.xs[1], cg = c / a->groups, kh = a->kernel[0], kw = a->kernel[1];
-    const int64_t oh = k->g.ys[2], ow = k->g.ys[3], ocg = k->g.ys[1] / a->groups;
+    const int64_t oh = k->g.ys[2], ow = k->g.ys[3];
     const int64_t sh = a->stride[0], sw = a->stride[1];
     d->hq = (k->g.xs[2] + a->pad_begin[0] + a->pad_end[0] + sh - 1) / sh;
     d->wq = (k->g.xs[3] + a->pad_begin[1] + a->pad_end[1] + sw - 1) / sw;
@@ -53,16 +52,16 @@ static size_t direct_plan(dl_kernel *k) {
     d->cs = (sh * sw * d->hq * d->wq + 15) / 16 * 16;
     if (d->cs / 16 % 2 == 0) d->cs += 16;
     d->n = (oh - 1) * d->wq + ow;
-    if (d->cs > (INT64_MAX - 16) / c || (d->wq != ow && d->n > INT64_MAX / ocg)) return SIZE_MAX;
+    if (d->cs > (INT64_MAX - 16) / c) return SIZE_MAX;
     const size_t taps = (size_t)(cg * kh * kw);
     if (!(d->row_at = malloc(taps * sizeof *d->row_at))) return SIZE_MAX;
     for (int64_t p = 0; p < (int64_t)taps; p++) { /* tap (i, j) of channel ci: its phase plane, then the shift */
         const int64_t ci = p / (kh * kw), di = p / kw % kh * a->dilation[0], dj = p % kw * a->dilation[1];
         d->row_at[p] = ci * d->cs + ((di % sh) * sw + dj % sw) * d->hq * d->wq + di / sh * d->wq + dj / sw;
     }
-    const uint64_t image = (uint64_t)(c * d->cs + 16), product = d->wq != ow ? (uint64_t)(ocg * d->n) : 0;
-    if (image > SIZE_MAX / sizeof(float) - product) return SIZE_MAX;
-    return (size_t)(image + product);
+    const uint64_t image = (uint64_t)(c * d->cs + 16);
+    if (image > SIZE_MAX / sizeof(float)) return SIZE_MAX;
+    return (size_t)image;
 }
 
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
@@ -321,6 +320,16 @@ static void pad_image(const dl_kernel *k, const float *x, float *dst) {
     CPU_FOR(c * d->cs, ci, c, {
         float *o = dst + ci * d->cs;
         const float *src = x + ci * h * w;
+        if (sh == 1 && sw == 1) { /* one plane: zero only around the rows copied */
+            const int64_t gap = d->wq - w;
+            memset(o, 0, (size_t)(pt * d->wq + pl) * sizeof *o);
+            for (int64_t r = 0; r < h; r++) {
+                float *row = o + (pt + r) * d->wq + pl;
+                memcpy(row, src + r * w, (size_t)w * sizeof *row);
+                memset(row + w, 0, (size_t)(r + 1 < h ? gap : d->cs - (pt + h - 1) * d->wq - pl - w) * sizeof *row);
+            }
+            continue;
+        }
         memset(o, 0, (size_t)d->cs * sizeof *o);
         for (int64_t r = pt; r < pt + h; r++) {
             float *row = o + (r % sh) * sw * plane + r / sh * d->wq;
@@ -338,29 +347,24 @@ static void pad_image(const dl_kernel *k, const float *x, float *dst) {
     memset(dst + c * d->cs, 0, 16 * sizeof *dst);
 }
 
-/* CONV_DIRECT: the packed weight times the padded image read in place (cpu_gemm's B by row_at), into
- * y directly where the rows have no gutter, else into the workspace and then y without the gutter. */
+/* CONV_DIRECT: the packed weight times the padded image read in place (cpu_gemm's B by row_at),
+ * stored straight into y: the product's rows are wq long, and the gutter past each output row's ow
+ * pixels is dropped by cpu_gemm's store (its gutter map). */
 static void conv_direct(const dl_kernel *k, const float *x, const float *b, float *y, float *ws) {
     const cpu_direct *d = &k->dc;
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3], plane = oh * ow;
     const int64_t g = k->g.a.groups, cg = c / g, ocg = oc / g, kdim = cg * k->g.a.kernel[0] * k->g.a.kernel[1];
     const size_t per = cpu_gemm_packed_a_floats(ocg, kdim);
-    float *img = ws, *prod = ws + c * d->cs + 16;
-    const int gutter = d->wq != ow;
+    float *img = ws;
     for (int64_t i = 0; i < n; i++) {
         pad_image(k, x + i * c * h * wd, img);
         for (int64_t gi = 0; gi < g; gi++) {
             float *yg = y + (i * oc + gi * ocg) * plane;
             const cpu_gemm_operand wt = {k->packed + (size_t)gi * per, NULL, NULL, NULL, NULL};
             const cpu_gemm_operand win = {NULL, NULL, NULL, img + gi * cg * d->cs, d->row_at};
-            const cpu_gemm_epilogue e = {b ? b + gi * ocg : NULL, NULL, &k->g.a, 0};
-            cpu_gemm(ocg, d->n, kdim, &wt, &win, gutter ? prod : yg, gutter ? d->n : plane, &e, ws, k->threads);
-            if (gutter)
-                CPU_FOR(ocg * plane, f, ocg, {
-                    for (int64_t r = 0; r < oh; r++)
-                        memcpy(yg + f * plane + r * ow, prod + f * d->n + r * d->wq, (size_t)ow * sizeof *yg);
-                });
+            const cpu_gemm_epilogue e = {b ? b + gi * ocg : NULL, NULL, &k->g.a, 0, d->wq, ow};
+            cpu_gemm(ocg, d->n, kdim, &wt, &win, yg, plane, &e, ws, k->threads);
         }
     }
 }
