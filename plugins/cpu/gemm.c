@@ -287,15 +287,13 @@ static void micro_kernel(int64_t kc, const float *a, const float *b, const int64
  * so that thin or small products still use every core. Where B is packed at run time (a conv's
  * windows), a block takes up to 48 panels of A (288 filters: one pass of them is 288 KiB, in L2)
  * so that B is packed once or nearly, and the split goes along n: each block packs its own
- * columns of B. Where B is read in place, nothing is packed per block, and blocks are cut until
- * each thread has about eight, so that they share the work out evenly. */
-static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_at_run_time, int b_in_place, int64_t *bm,
-                        int64_t *bn) {
-    const int64_t most_a = MOST_A_PANELS(b_at_run_time), per_thread = b_in_place ? 2 : 2;
+ * columns of B. */
+static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_at_run_time, int64_t *bm, int64_t *bn) {
+    const int64_t most_a = MOST_A_PANELS(b_at_run_time);
     int64_t tm = a_panels < most_a ? a_panels : most_a, tn = b_panels < BLOCK_PANELS ? b_panels : BLOCK_PANELS;
     for (;;) {
         const int64_t blocks = ((a_panels + tm - 1) / tm) * ((b_panels + tn - 1) / tn);
-        if (blocks >= per_thread * (int64_t)threads || (tm == 1 && tn == 1)) break;
+        if (blocks >= 2 * (int64_t)threads || (tm == 1 && tn == 1)) break;
         if (tn > 1 && (b_at_run_time || tn * NR >= tm * MR || tm == 1)) tn = (tn + 1) / 2;
         else tm = (tm + 1) / 2;
     }
@@ -365,7 +363,7 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
     float *bufs = scratch + (a->packed ? 0 : a_panels * MR * k);                /* one B buffer per thread */
     float *tbufs = bufs + (b_packs ? (size_t)threads * b_buffer_floats(k) : 0); /* one block of sums each */
     int64_t bm, bn;
-    plan_blocks(a_panels, b_panels, threads, b_packs, b->row_at != NULL, &bm, &bn);
+    plan_blocks(a_panels, b_panels, threads, b_packs, &bm, &bn);
     const int64_t mb = (a_panels + bm - 1) / bm, nb = (b_panels + bn - 1) / bn;
     if (mb * nb < threads && a->packed) threads = (int)(mb * nb);
 #pragma omp parallel num_threads(threads)
