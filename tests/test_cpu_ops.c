@@ -87,15 +87,17 @@ OP_TEST(conv2d_im2col_cases) {
 
 OP_TEST(conv2d_direct_cases) {
     /* stride 1: the windows read in place from a zero-padded copy of the image (CONV_DIRECT), the
-     * product's gutter columns dropped; into y directly when the rows have no gutter (3x1) */
+     * product's gutter columns dropped as it is stored into y (none where the rows have no gutter: 3x1) */
     check_conv((conv_case){2, 5, 23, 21, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0});  /* batch 2 */
     check_conv((conv_case){1, 6, 30, 31, 10, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, 1});  /* dilation 2 */
     check_conv((conv_case){1, 8, 20, 22, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 0, 1});  /* groups 2 */
     check_conv((conv_case){1, 7, 19, 25, 9, 3, 5, 1, 1, 0, 2, 2, 1, 1, 1, 1, 1, 0});   /* asymmetric */
-    check_conv((conv_case){1, 40, 21, 23, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}); /* 360 taps: 2 passes */
-    check_conv((conv_case){2, 19, 9, 11, 70, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0});  /* 3x1, no gutter */
-    check_conv((conv_case){1, 6, 10, 12, 7, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1});   /* 1x3 */
-    check_conv((conv_case){1, 3, 64, 66, 17, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0});  /* 5x5, threads */
+    check_conv((conv_case){1, 40, 21, 23, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}); /* 360 taps */
+    /* 1080 taps: two passes over k, the first pass's sums reloaded through the gutter map */
+    check_conv((conv_case){1, 120, 12, 25, 20, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, DL_ACT_SIGMOID});
+    check_conv((conv_case){2, 19, 9, 11, 70, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0}); /* 3x1, no gutter */
+    check_conv((conv_case){1, 6, 10, 12, 7, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1});  /* 1x3 */
+    check_conv((conv_case){1, 3, 64, 66, 17, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0}); /* 5x5, threads */
     /* strided, windows of 5x5 and more: the padded image in stride x stride phase planes */
     check_conv((conv_case){1, 3, 45, 47, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1}); /* a stem */
     check_conv((conv_case){1, 4, 40, 41, 9, 5, 5, 3, 3, 2, 1, 2, 3, 1, 1, 1, 0, 0});  /* stride 3, asymmetric */
