@@ -76,6 +76,13 @@ Test(cli, compare_times_two_builds_in_turn) {
     cr_expect(strstr(out, "conv2d"), "%s", out);
     cr_expect(strstr(out, "whole run"), "%s", out);
     free(out);
+    /* not pinned: each side lists every plugin it loaded, the ones DIR did not replace included */
+    cr_assert_eq(
+        tu_dlrun("compare " MODEL("lenet.yaml") " --base " DLRUN_PLUGIN_DIR " --iterations 2 --warmup 0", &out), 0,
+        "%s", out);
+    cr_expect(strstr(out, "new:  " DLRUN_PLUGIN_DIR "/libdlrun-cpu.so"), "%s", out);
+    if (DLRUN_HAVE_ONEDNN) cr_expect(strstr(out, DLRUN_PLUGIN_DIR "/libdlrun-onednn.so"), "%s", out);
+    free(out);
     cr_expect_eq(tu_dlrun("compare " MODEL("lenet.yaml"), &out), 2);
     cr_expect(strstr(out, "--base DIR is required"), "%s", out);
     free(out);

@@ -81,13 +81,15 @@ static int open_side(side *d, const compare_args *a, dl_model *m, dl_error *err)
     return DL_OK;
 }
 
-/* Where side d's plugin named `backend` came from (the first loaded one when NULL). */
-static const char *plugin_file(const side *d, const char *backend) {
+/* label, then the files side d's plugins came from: only `backend`'s where both are pinned to
+ * it, else every loaded one (a folder given may replace only some of this build's). */
+static void print_plugins(const char *label, const side *d, const char *backend) {
+    printf("%s", label);
     for (int i = 0; i < dl_context_plugin_count(d->ctx); i++) {
         const dl_plugin_info *p = dl_context_plugin(d->ctx, i);
-        if (p->loaded && (!backend || !strcmp(p->name, backend))) return p->path;
+        if (p->loaded && (!backend || !strcmp(p->name, backend))) printf(" %s", p->path);
     }
-    return "?";
+    printf("\n");
 }
 
 static dl_status run_side(side *d, const dl_tensor *ins, int nin, int run, int steps, dl_error *err) {
@@ -128,7 +130,8 @@ static void print_report(const compare_args *a, side *sd, int steps, int same_st
     const int runs = a->iterations;
     double max_abs, rel_l2;
     output_distance(b, n, &max_abs, &rel_l2);
-    printf("base: %s\nnew:  %s\n", plugin_file(b, a->backend), plugin_file(n, a->backend));
+    print_plugins("base:", b, a->backend);
+    print_plugins("new: ", n, a->backend);
     printf("%d runs each, in turn; outputs: max |new - base| %.3g, relative L2 %.3g\n\n", runs, max_abs, rel_l2);
     double *v = malloc((size_t)runs * sizeof *v);
     if (!v) return;
