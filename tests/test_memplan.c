@@ -1,6 +1,7 @@
 /* test_memplan.c — the memory planner on synthetic graphs (chains, diamonds, residual blocks,
  * concat, random lifetimes), each plan checked by brute force: no two buffers live at the same
- * step share a byte; and the real models' plans against their lower bounds at batch 1 and 8. */
+ * step share a byte; the real models' plans against their lower bounds at batch 1 and 8; and
+ * elided concats (inputs planned as slices of the output) against the same models copying. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -68,6 +69,39 @@ Test(memplan, random_lifetimes_never_overlap) {
     }
 }
 
+/* 1 if slot a lies (transitively) inside slot b: an elided concat's input inside its output. */
+static int inside(const dl_session *s, int a, int b) {
+    for (int i = s->slots[a].within; i >= 0; i = s->slots[i].within)
+        if (i == b) return 1;
+    return 0;
+}
+
+/* Brute force over a planned session's own slots: two slots live at the same step never share a
+ * byte, unless one runs in place over the other (share) or lies inside it (an elided concat's
+ * input), and a slice lies within its concat's bytes and lifetime. */
+static void expect_plan_valid(const dl_session *s, const char *name) {
+    for (int i = 0; i < s->n_slots; i++) {
+        const dl_slot *a = &s->slots[i], *c = a->within >= 0 ? &s->slots[a->within] : NULL;
+        if (!c) continue;
+        cr_expect(c->offset <= a->offset && a->offset + a->size <= c->offset + c->size,
+                  "%s: slice %d outside its concat's slot %d", name, i, a->within);
+        cr_expect(c->first <= a->first && a->last <= c->last, "%s: slice %d outlives its concat's slot", name, i);
+        cr_expect_eq(a->share, -1, "%s: a slice %d taken over in place", name, i);
+    }
+    for (int i = 0; i < s->n_slots; i++)
+        for (int j = i + 1; j < s->n_slots; j++) {
+            const dl_slot *a = &s->slots[i], *b = &s->slots[j];
+            int ra = i, rb = j;
+            while (s->slots[ra].share >= 0) ra = s->slots[ra].share;
+            while (s->slots[rb].share >= 0) rb = s->slots[rb].share;
+            if (s->places[a->place].dom != s->places[b->place].dom || ra == rb || inside(s, i, j) || inside(s, j, i))
+                continue;
+            int live = a->first <= b->last && b->first <= a->last;
+            int clash = a->offset < b->offset + b->size && b->offset < a->offset + a->size;
+            cr_assert(!(live && clash), "%s: slots %d and %d overlap while live", name, i, j);
+        }
+}
+
 static void model_plan(const char *name, int64_t batch) {
     char path[512];
     snprintf(path, sizeof path, "%s/models/%s", DLRUN_SOURCE_DIR, name);
@@ -90,18 +124,7 @@ static void model_plan(const char *name, int64_t batch) {
                   (unsigned long long)mi.peak_bytes, (unsigned long long)mi.lower_bound_bytes);
     if (batch > 1 || strstr(name, "vgg"))
         cr_expect_lt(mi.peak_bytes, mi.naive_bytes / 2, "%s: reuse should at least halve memory", name);
-    /* brute force over the session's own slots: simultaneously live slots never overlap */
-    for (int i = 0; i < s->n_slots; i++)
-        for (int j = i + 1; j < s->n_slots; j++) {
-            const dl_slot *a = &s->slots[i], *b = &s->slots[j];
-            int ra = i, rb = j;
-            while (s->slots[ra].share >= 0) ra = s->slots[ra].share;
-            while (s->slots[rb].share >= 0) rb = s->slots[rb].share;
-            if (s->places[a->place].dom != s->places[b->place].dom || ra == rb) continue;
-            int live = a->first <= b->last && b->first <= a->last;
-            int clash = a->offset < b->offset + b->size && b->offset < a->offset + a->size;
-            cr_assert(!(live && clash), "%s: slots %d and %d overlap while live", name, i, j);
-        }
+    expect_plan_valid(s, name);
     dl_session_free(s);
     dl_model_free(m);
     dl_context_free(ctx);
@@ -113,4 +136,159 @@ Test(memplan, models_within_ten_percent_of_lower_bound, .timeout = 300) {
     model_plan("resnet18.yaml", 1);
     model_plan("resnet18.yaml", 8);
     model_plan("lenet.yaml", 1);
+}
+
+/* ---- elided concats: inputs written straight into the concat's output (concat_elide.c) ---- */
+
+/* Runs the model (seeded weights, a seeded input) and returns its outputs one after another
+ * (malloc'd, *n floats); *elided gets the count of elided concats, and each one's inputs are
+ * checked to be consecutive slices of its output, the whole plan by brute force. */
+static float *run_concats(const char *plugins, const char *yaml, int64_t batch, int no_fuse, int64_t *n, int *elided) {
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.batch = batch;
+    so.no_fuse = no_fuse;
+    cr_assert_eq(tu_open_session(plugins, yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
+    expect_plan_valid(s, "concat model");
+    *elided = 0;
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        dl_step_info info;
+        dl_session_step(s, k, &info);
+        if (info.kind != DL_STEP_ELIDED) continue;
+        ++*elided;
+        const dl_op *op = dl_session_step_op(s, k, NULL);
+        cr_assert(op, "an elided step gives its op");
+        cr_expect_eq(op->kind, DL_OP_CONCAT);
+        const char *at = op->outputs[0].data;
+        for (int j = 0; j < op->n_inputs; j++) {
+            cr_expect_eq((const char *)op->inputs[j].data, at, "%s: input %d is not the next slice of the output",
+                         info.layer, j);
+            at += dl_tensor_numel(&op->inputs[j]) * (int64_t)sizeof(float);
+        }
+    }
+    dl_tensor in = *dl_session_input(s, 0);
+    int64_t nx = dl_tensor_numel(&in);
+    float *x = malloc((size_t)nx * sizeof *x);
+    tu_fill_uniform(x, (size_t)nx, 5, -1, 1);
+    in.data = x;
+    float *y = NULL;
+    *n = 0;
+    for (int r = 0; r < 2; r++) { /* twice: the second run finds the first's data in the arena */
+        cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+        *n = 0;
+        for (int i = 0; i < dl_session_output_count(s); i++) *n += dl_tensor_numel(dl_session_output(s, i));
+        free(y);
+        y = malloc((size_t)*n * sizeof *y);
+        int64_t u = 0;
+        for (int i = 0; i < dl_session_output_count(s); i++) {
+            const dl_tensor *t = dl_session_output(s, i);
+            memcpy(y + u, t->data, (size_t)dl_tensor_numel(t) * sizeof *y);
+            u += dl_tensor_numel(t);
+        }
+    }
+    free(x);
+    dl_session_free(s);
+    dl_model_free(m);
+    dl_context_free(ctx);
+    return y;
+}
+
+/* The model with its concats elided against the same model run op by op (no_fuse: every concat
+ * copies); returns how many were elided. */
+static int expect_same_as_copying(const char *yaml, int64_t batch) {
+    int64_t n, n0;
+    int elided, none;
+    float *y = run_concats(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", yaml, batch, 0, &n, &elided);
+    float *ref = run_concats(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", yaml, batch, 1, &n0, &none);
+    cr_assert_eq(none, 0, "no_fuse elides nothing");
+    cr_assert_eq(n, n0);
+    double e = tu_nmse(ref, y, (size_t)n);
+    cr_expect_leq(e, 1e-14, "batch %lld: outputs differ from the copying run (nmse %g)", (long long)batch, e);
+    free(y), free(ref);
+    return elided;
+}
+
+/* Two fire-module-like joins, one feeding the next, with a slice read again after both concats
+ * (its buffer must live on inside theirs), a pool reading a slice before the concat, and a
+ * container that is a model output; slices 16 channels of 9x11 and up, each 64-byte aligned. */
+static const char fire_yaml[] = "model: joins\ninputs:\n  - {name: x, shape: [1, 4, 9, 11]}\nlayers:\n"
+                                "  - {name: a, op: conv2d, filters: 16, kernel: 3, padding: 1, inputs: [x]}\n"
+                                "  - {name: ar, op: relu}\n"
+                                "  - {name: b, op: conv2d, filters: 32, kernel: 1, inputs: [x]}\n"
+                                "  - {name: c, op: maxpool2d, kernel: 3, stride: 1, padding: 1, inputs: [ar]}\n"
+                                "  - {name: j, op: concat, inputs: [ar, b, c]}\n"
+                                "  - {name: d, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                "  - {name: j2, op: concat, inputs: [j, d]}\n"
+                                "  - {name: e, op: conv2d, filters: 16, kernel: 1}\n"
+                                "  - {name: f, op: add, inputs: [e, ar]}\n"
+                                "outputs: [f, j2]\n";
+
+Test(concat_elide, joins_write_into_the_concat_and_match_the_copying_run) {
+    cr_expect_eq(expect_same_as_copying(fire_yaml, 1), 2, "both concats elided, the first inside the second");
+    /* at batch 2 an input is two runs of the output, not one: every concat copies */
+    cr_expect_eq(expect_same_as_copying(fire_yaml, 2), 0);
+    /* rows of a matrix: two linear layers joined along the features at batch 1 */
+    static const char rows[] = "model: rows\ninputs:\n  - {name: x, shape: [1, 4, 9, 11]}\nlayers:\n"
+                               "  - {name: fl, op: flatten}\n"
+                               "  - {name: l1, op: linear, units: 16, inputs: [fl]}\n"
+                               "  - {name: l2, op: linear, units: 48, inputs: [fl]}\n"
+                               "  - {name: j, op: concat, inputs: [l1, l2], axis: 1}\n"
+                               "  - {name: o, op: linear, units: 10}\n";
+    cr_expect_eq(expect_same_as_copying(rows, 1), 1);
+}
+
+/* Where an input cannot be a slice, the concat runs and copies: a model input, one value given
+ * twice, a slice that would start off the arena's alignment (3 channels of 9x11 are 1188 bytes),
+ * a value that is a slice of an earlier concat already. Only j4 (a, then t at 16 channels) joins. */
+Test(concat_elide, concats_that_must_copy_still_do) {
+    static const char yaml[] = "model: kept\ninputs:\n  - {name: x, shape: [1, 4, 9, 11]}\nlayers:\n"
+                               "  - {name: a, op: conv2d, filters: 16, kernel: 1, inputs: [x]}\n"
+                               "  - {name: t, op: conv2d, filters: 3, kernel: 1, inputs: [x]}\n"
+                               "  - {name: u, op: conv2d, filters: 16, kernel: 1, inputs: [x]}\n"
+                               "  - {name: j1, op: concat, inputs: [x, a]}\n"
+                               "  - {name: j2, op: concat, inputs: [a, a]}\n"
+                               "  - {name: j3, op: concat, inputs: [t, a]}\n"
+                               "  - {name: j4, op: concat, inputs: [a, t]}\n"
+                               "  - {name: j5, op: concat, inputs: [u, t]}\n"
+                               "outputs: [j1, j2, j3, j4, j5]\n";
+    cr_expect_eq(expect_same_as_copying(yaml, 1), 1);
+}
+
+/* In a device's memory (fakedev: 256-byte alignment) the inputs' writers may be copies: `a` runs
+ * on fakecpu and is uploaded into its slice, `b` is written into its own by fakedev. fakedev does
+ * not compute concat at all, so the right output shows the concat was elided. */
+Test(concat_elide, device_slices_written_by_an_op_and_by_a_copy) {
+    char dir[] = "/tmp/dlrun-cache-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    setenv("XDG_CACHE_HOME", dir, 1);
+    setenv("DLFAKE_FAKEDEV_US", "0", 1);
+    setenv("DLFAKE_FAKECPU_US", "0", 1);
+    setenv("DLFAKE_FAKEDEV_OPS", "RELU,ADD,CONCAT", 1);
+    static const char yaml[] = "model: devjoin\ninputs:\n  - {name: x, shape: [1, 64]}\nlayers:\n"
+                               "  - {name: a, op: relu, backend: fakecpu}\n"
+                               "  - {name: b, op: add, inputs: [x, x], backend: fakedev}\n"
+                               "  - {name: j, op: concat, inputs: [a, b], axis: 1, backend: fakedev}\n"
+                               "  - {name: y, op: relu, backend: fakedev}\n";
+    int64_t n;
+    int elided;
+    float *y = run_concats(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so",
+                           yaml, 1, 0, &n, &elided);
+    cr_expect_eq(elided, 1);
+    cr_assert_eq(n, 128);
+    float x[64];
+    tu_fill_uniform(x, 64, 5, -1, 1);
+    int bad = 0;
+    for (int i = 0; i < 64; i++) {
+        bad += y[i] != (x[i] > 0 ? x[i] : 0);
+        bad += y[64 + i] != (x[i] > 0 ? 2 * x[i] : 0);
+    }
+    cr_expect_eq(bad, 0, "%d of 128 outputs wrong", bad);
+    free(y);
+    unsetenv("DLFAKE_FAKEDEV_US");
+    unsetenv("DLFAKE_FAKECPU_US");
+    unsetenv("DLFAKE_FAKEDEV_OPS");
 }

@@ -141,7 +141,7 @@ static void print_report(const compare_args *a, side *sd, int steps, int same_st
         for (int i = 0; i < steps; i++) {
             dl_step_info si;
             dl_session_step(n->s, i, &si);
-            if (si.kind == DL_STEP_FUSED) continue;
+            if (si.kind == DL_STEP_FUSED || si.kind == DL_STEP_ELIDED) continue;
             double med[2];
             for (int q = 0; q < 2; q++) {
                 for (int r = 0; r < runs; r++) v[r] = sd[q].step_ms[(size_t)r * (size_t)steps + (size_t)i];

@@ -60,8 +60,8 @@ static const cli_opt run_opts[] = {
              "f16/bf16 also store tensors and weights in that\n"
              "dtype where a backend takes it (docs/storage.md)"},
     {"no-fuse", CLI_FLAG, FIELD(no_fuse),
-     .help = "do not fuse relu into the op before it nor fold\n"
-             "batchnorm into the conv before it"},
+     .help = "do not fuse relu into the op before it, fold\n"
+             "batchnorm into the conv before it, or elide concats"},
     {"placement", CLI_FLAG, FIELD(placement),
      .help = "per op: each candidate backend's measured time, the choice, copies"},
     {"retune", CLI_FLAG, FIELD(retune), .help = "ignore the timing cache and measure again"},

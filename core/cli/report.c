@@ -53,6 +53,7 @@ static int top_k(const dl_tensor *y, int64_t item, int k, int *idx, double *prob
 typedef struct summary {
     double flops;
     int ops, copies, casts; /* COPY steps: moves between domains, conversions of format */
+    int elided;             /* concats whose inputs were written into them */
     char placement[512];    /* "cpu 38" or "cpu 30, cuda 8" */
 } summary;
 
@@ -70,7 +71,8 @@ static void summarize(const dl_session *s, summary *sum) {
         }
         sum->ops++;
         sum->flops += st.flops;
-        if (st.kind == DL_STEP_FUSED) continue;
+        sum->elided += st.kind == DL_STEP_ELIDED;
+        if (st.kind == DL_STEP_FUSED || st.kind == DL_STEP_ELIDED) continue;
         int b = 0;
         while (b < nb && strcmp(names[b], st.backend)) b++;
         if (b == nb && nb < 16) {
@@ -157,6 +159,7 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     for (int a = 0; a < N_ACTS; a++)
         if (fused[a]) printf(" (+%d %s fused)", fused[a], acts[a]);
     if (folded) printf(" (+%d batchnorm folded)", folded);
+    if (sum.elided) printf(" (+%d concat elided: inputs written into it)", sum.elided);
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");
     if (sum.casts) printf("; %d conversion%s of storage format", sum.casts, sum.casts == 1 ? "" : "s");
     printf("\n");
@@ -182,6 +185,10 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
             shape_str(st.shape, st.ndim, sh, sizeof sh);
             if (st.kind == DL_STEP_FUSED) {
                 printf("%-28s %-15s fused into %s\n", st.layer, st.op, st.backend);
+                continue;
+            }
+            if (st.kind == DL_STEP_ELIDED) {
+                printf("%-28s %-15s elided: its inputs were written into it\n", st.layer, st.op);
                 continue;
             }
             double ms = mean_ms(&st);
@@ -255,8 +262,9 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
         cJSON_AddStringToObject(e, "op", st.op);
         if (st.kind == DL_STEP_FUSED) cJSON_AddStringToObject(e, "fused_into", st.backend);
         else cJSON_AddStringToObject(e, st.kind == DL_STEP_COPY ? "route" : "backend", st.backend);
+        if (st.kind == DL_STEP_ELIDED) cJSON_AddBoolToObject(e, "elided", 1);
         cJSON_AddItemToObject(e, "output_shape", shape_json(st.shape, st.ndim));
-        if (st.kind != DL_STEP_FUSED) {
+        if (st.kind != DL_STEP_FUSED && st.kind != DL_STEP_ELIDED) {
             /* per-op times only when profiled: otherwise a GPU op's time is only its enqueueing */
             double ms = mean_ms(&st);
             if (o->profile) cJSON_AddNumberToObject(e, "time_ms", ms);

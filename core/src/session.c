@@ -166,10 +166,13 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     return DL_OK;
 }
 
+/* An op step or an elided concat: both carry the op's tensors (an elided one for dl_session_step_op). */
+static int has_op(const dl_step *st) { return st->kind == DL_STEP_OP || st->kind == DL_STEP_ELIDED; }
+
 static void fix_pointers(dl_session *s) {
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
-        if (st->kind != DL_STEP_OP) continue;
+        if (!has_op(st)) continue;
         st->op.attrs = &st->attrs;
         st->op.inputs = st->in;
         st->op.outputs = &st->out;
@@ -195,7 +198,7 @@ static dl_status prepare_kernels(dl_session *s, dl_error *err) {
 static void point_steps(dl_session *s) {
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
-        if (st->kind != DL_STEP_OP) continue;
+        if (!has_op(st)) continue;
         const dl_node *n = &s->g->nodes[st->node];
         int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, st->node, ins);
         for (int j = 0; j < n_in; j++) {
@@ -262,14 +265,17 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
         for (int i = 0; i < s->n_slots; i++) dl_slot_use(s, i, s->n_steps);
     /* Outputs must outlive the run: their host slots live past the last step. */
     for (int i = 0; i < g->n_outputs; i++) dl_slot_use(s, dl_slot_find(s, root(s, g->outputs[i]), 0), s->n_steps);
-    /* The run's phases: copies before the first op are inputs, copies after the last outputs. */
+    return DL_OK;
+}
+
+/* The run's phases: copies before the first op that runs are inputs, copies after the last outputs. */
+static void find_phases(dl_session *s) {
     s->first_op = s->n_steps, s->last_op = -1;
     for (int k = 0; k < s->n_steps; k++)
         if (s->steps[k].kind == DL_STEP_OP) {
             if (s->last_op < 0) s->first_op = k;
             s->last_op = k;
         }
-    return DL_OK;
 }
 
 static dl_status build(dl_session *s, dl_error *err) {
@@ -303,7 +309,11 @@ static dl_status build(dl_session *s, dl_error *err) {
     st = assign_domains(s, err);
     if (st == DL_OK) st = dl_choose_storage(s, err);
     if (st == DL_OK) st = build_steps(s, err);
-    if (st == DL_OK) dl_session_plan_inputs(s);
+    if (st == DL_OK) {
+        dl_elide_concats(s);
+        find_phases(s);
+        dl_session_plan_inputs(s);
+    }
     dl_trace_arg_num(tr, span, "steps", s->n_steps);
     dl_trace_end(tr, span);
     if (st != DL_OK) return st;
@@ -468,7 +478,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
             if (rc != DL_OK) return rc;
             t_compute = dl_now_ms();
         }
-        if (st->kind == DL_STEP_FUSED) continue;
+        if (st->kind == DL_STEP_FUSED || st->kind == DL_STEP_ELIDED) continue;
         double t0 = dl_now_ms();
         dl_status rc;
         if (st->kind == DL_STEP_COPY) { /* the domains' owners copy */
@@ -561,7 +571,7 @@ int64_t dl_session_input_bound(const dl_session *s, int i) {
 }
 
 const dl_op *dl_session_step_op(const dl_session *s, int i, const unsigned char **constant) {
-    if (i < 0 || i >= s->n_steps || s->steps[i].kind != DL_STEP_OP) return NULL;
+    if (i < 0 || i >= s->n_steps || !has_op(&s->steps[i])) return NULL;
     if (constant) *constant = s->steps[i].constant;
     return &s->steps[i].op;
 }

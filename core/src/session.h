@@ -3,7 +3,8 @@
  *
  *   shapes at its batch (shape.c) -> weights (weights.c) -> batchnorm folding (fuse.c)
  *   -> placement (placement.c) -> activation fusion (fuse.c) -> storage formats (storage.c)
- *   -> steps, copies and casts (session.c) -> kernels prepared -> memory plan (session_plan.c)
+ *   -> steps, copies and casts (session.c) -> concats elided (concat_elide.c) -> kernels prepared
+ *   -> memory plan (session_plan.c)
  *   -> run
  * A value may be stored in several places: a place is a memory domain plus a storage format
  * (dtype and layout). Place 0 is host memory in f32 row-major, where model inputs arrive and
@@ -84,6 +85,8 @@ typedef struct dl_slot {
     int first, last;
     int share; /* slot whose storage this one takes over in place, or -1 */
     size_t offset;
+    int within;       /* a slice of this (later) slot: an elided concat's input inside its output; or -1 */
+    size_t within_at; /* ... at this byte offset in it */
 } dl_slot;
 
 /* What the plan gives one domain. */
@@ -237,7 +240,15 @@ dl_status dl_dom_copy(dl_session *s, int to, void *dst, int from, const void *sr
                       dl_error *err);
 const char *dl_domain_name(const dl_session *s, int d);
 
+/* ---- concat_elide.c ---- */
+/* After the steps are built, before the memory plan: each concat whose inputs can be written
+ * straight into its output gets their slots as slices of its own (dl_slot.within) and becomes a
+ * DL_STEP_ELIDED step. Off with no_fuse. */
+void dl_elide_concats(dl_session *s);
+
 /* ---- session_plan.c ---- */
+/* The arena alignment of domain d's slots: 64 bytes in host memory, 256 in a device's. */
+size_t dl_plan_align(int d);
 /* Memory-plan slots: add one for value (or -1: a workspace) in place p, first written at step
  * `first`; find a value's slot (-1 if none); extend a slot's life to `step`. */
 int dl_slot_add(dl_session *s, int value, int place, size_t size, int first);

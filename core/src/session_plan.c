@@ -14,8 +14,7 @@
 /* Slot offsets in an arena: 64 bytes in host memory (a cache line, AVX-512), 256 in a device's
  * (cuBLASLt and cuDNN assume 256-byte aligned tensors unless told otherwise; cudaMalloc's own
  * alignment), so a kernel sees the same alignment in a session as on its own allocations. */
-#define PLAN_ALIGN_HOST 64
-#define PLAN_ALIGN_DEVICE 256
+size_t dl_plan_align(int d) { return d == 0 ? 64 : 256; }
 
 int dl_slot_add(dl_session *s, int value, int place, size_t size, int first) {
     if (s->n_slots == s->cap_slots) {
@@ -25,7 +24,7 @@ int dl_slot_add(dl_session *s, int value, int place, size_t size, int first) {
         s->slots = p;
         s->cap_slots = cap;
     }
-    s->slots[s->n_slots] = (dl_slot){value, place, size ? size : 1, first, first, -1, 0};
+    s->slots[s->n_slots] = (dl_slot){value, place, size ? size : 1, first, first, -1, 0, -1, 0};
     if (value >= 0) s->slot_of[(size_t)value * DL_MAX_PLACES + (size_t)place] = s->n_slots + 1;
     return s->n_slots++;
 }
@@ -38,10 +37,14 @@ void dl_slot_use(dl_session *s, int slot, int step) {
     if (slot >= 0 && step > s->slots[slot].last) s->slots[slot].last = step;
 }
 
-/* Let an elementwise op write over an input that dies at that op. */
+/* Let an elementwise op write over an input that dies at that op, unless either buffer is an
+ * elided concat's input or output: a slice's place is fixed inside its concat's buffer, and an op
+ * writing over a concat's buffer could overwrite a slice it still reads as another input. */
 static void plan_in_place(dl_session *s) {
     unsigned char *taken = calloc((size_t)s->n_slots + 1, 1);
     if (!taken) return; /* planning without in-place is still correct */
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].within >= 0) taken[i] = taken[s->slots[i].within] = 1;
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
         if (st->kind != DL_STEP_OP || !(dl_op_def_of(st->op.kind)->flags & DL_OPF_ELEMENTWISE)) continue;
@@ -50,7 +53,8 @@ static void plan_in_place(dl_session *s) {
         int o = dl_session_root(s, n->output), i0 = dl_session_root(s, n->inputs[0]);
         int out = dl_slot_find(s, o, dl_place_of_value(s, o, st->place));
         int in = dl_slot_find(s, i0, dl_place_of_value(s, i0, st->place)); /* in place means on input 0 */
-        if (out < 0 || in < 0 || taken[in] || s->slots[in].last != k || s->slots[in].size != s->slots[out].size)
+        if (out < 0 || in < 0 || taken[in] || taken[out] || s->slots[in].last != k ||
+            s->slots[in].size != s->slots[out].size)
             continue;
         s->slots[out].share = in;
         taken[in] = 1;
@@ -142,21 +146,24 @@ dl_status dl_session_check_memory(dl_session *s, dl_error *err) {
     int *global = malloc(((size_t)s->n_slots + 1) * sizeof *global);
     dl_status st = req && off && local && global ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int d = 0; st == DL_OK && d < s->n_doms; d++) {
-        int n = 0;
+        int n = 0; /* an elided concat's inputs are placed with its output, below */
         for (int i = 0; i < s->n_slots; i++)
-            if (s->places[s->slots[i].place].dom == d) local[i] = n, global[n++] = i;
+            if (s->places[s->slots[i].place].dom == d && s->slots[i].within < 0) local[i] = n, global[n++] = i;
         for (int k = 0; k < n; k++) {
             const dl_slot *sl = &s->slots[global[k]];
             req[k] = (dl_mem_request){sl->size, sl->first, sl->last, sl->share >= 0 ? local[sl->share] : -1};
         }
         dl_mem_plan_stats stats;
-        if (!dl_mem_plan(req, n, d == 0 ? PLAN_ALIGN_HOST : PLAN_ALIGN_DEVICE, off, &stats)) {
+        if (!dl_mem_plan(req, n, dl_plan_align(d), off, &stats)) {
             st = dl_fail(err, DL_E_NOMEM, "out of memory planning memory");
             break;
         }
         s->mem[d].peak = stats.peak, s->mem[d].naive = stats.naive, s->mem[d].lower_bound = stats.lower_bound;
         for (int k = 0; k < n; k++) s->slots[global[k]].offset = off[k];
     }
+    /* a slice lies in a later slot (concat_elide.c), placed by now: downwards, nested ones too */
+    for (int i = s->n_slots - 1; st == DL_OK && i >= 0; i--)
+        if (s->slots[i].within >= 0) s->slots[i].offset = s->slots[s->slots[i].within].offset + s->slots[i].within_at;
     free(req), free(off), free(local), free(global);
     for (int d = 0; st == DL_OK && d < s->n_doms; d++) st = check_fits(s, d, err);
     return st;

@@ -149,7 +149,7 @@ static int has_events(const dl_backend *be) {
     return DL_BACKEND_HAS(be, event_record) && DL_BACKEND_HAS(be, event_elapsed) && DL_BACKEND_HAS(be, event_release);
 }
 
-static int executed(const dl_step *st) { return st->kind != DL_STEP_FUSED; }
+static int executed(const dl_step *st) { return st->kind != DL_STEP_FUSED && st->kind != DL_STEP_ELIDED; }
 
 static int executed_steps(const dl_session *s) {
     int n = 0;

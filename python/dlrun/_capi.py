@@ -28,7 +28,7 @@ OK, E_INVALID, E_UNSUPPORTED, E_NOMEM, E_RUNTIME, E_NODEVICE, E_IO = range(7)
 DEVICE_CPU, DEVICE_CUDA, DEVICE_CUDA_HOST = 1, 2, 3
 DTYPE_INT, DTYPE_UINT, DTYPE_FLOAT, DTYPE_BFLOAT = 0, 1, 2, 4
 PRECISIONS = {"f32": 0, "tf32": 1, "f16": 2, "bf16": 3}
-STEP_KINDS = {0: "op", 1: "copy", 2: "fused"}
+STEP_KINDS = {0: "op", 1: "copy", 2: "fused", 3: "elided"}
 CHECK_RESULTS = {0: "pass", 1: "fail", 2: "unsupported"}
 
 ERROR_LEN = 512

@@ -219,8 +219,9 @@ class Session:
     # ---- what happened ----------------------------------------------------------------------
 
     def profile(self):
-        """One dict per step of the last runs: kind ("op", "copy", "fused"), layer, op, backend,
-        shape, flops, bytes, last_ms, total_ms, runs, mean_ms and gflops (from mean_ms)."""
+        """One dict per step of the last runs: kind ("op", "copy", "fused", or "elided": a concat
+        its inputs were written into), layer, op, backend, shape, flops, bytes, last_ms, total_ms,
+        runs, mean_ms and gflops (from mean_ms)."""
         h = self._live()
         rows = []
         for i in range(lib.dl_session_step_count(h)):

@@ -1,6 +1,7 @@
 /* fake_backend.c — a backend whose speed, supported ops and memory domain the placement tests
  * control. Built as "fakedev" (its own device domain, memory that is really host memory) and
- * "fakecpu" (host memory). It computes relu, dropout, flatten and add correctly, then waits:
+ * "fakecpu" (host memory). It computes relu, dropout, flatten and add correctly, and, when named in
+ * its OPS, concat where each input is one run of the output (batch 1), then waits:
  *   DLFAKE_<NAME>_US          time per op in microseconds (default 100)
  *   DLFAKE_<NAME>_<OP>_US     time for one op kind (OP in capitals: RELU, ADD, ...)
  *   DLFAKE_<NAME>_COPY_US     time per copy to or from host memory (default 0)
@@ -42,6 +43,7 @@
 struct dl_kernel {
     int kind;
     int64_t n;
+    int n_inputs;
 };
 
 typedef struct pending { /* a queued op (async mode) */
@@ -140,6 +142,11 @@ static int fk_supports(void *self, const dl_op *op, dl_error *why) {
     if (op->kind < 0 || op->kind >= DL_OP_COUNT_V1_0 || !f->ok[op->kind])
         return dl_fail(why, DL_E_UNSUPPORTED, "not in DLFAKE ops"), 0;
     if (op->attrs->activation) return dl_fail(why, DL_E_UNSUPPORTED, "no fused activation"), 0;
+    if (op->kind == DL_OP_CONCAT) {
+        int64_t outer = 1;
+        for (int i = 0; i < op->attrs->axis; i++) outer *= op->outputs[0].shape[i];
+        return outer == 1 ? 1 : (dl_fail(why, DL_E_UNSUPPORTED, "concat of one run per input only"), 0);
+    }
     for (int i = 0; i < op->n_inputs; i++)
         if ((!ANY_DTYPE && !dl_dtype_eq(op->inputs[i].dtype, FAKE_DTYPE)) ||
             dl_tensor_numel(&op->inputs[i]) != dl_tensor_numel(&op->outputs[0]))
@@ -151,11 +158,23 @@ static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *
     if (!*k) return dl_fail(err, DL_E_NOMEM, "no memory");
     (*k)->kind = op->kind;
     (*k)->n = dl_tensor_numel(&op->outputs[0]);
+    (*k)->n_inputs = op->n_inputs;
     *ws = 0;
     return DL_OK;
 }
 static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     fake *f = self;
+    if (k->kind == DL_OP_CONCAT) { /* the inputs one after another, in order after what is queued */
+        flush(f);
+        char *y = out[0].data;
+        for (int i = 0; i < k->n_inputs; i++) {
+            size_t n = (size_t)dl_tensor_numel(&in[i]) * dl_dtype_size(in[i].dtype);
+            memmove(y, in[i].data, n);
+            y += n;
+        }
+        wait_us(f->op_us[k->kind]);
+        return DL_OK;
+    }
     pending p = {k, in[0].data, k->kind == DL_OP_ADD ? in[1].data : NULL, out[0].data};
     if (f->event_ms > 0) f->clock_ms = device_clock(f) + f->event_ms;
     if (!f->async) {
@@ -201,7 +220,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         f->op_us[i] = env_num(key, def);
         int elementwise = i == DL_OP_RELU || i == DL_OP_DROPOUT || i == DL_OP_FLATTEN || i == DL_OP_ADD;
         f->ok[i] = ops ? strstr(ops, names[i]) != NULL : elementwise;
-        if (!elementwise) f->ok[i] = 0;
+        if (!elementwise && i != DL_OP_CONCAT) f->ok[i] = 0;
     }
     f->table = (dl_backend){.abi_version = FAKE_ABI,
                             .struct_size = sizeof(dl_backend),

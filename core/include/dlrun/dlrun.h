@@ -100,7 +100,8 @@ typedef struct dl_session_options {
     const char *weights_path;   /* overrides the model's `weights:` */
     const char *backend;        /* run every op on this backend (error if it cannot), or NULL */
     int32_t precision;          /* dl_precision */
-    int32_t no_fuse;            /* 1: no activation fused into the op before it, no batchnorm folded into a conv */
+    int32_t no_fuse;            /* 1: no activation fused into the op before it, no batchnorm folded into a conv,
+                                   no concat elided (every op its own step) */
     int64_t max_memory;         /* > 0: bytes any one memory domain may use (else what it has) */
     const char *prefer_backend; /* place ops on this backend where it supports them (dlrun check) */
     int32_t keep_activations;   /* 1: no buffer reuse, every activation readable after a run */
@@ -147,7 +148,9 @@ DL_API const char *dl_session_output_name(const dl_session *s, int i);
 
 /* ---- per-step record: where each op ran and how long it took -------------------------------- */
 
-typedef enum dl_step_kind { DL_STEP_OP = 0, DL_STEP_COPY = 1, DL_STEP_FUSED = 2 } dl_step_kind;
+/* ELIDED: a concat whose inputs were written straight into its output (their buffers are slices of
+ * it), so it moves nothing and does not run; off with no_fuse. */
+typedef enum dl_step_kind { DL_STEP_OP = 0, DL_STEP_COPY = 1, DL_STEP_FUSED = 2, DL_STEP_ELIDED = 3 } dl_step_kind;
 
 typedef struct dl_step_info {
     int32_t kind;        /* dl_step_kind; FUSED: an op folded into the previous one */
@@ -205,9 +208,10 @@ DL_API int dl_session_step_count(const dl_session *s);
 DL_API void dl_session_step(const dl_session *s, int i, dl_step_info *info);
 /* The op step i runs, as its backend sees it (plugin.h): kind, attributes, input and output
  * tensors with data in the backend's memory domain once memory is planned; NULL for a copy or a
- * fused step. *constant (if not NULL) gets one flag per input: 1 for a weight, which the backend
- * was given at prepare. Valid while the session lives; the tensors' contents are those of the
- * last run (with keep_activations, every step's inputs and output stay readable after it). */
+ * fused step (an elided concat gives its op: its inputs' data lie inside its output's). *constant (if not NULL) gets
+ * one flag per input: 1 for a weight, which the backend was given at prepare. Valid while the session lives; the
+ * tensors' contents are those of the last run (with keep_activations, every step's inputs and output stay readable
+ * after it). */
 DL_API const dl_op *dl_session_step_op(const dl_session *s, int i, const unsigned char **constant);
 DL_API void dl_session_reset_profile(dl_session *s);
 /* 1 to time each step (synchronizing asynchronous backends after each); 0 to time only runs. */
