@@ -259,17 +259,62 @@ static dl_status setup(dl_context *ctx, const dl_check_options *in, dl_check_sum
 
 /* ---- dlrun check ---- */
 
+/* With no_fuse, every op on its own, as the model file writes it. */
 static dl_status make_session(dl_context *ctx, dl_model *m, const char *backend, const char *prefer, int precision,
-                              int keep, uint64_t seed, dl_session **s, dl_error *err) {
+                              int keep, int no_fuse, uint64_t seed, dl_session **s, dl_error *err) {
     dl_session_options so;
     dl_session_options_init(&so);
     so.backend = backend;
     so.prefer_backend = prefer;
     so.precision = precision;
-    so.no_fuse = 1; /* every op on its own, as the model file writes it */
+    so.no_fuse = no_fuse;
     so.keep_activations = keep;
     so.seed = seed;
     return dl_session_create(ctx, m, &so, s, err);
+}
+
+/* 1 if some step of s is a fused activation, a folded batchnorm or an elided concat. */
+static int has_fusion(const dl_session *s) {
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        dl_step_info info;
+        dl_session_step(s, k, &info);
+        if (info.kind == DL_STEP_FUSED || info.kind == DL_STEP_ELIDED) return 1;
+    }
+    return 0;
+}
+
+/* The whole model placed on backend b of c wherever it can run, the CPU elsewhere, on the inputs
+ * ins, against the reference's output: the `(end to end)` row; with `fused`, as dlrun runs it by
+ * default, the `(end to end, fused)` row, reported only where fusion changed any step. */
+static dl_status end_to_end(dl_context *ctx, dl_model *m, const check_setup *c, int b, const dl_tensor *ins, int nin,
+                            const dl_session *ref, int fused, const reporter *rep, dl_error *err) {
+    dl_session *s = NULL;
+    const dl_check_options *o = &c->o;
+    dl_status st = make_session(ctx, m, NULL, c->bes[b]->name, o->precision, 0, !fused, o->seed, &s, err);
+    if (st == DL_OK && fused && !has_fusion(s)) {
+        dl_session_free(s);
+        return DL_OK;
+    }
+    if (st == DL_OK) st = dl_session_run(s, ins, nin, err);
+    if (st == DL_OK) {
+        const dl_tensor *y = dl_session_output(s, 0), *yr = dl_session_output(ref, 0);
+        char shape[96], detail[DL_ERROR_LEN + 64] = "";
+        dl_shape_str(y->shape, y->ndim, shape, sizeof shape);
+        dl_check_row row = {.layer = fused ? "(end to end, fused)" : "(end to end)",
+                            .op = "model",
+                            .backend = c->bes[b]->name,
+                            .shape = shape,
+                            .result = DL_CHECK_PASS,
+                            .threshold = end_to_end_threshold(o->precision),
+                            .detail = detail};
+        int ok = compare(yr->data, y->data, dl_tensor_numel(y), row.threshold, &row, detail, sizeof detail);
+        row.result = ok ? DL_CHECK_PASS : DL_CHECK_FAIL;
+        if (ok) rep->sum->passed++;
+        else rep->sum->failed++;
+        rep->fn(rep->user, &row);
+    }
+    dl_session_free(s);
+    return st;
 }
 
 dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *opt, dl_check_fn fn, void *user,
@@ -279,7 +324,7 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
     if (st != DL_OK) return st;
     const dl_check_options *o = &c.o;
     dl_session *ref = NULL;
-    st = make_session(ctx, m, "cpu", NULL, DL_PRECISION_F32, 1, o->seed, &ref, err);
+    st = make_session(ctx, m, "cpu", NULL, DL_PRECISION_F32, 1, 1, o->seed, &ref, err);
     if (st != DL_OK) return st;
     /* one seeded input per model input */
     int nin = dl_session_input_count(ref);
@@ -312,31 +357,10 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
             st = check_case(c.bes[b], c.cpu, op, constant, op->outputs[0].data, info.layer, o->precision, 0, info.flops,
                             &rep, err);
         }
-        /* end to end: the model placed on this backend wherever it can run, cpu elsewhere */
-        dl_session *s = NULL;
-        dl_status est =
-            st == DL_OK ? make_session(ctx, m, NULL, c.bes[b]->name, o->precision, 0, o->seed, &s, err) : st;
-        if (est == DL_OK) est = dl_session_run(s, ins, nin, err);
-        if (st == DL_OK && est == DL_OK) {
-            const dl_tensor *y = dl_session_output(s, 0), *yr = dl_session_output(ref, 0);
-            char shape[96], detail[DL_ERROR_LEN + 64] = "";
-            dl_shape_str(y->shape, y->ndim, shape, sizeof shape);
-            dl_check_row row = {.layer = "(end to end)",
-                                .op = "model",
-                                .backend = c.bes[b]->name,
-                                .shape = shape,
-                                .result = DL_CHECK_PASS,
-                                .threshold = end_to_end_threshold(o->precision),
-                                .detail = detail};
-            int ok = compare(yr->data, y->data, dl_tensor_numel(y), row.threshold, &row, detail, sizeof detail);
-            row.result = ok ? DL_CHECK_PASS : DL_CHECK_FAIL;
-            if (ok) sum->passed++;
-            else sum->failed++;
-            fn(user, &row);
-        } else if (st == DL_OK) {
-            st = est;
-        }
-        dl_session_free(s);
+        /* end to end: the model placed on this backend wherever it can run, cpu elsewhere; op by op,
+         * then as dlrun runs it (activations fused, batchnorms folded, concats elided) where that differs */
+        for (int fused = 0; st == DL_OK && fused < 2; fused++)
+            st = end_to_end(ctx, m, &c, b, ins, nin, ref, fused, &rep, err);
     }
     for (int i = 0; ins && i < nin; i++) free(ins[i].data);
     free(ins);
