@@ -240,6 +240,40 @@ Test(cli, activations_fuse_into_their_producer) {
     expect_fusion_keeps_output(text, "(+2 silu fused) (+1 hard_swish fused) (+2 gelu fused) (+1 batchnorm folded)");
 }
 
+/* A concat whose inputs were written into it (batch 1) is reported as elided: in the summary, the
+ * profile (no time of its own) and --json; --no-fuse copies, and says nothing of it. */
+Test(cli, elided_concat_is_reported) {
+    const char text[] = "model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nlayers:\n"
+                        "  - {name: a, op: conv2d, filters: 16, kernel: 3, padding: 1, inputs: [x]}\n"
+                        "  - {name: b, op: conv2d, filters: 16, kernel: 1, inputs: [x]}\n"
+                        "  - {name: j, op: concat, inputs: [a, b]}\n"
+                        "  - {op: global_avgpool}\n";
+    char *model = tu_write_temp(".yaml", text, strlen(text));
+    char *out, *args;
+    cr_assert(asprintf(&args, "%s --backend cpu --profile --iterations 2", model) > 0);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
+    cr_expect(strstr(out, "(+1 concat elided: inputs written into it)"), "%s", out);
+    cr_expect(strstr(out, "concat          elided: its inputs were written into it"), "%s", out);
+    free(out), free(args);
+    cr_assert(asprintf(&args, "%s --backend cpu --profile --iterations 2 --json", model) > 0);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
+    cJSON *root = cJSON_Parse(out), *op, *j = NULL;
+    cr_assert(root, "not JSON: %s", out);
+    cJSON_ArrayForEach(
+        op, cJSON_GetObjectItem(root, "ops")) if (!strcmp(cJSON_GetObjectItem(op, "layer")->valuestring, "j")) j = op;
+    cr_assert(j, "no op j: %s", out);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(j, "elided")), "%s", out);
+    cr_expect_null(cJSON_GetObjectItem(j, "time_ms"), "an elided concat has no time: %s", out);
+    cJSON_Delete(root);
+    free(out), free(args);
+    cr_assert(asprintf(&args, "%s --backend cpu --profile --iterations 2 --no-fuse", model) > 0);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
+    cr_expect_null(strstr(out, "elided"), "--no-fuse elides nothing: %s", out);
+    free(out), free(args);
+    unlink(model);
+    free(model);
+}
+
 /* ABI 1.5: clip (relu6 and two-sided), leaky_relu and sigmoid fuse into the depthwise, 1x1, im2col
  * and Winograd convs, add, batchnorm and linear before them on the cpu plugin, and the fused run
  * gives the unfused run's output. */

@@ -14,11 +14,11 @@
  * a buffer that holds slices. */
 #include "session.h"
 
-/* Product of shape[0..axis). */
-static int64_t before_axis(const dl_shape *sh, int axis) {
-    int64_t n = 1;
-    for (int i = 0; i < axis && i < sh->ndim; i++) n *= sh->d[i];
-    return n;
+/* 1 if every dimension before axis is 1 (no product: a hostile shape could overflow it). */
+static int ones_before(const dl_shape *sh, int axis) {
+    for (int i = 0; i < axis && i < sh->ndim; i++)
+        if (sh->d[i] != 1) return 0;
+    return 1;
 }
 
 static void try_elide(dl_session *s, int k) {
@@ -27,7 +27,7 @@ static void try_elide(dl_session *s, int k) {
     int o = dl_session_root(s, n->output), po = dl_place_of_value(s, o, st->place);
     int out = dl_slot_find(s, o, po);
     if (out < 0 || n->n_inputs < 1 || n->n_inputs > DL_MAX_NODE_INPUTS || st->attrs.axis < 0) return;
-    if (s->places[po].fmt.layout != DL_LAYOUT_ROW_MAJOR || before_axis(&s->shape[o], st->attrs.axis) != 1) return;
+    if (s->places[po].fmt.layout != DL_LAYOUT_ROW_MAJOR || !ones_before(&s->shape[o], st->attrs.axis)) return;
     const size_t align = dl_plan_align(s->places[po].dom);
     int part[DL_MAX_NODE_INPUTS];
     size_t at[DL_MAX_NODE_INPUTS], next = 0;

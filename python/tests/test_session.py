@@ -148,3 +148,16 @@ def test_backends_listed():
     assert names["cpu"]["loaded"] and names["cpu"]["device"] == "cpu"
     for b in names.values():  # a plugin that did not load says why (e.g. "no CUDA device")
         assert b["loaded"] or b["reason"]
+
+
+def test_profile_names_an_elided_concat(tmp_path, rng):
+    # at batch 1 the concat's inputs are written into it: its step is "elided" and never runs
+    (tmp_path / "join.yaml").write_text(
+        "model: join\ninputs:\n  - {name: x, shape: [1, 64]}\nlayers:\n"
+        "  - {name: r, op: relu}\n  - {name: q, op: relu, inputs: [x]}\n  - {name: j, op: concat, inputs: [r, q]}\n")
+    sess = dlrun.Session(str(tmp_path / "join.yaml"), backend="cpu")
+    x = rng.uniform(-1, 1, size=(1, 64)).astype(np.float32)
+    (y,) = sess.run(x).values()
+    np.testing.assert_array_equal(y, np.concatenate([np.maximum(x, 0)] * 2, axis=1))
+    j = next(r for r in sess.profile() if r["layer"] == "j")
+    assert j["kind"] == "elided" and j["runs"] == 0
