@@ -2,6 +2,7 @@
  * test) against a naive sum in double, on random operands of odd sizes: packed and run-time
  * operands, transposed (strided) sources, k past one pass (256 steps), blocks with edges on both
  * sides, each epilogue (row or column bias, relu, clip, gelu), C stored as it lies or transposed,
+ * A read in place,
  * NaN kept by the clamp, k = 0, and the packed sizes' overflow check. tests/CMakeLists.txt builds it twice: with the
  * AVX2 kernel where the machine has it (-march=native) and with the portable C kernel (CPU_GEMM_PORTABLE). */
 #include <criterion/criterion.h>
@@ -27,6 +28,7 @@ typedef struct gcase {
     int act;                /* dl_activation: none, relu, clip, gelu */
     int trans_c;            /* C stored transposed: (i, j) at c[j * ldc + i] */
     int row_len, row_keep;  /* the gutter map: C's columns in rows of row_len, the first row_keep kept */
+    int a_in_place;         /* A read in place (with trans_a: A(i, p) at a[p * m + i]), not packed */
 } gcase;
 
 static double act_ref(int act, double v) {
@@ -66,10 +68,11 @@ static void check(gcase g) {
         cpu_gemm_pack_b(&sb, pb);
     }
     cpu_gemm_operand oa = {pa, cpu_gemm_pack_a_strided, &sa}, ob = {pb, cpu_gemm_pack_b_strided, &sb};
+    if (g.a_in_place) oa = (cpu_gemm_operand){NULL, NULL, NULL, a, NULL, m};
     dl_op_attrs at = {0};
     at.activation = g.act, at.clip_min = -0.3f, at.clip_max = 0.4f;
     cpu_gemm_epilogue e = {g.row_bias ? rb : NULL, g.col_bias ? cb : NULL, &at, g.trans_c, g.row_len, g.row_keep};
-    size_t sf = cpu_gemm_scratch_floats(m, n, k, !g.packed_a, !g.packed_b, g.trans_c, THREADS);
+    size_t sf = cpu_gemm_scratch_floats(m, n, k, g.a_in_place ? 2 : !g.packed_a, !g.packed_b, g.trans_c, THREADS);
     float *scratch = malloc(sizeof(float) * (sf ? sf : 1));
     cpu_gemm(m, n, k, &oa, &ob, c, ldc, &e, scratch, THREADS);
     double worst = 0;
@@ -127,6 +130,24 @@ Test(cpu_gemm, epilogues) {
         check((gcase){49, 512, 300, 1, 1, 0, 1, 0, 1, acts[t], 1});
         check((gcase){37, 70, 33, 0, 0, 1, 0, 1, 1, acts[t], 1});
     }
+}
+
+Test(cpu_gemm, a_read_in_place) {
+    /* A(i, p) = a[p * m + i] read where it lies, 6 rows a step (a 1x1 conv's image with its pixels
+     * as rows); a partial last panel packed; C as it lies or transposed from the registers, or past
+     * one pass (1024 steps) through the blocks' sums; each epilogue */
+    const int ms[] = {1, 5, 6, 49, 203}, ks[] = {1, 31, 1030};
+    const int acts[] = {DL_ACT_NONE, DL_ACT_RELU, DL_ACT_CLIP, DL_ACT_GELU};
+    int count = 0;
+    for (int i = 0; i < 5; i++)
+        for (int q = 0; q < 3; q++)
+            for (int tc = 0; tc < 2; tc++) {
+                const int v = i + q + tc;
+                check((gcase){ms[i], v % 2 ? 37 : 160, ks[q], 1, v & 1, 0, (v + 1) % 3 != 0, v % 3 == 1, v % 2,
+                              acts[v % 4], tc, 0, 0, 1});
+                count++;
+            }
+    cr_assert_eq(count, 30);
 }
 
 Test(cpu_gemm, gutter_map) {

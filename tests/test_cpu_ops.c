@@ -82,7 +82,24 @@ OP_TEST(conv2d_im2col_cases) {
     check_conv((conv_case){1, 40, 47, 47, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1}); /* 360 taps: 2 passes */
     check_conv((conv_case){2, 4, 13, 11, 7, 3, 5, 2, 1, 2, 0, 1, 3, 1, 1, 1, 1, 0});   /* asymmetric, 2x1 */
     check_conv((conv_case){1, 3, 37, 35, 8, 3, 3, 1, 3, 2, 2, 2, 2, 2, 1, 1, 0, 1});   /* dilation 2, stride 3 */
-    check_conv((conv_case){1, 300, 7, 7, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});  /* OpenBLAS */
+    check_conv((conv_case){1, 300, 7, 7, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});  /* 1x1 narrowing */
+}
+
+OP_TEST(conv2d_pointwise_cases) {
+    /* 1x1 convs that narrow the channels: the pixels as the product's rows, read in place from the
+     * image 6 at a time (CONV_POINTWISE_T), the partial last 6 packed, C stored transposed from
+     * the kernel's registers (or, past 1024 channels, through the block's sums); and 1x1 convs on
+     * maps of a multiple of 64 pixels, which keep the filters as rows */
+    const int clip = DL_ACT_CLIP, sig = DL_ACT_SIGMOID;
+    check_conv((conv_case){1, 96, 7, 7, 33, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, clip});  /* 49 = 8 x 6 + 1 */
+    check_conv((conv_case){2, 57, 5, 7, 19, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 1});     /* batch 2, no bias */
+    check_conv((conv_case){1, 40, 9, 11, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2, 1, sig});  /* groups 2, sigmoid */
+    check_conv((conv_case){1, 21, 2, 2, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});      /* 4 pixels: one partial 6 */
+    check_conv((conv_case){1, 1100, 3, 5, 18, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1});   /* two passes over k */
+    check_conv((conv_case){1, 36, 23, 29, 20, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1});   /* threads, 667 pixels */
+    check_conv((conv_case){1, 48, 8, 16, 16, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, clip}); /* 128 pixels: filter rows */
+    check_conv((conv_case){1, 24, 16, 16, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0});   /* widening: filter rows */
+    check_conv((conv_case){1, 1100, 3, 3, 240, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1});  /* weight > 1 MiB: OpenBLAS */
 }
 
 OP_TEST(conv2d_direct_cases) {

@@ -68,7 +68,8 @@ static inline double cpu_sum_f64(const float *x, int64_t n) {
  * depthwise; the packed GEMM of gemm.c (weight packed at prepare): reading a conv's windows in
  * place from a padded copy of the image (CONV_DIRECT), or packing them from the image
  * where cpu_gemm_conv_form says it is the faster, with the filters as the rows of its product
- * (CONV_PACKED) or the pixels (CONV_PACKED_T, small maps). */
+ * (CONV_PACKED) or the pixels (CONV_PACKED_T, small maps); a 1x1 conv that narrows the channels
+ * with the pixels as rows read in place from the image (CONV_POINTWISE_T). */
 enum {
     CONV_IM2COL = 0,
     CONV_GEMM_1X1 = 1,
@@ -76,7 +77,8 @@ enum {
     CONV_DEPTHWISE = 3,
     CONV_PACKED = 4,
     CONV_PACKED_T = 5,
-    CONV_DIRECT = 6
+    CONV_DIRECT = 6,
+    CONV_POINTWISE_T = 7
 };
 
 /* CONV_DIRECT's padded image, split into stride[0] x stride[1] phase planes of hq x wq (stride 1:

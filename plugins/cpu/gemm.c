@@ -80,7 +80,7 @@ static size_t t_buffer_floats(int b_at_run_time) {
 size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int transposed, int threads) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     const size_t t = (size_t)(threads > 0 ? threads : 1);
-    const size_t a = pack_a ? cpu_gemm_packed_a_floats(m, k) : 0;
+    const size_t a = pack_a == 2 ? cpu_gemm_packed_a_floats(MR, k) : pack_a ? cpu_gemm_packed_a_floats(m, k) : 0;
     const size_t b = (pack_b ? b_buffer_floats(k) : 0) + (transposed ? t_buffer_floats(pack_b) : 0);
     if (a == SIZE_MAX || b > SIZE_MAX / sizeof(float) / t || a > SIZE_MAX / sizeof(float) - b * t) return SIZE_MAX;
     return a + b * t;
@@ -218,15 +218,49 @@ static inline void copy_run(float *d, const float *s, int n) {
  * its rows [i0, i0 + rows) by columns [j0, j0 + cols). Its 16 columns go to C side by side, or
  * by runs (an edge block's first cols, or the runs the gutter map keeps): each row's sums set out
  * in a stack row, then copied run by run. On the last pass (`last`) the epilogue is applied. */
-static void micro_kernel(int64_t kc, const float *a, const float *b, const int64_t *rows_at, float *c, int64_t ldc,
-                         int64_t rows, int64_t cols, int accumulate, int last, const epi *e, int64_t i0, int64_t j0) {
+static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float *b, const int64_t *rows_at, float *c,
+                         int64_t ldc, int64_t rows, int64_t cols, int accumulate, int last, const epi *e, int64_t i0,
+                         int64_t j0) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    if (rows_at)
+    /* A packed (steps MR apart, a constant the compiler unrolls by) or read in place */
+    if (rows_at && a_step == MR)
         for (int64_t p = 0; p < kc; p++, a += MR) KERNEL_STEP(a, b + rows_at[p]);
-    else
+    else if (rows_at)
+        for (int64_t p = 0; p < kc; p++, a += a_step) KERNEL_STEP(a, b + rows_at[p]);
+    else if (a_step == MR)
         for (int64_t p = 0; p < kc; p++, a += MR, b += NR) KERNEL_STEP(a, b);
+    else
+        for (int64_t p = 0; p < kc; p++, a += a_step, b += NR) KERNEL_STEP(a, b);
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (e->transposed) { /* all of k in this pass: through the epilogue, then column j0+q of C^T is C's row */
+        const __m256 lo_v = _mm256_set1_ps(e->lo), hi_v = _mm256_set1_ps(e->hi);
+        float t[MR * NR];
+        __m256 cb0 = _mm256_setzero_ps(), cb1 = cb0;
+        if (e->col_bias) {
+            _mm256_storeu_ps(t, cb0), _mm256_storeu_ps(t + 8, cb0);
+            copy_run(t, e->col_bias + j0, (int)cols);
+            cb0 = _mm256_loadu_ps(t), cb1 = _mm256_loadu_ps(t + 8);
+        }
+        for (int r = 0; r < MR; r++) {
+            __m256 v0 = _mm256_add_ps(acc[r][0], cb0), v1 = _mm256_add_ps(acc[r][1], cb1);
+            if (e->row_bias && r < rows) {
+                const __m256 rb = _mm256_set1_ps(e->row_bias[i0 + r]);
+                v0 = _mm256_add_ps(v0, rb), v1 = _mm256_add_ps(v1, rb);
+            }
+            if (e->clamp) {
+                v0 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v0));
+                v1 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v1));
+            }
+            _mm256_storeu_ps(t + r * NR, v0), _mm256_storeu_ps(t + r * NR + 8, v1);
+        }
+        for (int q = 0; q < cols; q++) {
+            float *d = c + (j0 + q) * ldc + i0;
+            for (int r = 0; r < rows; r++) d[r] = t[r * NR + q];
+            if (e->other) cpu_bias_act(d, rows, 0.0f, e->attrs);
+        }
+        return;
+    }
     int lo[NR], hi[NR], runs = 1;
     int64_t at[NR];
     lo[0] = 0, hi[0] = (int)cols, at[0] = j0;
@@ -271,13 +305,18 @@ static void micro_kernel(int64_t kc, const float *a, const float *b, const int64
     }
 }
 #else
-static void micro_kernel(int64_t kc, const float *a, const float *b, const int64_t *rows_at, float *c, int64_t ldc,
-                         int64_t rows, int64_t cols, int accumulate, int last, const epi *e, int64_t i0, int64_t j0) {
+static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float *b, const int64_t *rows_at, float *c,
+                         int64_t ldc, int64_t rows, int64_t cols, int accumulate, int last, const epi *e, int64_t i0,
+                         int64_t j0) {
     float t[MR * NR] = {0};
-    for (int64_t p = 0; p < kc; p++, a += MR) {
+    for (int64_t p = 0; p < kc; p++, a += a_step) {
         const float *bp = rows_at ? b + rows_at[p] : b + p * NR;
         for (int r = 0; r < MR; r++)
             for (int q = 0; q < NR; q++) t[r * NR + q] += a[r] * bp[q];
+    }
+    if (e->transposed) { /* all of k in this pass */
+        store_transposed(t, NR, c, ldc, e, i0, i0 + rows, j0, j0 + cols);
+        return;
     }
     merge_block(t, c, ldc, rows, cols, accumulate, last, e, i0, j0);
 }
@@ -302,15 +341,29 @@ static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_a
 
 static const epi sums = {NULL, NULL, 0, 0, 0, 0.0f, 0.0f, NULL, 0, 0}; /* C as it lies, no epilogue */
 
+/* A's panel ip from k step p0 on, and the floats between its steps: packed (pa), or read in place
+ * (a->base), its last panel, when partial, from the copy in `edge` */
+static const float *a_panel(const cpu_gemm_operand *a, const float *pa, const float *edge, int64_t m, int64_t k,
+                            int64_t ip, int64_t p0, int64_t *step) {
+    if (!a->base || (ip + 1) * MR > m) {
+        *step = MR;
+        return a->base ? edge + p0 * MR : pa + ip * k * MR + p0 * MR;
+    }
+    *step = a->ld;
+    return a->base + p0 * a->ld + ip * MR;
+}
+
 /* One block of C: A's panels [ia, ib) by B's panels [ja, jb), every pass over k. B is packed
  * (pb, all of k per panel), or packed here pass by pass into buf with b->pack. For a transposed C
  * the sums gather in tb (the block's own rows by columns, padded to whole panels) and go to C
- * through the epilogue once they are complete. */
-static void run_block(int64_t m, int64_t n, int64_t k, const float *pa, const float *pb, const cpu_gemm_operand *b,
-                      float *buf, float *tb, float *c, int64_t ldc, const epi *e, int64_t ia, int64_t ib, int64_t ja,
-                      int64_t jb) {
+ * through the epilogue once they are complete, unless all of k is one pass: then each block of
+ * sums goes to C from the micro-kernel. */
+static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const float *pa, const float *edge,
+                      const float *pb, const cpu_gemm_operand *b, float *buf, float *tb, float *c, int64_t ldc,
+                      const epi *e, int64_t ia, int64_t ib, int64_t ja, int64_t jb) {
     const int64_t tl = (jb - ja) * NR;
     const int64_t step = b->row_at ? KC_IN_PLACE : KC;
+    if (tb && k <= step) tb = NULL; /* one pass: C^T stored block by block */
     for (int64_t p0 = 0; p0 < k; p0 += step) {
         const int64_t kc = k - p0 < step ? k - p0 : step;
         const int last = p0 + kc == k;
@@ -322,18 +375,21 @@ static void run_block(int64_t m, int64_t n, int64_t k, const float *pa, const fl
             const float *bp = at ? b->base + j0 : pb ? pb + jp * k * NR + p0 * NR : buf + (jp - ja) * kc * NR;
             for (int64_t ip = ia; ip < ib; ip++) {
                 const int64_t i0 = ip * MR, rows = m - i0 < MR ? m - i0 : MR;
-                const float *ap = pa + ip * k * MR + p0 * MR;
+                int64_t as;
+                const float *ap = a_panel(a, pa, edge, m, k, ip, p0, &as);
                 if (tb) /* the sums as they lie, no epilogue yet */
-                    micro_kernel(kc, ap, bp, at, tb + (ip - ia) * MR * tl, tl, MR, NR, p0 > 0, 0, &sums, 0,
+                    micro_kernel(kc, ap, as, bp, at, tb + (ip - ia) * MR * tl, tl, MR, NR, p0 > 0, 0, &sums, 0,
                                  (jp - ja) * NR);
-                else micro_kernel(kc, ap, bp, at, c + i0 * ldc, ldc, rows, cols, p0 > 0, last, e, i0, j0);
+                else if (e->transposed) micro_kernel(kc, ap, as, bp, at, c, ldc, rows, cols, 0, 1, e, i0, j0);
+                else micro_kernel(kc, ap, as, bp, at, c + i0 * ldc, ldc, rows, cols, p0 > 0, last, e, i0, j0);
             }
         }
     }
     const int64_t i1 = ib * MR < m ? ib * MR : m, j0 = ja * NR, j1 = jb * NR < n ? jb * NR : n;
     if (tb) {
         store_transposed(tb, tl, c, ldc, e, ia * MR, i1, j0, j1);
-    } else if (e->other) { /* the activations the kernel does not clamp: over the block's finished rows */
+    } else if (e->other &&
+               !e->transposed) { /* the activations the kernel does not clamp: over the block's finished rows */
         const int64_t d0 = kept_before(e, j0), d1 = kept_before(e, j1);
         for (int64_t i = ia * MR; i < i1; i++) cpu_bias_act(c + i * ldc + d0, d1 - d0, 0.0f, e->attrs);
     }
@@ -358,14 +414,25 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
     }
     const int64_t a_panels = (m + MR - 1) / MR, b_panels = (n + NR - 1) / NR;
     if (threads < 1) threads = 1;
-    float *pa = a->packed ? (float *)a->packed : scratch;
-    const int b_packs = !b->packed && !b->row_at;                               /* B packed here, block by block */
-    float *bufs = scratch + (a->packed ? 0 : a_panels * MR * k);                /* one B buffer per thread */
-    float *tbufs = bufs + (b_packs ? (size_t)threads * b_buffer_floats(k) : 0); /* one block of sums each */
+    float *pa = a->packed ? (float *)a->packed : scratch; /* or, A read in place, the copy of its last panel */
+    const int b_packs = !b->packed && !b->row_at;         /* B packed here, block by block */
+    float *bufs = scratch + (a->packed ? 0 : (a->base ? 1 : a_panels) * MR * k); /* one B buffer per thread */
+    float *tbufs = bufs + (b_packs ? (size_t)threads * b_buffer_floats(k) : 0);  /* one block of sums each */
     int64_t bm, bn;
     plan_blocks(a_panels, b_panels, threads, b_packs, &bm, &bn);
-    const int64_t mb = (a_panels + bm - 1) / bm, nb = (b_panels + bn - 1) / bn;
+    int64_t mb = (a_panels + bm - 1) / bm, nb = (b_panels + bn - 1) / bn;
+    /* Few blocks (under 4 a thread): the panels shared out evenly, as many blocks for each thread
+     * where there are panels enough (49 panels in 4 blocks of 12 or 13, not 16, 16, 16 and 1: one
+     * thread would do 32 panels of the 49). Many: blocks of bm x bn panels, the last ones
+     * smaller (shared evenly, they measured 5 % slower on 112x112 and 56x56 maps). */
+    const int even = mb * nb < 4 * (int64_t)threads;
+    while (even && (mb * nb) % threads && nb < b_panels) nb++;
+    while (even && (mb * nb) % threads && mb < a_panels) mb++;
     if (mb * nb < threads && a->packed) threads = (int)(mb * nb);
+    if (a->base && m % MR) { /* A read in place: its partial last panel packed */
+        const cpu_gemm_strided edge = {a->base, 1, a->ld, m, k};
+        cpu_gemm_pack_a_strided(&edge, a_panels - 1, 0, k, pa);
+    }
 #pragma omp parallel num_threads(threads)
     {
         int t_id = 0;
@@ -374,17 +441,18 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
 #endif
         float *buf = bufs + (size_t)t_id * b_buffer_floats(k);
         float *tb = x.transposed ? tbufs + (size_t)t_id * t_buffer_floats(b_packs) : NULL;
-        if (!a->packed) {
+        if (a->pack) {
 #pragma omp for schedule(static)
             for (int64_t p = 0; p < a_panels; p++) a->pack(a->ctx, p, 0, k, pa + p * MR * k);
         }
-        /* blocks along n first: neighbouring threads share A's panels */
+        /* blocks along n first: neighbouring threads share A's panels; taken as threads come free */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < mb * nb; t++) {
             const int64_t bi = t / nb, bj = t % nb;
-            const int64_t ia = bi * bm, ib = ia + bm < a_panels ? ia + bm : a_panels;
-            const int64_t ja = bj * bn, jb = ja + bn < b_panels ? ja + bn : b_panels;
-            run_block(m, n, k, pa, b->packed, b, b_packs ? buf : NULL, tb, c, ldc, &x, ia, ib, ja, jb);
+            const int64_t ia = even ? bi * a_panels / mb : bi * bm, ib = even ? (bi + 1) * a_panels / mb : ia + bm;
+            const int64_t ja = even ? bj * b_panels / nb : bj * bn, jb = even ? (bj + 1) * b_panels / nb : ja + bn;
+            run_block(m, n, k, a, pa, pa, b->packed, b, b_packs ? buf : NULL, tb, c, ldc, &x, ia,
+                      ib < a_panels ? ib : a_panels, ja, jb < b_panels ? jb : b_panels);
         }
     }
 }

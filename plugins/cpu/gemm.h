@@ -45,15 +45,19 @@ void cpu_gemm_pack_b(const cpu_gemm_strided *b, float *dst);
 
 /* One operand of cpu_gemm: already packed, or packed by cpu_gemm into its scratch with pack(ctx):
  * A all at once before the product, B one block of columns and k steps at a time, by the thread
- * that uses it while it is in that core's cache. B alone may instead be read in place, unpacked:
- * with row_at set, B(p, j) = base[row_at[p] + j], and every row must be readable up to its last
- * whole panel (column round_up(n, 16) - 1; a conv's padded image, tail included). */
+ * that uses it while it is in that core's cache. Either may instead be read in place, unpacked:
+ * - B with row_at set: B(p, j) = base[row_at[p] + j], every row readable up to its last whole
+ *   panel (column round_up(n, 16) - 1; a conv's padded image, tail included);
+ * - A with base set (row_at NULL): A(i, p) = base[p * ld + i], its k steps ld floats apart (a 1x1
+ *   conv's image with its pixels as the rows of C: each step's 6 pixels lie side by side). A last
+ *   panel of fewer than 6 rows is packed into the scratch, so nothing past A's edge is read. */
 typedef struct cpu_gemm_operand {
     const float *packed;
     cpu_gemm_pack_fn pack;
     const void *ctx;
     const float *base;
     const int64_t *row_at;
+    int64_t ld;
 } cpu_gemm_operand;
 
 /* What happens to C's elements once their sum is complete: + row_bias[i] and/or + col_bias[j]
@@ -74,7 +78,7 @@ typedef struct cpu_gemm_epilogue {
 
 /* Floats of scratch cpu_gemm needs on `threads` threads for the operands it packs and, for a
  * transposed C, each thread's block of sums (0 for two packed operands and C as it lies);
- * SIZE_MAX when that does not fit a size_t. */
+ * SIZE_MAX when that does not fit a size_t. pack_a 2: A read in place (its last panel packed). */
 size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int pack_b, int transposed, int threads);
 
 /* C[i * ldc + j] = epilogue(sum_p A(i, p) B(p, j)) for i < m, j < n, on up to `threads` OpenMP
