@@ -17,10 +17,7 @@
 
 /* keep: no buffer reuse, so that the input's host buffer is its own (the test poisons it) */
 static dl_session *open_model(const char *plugins, const char *yaml, int keep, dl_context **ctx, dl_model **m) {
-    static char cache_dir[64];
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/dlrun-cache-XXXXXX");
-    cr_assert(mkdtemp(cache_dir));
-    setenv("XDG_CACHE_HOME", cache_dir, 1);
+    cr_assert(tu_fresh_cache());
     setenv("DLFAKE_FAKEDEV_US", "0", 1);
     dl_session *s;
     dl_error err = {{0}};

@@ -262,9 +262,7 @@ Test(concat_elide, concats_that_must_copy_still_do) {
  * on fakecpu and is uploaded into its slice, `b` is written into its own by fakedev. fakedev does
  * not compute concat at all, so the right output shows the concat was elided. */
 Test(concat_elide, device_slices_written_by_an_op_and_by_a_copy) {
-    char dir[] = "/tmp/dlrun-cache-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    setenv("XDG_CACHE_HOME", dir, 1);
+    cr_assert(tu_fresh_cache());
     setenv("DLFAKE_FAKEDEV_US", "0", 1);
     setenv("DLFAKE_FAKECPU_US", "0", 1);
     setenv("DLFAKE_FAKEDEV_OPS", "RELU,ADD,CONCAT", 1);

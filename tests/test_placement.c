@@ -31,14 +31,10 @@
 #endif
 #define FAKES DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so"
 
-static char cache_dir[64];
+static const char *cache_dir;           /* the current test's, from tu_fresh_cache */
 static const char *plugin_path = FAKES; /* the plugins session() loads */
 
-static void fresh_cache(void) {
-    snprintf(cache_dir, sizeof cache_dir, "/tmp/dlrun-cache-XXXXXX");
-    cr_assert(mkdtemp(cache_dir));
-    setenv("XDG_CACHE_HOME", cache_dir, 1);
-}
+static void fresh_cache(void) { cr_assert((cache_dir = tu_fresh_cache())); }
 
 static void fresh_env(void) {
     static const char *vars[] = {"DLFAKE_FAKEDEV_US",         "DLFAKE_FAKECPU_US",       "DLFAKE_FAKEDEV_COPY_US",

@@ -23,9 +23,7 @@ static void fresh_env(void) {
     unsetenv("DLFAKE_BF16NHWC_MEMORY");
     unsetenv("DLFAKE_BF16NHWC_PREPARE_FAILS");
     unsetenv("DLRUN_PLUGIN_PATH");
-    char dir[] = "/tmp/dlrun-cache-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    setenv("XDG_CACHE_HOME", dir, 1);
+    cr_assert(tu_fresh_cache());
 }
 
 static dl_session *open_model(const char *path, const char *backend, int precision, int64_t batch, dl_context **ctx,

@@ -191,12 +191,7 @@ static char *temp_json(void) {
     return path;
 }
 
-static void fresh_cache(void) {
-    static char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/dlrun-cache-XXXXXX");
-    cr_assert(mkdtemp(dir));
-    setenv("XDG_CACHE_HOME", dir, 1);
-}
+static void fresh_cache(void) { cr_assert(tu_fresh_cache()); }
 
 Test(trace, lenet_on_the_cpu_backends, .timeout = 120) {
     fresh_cache();

@@ -3,6 +3,7 @@
 #include "test_util.h"
 
 #include <dlfcn.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,28 @@ int tu_run(const char *cmd, char **out) {
     else free(buf);
     if (!WIFEXITED(st)) return -1;
     return WEXITSTATUS(st);
+}
+
+static char tu_cache_dir[64];
+
+static int tu_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    remove(path); /* best effort: go on past what cannot be removed */
+    return 0;
+}
+
+static void tu_remove_cache(void) {
+    if (tu_cache_dir[0]) nftw(tu_cache_dir, tu_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tu_cache_dir[0] = 0;
+}
+
+const char *tu_fresh_cache(void) {
+    static int registered;
+    if (!registered) registered = atexit(tu_remove_cache) == 0;
+    tu_remove_cache();
+    snprintf(tu_cache_dir, sizeof tu_cache_dir, "/tmp/dlrun-cache-XXXXXX");
+    if (!mkdtemp(tu_cache_dir) || setenv("XDG_CACHE_HOME", tu_cache_dir, 1) != 0) return tu_cache_dir[0] = 0, NULL;
+    return tu_cache_dir;
 }
 
 dl_status tu_open_session(const char *plugins, const char *yaml, const dl_session_options *so, dl_context **ctx,

@@ -17,6 +17,11 @@ int tu_run(const char *cmd, char **out);
 /* Runs the dlrun CLI of this build with args (a shell-quoted string), $DLRUN_PLUGIN_PATH unset so
  * that it finds the plugins beside libdlrun as a user's would; as tu_run. */
 int tu_dlrun(const char *args, char **out);
+/* A new empty folder /tmp/dlrun-cache-XXXXXX made $XDG_CACHE_HOME, so that placement's timing cache
+ * starts empty and stays out of $HOME; returns its path (valid until the next call). The folder
+ * made by the previous call in this process is removed with all it holds, and the last one when
+ * the process exits (Criterion runs each test in its own process). NULL if it cannot be made. */
+const char *tu_fresh_cache(void);
 
 /* A context on the plugins listed (a colon-separated path), the model written out from YAML
  * text, and a session with the options given; DL_OK or the failing call's status with err set.
