@@ -25,7 +25,7 @@ typedef struct gcase {
     int trans_a, trans_b;   /* sources stored transposed (strided packing) */
     int packed_a, packed_b; /* packed beforehand, as a weight at prepare */
     int row_bias, col_bias; /* epilogue biases */
-    int act;                /* dl_activation: none, relu, clip, gelu */
+    int act;                /* dl_activation: none, relu, clip, gelu, silu */
     int trans_c;            /* C stored transposed: (i, j) at c[j * ldc + i] */
     int row_len, row_keep;  /* the gutter map: C's columns in rows of row_len, the first row_keep kept */
     int a_in_place;         /* A read in place (with trans_a: A(i, p) at a[p * m + i]), not packed */
@@ -36,6 +36,7 @@ static double act_ref(int act, double v) {
     case DL_ACT_RELU: return v < 0 ? 0 : v;
     case DL_ACT_CLIP: return v < -0.3 ? -0.3 : v > 0.4 ? 0.4 : v;
     case DL_ACT_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    case DL_ACT_SILU: return v / (1 + exp(-v));
     default: return v;
     }
 }
@@ -121,8 +122,8 @@ Test(cpu_gemm, shapes_and_operands) {
 }
 
 Test(cpu_gemm, epilogues) {
-    const int acts[] = {DL_ACT_NONE, DL_ACT_RELU, DL_ACT_CLIP, DL_ACT_GELU};
-    for (int t = 0; t < 4; t++) {
+    const int acts[] = {DL_ACT_NONE, DL_ACT_RELU, DL_ACT_CLIP, DL_ACT_GELU, DL_ACT_SILU};
+    for (int t = 0; t < 5; t++) {
         check((gcase){43, 70, 33, 0, 0, 1, 0, 1, 0, acts[t]});  /* a conv: weight packed, row bias */
         check((gcase){29, 97, 300, 0, 1, 0, 1, 0, 1, acts[t]}); /* a linear layer: weight packed, column bias */
         check((gcase){96, 256, 64, 0, 0, 0, 0, 1, 1, acts[t]}); /* whole blocks only, both biases */
@@ -162,6 +163,8 @@ Test(cpu_gemm, gutter_map) {
             const int rl = lens[l][0], rk = lens[l][1], rows = 3 + t;
             check((gcase){37, (rows - 1) * rl + rk, t == 1 ? 300 : 27, 0, 0, 1, 0, 1, 0, acts[t], 0, rl, rk});
             check((gcase){12, rows * rl - 2, 9, 0, 0, 1, 1, t & 1, 0, acts[t], 0, rl, rk}); /* ends in the gutter */
+            if (t == 3) /* SiLU, k over one pass: applied once, on the last, through the map */
+                check((gcase){13, (rows - 1) * rl + rk, 300, 0, 0, 1, 0, 1, 0, DL_ACT_SILU, 0, rl, rk});
         }
 }
 

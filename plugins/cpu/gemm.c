@@ -87,7 +87,8 @@ size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int 
 }
 
 /* The epilogue as the micro-kernel sees it: relu and clip are a clamp to [lo, hi] it applies
- * itself; any other activation (`other`) runs over the finished rows of a block afterwards. */
+ * itself; any other activation (`other`: sigmoid, SiLU, GELU...) it applies to each finished
+ * 6 x 16 block while that is in L1 (cpu_activate_rows16), not over C's rows afterwards. */
 typedef struct epi {
     const float *row_bias, *col_bias;
     int clamp, other, transposed;
@@ -124,16 +125,9 @@ static int64_t column_at(const epi *e, int64_t j) {
     return j % e->rl < e->rk ? j / e->rl * e->rk + j % e->rl : -1;
 }
 
-/* The kept columns before column j: a block's columns [j0, j1) are stored at [kept_before(j0),
- * kept_before(j1)) of their rows. */
-static int64_t kept_before(const epi *e, int64_t j) {
-    if (!e->rl) return j;
-    const int64_t x = j % e->rl;
-    return j / e->rl * e->rk + (x < e->rk ? x : e->rk);
-}
-
 /* Columns j0 .. j0+cols-1 of C's rows i0 .. i0+rows-1 (c: row i0, pitch ldc) = (accumulate ? C :
- * 0) + t (MR x NR); then, on the last pass, the biases and the clamp. NaN stays NaN (cpu_clamp). */
+ * 0) + t (MR x NR); then, on the last pass, the biases, the clamp and any other activation. NaN stays
+ * NaN (cpu_clamp). */
 static void merge_block(const float *t, float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate, int last,
                         const epi *e, int64_t i0, int64_t j0) {
     for (int64_t r = 0; r < rows; r++)
@@ -146,6 +140,7 @@ static void merge_block(const float *t, float *c, int64_t ldc, int64_t rows, int
                 if (e->row_bias) v += e->row_bias[i0 + r];
                 if (e->col_bias) v += e->col_bias[j0 + q];
                 if (e->clamp) v = cpu_clamp(v, e->lo, e->hi);
+                if (e->other) v = cpu_activate(v, e->attrs->activation, e->attrs);
             }
             *d = v;
         }
@@ -213,6 +208,18 @@ static inline void copy_run(float *d, const float *s, int n) {
     if (n & 1) *d = *s;
 }
 
+/* A block's row v0 v1 (16 lanes) into C's row: side by side (whole), or the runs' lanes [lo, hi)
+ * from column at on, through t */
+static inline void store_row(float *row, __m256 v0, __m256 v1, int whole, int runs, const int *lo, const int *hi,
+                             const int64_t *at, float *t) {
+    if (whole) {
+        _mm256_storeu_ps(row + at[0], v0), _mm256_storeu_ps(row + at[0] + 8, v1);
+        return;
+    }
+    _mm256_storeu_ps(t, v0), _mm256_storeu_ps(t + 8, v1);
+    for (int s = 0; s < runs; s++) copy_run(row + at[s], t + lo[s], hi[s] - lo[s]);
+}
+
 /* The 6 x 16 block of A's panel a times B over kc steps: B's panel b (NR floats a step) or, with
  * rows_at, B read in place (step p's 16 floats at b + rows_at[p]). c is C's row i0 and the block
  * its rows [i0, i0 + rows) by columns [j0, j0 + cols). Its 16 columns go to C side by side, or
@@ -254,10 +261,10 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
             }
             _mm256_storeu_ps(t + r * NR, v0), _mm256_storeu_ps(t + r * NR + 8, v1);
         }
+        if (e->other) cpu_activate_rows16(t, MR, e->attrs);
         for (int q = 0; q < cols; q++) {
             float *d = c + (j0 + q) * ldc + i0;
             for (int r = 0; r < rows; r++) d[r] = t[r * NR + q];
-            if (e->other) cpu_bias_act(d, rows, 0.0f, e->attrs);
         }
         return;
     }
@@ -266,7 +273,9 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
     lo[0] = 0, hi[0] = (int)cols, at[0] = j0;
     if (e->rl && (runs = block_runs(e, j0, (int)cols, lo, hi, at)) == 0) return; /* all in the gutter */
     const int whole = runs == 1 && lo[0] == 0 && hi[0] == NR;                    /* the 16 columns side by side in C */
-    float t[NR]; /* a row on its way to or from C's runs */
+    float t[NR];         /* a row on its way to or from C's runs */
+    float tile[MR * NR]; /* with another activation: the block, through it in L1, then stored */
+    const int act_after = last && e->other;
     __m256 cb0 = _mm256_setzero_ps(), cb1 = cb0;
     const __m256 lo_v = _mm256_set1_ps(e->lo), hi_v = _mm256_set1_ps(e->hi);
     if (last && e->col_bias) {
@@ -296,12 +305,17 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
                 v1 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v1));
             }
         }
-        if (whole) {
-            _mm256_storeu_ps(row + at[0], v0), _mm256_storeu_ps(row + at[0] + 8, v1);
+        if (act_after) {
+            _mm256_storeu_ps(tile + r * NR, v0), _mm256_storeu_ps(tile + r * NR + 8, v1);
             continue;
         }
-        _mm256_storeu_ps(t, v0), _mm256_storeu_ps(t + 8, v1);
-        for (int s = 0; s < runs; s++) copy_run(row + at[s], t + lo[s], hi[s] - lo[s]);
+        store_row(row, v0, v1, whole, runs, lo, hi, at, t);
+    }
+    if (act_after) {
+        cpu_activate_rows16(tile, (int)rows, e->attrs);
+        for (int r = 0; r < rows; r++)
+            store_row(c + r * ldc, _mm256_loadu_ps(tile + r * NR), _mm256_loadu_ps(tile + r * NR + 8), whole, runs, lo,
+                      hi, at, t);
     }
 }
 #else
@@ -386,13 +400,7 @@ static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a
         }
     }
     const int64_t i1 = ib * MR < m ? ib * MR : m, j0 = ja * NR, j1 = jb * NR < n ? jb * NR : n;
-    if (tb) {
-        store_transposed(tb, tl, c, ldc, e, ia * MR, i1, j0, j1);
-    } else if (e->other &&
-               !e->transposed) { /* the activations the kernel does not clamp: over the block's finished rows */
-        const int64_t d0 = kept_before(e, j0), d1 = kept_before(e, j1);
-        for (int64_t i = ia * MR; i < i1; i++) cpu_bias_act(c + i * ldc + d0, d1 - d0, 0.0f, e->attrs);
-    }
+    if (tb) store_transposed(tb, tl, c, ldc, e, ia * MR, i1, j0, j1);
 }
 
 void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const cpu_gemm_operand *b, float *c,
@@ -408,8 +416,6 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
         for (int64_t i = 0; i < m; i += MR)
             for (int64_t j = 0; j < n; j += NR)
                 merge_block(t, c + i * ldc, ldc, m - i < MR ? m - i : MR, n - j < NR ? n - j : NR, 0, 1, &x, i, j);
-        if (x.other)
-            for (int64_t i = 0; i < m; i++) cpu_bias_act(c + i * ldc, kept_before(&x, n), 0.0f, x.attrs);
         return;
     }
     const int64_t a_panels = (m + MR - 1) / MR, b_panels = (n + NR - 1) / NR;
