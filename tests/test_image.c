@@ -305,6 +305,28 @@ Test(image, malformed_files_give_one_line) {
     char *short_bmp = tu_write_temp(".bmp", bmp.p, 20); /* a BMP cut in its header (stb reads one cut in its
                                                             pixels as black, docs/images.md) */
     expect_refused(m, short_bmp, "corrupt or too large image: bad BMP");
+    /* a BMP whose header claims 2057 x 9479 pixels in 270 bytes (fuzz_image: decoding and resizing
+     * it took over 10 s); a whole one of that size holds 1 bit a pixel at least */
+    unsigned char claim[270] = {'B', 'M', 0x0e, 1,    0,    0, 0, 0,    0,    0, 54, 0, 0, 0,  40,
+                                0,   0,   0,    0x09, 0x08, 0, 0, 0x07, 0x25, 0, 0,  1, 0, 24, 0};
+    char *cut = tu_write_temp(".bmp", claim, sizeof claim);
+    expect_refused(m, cut, "a 2057x9479 image cannot fit in a file of 270 bytes: the file is cut short");
+    unsigned char one[62 + 16 * 4] = {
+        'B', 'M', 0, 0,  0, 0, 0, 0,  0, 0, 62, 0, 0, 0, 40,
+        0,   0,   0, 16, 0, 0, 0, 16, 0, 0, 0,  1, 0, 1, 0}; /* whole, 1 bit a pixel, rows of 4 bytes */
+    one[2] = sizeof one;
+    one[54] = one[55] = one[56] = 0, one[58] = one[59] = one[60] = 255; /* the palette: black, white */
+    char *mono = tu_write_temp(".bmp", one, sizeof one);
+    float *mono_x = NULL;
+    int64_t sh[8];
+    int nd_mono;
+    dl_error e_mono;
+    dl_model *m16 = model_with(1, 16, 16, "");
+    cr_expect_eq(dl_image_load(m16, 0, mono, &mono_x, sh, &nd_mono, &e_mono), DL_OK, "%s", e_mono.msg);
+    free(mono_x);
+    dl_model_free(m16);
+    unlink(cut), unlink(mono);
+    free(cut), free(mono);
     char *huge = png_claiming(100000, 100000);
     expect_refused(m, huge, "corrupt or too large image: too large"); /* stb refuses it in the header */
     char *wide = png_claiming(16384, 16384);                          /* within a side, over the pixel count */

@@ -91,6 +91,19 @@ static void resized_size(const dl_preprocess *p, int64_t ih, int64_t iw, int64_t
     else *rh = h, *rw = w;
 }
 
+/* The most pixels one byte of a whole file in this format can hold: more in the header means a
+ * file cut short (stb_image reads a BMP or JPEG cut in its pixels as black) or made to have us
+ * decode and resize a huge image from a few bytes (fuzz_image: a 270-byte BMP claiming 2057 x 9479
+ * pixels took over 10 s). BMP: stb_image reads no RLE, so 1 bit a pixel at least. PNM (P5, P6): a
+ * byte a pixel. JPEG: each 8x8 block needs at least a 1-bit DC code. PNG: 1-bit pixels, and
+ * deflate expands a byte 1032 times at most. */
+static int64_t max_pixels_per_byte(const unsigned char *b, size_t len) {
+    if (len >= 2 && b[0] == 'B' && b[1] == 'M') return 8;
+    if (len >= 2 && b[0] == 'P') return 1;
+    if (len >= 2 && b[0] == 0xFF && b[1] == 0xD8) return 512;
+    return 8 * 1032;
+}
+
 /* stb's reason for a failure, printable: a PNG chunk's reason carries the chunk's 4 type bytes
  * as they are in the file (any byte, a newline among them), and errors are one line. */
 static const char *stb_reason(char *buf, size_t len) {
@@ -127,6 +140,9 @@ dl_status dl_image_decode(const dl_preprocess *p, const void *bytes, size_t len,
     if (iw < 1 || ih < 1 || iw > DL_IMAGE_MAX_SIDE || ih > DL_IMAGE_MAX_SIDE || (int64_t)iw * ih > DL_IMAGE_MAX_PIXELS)
         return dl_fail(err, DL_E_INVALID, "%s: image of %dx%d pixels; at most %d a side and %d in all", what, iw, ih,
                        DL_IMAGE_MAX_SIDE, DL_IMAGE_MAX_PIXELS);
+    if ((int64_t)iw * ih > (int64_t)len * max_pixels_per_byte(bytes, len))
+        return dl_fail(err, DL_E_INVALID, "%s: a %dx%d image cannot fit in a file of %zu bytes: the file is cut short",
+                       what, iw, ih, len);
     int64_t rh = 0, rw = 0;
     resized_size(p, ih, iw, h, w, &rh, &rw);
     if (rh < 1 || rw < 1 || rh > DL_IMAGE_MAX_SIDE || rw > DL_IMAGE_MAX_SIDE || rh * rw > DL_IMAGE_MAX_PIXELS)
