@@ -99,7 +99,7 @@ static void resized_size(const dl_preprocess *p, int64_t ih, int64_t iw, int64_t
  * deflate expands a byte 1032 times at most. */
 static int64_t max_pixels_per_byte(const unsigned char *b, size_t len) {
     if (len >= 2 && b[0] == 'B' && b[1] == 'M') return 8;
-    if (len >= 2 && b[0] == 'P') return 1;
+    if (len >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6')) return 1;
     if (len >= 2 && b[0] == 0xFF && b[1] == 0xD8) return 512;
     return 8 * 1032;
 }

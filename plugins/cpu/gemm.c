@@ -220,6 +220,18 @@ static inline void store_row(float *row, __m256 v0, __m256 v1, int whole, int ru
     for (int s = 0; s < runs; s++) copy_run(row + at[s], t + lo[s], hi[s] - lo[s]);
 }
 
+/* The last pass's epilogue on a block row's 16 lanes: + its row's bias (*rb; rb NULL: none), +
+ * the columns' biases cb, then the clamp (max(lo, v) and min(hi, v) return v when v is NaN). */
+static inline void finish_row(__m256 *v0, __m256 *v1, const float *rb, __m256 cb0, __m256 cb1, int clamp, __m256 lo,
+                              __m256 hi) {
+    if (rb) {
+        const __m256 b = _mm256_set1_ps(*rb);
+        *v0 = _mm256_add_ps(*v0, b), *v1 = _mm256_add_ps(*v1, b);
+    }
+    *v0 = _mm256_add_ps(*v0, cb0), *v1 = _mm256_add_ps(*v1, cb1);
+    if (clamp) *v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, *v0)), *v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, *v1));
+}
+
 /* The 6 x 16 block of A's panel a times B over kc steps: B's panel b (NR floats a step) or, with
  * rows_at, B read in place (step p's 16 floats at b + rows_at[p]). c is C's row i0 and the block
  * its rows [i0, i0 + rows) by columns [j0, j0 + cols). Its 16 columns go to C side by side, or
@@ -240,25 +252,18 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
     else
         for (int64_t p = 0; p < kc; p++, a += a_step, b += NR) KERNEL_STEP(a, b);
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    if (e->transposed) { /* all of k in this pass: through the epilogue, then column j0+q of C^T is C's row */
-        const __m256 lo_v = _mm256_set1_ps(e->lo), hi_v = _mm256_set1_ps(e->hi);
-        float t[MR * NR];
-        __m256 cb0 = _mm256_setzero_ps(), cb1 = cb0;
-        if (e->col_bias) {
-            _mm256_storeu_ps(t, cb0), _mm256_storeu_ps(t + 8, cb0);
-            copy_run(t, e->col_bias + j0, (int)cols);
-            cb0 = _mm256_loadu_ps(t), cb1 = _mm256_loadu_ps(t + 8);
-        }
+    float t[MR * NR]; /* the block on its way to C: row r at t + r * NR (runs, the other activations) */
+    __m256 cb0 = _mm256_setzero_ps(), cb1 = cb0;
+    const __m256 lo_v = _mm256_set1_ps(e->lo), hi_v = _mm256_set1_ps(e->hi);
+    if (last && e->col_bias) {
+        _mm256_storeu_ps(t, cb0), _mm256_storeu_ps(t + 8, cb0);
+        copy_run(t, e->col_bias + j0, (int)cols);
+        cb0 = _mm256_loadu_ps(t), cb1 = _mm256_loadu_ps(t + 8);
+    }
+    if (e->transposed) { /* all of k in this pass (last): through the epilogue, column j0+q of C^T is C's row */
         for (int r = 0; r < MR; r++) {
-            __m256 v0 = _mm256_add_ps(acc[r][0], cb0), v1 = _mm256_add_ps(acc[r][1], cb1);
-            if (e->row_bias && r < rows) {
-                const __m256 rb = _mm256_set1_ps(e->row_bias[i0 + r]);
-                v0 = _mm256_add_ps(v0, rb), v1 = _mm256_add_ps(v1, rb);
-            }
-            if (e->clamp) {
-                v0 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v0));
-                v1 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v1));
-            }
+            __m256 v0 = acc[r][0], v1 = acc[r][1];
+            finish_row(&v0, &v1, e->row_bias && r < rows ? e->row_bias + i0 + r : NULL, cb0, cb1, e->clamp, lo_v, hi_v);
             _mm256_storeu_ps(t + r * NR, v0), _mm256_storeu_ps(t + r * NR + 8, v1);
         }
         if (e->other) cpu_activate_rows16(t, MR, e->attrs);
@@ -273,49 +278,28 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
     lo[0] = 0, hi[0] = (int)cols, at[0] = j0;
     if (e->rl && (runs = block_runs(e, j0, (int)cols, lo, hi, at)) == 0) return; /* all in the gutter */
     const int whole = runs == 1 && lo[0] == 0 && hi[0] == NR;                    /* the 16 columns side by side in C */
-    float t[NR];         /* a row on its way to or from C's runs */
-    float tile[MR * NR]; /* with another activation: the block, through it in L1, then stored */
-    const int act_after = last && e->other;
-    __m256 cb0 = _mm256_setzero_ps(), cb1 = cb0;
-    const __m256 lo_v = _mm256_set1_ps(e->lo), hi_v = _mm256_set1_ps(e->hi);
-    if (last && e->col_bias) {
-        _mm256_storeu_ps(t, cb0), _mm256_storeu_ps(t + 8, cb0);
-        copy_run(t, e->col_bias + j0, (int)cols);
-        cb0 = _mm256_loadu_ps(t), cb1 = _mm256_loadu_ps(t + 8);
-    }
+    const int act_after = last && e->other; /* the block through the activation in L1, then stored */
     for (int r = 0; r < rows; r++) {
-        float *row = c + r * ldc;
+        float *row = c + r * ldc, *tr = t + r * NR;
         __m256 v0 = acc[r][0], v1 = acc[r][1];
         if (accumulate && whole) {
             v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row + at[0])),
             v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + at[0] + 8));
         } else if (accumulate) { /* the gutter's lanes add 0 */
-            _mm256_storeu_ps(t, _mm256_setzero_ps()), _mm256_storeu_ps(t + 8, _mm256_setzero_ps());
-            for (int s = 0; s < runs; s++) copy_run(t + lo[s], row + at[s], hi[s] - lo[s]);
-            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(t)), v1 = _mm256_add_ps(v1, _mm256_loadu_ps(t + 8));
+            _mm256_storeu_ps(tr, _mm256_setzero_ps()), _mm256_storeu_ps(tr + 8, _mm256_setzero_ps());
+            for (int s = 0; s < runs; s++) copy_run(tr + lo[s], row + at[s], hi[s] - lo[s]);
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(tr)), v1 = _mm256_add_ps(v1, _mm256_loadu_ps(tr + 8));
         }
-        if (last) {
-            if (e->row_bias) {
-                const __m256 rb = _mm256_set1_ps(e->row_bias[i0 + r]);
-                v0 = _mm256_add_ps(v0, rb), v1 = _mm256_add_ps(v1, rb);
-            }
-            v0 = _mm256_add_ps(v0, cb0), v1 = _mm256_add_ps(v1, cb1);
-            if (e->clamp) { /* max(lo, v) and min(hi, v) return v when v is NaN */
-                v0 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v0));
-                v1 = _mm256_min_ps(hi_v, _mm256_max_ps(lo_v, v1));
-            }
-        }
-        if (act_after) {
-            _mm256_storeu_ps(tile + r * NR, v0), _mm256_storeu_ps(tile + r * NR + 8, v1);
-            continue;
-        }
-        store_row(row, v0, v1, whole, runs, lo, hi, at, t);
+        if (last) finish_row(&v0, &v1, e->row_bias ? e->row_bias + i0 + r : NULL, cb0, cb1, e->clamp, lo_v, hi_v);
+        if (act_after) _mm256_storeu_ps(tr, v0), _mm256_storeu_ps(tr + 8, v1);
+        else store_row(row, v0, v1, whole, runs, lo, hi, at, tr);
     }
     if (act_after) {
-        cpu_activate_rows16(tile, (int)rows, e->attrs);
-        for (int r = 0; r < rows; r++)
-            store_row(c + r * ldc, _mm256_loadu_ps(tile + r * NR), _mm256_loadu_ps(tile + r * NR + 8), whole, runs, lo,
-                      hi, at, t);
+        cpu_activate_rows16(t, (int)rows, e->attrs);
+        for (int r = 0; r < rows; r++) {
+            float *tr = t + r * NR;
+            store_row(c + r * ldc, _mm256_loadu_ps(tr), _mm256_loadu_ps(tr + 8), whole, runs, lo, hi, at, tr);
+        }
     }
 }
 #else
@@ -356,12 +340,12 @@ static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_a
 static const epi sums = {NULL, NULL, 0, 0, 0, 0.0f, 0.0f, NULL, 0, 0}; /* C as it lies, no epilogue */
 
 /* A's panel ip from k step p0 on, and the floats between its steps: packed (pa), or read in place
- * (a->base), its last panel, when partial, from the copy in `edge` */
-static const float *a_panel(const cpu_gemm_operand *a, const float *pa, const float *edge, int64_t m, int64_t k,
-                            int64_t ip, int64_t p0, int64_t *step) {
+ * (a->base), its last panel, when partial, from the copy of it that pa then holds */
+static const float *a_panel(const cpu_gemm_operand *a, const float *pa, int64_t m, int64_t k, int64_t ip, int64_t p0,
+                            int64_t *step) {
     if (!a->base || (ip + 1) * MR > m) {
         *step = MR;
-        return a->base ? edge + p0 * MR : pa + ip * k * MR + p0 * MR;
+        return a->base ? pa + p0 * MR : pa + ip * k * MR + p0 * MR;
     }
     *step = a->ld;
     return a->base + p0 * a->ld + ip * MR;
@@ -372,9 +356,9 @@ static const float *a_panel(const cpu_gemm_operand *a, const float *pa, const fl
  * the sums gather in tb (the block's own rows by columns, padded to whole panels) and go to C
  * through the epilogue once they are complete, unless all of k is one pass: then each block of
  * sums goes to C from the micro-kernel. */
-static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const float *pa, const float *edge,
-                      const float *pb, const cpu_gemm_operand *b, float *buf, float *tb, float *c, int64_t ldc,
-                      const epi *e, int64_t ia, int64_t ib, int64_t ja, int64_t jb) {
+static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const float *pa, const float *pb,
+                      const cpu_gemm_operand *b, float *buf, float *tb, float *c, int64_t ldc, const epi *e, int64_t ia,
+                      int64_t ib, int64_t ja, int64_t jb) {
     const int64_t tl = (jb - ja) * NR;
     const int64_t step = b->row_at ? KC_IN_PLACE : KC;
     if (tb && k <= step) tb = NULL; /* one pass: C^T stored block by block */
@@ -390,7 +374,7 @@ static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a
             for (int64_t ip = ia; ip < ib; ip++) {
                 const int64_t i0 = ip * MR, rows = m - i0 < MR ? m - i0 : MR;
                 int64_t as;
-                const float *ap = a_panel(a, pa, edge, m, k, ip, p0, &as);
+                const float *ap = a_panel(a, pa, m, k, ip, p0, &as);
                 if (tb) /* the sums as they lie, no epilogue yet */
                     micro_kernel(kc, ap, as, bp, at, tb + (ip - ia) * MR * tl, tl, MR, NR, p0 > 0, 0, &sums, 0,
                                  (jp - ja) * NR);
@@ -457,7 +441,7 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
             const int64_t bi = t / nb, bj = t % nb;
             const int64_t ia = even ? bi * a_panels / mb : bi * bm, ib = even ? (bi + 1) * a_panels / mb : ia + bm;
             const int64_t ja = even ? bj * b_panels / nb : bj * bn, jb = even ? (bj + 1) * b_panels / nb : ja + bn;
-            run_block(m, n, k, a, pa, pa, b->packed, b, b_packs ? buf : NULL, tb, c, ldc, &x, ia,
+            run_block(m, n, k, a, pa, b->packed, b, b_packs ? buf : NULL, tb, c, ldc, &x, ia,
                       ib < a_panels ? ib : a_panels, ja, jb < b_panels ? jb : b_panels);
         }
     }
