@@ -38,6 +38,21 @@ Test(check, cpu_reference_passes_against_itself, .timeout = 120) {
     free(out);
 }
 
+/* Every op's 16-bit rows hold on the CPU, against the CPU at the same storage and against f32: a
+ * case whose inputs the 16-bit rounding alone pushes past the f32-reference threshold (exp on
+ * U(-10, 10) did, |x| times the input's error) fails here, not first on a GPU. */
+Test(check, cpu_16_bit_storage_passes_every_op, .timeout = 120) {
+    const char *precisions[] = {"f16", "bf16"};
+    for (int p = 0; p < 2; p++)
+        for (int seed = 1; seed <= 3; seed++) {
+            char args[128], *out;
+            snprintf(args, sizeof args, "test-ops --backend cpu --precision %s --seed %d", precisions[p], seed);
+            cr_expect_eq(dlrun(args, &out), 0, "%s: %s", args, out);
+            cr_expect(strstr(out, " passed, 0 failed, 0 not supported"), "%s: %s", args, out);
+            free(out);
+        }
+}
+
 static const struct {
     const char *backend, *want;
 } broken[] = {
