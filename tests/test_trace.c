@@ -334,6 +334,54 @@ Test(trace, device_events_and_copies, .timeout = 60) {
     unsetenv("DLFAKE_FAKEDEV2_US");
 }
 
+/* --profile without --trace: a step on a backend with timing events is timed by them, without a
+ * synchronize after it. Each fakedev op takes 1.5 ms on its device and a synchronize 3 ms more on
+ * the host: an op timed around a synchronize would show 4.5 ms or more. */
+Test(trace, profile_times_device_steps_by_events, .timeout = 60) {
+    fresh_cache();
+    setenv("DLFAKE_FAKEDEV_ASYNC", "1", 1);
+    setenv("DLFAKE_FAKEDEV_US", "0", 1);
+    setenv("DLFAKE_FAKEDEV_EVENT_US", "1500", 1);
+    setenv("DLFAKE_FAKEDEV_SYNC_US", "3000", 1);
+    static const char yaml[] = "model: devprofile\ninputs:\n  - {name: x, shape: [1, 257]}\nlayers:\n"
+                               "  - {name: a, op: relu, backend: fakedev}\n"
+                               "  - {name: b, op: add, inputs: [a, x], backend: fakedev}\n"
+                               "  - {name: c, op: relu, inputs: [x], backend: fakedev}\n"
+                               "  - {name: d, op: add, inputs: [b, c], backend: fakedev}\n";
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so", yaml, NULL, &ctx, &m, &s, &err), DL_OK,
+                 "%s", err.msg);
+    unsetenv("DLFAKE_FAKEDEV_EVENT_US");
+    unsetenv("DLFAKE_FAKEDEV_SYNC_US");
+    unsetenv("DLFAKE_FAKEDEV_ASYNC");
+    unsetenv("DLFAKE_FAKEDEV_US");
+    dl_session_set_profiling(s, 1);
+    run_n(s, 3);
+    int n_ops = 0;
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        dl_step_info info;
+        dl_session_step(s, k, &info);
+        if (info.kind != DL_STEP_OP) continue;
+        n_ops++;
+        cr_expect_eq(info.runs, 3);
+        cr_expect(info.last_ms >= 1.5 - EPS_US * 1e-3 && info.last_ms < 1.6, "%s: %.3f ms, not the device's 1.5",
+                  info.layer, info.last_ms);
+        cr_expect(info.total_ms >= 3 * (1.5 - EPS_US * 1e-3) && info.total_ms < 3 * 1.6, "%s: %.3f ms in 3 runs",
+                  info.layer, info.total_ms);
+    }
+    cr_expect_eq(n_ops, 4);
+    char *path = temp_json(); /* its trace is its own: the session still has none to write */
+    cr_expect_neq(dl_session_write_trace(s, path, &err), DL_OK);
+    unlink(path);
+    free(path);
+    dl_session_free(s);
+    dl_model_free(m);
+    dl_context_free(ctx);
+}
+
 Test(trace, keeps_the_last_runs, .timeout = 60) {
     fresh_cache();
     /* the concat is elided (its inputs written into it): it runs nothing and has no event */

@@ -11,8 +11,8 @@ stage. Prints markdown tables:
    times beside. Each configuration runs PyTorch, then dlrun, then PyTorch again (interleaved:
    the PyTorch figure is the better of its two medians);
 3. every VGG-16 conv layer (3x3, pad 1, bias, relu fused) at batch 1 and 32: PyTorch's conv+relu,
-   and dlrun's cuda and cudnn plugins (dlrun --profile: each op timed on the host clock around a
-   synchronized op, so it includes ~10 us of launch and sync), time, TFLOP/s and share of peak.
+   and dlrun's cuda and cudnn plugins (dlrun --profile: each op timed on the device by CUDA events
+   before and after it, docs/gpu.md), time, TFLOP/s and share of peak.
 
 usage: tools/gpu_bench.py DLRUN [--plugins cuda,cudnn] [--quick]
 """

@@ -158,6 +158,7 @@ struct dl_session {
     int first_op, last_op; /* steps: the first and last op (n_steps and -1 if none); phases */
     dl_run_times last_run; /* the last run's phases (dl_session_last_run_times) */
     dl_trace *trace;       /* with opt.trace: the timeline (trace.c), else NULL */
+    dl_trace *prof_trace;  /* profiling without opt.trace: a trace of its own, for device events */
 };
 
 /* ---- session.c ---- */

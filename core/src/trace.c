@@ -237,6 +237,16 @@ void dl_trace_run_end(dl_trace *t, double t_start, double t_end, const dl_run_ti
     t->runs[slot] = (run_rec){t->n_runs++, t_start - t->origin, t_end - t_start, *ph};
 }
 
+int dl_trace_on_device(const dl_trace *t, int k) { return t && t->ev_of[k] >= 0 && t->evb[t->ev_of[k]].ok; }
+
+int dl_trace_device_ms(const dl_trace *t, int k, double *ms) {
+    if (!t) return 0;
+    const step_rec *r = &t->rec[(size_t)t->cap_runs * (size_t)t->n_steps + (size_t)k];
+    if (!r->device) return 0;
+    *ms = r->dur;
+    return 1;
+}
+
 /* ---- writing ---- */
 
 enum { TID_SESSION = 1 }; /* backends from 2 in the order they first run a step, copies last */

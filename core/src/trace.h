@@ -39,4 +39,9 @@ void dl_trace_step(dl_trace *t, int k, double t0, double t1);
 /* After the run's final synchronize: device times from the events, and the run is kept (the
  * oldest kept dropped when the trace is full). t_start and t_end bound the run; ph its phases. */
 void dl_trace_run_end(dl_trace *t, double t_start, double t_end, const dl_run_times *ph);
+/* During a run: 1 if step k is timed by device events this run (its backend recorded the run's
+ * reference event), so its time needs no synchronize; 0 otherwise or without a trace. */
+int dl_trace_on_device(const dl_trace *t, int k);
+/* After dl_trace_run_end: 1 and *ms, step k's device time in that run, if it was timed so. */
+int dl_trace_device_ms(const dl_trace *t, int k, double *ms);
 #endif

@@ -15,6 +15,8 @@
  *                             before ends, and takes this many microseconds; synchronize and
  *                             copies wait (on the host) until the clock is reached. A trace shows
  *                             these durations for its ops, whatever the host measures.
+ *   DLFAKE_<NAME>_SYNC_US     time synchronize() takes besides waiting for the queue (default 0):
+ *                             the latency of a real device's synchronize
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
  * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
  * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). */
@@ -60,6 +62,7 @@ typedef struct fake {
     int async, n_queued;
     pending queue[64];
     double event_ms, clock_ms; /* EVENT_US in ms; the fake device clock */
+    double sync_us;
 } fake;
 
 static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D",         "RELU",   "MAXPOOL2D", "AVGPOOL2D",
@@ -116,8 +119,10 @@ static void flush(fake *f) {
 }
 
 static dl_status fk_synchronize(void *self, dl_error *err) {
-    flush(self);
-    device_wait(self);
+    fake *f = self;
+    flush(f);
+    device_wait(f);
+    wait_us(f->sync_us);
     (void)err;
     return DL_OK;
 }
@@ -239,6 +244,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
                             .synchronize = fk_synchronize};
     snprintf(key, sizeof key, "DLFAKE_%s_IN_PLACE", up);
     if (env_num(key, 0) != 0) f->table.supports_in_place = fk_in_place;
+    snprintf(key, sizeof key, "DLFAKE_%s_SYNC_US", up);
+    f->sync_us = env_num(key, 0);
     snprintf(key, sizeof key, "DLFAKE_%s_EVENT_US", up);
     if (getenv(key)) {
         f->event_ms = env_num(key, 0) * 1e-3;
