@@ -14,10 +14,15 @@ stage. Prints markdown tables:
    and dlrun's cuda and cudnn plugins (dlrun --profile: each op timed on the device by CUDA events
    before and after it, docs/gpu.md), time, TFLOP/s and share of peak.
 
-usage: tools/gpu_bench.py DLRUN [--plugins cuda,cudnn] [--quick]
+A plugin named cuda-mma is the cuda plugin with its tensor-core GEMM on (DLRUN_CUDA_MMA=1,
+docs/gpu.md); --precisions picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16
+with its model and input in that dtype).
+
+usage: tools/gpu_bench.py DLRUN [--plugins cuda,cudnn] [--precisions f32,tf32] [--quick]
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 
@@ -49,8 +54,21 @@ def set_tf32(on):
     torch.backends.cudnn.allow_tf32 = on
 
 
-def dlrun_json(dlrun, args):
-    r = subprocess.run([dlrun, *args, "--json"], capture_output=True, text=True)
+def torch_dtype(prec):
+    return {"f16": torch.float16, "bf16": torch.bfloat16}.get(prec, torch.float32)
+
+
+def backend_args(p):
+    """dlrun's arguments and environment for a plugin name of --plugins (None: default placement)"""
+    env = dict(os.environ)
+    if p == "cuda-mma":
+        env["DLRUN_CUDA_MMA"] = "1"
+        p = "cuda"
+    return (["--backend", p] if p else []), env
+
+
+def dlrun_json(dlrun, args, env=None):
+    r = subprocess.run([dlrun, *args, "--json"], capture_output=True, text=True, env=env)
     if r.returncode != 0:
         return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
     return json.loads(r.stdout), None
@@ -66,22 +84,24 @@ def peaks():
     return out
 
 
-def models(dlrun, plugins, batches):
+def models(dlrun, plugins, batches, precs):
     print("| model | batch | precision | PyTorch ms | " + " | ".join(f"dlrun {p} ms" for p in plugins) +
           " | dlrun placed ms | " + " | ".join(f"{p} / PyTorch" for p in plugins) + " | upload, download ms |")
     print("|---" * (5 + 2 * len(plugins) + 1) + "|")
     for name, yaml in (("vgg16", "models/vgg.yaml"), ("resnet18", "models/resnet18.yaml")):
-        model = getattr(torchvision.models, name)().to(dev).eval()
+        model32 = getattr(torchvision.models, name)().to(dev).eval()
         for batch in batches:
-            x = torch.randn(batch, 3, 224, 224, device=dev)
-            for prec in ("f32", "tf32"):
+            x32 = torch.randn(batch, 3, 224, 224, device=dev)
+            for prec in precs:
                 set_tf32(prec == "tf32")
+                model, x = model32.to(torch_dtype(prec)), x32.to(torch_dtype(prec))
                 with torch.no_grad():
                     t1 = timed(lambda: model(x))
                 ours, io = {}, ""
                 for p in [*plugins, None]:
                     args = [yaml, "--batch", str(batch), "--precision", prec, "--warmup", "5", "--iterations", "20"]
-                    j, e = dlrun_json(dlrun, args + (["--backend", p] if p else []))
+                    be, env = backend_args(p)
+                    j, e = dlrun_json(dlrun, args + be, env)
                     ours[p] = j["phases_ms"]["compute"] if j else None
                     if j and p == plugins[-1]:
                         io = f"{j['phases_ms']['inputs']:.2f}, {j['phases_ms']['outputs']:.3f}"
@@ -94,7 +114,7 @@ def models(dlrun, plugins, batches):
                 ratio = lambda v: f"{v / pt:.2f}" if v is not None else "-"
                 print(f"| {name} | {batch} | {prec} | {pt:.3f} | " + " | ".join(cell(ours[p]) for p in plugins) +
                       f" | {cell(ours[None])} | " + " | ".join(ratio(ours[p]) for p in plugins) + f" | {io} |")
-        del model
+        del model, model32
         torch.cuda.empty_cache()
 
 
@@ -103,9 +123,9 @@ LAYERS = [(3, 64, 224), (64, 64, 224), (64, 128, 112), (128, 128, 112), (128, 25
           (512, 512, 14)]
 
 
-def conv_layers(dlrun, plugins, batches, peak):
-    for prec in ("f32", "tf32"):
-        pk = peak["tf32" if prec == "tf32" else "f32"]
+def conv_layers(dlrun, plugins, batches, peak, precs):
+    for prec in precs:
+        pk = peak[prec if prec in peak else "f16"]
         print(f"\n**VGG-16 conv layers, {prec}** (share of the measured {prec} matmul peak, {pk:.0f} TFLOP/s)\n")
         print("| batch | layer | GFLOP | PyTorch ms | " + " | ".join(f"{p} ms" for p in plugins) + " | PyTorch TFLOP/s | " +
               " | ".join(f"{p} TFLOP/s (peak %)" for p in plugins) + " |")
@@ -114,14 +134,15 @@ def conv_layers(dlrun, plugins, batches, peak):
         for batch in batches:
             prof = {}
             for p in plugins:
-                j, e = dlrun_json(dlrun, ["models/vgg.yaml", "--backend", p, "--precision", prec, "--batch", str(batch),
-                                          "--warmup", "3", "--iterations", "10", "--profile"])
+                be, env = backend_args(p)
+                j, e = dlrun_json(dlrun, ["models/vgg.yaml", *be, "--precision", prec, "--batch", str(batch),
+                                          "--warmup", "3", "--iterations", "10", "--profile"], env)
                 prof[p] = [o["time_ms"] for o in j["ops"] if o["op"] == "conv2d"] if j else []
                 if e:
                     print(f"<!-- dlrun {p} vgg b{batch} {prec}: {e} -->")
             for i, (c, k, h) in enumerate(LAYERS):
-                x = torch.randn(batch, c, h, h, device=dev)
-                conv = torch.nn.Conv2d(c, k, 3, padding=1).to(dev).eval()
+                x = torch.randn(batch, c, h, h, device=dev, dtype=torch_dtype(prec))
+                conv = torch.nn.Conv2d(c, k, 3, padding=1).to(dev, torch_dtype(prec)).eval()
                 flops = 2 * batch * k * h * h * c * 9
                 with torch.no_grad():
                     pt = timed(lambda: torch.relu(conv(x)))
@@ -138,16 +159,18 @@ def main():
     ap.add_argument("--plugins", default="cuda,cudnn")
     ap.add_argument("--quick", action="store_true", help="batch 32 only")
     ap.add_argument("--only", choices=["models", "layers"], help="one of the two tables")
+    ap.add_argument("--precisions", default="f32,tf32", help="of f32, tf32, f16, bf16")
     a = ap.parse_args()
     plugins = a.plugins.split(",")
+    precs = a.precisions.split(",")
     batches = (32,) if a.quick else (1, 32)
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}\n")
     pk = peaks()
     print("matrix peak (8192^3 matmul, PyTorch): " + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in pk.items()) + "\n")
     if a.only != "layers":
-        models(a.dlrun, plugins, batches)
+        models(a.dlrun, plugins, batches, precs)
     if a.only != "models":
-        conv_layers(a.dlrun, plugins, batches, pk)
+        conv_layers(a.dlrun, plugins, batches, pk, precs)
 
 
 if __name__ == "__main__":

@@ -133,6 +133,7 @@ const dl_op_def dl_op_row_conv2d = {
             {"conv 1x1", "[[2, 9, 5, 6]]", "filters: 11, kernel: 1", 1},
             {"conv 3x3 64 channels", "[[1, 64, 57, 61]]", "filters: 33, kernel: 3, padding: 1", 1},
             {"conv 3x3 batch 3 deep", "[[3, 32, 10, 10]]", "filters: 24, kernel: 3", 1},
+            {"conv 1x1 136 filters", "[[2, 32, 9, 11]]", "filters: 136, kernel: 1", 1},
             {0}},
     .weight_shapes = conv2d_weights,
     .infer = conv2d_infer,

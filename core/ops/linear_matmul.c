@@ -45,6 +45,8 @@ const dl_op_def dl_op_row_linear = {
     .cases = (const dl_op_case[]){{"linear batch 1", "[[1, 37]]", "units: 23", 1},
                                   {"linear batch 5", "[[5, 129]]", "units: 67, bias: false", 1},
                                   {"linear wide", "[[1, 513]]", "units: 1001", 1},
+                                  {"linear batch 3, 520 in", "[[3, 520]]", "units: 45", 1},
+                                  {"linear batch 19", "[[19, 264]]", "units: 150", 1},
                                   {0}},
     .weight_shapes = linear_weights,
     .infer = linear_infer,

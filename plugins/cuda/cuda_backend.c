@@ -1,12 +1,12 @@
 /* cuda_backend.c — the cuda plugin: dlrun's own CUDA kernels (one family per .cu file in ops/,
  * launched through kernels.h) behind the backend table: exact supports() (the storage formats each
- * kind takes are in cuda_formats.c), prepare (launch parameters built once, GEMM tile shape chosen
- * by timing) and dispatch. Memory, copies, converting copies (ABI 1.3: f32/f16/bf16,
- * row-major/channels-last), the stream, the lock and errors come from plugins/cuda_common (shared
- * with the cudnn plugin). Every kernel runs on the plugin's stream; the host orders work with
- * synchronize, never a device-wide sync per op. gather's indices are the user's: its kernel notes an
- * index out of range in a device record instead of reading with it, and synchronize reports it
- * (docs/gpu.md).
+ * kind takes are in cuda_formats.c), prepare (launch parameters built once; a GEMM's variant, SIMT
+ * tile, tensor-core tile or GEMV, chosen by timing among those gemm_plan.c allows) and dispatch.
+ * Memory, copies, converting copies (ABI 1.3: f32/f16/bf16, row-major/channels-last), the stream,
+ * the lock and errors come from plugins/cuda_common (shared with the cudnn plugin). Every kernel
+ * runs on the plugin's stream; the host orders work with synchronize, never a device-wide sync per
+ * op. gather's indices are the user's: its kernel notes an index out of range in a device record
+ * instead of reading with it, and synchronize reports it (docs/gpu.md).
  *
  * Threads (see gpu.h): prepare and run make the device current on the calling thread; run only
  * queues kernels on the stream, which needs no lock; the tile tuning at prepare times with the
@@ -18,21 +18,25 @@
 #include <string.h>
 
 #include "cuda_formats.h"
+#include "gemm_plan.h"
 #include "gpu.h"
 #include "kernels.h"
+#include "tensor_convert.h"
 
 typedef struct cuda_state {
     dl_gpu gpu; /* first: the dl_gpu_be_* table members take the state as a dl_gpu */
     dl_backend table;
     dlk_index_error *index_err; /* device: the first gather index out of range since the last check */
     atomic_int index_armed;     /* a gather ran since synchronize last read index_err */
+    cu_gemm_switch sw;          /* DLRUN_CUDA_MMA, DLRUN_CUDA_GEMM_VARIANT, read at load */
 } cuda_state;
 
 struct dl_kernel {
-    dl_op_geom g; /* the op's kind, attributes and shapes */
-    int variant;  /* GEMM tile shape chosen by timing at prepare */
-    int relu;     /* relu fused after the op (conv2d, linear, add, batchnorm) */
-    int type;     /* dl_gpu_type of all the op's tensors (f32 for the GEMMs; gather's indices are int64) */
+    dl_op_geom g;   /* the op's kind, attributes and shapes */
+    int variant;    /* GEMM variant chosen by timing at prepare (gemm_plan.h) */
+    mma_ktap *ktab; /* conv2d on the tensor cores: its k-table on the device, or NULL */
+    int relu;       /* relu fused after the op (conv2d, linear, add, batchnorm) */
+    int type;       /* dl_gpu_type of all the op's tensors (f32 for the GEMMs; gather's indices are int64) */
     dlk_index_error *index_err; /* gather: where its kernel notes a bad index (the plugin's record) */
     union {                     /* launch parameters by kind, built once at prepare (launch_params) */
         dlk_conv conv;
@@ -57,6 +61,14 @@ struct dl_kernel {
     } p;
 };
 
+static void cu_release(void *self, dl_kernel *k) {
+    cuda_state *s = self;
+    if (!k) return;
+    if (k->ktab) dl_gpu_free(&s->gpu, k->ktab);
+    dl_op_geom_free(&k->g);
+    free(k);
+}
+
 static void cu_destroy(void *self) {
     cuda_state *s = self;
     if (s->index_err) dl_gpu_free(&s->gpu, s->index_err);
@@ -68,27 +80,60 @@ static void cu_destroy(void *self) {
 typedef int (*cu_launch_fn)(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st);
 static const cu_launch_fn launchers[DL_OP_COUNT]; /* by kind, at "run" below */
 
-/* Every precision is accepted and computed in f32, which is at least as accurate as asked; f16 and
- * bf16 tensors are stored so and computed in f32 too (cuda_formats.c says which kinds take them).
- * A kind without a launcher below is refused with its name. */
+_Static_assert((int)CU_GEMM_MMA == (int)DLK_VARIANTS && (int)CU_GEMM_GEMV == DLK_VARIANTS + DLK_MMA_TILES &&
+                   (int)CU_GEMM_VARIANTS == CU_GEMM_GEMV + 1 && (int)CU_GEMV_ROWS == (int)DLK_GEMV_ROWS,
+               "gemm_plan.h's variants are kernels.h's SIMT tiles, its tensor-core tiles, then the GEMV");
+
+static int is_gemm(int kind) { return kind == DL_OP_CONV2D || kind == DL_OP_LINEAR; }
+
+/* 1 if GEMM variant v may run op (stored as type): gemm_plan.c's rule, and for a conv on the
+ * tensor cores, offsets that fit its 32-bit table. */
+static int gemm_variant_ok(const cuda_state *s, const dl_op *op, int v, dl_gpu_type type) {
+    int64_t n = op->kind == DL_OP_LINEAR ? op->inputs[0].shape[0] : 0;
+    int rows = n > CU_GEMV_ROWS ? CU_GEMV_ROWS + 1 : (int)n; /* a linear's batch rows: the GEMV takes a few */
+    if (!cu_gemm_variant_ok(&s->sw, v, type, op->precision, rows)) return 0;
+    if (v < CU_GEMM_MMA || op->kind != DL_OP_CONV2D) return 1;
+    const dl_op_attrs *a = op->attrs;
+    const int64_t *xs = op->inputs[0].shape;
+    return cu_mma_conv_fits((int)(xs[1] / a->groups), (int)xs[2], (int)xs[3], a->kernel[0], a->kernel[1],
+                            a->dilation[0], a->dilation[1]);
+}
+
+/* Every precision is accepted and computed in f32, which is at least as accurate as asked, except
+ * on the tensor-core tiles (gemm_plan.h: tf32 where the precision allows it, f16/bf16 products with
+ * f32 sums); f16 and bf16 tensors are stored so (cuda_formats.c says which kinds take them). A kind
+ * without a launcher below is refused with its name, a GEMM that no variant may run with why. */
 static int cu_supports(void *self, const dl_op *op, dl_error *why) {
+    cuda_state *s = self;
     if (op->kind >= 0 && op->kind < DL_OP_COUNT && !launchers[op->kind])
         return dl_fail(why, DL_E_UNSUPPORTED, "%s: no kernel in the cuda plugin yet", dl_op_kind_name(op->kind)), 0;
-    return cu_op_check(op, NULL, NULL, why);
+    dl_gpu_type type;
+    if (!cu_op_check_gemm16(op, s->sw.mma, &type, NULL, why)) return 0;
+    if (!is_gemm(op->kind)) return 1;
+    for (int v = 0; v < CU_GEMM_VARIANTS; v++)
+        if (gemm_variant_ok(s, op, v, type)) return 1;
+    return dl_fail(why, DL_E_UNSUPPORTED, "%s: no GEMM variant of the cuda plugin takes these %s tensors",
+                   dl_op_kind_name(op->kind), dl_dtype_name(op->outputs[0].dtype)),
+           0;
 }
 
 static int cu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwise(op->kind); }
 
 typedef struct gemm_trial {
     dl_kernel *k;
-    const float *x, *w, *b;
-    float *y;
+    const void *x, *w, *b;
+    void *y;
     cudaStream_t s;
 } gemm_trial;
 
-static int launch_gemm(const dl_kernel *k, const float *x, const float *w, const float *b, float *y, cudaStream_t s) {
-    if (k->g.kind == DL_OP_CONV2D) return dlk_conv2d(&k->p.conv, x, w, b, y, k->relu, k->variant, s);
-    return dlk_linear(&k->p.linear, x, w, b, y, k->relu, k->variant, s);
+static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const void *b, void *y, cudaStream_t s) {
+    int conv = k->g.kind == DL_OP_CONV2D, v = k->variant;
+    if (v == CU_GEMM_GEMV) return dlk_gemv(&k->p.linear, k->type, x, w, b, y, k->relu, s);
+    if (v >= CU_GEMM_MMA && conv)
+        return dlk_mma_conv2d(&k->p.conv, k->type, x, w, b, y, k->ktab, k->relu, v - CU_GEMM_MMA, s);
+    if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, b, y, k->relu, v - CU_GEMM_MMA, s);
+    if (conv) return dlk_conv2d(&k->p.conv, x, w, b, y, k->relu, v, s);
+    return dlk_linear(&k->p.linear, x, w, b, y, k->relu, v, s);
 }
 
 static int trial_run(void *arg) {
@@ -96,17 +141,36 @@ static int trial_run(void *arg) {
     return launch_gemm(t->k, t->x, t->w, t->b, t->y, t->s);
 }
 
-/* Times each GEMM tile shape once on the op's real shapes and weights; keeps the fastest. */
+/* A conv's k-table for the tensor-core gather, on the device (k->ktab). */
+static dl_status ktab_upload(cuda_state *s, dl_kernel *k, dl_error *err) {
+    const dlk_conv *c = &k->p.conv;
+    size_t n = (size_t)(c->c / c->groups) * (size_t)c->kh * (size_t)c->kw;
+    mma_ktap *t = malloc(n * sizeof *t);
+    if (!t) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    cu_mma_ktab(c->c / c->groups, c->kh, c->kw, c->h, c->w, c->dh, c->dw, t);
+    dl_status st = dl_gpu_alloc(&s->gpu, n * sizeof *t, (void **)&k->ktab, err);
+    if (st == DL_OK) st = dl_gpu_copy(&s->gpu, k->ktab, t, n * sizeof *t, DL_COPY_HOST_TO_DEVICE, err);
+    if (st == DL_OK) st = dl_gpu_synchronize(&s->gpu, err); /* t is freed next */
+    free(t);
+    return st;
+}
+
+/* Times each GEMM variant that may run the op (gemm_variant_ok; only the forced one where
+ * DLRUN_CUDA_GEMM_VARIANT names one that may) once on its real shapes and weights; keeps the
+ * fastest. */
 static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *err) {
-    size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * 4, yb = (size_t)k->g.numel * 4;
+    size_t es = (size_t)dl_gpu_type_size(k->type);
+    size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * es, yb = (size_t)k->g.numel * es;
+    int forced = s->sw.forced >= 0 && gemm_variant_ok(s, op, s->sw.forced, k->type);
     void *x = NULL, *y = NULL;
     dl_status st = dl_gpu_alloc(&s->gpu, xb, &x, err);
     if (st == DL_OK) st = dl_gpu_alloc(&s->gpu, yb, &y, err);
     if (st == DL_OK && cudaMemsetAsync(x, 0x3c, xb, s->gpu.stream) != cudaSuccess)
         st = dl_fail(err, DL_E_RUNTIME, "cudaMemsetAsync failed");
     double best = -1;
-    int best_v = 0;
-    for (int v = 0; st == DL_OK && v < DLK_VARIANTS; v++) {
+    int best_v = k->variant;
+    for (int v = 0; st == DL_OK && v < CU_GEMM_VARIANTS; v++) {
+        if (forced ? v != s->sw.forced : !gemm_variant_ok(s, op, v, k->type)) continue;
         k->variant = v;
         gemm_trial t = {k, x, op->inputs[1].data, op->n_inputs > 2 ? op->inputs[2].data : NULL, y, s->gpu.stream};
         cudaError_t e = cudaSuccess;
@@ -119,6 +183,23 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     k->variant = best_v;
     dl_gpu_free(&s->gpu, x);
     dl_gpu_free(&s->gpu, y);
+    return st;
+}
+
+/* A GEMM's variant: the forced one where it may run, else the first that may, then by timing
+ * where the weights are known (constant); and a conv's k-table where a tensor-core tile may run. */
+static dl_status gemm_setup(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *err) {
+    int mma = 0;
+    k->variant = -1; /* supports() saw that one may */
+    for (int v = 0; v < CU_GEMM_VARIANTS; v++)
+        if (gemm_variant_ok(s, op, v, k->type)) {
+            if (k->variant < 0) k->variant = v;
+            mma |= v >= CU_GEMM_MMA && v < CU_GEMM_GEMV;
+        }
+    if (s->sw.forced >= 0 && gemm_variant_ok(s, op, s->sw.forced, k->type)) k->variant = s->sw.forced;
+    dl_status st = DL_OK;
+    if (mma && k->g.kind == DL_OP_CONV2D) st = ktab_upload(s, k, err);
+    if (st == DL_OK && op->inputs[1].data) st = tune(s, k, op, err);
     return st;
 }
 
@@ -183,7 +264,7 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     cuda_state *s = self;
     dl_gpu_type type;
     dl_layout layout;
-    if (!cu_supports(self, op, err) || !cu_op_check(op, &type, &layout, err)) return DL_E_UNSUPPORTED;
+    if (!cu_supports(self, op, err) || !cu_op_check_gemm16(op, s->sw.mma, &type, &layout, err)) return DL_E_UNSUPPORTED;
     dl_status st = dl_gpu_use(&s->gpu, err);
     if (st != DL_OK) return st;
     dl_kernel *k = calloc(1, sizeof *k);
@@ -193,11 +274,9 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     k->type = type;
     k->index_err = op->kind == DL_OP_GATHER ? s->index_err : NULL;
     if (st == DL_OK) launch_params(k, layout);
-    if (st == DL_OK && (k->g.kind == DL_OP_CONV2D || k->g.kind == DL_OP_LINEAR) && op->inputs[1].data)
-        st = tune(s, k, op, err);
+    if (st == DL_OK && is_gemm(k->g.kind)) st = gemm_setup(s, k, op, err);
     if (st != DL_OK) {
-        dl_op_geom_free(&k->g);
-        free(k);
+        cu_release(s, k);
         return st;
     }
     *out = k;
@@ -373,15 +452,16 @@ static dl_status index_record_new(cuda_state *s, dl_error *err) {
     return DL_OK;
 }
 
-static void cu_release(void *self, dl_kernel *k) {
-    if (!k) return;
-    dl_op_geom_free(&k->g);
-    free(k);
-}
-
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
+    cu_gemm_switch sw; /* first: a bad value is reported with or without a device */
+    char why[160];
+    if (!cu_gemm_switch_parse(getenv("DLRUN_CUDA_MMA"), getenv("DLRUN_CUDA_GEMM_VARIANT"), &sw, why, sizeof why)) {
+        dl_fail(err, DL_E_INVALID, "%s", why);
+        return NULL;
+    }
     cuda_state *s = dl_gpu_plugin_new(host, sizeof *s, err);
     if (!s) return NULL;
+    s->sw = sw;
     atomic_init(&s->index_armed, 0);
     if (index_record_new(s, err) != DL_OK) {
         cu_destroy(s);

@@ -21,8 +21,12 @@ static int activations(const dl_op *op) {
 }
 
 int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error *why) {
+    return cu_op_check_gemm16(op, 0, type, layout, why);
+}
+
+int cu_op_check_gemm16(const dl_op *op, int gemm16, dl_gpu_type *type, dl_layout *layout, dl_error *why) {
     int gemm = op->kind == DL_OP_CONV2D || op->kind == DL_OP_LINEAR;
-    if (gemm) {
+    if (gemm && !gemm16) {
         for (int i = 0; i <= op->n_inputs; i++) {
             const dl_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->outputs[0];
             if (!dl_dtype_is_f32(t->dtype))
@@ -32,7 +36,7 @@ int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error 
                        0;
         }
     }
-    unsigned formats = gemm ? 0 : DL_ACCEPT_F16 | DL_ACCEPT_BF16;
+    unsigned formats = gemm && !gemm16 ? 0 : DL_ACCEPT_F16 | DL_ACCEPT_BF16;
     if (cu_takes_channels_last(op->kind)) formats |= DL_ACCEPT_CHANNELS_LAST;
     if (!dl_op_check_as(op, formats, why)) return 0;
     /* gather's indices (its last input) are int64 and row-major whatever the storage

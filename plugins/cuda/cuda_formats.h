@@ -7,7 +7,8 @@
 
 /* The exact check of op for the cuda plugin's kernels (its kind must have one; cuda_backend.c
  * checks that first): dl_op_check_as with the formats the kind takes, then
- *   - conv2d, linear (the f32 GEMMs): f32 row-major tensors only;
+ *   - conv2d, linear (the GEMMs): f32 row-major tensors only (f16/bf16 too where the tensor-core
+ *     GEMM is on: cu_op_check_gemm16);
  *   - every other kind: f32, f16 or bf16, one dtype for all the op's tensors (but gather's int64
  *     indices);
  *   - the functions of one element (relu, leaky relu, sigmoid, clip and those of ABI 1.4: sqrt
@@ -21,6 +22,9 @@
  * 1, or 0 with the reason. Fills *type (may be NULL) with the storage type, *layout (may be NULL)
  * with the activations' layout. */
 int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error *why);
+/* The same, where gemm16 says the tensor-core GEMM is on (gemm_plan.h): conv2d and linear then
+ * take f16 and bf16 too (one dtype for all their tensors, row-major), which only its tiles run. */
+int cu_op_check_gemm16(const dl_op *op, int gemm16, dl_gpu_type *type, dl_layout *layout, dl_error *why);
 /* 1 for the kinds whose kernels take channels-last tensors (see above). */
 int cu_takes_channels_last(int kind);
 /* 1 for the binary elementwise kinds (add, mul, sub, div, pow, min, max): two activations. */

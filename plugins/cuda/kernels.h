@@ -2,11 +2,11 @@
  * callable from C, and the launch parameters they take (built once per op at prepare, in
  * cuda_backend.c; those of the elementwise, movement, reduction, conv_transpose2d and conv3d
  * kernels are in cuda_params.h, plain C, with their builders). Each launcher returns 0, or the
- * cudaError_t of the launch. Tensors are dense, on the device. The GEMMs take f32 row-major (NCHW)
- * tensors; every other launcher takes the storage type of its tensors (`type`, a dl_gpu_type: f32,
- * f16 or bf16, one for all of an op's floating-point tensors; gather's indices are int64; kernels
- * load as float, compute in float and store rounded) and row-major order, except where a parameter
- * says channels-last (batchnorm) or order does not matter (unary, same-shape binary). */
+ * cudaError_t of the launch. Tensors are dense, on the device. The SIMT GEMMs take f32 row-major
+ * (NCHW) tensors, the tensor-core ones f32, f16 or bf16 row-major; every other launcher takes the storage type of its
+ * tensors (`type`, a dl_gpu_type: f32, f16 or bf16, one for all of an op's floating-point tensors; gather's indices are
+ * int64; kernels load as float, compute in float and store rounded) and row-major order, except where a parameter says
+ * channels-last (batchnorm) or order does not matter (unary, same-shape binary). */
 #ifndef DLRUN_CUDA_KERNELS_H
 #define DLRUN_CUDA_KERNELS_H
 #include <cuda_runtime_api.h>
@@ -14,6 +14,7 @@
 
 #include "cuda_params.h"
 #include "gpu_storage.h"
+#include "mma_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +38,25 @@ int dlk_conv2d(const dlk_conv *p, const float *x, const float *w, const float *b
                cudaStream_t s);
 int dlk_linear(const dlk_linear_p *p, const float *x, const float *w, const float *b, float *y, int relu, int variant,
                cudaStream_t s);
+
+/* ---- the same problems on the tensor cores (ops/mma_gemm.cu, mma_layout.h) ---- */
+
+/* Tile shapes of the mma GEMM: 0 = 128x128 (8 warps), 1 = 128x64, 2 = 64x64 (4 warps). */
+enum { DLK_MMA_TILES = 3 };
+
+/* Storage `type` for x, w, b, y: f32 computes as tf32 (m16n8k8), f16 and bf16 as themselves
+ * (m16n8k16), all with f32 sums. conv2d's ktab: the device table of its K = (c / groups) * kh * kw
+ * columns (mma_ktap_of). */
+int dlk_mma_conv2d(const dlk_conv *p, int type, const void *x, const void *w, const void *b, void *y,
+                   const mma_ktap *ktab, int relu, int tile, cudaStream_t s);
+int dlk_mma_linear(const dlk_linear_p *p, int type, const void *x, const void *w, const void *b, void *y, int relu,
+                   int tile, cudaStream_t s);
+
+/* linear of p->n <= DLK_GEMV_ROWS batch rows, bandwidth-bound (ops/gemv.cu): storage `type`, sums
+ * in f32 */
+enum { DLK_GEMV_ROWS = 8 };
+int dlk_gemv(const dlk_linear_p *p, int type, const void *x, const void *w, const void *b, void *y, int relu,
+             cudaStream_t s);
 
 /* ---- elementwise (ops/elementwise.cu) ---- */
 

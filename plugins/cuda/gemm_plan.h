@@ -1,0 +1,42 @@
+/* gemm_plan.h — which of the cuda plugin's GEMM variants may run a conv2d or linear (the SIMT
+ * tiles of ops/gemm.cu, the tensor-core tiles of ops/mma_gemm.cu, the GEMV of ops/gemv.cu), the
+ * switches that turn issue 14's variants (tensor-core tiles, GEMV) on or force one variant (docs/gpu.md, "The cuda
+ * plugin's GEMM variants"), and a conv's k-table for the tensor-core gather. Plain C without CUDA headers:
+ * tests/test_cuda_mma.c checks it on the host. */
+#ifndef DLRUN_CUDA_GEMM_PLAN_H
+#define DLRUN_CUDA_GEMM_PLAN_H
+#include "gpu_storage.h"
+#include "mma_layout.h"
+
+/* Variants: 0 and 1 the SIMT tiles (64x64, 32x32; f32 storage, f32 math), then one per
+ * tensor-core tile shape (128x128, 128x64, 64x64): variant CU_GEMM_MMA + t is mma tile t; then the
+ * GEMV (linear of at most DLK_GEMV_ROWS batch rows, f32 math on any storage type). */
+enum { CU_GEMM_MMA = 2, CU_GEMM_GEMV = 5, CU_GEMM_VARIANTS = 6 };
+enum { CU_GEMV_ROWS = 8 }; /* the most batch rows the GEMV takes (kernels.h: DLK_GEMV_ROWS) */
+
+/* What the environment asks of the GEMM variants, read once when the plugin loads. */
+typedef struct cu_gemm_switch {
+    int mma;    /* DLRUN_CUDA_MMA=1 (or a forced variant of issue 14): the tensor-core tiles and the
+                 * GEMV join the timing */
+    int forced; /* DLRUN_CUDA_GEMM_VARIANT=v: only v, where it may run the op; -1 when unset */
+} cu_gemm_switch;
+
+/* The switches from the two variables' values (NULL: unset). A value that is not a variant number
+ * is an error: 0 with the reason in why (one line), so that a typo does not silently test the
+ * default. */
+int cu_gemm_switch_parse(const char *mma, const char *forced, cu_gemm_switch *sw, char *why, size_t len);
+
+/* 1 if variant v may run a GEMM whose tensors are stored as `type` at `precision` (dl_precision);
+ * linear_rows: a linear's batch rows, 0 for a conv. The SIMT tiles take f32 only (any precision:
+ * f32 math is at least as accurate as asked); issue 14's need sw->mma: the tensor-core tiles take
+ * f16 and bf16, and f32 at a precision that allows tf32 (not F32); the GEMV a linear of 1 to
+ * CU_GEMV_ROWS rows, any storage type, any precision. */
+int cu_gemm_variant_ok(const cu_gemm_switch *sw, int v, dl_gpu_type type, int precision, int linear_rows);
+
+/* 1 if a conv's gather offsets fit the tensor-core kernel's 32-bit table: (c / groups) * h * w
+ * elements of one image's group, with the taps' reach, below 2^31. */
+int cu_mma_conv_fits(int cg, int h, int w, int kh, int kw, int dh, int dw);
+
+/* The k-table of a conv (K = cg * kh * kw entries, mma_ktap_of), on the host: t[K]. */
+void cu_mma_ktab(int cg, int kh, int kw, int h, int w, int dh, int dw, mma_ktap *t);
+#endif

@@ -1,0 +1,108 @@
+/* mma_layout.h — where each element of the tensor-core GEMM's tiles lives (ops/mma_gemm.cu): the
+ * shared-memory stage of a block (rows of BK k-elements, padded), which thread loads which
+ * element or 16-byte chunk into it, which shared-memory row each lane points ldmatrix at, and
+ * which element of A, B and C each register of an mma.sync fragment holds (the PTX ISA's
+ * fragment layouts for m16n8k8 .tf32 and m16n8k16 .f16/.bf16, f32 accumulators). Plain C with
+ * DL_GPU_HD functions, the same code in the kernel and on the host: tests/test_cuda_mma.c replays
+ * a block's tile through these maps (with ldmatrix and mma modelled as the ISA describes them)
+ * against a naive product, which is how the index math is tested where there is no GPU.
+ *
+ * Both operands sit in shared memory k-contiguous: A as BM rows (one per filter or output
+ * feature), B as BN rows (one per output pixel or batch row), so mma's "row.col" A and B read
+ * them as they lie. */
+#ifndef DLRUN_CUDA_MMA_LAYOUT_H
+#define DLRUN_CUDA_MMA_LAYOUT_H
+
+#include "gpu_storage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { MMA_BK = 32 }; /* k-elements per pipeline stage */
+
+/* Elements between two rows of a stage: BK plus a pad, chosen so that a warp's fragment reads hit
+ * 32 different banks: tf32 reads 4 bytes at (row g, k t) for g < 8, t < 4, and a row of 36 floats
+ * puts them at bank 4g + t; ldmatrix reads 8 rows of 16 bytes, and a row of 40 halves (80 bytes)
+ * puts them in 8 different 16-byte bank groups. Rows stay 16-byte aligned for cp.async. */
+DL_GPU_HD int mma_row_stride(int esize) { return esize == 4 ? MMA_BK + 4 : MMA_BK + 8; }
+
+/* k of one mma instruction: 8 for tf32 (4-byte elements), 16 for f16/bf16 */
+DL_GPU_HD int mma_kstep(int esize) { return esize == 4 ? 8 : 16; }
+
+/* ---- loading a stage: rows x BK elements, `threads` threads, j = 0, 1, ... per thread ---- */
+
+/* One element per step (cp.async of 4 bytes, or a plain load for 16-bit types): element
+ * tid + j * threads in row-major order, so a warp's 32 lanes take the 32 k of one row (k is the
+ * lane, fixed per thread: a conv's gather looks its k up once per stage). */
+DL_GPU_HD void mma_load_elem(int tid, int j, int threads, int *row, int *k) {
+    int i = tid + j * threads;
+    *row = i / MMA_BK;
+    *k = i % MMA_BK;
+}
+
+/* One 16-byte chunk of 16 / esize elements per step (cp.async of 16 bytes): chunk tid + j *
+ * threads in row-major order; *k is the chunk's first element. */
+DL_GPU_HD void mma_load_chunk(int tid, int j, int threads, int esize, int *row, int *k) {
+    int per_row = MMA_BK * esize / 16, i = tid + j * threads;
+    *row = i / per_row;
+    *k = i % per_row * (16 / esize);
+}
+
+/* ---- fragments: lane's register i holds the element at (row, k) of the warp's 16 x K (A),
+ *      8 x K (B: row = n) or 16 x 8 (C: row, n) piece ---- */
+
+/* m16n8k8 .tf32, A (4 registers): rows g and g + 8, k t and t + 4 (g = lane / 4, t = lane % 4) */
+DL_GPU_HD void mma_a_tf32(int lane, int i, int *row, int *k) {
+    *row = (lane >> 2) + (i & 1) * 8;
+    *k = (lane & 3) + (i >> 1) * 4;
+}
+/* m16n8k8 .tf32, B (2 registers): n = g, k t and t + 4 */
+DL_GPU_HD void mma_b_tf32(int lane, int i, int *n, int *k) {
+    *n = lane >> 2;
+    *k = (lane & 3) + i * 4;
+}
+/* the f32 accumulator of both shapes (4 registers): rows g and g + 8, n 2t and 2t + 1 */
+DL_GPU_HD void mma_c(int lane, int i, int *row, int *n) {
+    *row = (lane >> 2) + (i >> 1) * 8;
+    *n = (lane & 3) * 2 + (i & 1);
+}
+
+/* m16n8k16 .f16/.bf16 through ldmatrix.x4 (no .trans): lane l points at row l % 8 of matrix l / 8,
+ * and gets in register j row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1, of matrix j. For A the
+ * four 8x8 matrices are (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15,
+ * k 8-15): registers a0a1, a2a3, a4a5, a6a7 of the m16n8k16 A fragment. */
+DL_GPU_HD void mma_ldsm_a(int lane, int *row, int *k) {
+    int m = lane >> 3;
+    *row = (lane & 7) + (m & 1) * 8;
+    *k = (m >> 1) * 8;
+}
+/* For B, two n8 tiles at once: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15):
+ * registers b0b1 and b2b3 of the first tile, then of the second. */
+DL_GPU_HD void mma_ldsm_b(int lane, int *n, int *k) {
+    int m = lane >> 3;
+    *n = (lane & 7) + (m >> 1) * 8;
+    *k = (m & 1) * 8;
+}
+
+/* ---- a conv's gather: per k (channel within the group, ky, kx), the input's offset from the
+ *      pixel's window corner and the corner's row and column steps ---- */
+
+typedef struct mma_ktap {
+    int off;    /* ci * h * w + ky * dh * w + kx * dw */
+    int dy, dx; /* ky * dh, kx * dw */
+    int unused; /* 16 bytes: one vector load */
+} mma_ktap;
+
+/* The k-table of a conv: K = (c / groups) * kh * kw entries, in the order of the weight's
+ * columns. */
+DL_GPU_HD mma_ktap mma_ktap_of(int k, int kh, int kw, int h, int w, int dh, int dw) {
+    int taps = kh * kw, ci = k / taps, r = k % taps, ky = r / kw, kx = r % kw;
+    mma_ktap t = {ci * h * w + ky * dh * w + kx * dw, ky * dh, kx * dw, 0};
+    return t;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

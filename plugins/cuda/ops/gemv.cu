@@ -1,0 +1,99 @@
+// gemv.cu — the cuda plugin's linear for a few batch rows (issue 14's GEMV path): y[n, out] =
+// x[n, in] w[out, in]^T + b with n <= DLK_GEMV_ROWS. It reads the weights once, which is all the
+// time it takes (VGG-16's fc6 reads 411 MB in f32 at batch 1), so it is written for bandwidth: one
+// warp per output feature, 16-byte loads of the weight row (4 f32 or 8 f16/bf16 in each), several
+// in flight per lane, every batch row's sum kept in registers, a warp shuffle to add the lanes up,
+// bias and relu on the way out. Sums in f32 whatever the storage: exact f32 FMA math, so it may run
+// at every precision.
+#include "launch.cuh"
+
+namespace {
+
+using namespace dlk;
+using namespace dlg;
+
+constexpr int WARPS = 8; // per block: the 8 warps read the same x, which stays in L1
+
+// V elements of storage type T from 16 aligned bytes, as floats
+template <class T> __device__ inline void load16(const T *p, float *out) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
+    const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < 16 / (int)sizeof(T); i++) out[i] = to_f(e[i]);
+}
+
+template <class T, int NB>
+__global__ void __launch_bounds__(WARPS * 32)
+    gemv_rows(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, T *__restrict__ y, int in,
+              int out, int relu, int vec) {
+    const int o = blockIdx.x * WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (o >= out) return;
+    const T *wr = w + (size_t)o * in;
+    float acc[NB];
+#pragma unroll
+    for (int r = 0; r < NB; r++) acc[r] = 0.f;
+    if (vec) { // in is a multiple of V, w and x 16-byte aligned
+        constexpr int V = 16 / (int)sizeof(T);
+#pragma unroll 4
+        for (int k = lane * V; k < in; k += 32 * V) {
+            float wv[V], xv[V];
+            load16(wr + k, wv);
+#pragma unroll
+            for (int r = 0; r < NB; r++) {
+                load16(x + (size_t)r * in + k, xv);
+#pragma unroll
+                for (int i = 0; i < V; i++) acc[r] = fmaf(wv[i], xv[i], acc[r]);
+            }
+        }
+    } else {
+#pragma unroll 4
+        for (int k = lane; k < in; k += 32) {
+            float wv = to_f(wr[k]);
+#pragma unroll
+            for (int r = 0; r < NB; r++) acc[r] = fmaf(wv, to_f(x[(size_t)r * in + k]), acc[r]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NB; r++)
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], d);
+    if (lane < NB) { // lane r writes batch row r (the sums are the same in every lane now)
+        float v = 0.f;
+#pragma unroll
+        for (int r = 0; r < NB; r++)
+            if (r == lane) v = acc[r];
+        if (b) v += to_f(b[o]);
+        if (relu && v < 0.f) v = 0.f;
+        y[(size_t)lane * out + o] = from_f<T>(v);
+    }
+}
+
+template <class T, int NB>
+int launch(const dlk_linear_p *l, const void *x, const void *w, const void *b, void *y, int relu, cudaStream_t s) {
+    const int V = 16 / (int)sizeof(T);
+    int vec = l->in % V == 0 && ((size_t)x & 15) == 0 && ((size_t)w & 15) == 0;
+    gemv_rows<T, NB><<<blocks_for(l->out, WARPS), WARPS * 32, 0, s>>>(
+        static_cast<const T *>(x), static_cast<const T *>(w), static_cast<const T *>(b), static_cast<T *>(y), l->in,
+        l->out, relu, vec);
+    return launched();
+}
+
+} // namespace
+
+extern "C" int dlk_gemv(const dlk_linear_p *l, int type, const void *x, const void *w, const void *b, void *y, int relu,
+                        cudaStream_t s) {
+    return by_type(type, [&](auto t) {
+        using T = decltype(t);
+        switch (l->n) {
+        case 1: return launch<T, 1>(l, x, w, b, y, relu, s);
+        case 2: return launch<T, 2>(l, x, w, b, y, relu, s);
+        case 3: return launch<T, 3>(l, x, w, b, y, relu, s);
+        case 4: return launch<T, 4>(l, x, w, b, y, relu, s);
+        case 5: return launch<T, 5>(l, x, w, b, y, relu, s);
+        case 6: return launch<T, 6>(l, x, w, b, y, relu, s);
+        case 7: return launch<T, 7>(l, x, w, b, y, relu, s);
+        case 8: return launch<T, 8>(l, x, w, b, y, relu, s);
+        default: return (int)cudaErrorInvalidValue;
+        }
+    });
+}

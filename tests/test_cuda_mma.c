@@ -1,0 +1,533 @@
+/* test_cuda_mma.c — the cuda plugin's tensor-core GEMM (plugins/cuda/ops/mma_gemm.cu) without a
+ * GPU: its kernel's steps replayed on the host, block by block and lane by lane, through the same
+ * index functions the kernel calls (plugins/cuda/mma_layout.h: which thread loads which element of
+ * a stage, where ldmatrix points, which register holds which element), with mma.sync and ldmatrix
+ * modelled from the PTX ISA's fragment tables (written here independently of mma_layout.h), then
+ * compared with naive conv2d and linear on odd shapes: groups, stride, padding, dilation, tails in
+ * M, N and K, 16-byte and element loads, all three tile shapes, 4- and 2-byte elements. Stage
+ * slots start as NaN, so an element the loaders forget fails the comparison; every output is
+ * written once. Also: the fragment reads hit 32 banks (the padding's claim), the k-table, and the
+ * rules of gemm_plan.c (which variant may run what, the switches). What the GPU does with it is
+ * for the GPU round: tools/gpu-check mma. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrun/plugin.h"
+#include "gemm_plan.h"
+#include "mma_layout.h"
+
+/* ---- the ISA's fragments: which lane and register hold an element (m16n8k8 .tf32 and
+ *      m16n8k16 .f16/.bf16; 16-bit registers hold two elements, `half` says which) ---- */
+
+static void isa_a(int es, int row, int k, int *lane, int *reg) {
+    if (es == 4) *lane = (row % 8) * 4 + k % 4, *reg = row / 8 + 2 * (k / 4);
+    else *lane = (row % 8) * 4 + (k % 8) / 2, *reg = (row / 8 + 2 * (k / 8)) * 2 + k % 2;
+}
+static void isa_b(int es, int k, int n, int *lane, int *reg) {
+    if (es == 4) *lane = n * 4 + k % 4, *reg = k / 4;
+    else *lane = n * 4 + (k % 8) / 2, *reg = (k / 8) * 2 + k % 2;
+}
+static void isa_c(int row, int n, int *lane, int *reg) { *lane = (row % 8) * 4 + n / 2, *reg = (row / 8) * 2 + n % 2; }
+
+/* d += a b for one warp: registers a[lane][8], b[lane][4] (16-bit: element slots), d[lane][4] */
+static void isa_mma(int es, double d[32][4], const float a[32][8], const float b[32][4]) {
+    int K = es == 4 ? 8 : 16;
+    for (int row = 0; row < 16; row++)
+        for (int n = 0; n < 8; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) {
+                int la, ra, lb, rb;
+                isa_a(es, row, k, &la, &ra);
+                isa_b(es, k, n, &lb, &rb);
+                s += (double)a[la][ra] * b[lb][rb];
+            }
+            int lc, rc;
+            isa_c(row, n, &lc, &rc);
+            d[lc][rc] += s;
+        }
+}
+
+/* ldmatrix.x4 (b16, no .trans): lane l gives addr[l], the start of row l % 8 of matrix l / 8;
+ * lane l receives in register j row l / 4 of matrix j, elements 2 (l % 4) and 2 (l % 4) + 1. */
+static void isa_ldsm_x4(const float *smem, const int addr[32], float out[32][8]) {
+    for (int l = 0; l < 32; l++)
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++) out[l][j * 2 + h] = smem[addr[j * 8 + l / 4] + 2 * (l % 4) + h];
+}
+
+/* ---- the problems ---- */
+
+typedef struct prob {
+    int conv;                                                           /* else linear */
+    int n, c, h, w, oc, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups; /* conv */
+    int batch, in, out;                                                 /* linear */
+    int relu;
+    float *x, *wt, *b, *y;
+    int *writes;
+    mma_ktap *ktab;
+    int M, N, K, cg, ocg;
+} prob;
+
+typedef struct pix {
+    long long xoff, yoff;
+    int iy0, ix0;
+} pix;
+
+static float rnd(void) { return (float)(rand() % 33 - 16) / 8.f; }
+
+static float *fill(size_t n) {
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = rnd();
+    return p;
+}
+
+/* ---- one block of the kernel, replayed: the same steps as mma_tiles in mma_gemm.cu ---- */
+
+enum { STAGES = 3, MAXT = 256 };
+
+/* load_dense: rows x BK of a dense operand (row r at p + r * ld), by 16-byte chunks or elements */
+static void load_dense(float *s, int es, int S, int ROWS, int THREADS, const float *p, int rows, int K, long long ld,
+                       int vec, int r0, int k0) {
+    for (int tid = 0; tid < THREADS; tid++) {
+        if (vec) {
+            int E = 16 / es;
+            for (int j = 0; j < ROWS * MMA_BK / E / THREADS; j++) {
+                int row, k;
+                mma_load_chunk(tid, j, THREADS, es, &row, &k);
+                int ok = r0 + row < rows && k0 + k < K;
+                for (int e = 0; e < E; e++) s[row * S + k + e] = ok ? p[(r0 + row) * ld + k0 + k + e] : 0.f;
+            }
+        } else {
+            for (int j = 0; j < ROWS * MMA_BK / THREADS; j++) {
+                int row, k;
+                mma_load_elem(tid, j, THREADS, &row, &k);
+                int ok = r0 + row < rows && k0 + k < K;
+                s[row * S + k] = ok ? p[(r0 + row) * ld + k0 + k] : 0.f;
+            }
+        }
+    }
+}
+
+static void load_gather(float *s, int S, int ROWS, int THREADS, const prob *p, const pix *px, int k0) {
+    for (int tid = 0; tid < THREADS; tid++) {
+        int row, k;
+        mma_load_elem(tid, 0, THREADS, &row, &k);
+        int kin = k0 + k < p->K;
+        mma_ktap t = {0, 0, 0, 0};
+        if (kin) t = p->ktab[k0 + k];
+        for (int j = 0; j < ROWS * MMA_BK / THREADS; j++) {
+            mma_load_elem(tid, j, THREADS, &row, &k);
+            const pix *q = &px[row];
+            int iy = q->iy0 + t.dy, ix = q->ix0 + t.dx;
+            int ok = kin && (unsigned)iy < (unsigned)p->h && (unsigned)ix < (unsigned)p->w;
+            s[row * S + k] = ok ? p->x[q->xoff + t.off] : 0.f;
+        }
+    }
+}
+
+/* 16-bit: the gather goes through registers a stage ahead (fetch_gather, then put_gather) */
+static void fetch_gather(float *r, int ROWS, int THREADS, const prob *p, const pix *px, int k0) {
+    for (int tid = 0; tid < THREADS; tid++) {
+        int row, k;
+        mma_load_elem(tid, 0, THREADS, &row, &k);
+        int kin = k0 + k < p->K;
+        mma_ktap t = {0, 0, 0, 0};
+        if (kin) t = p->ktab[k0 + k];
+        for (int j = 0; j < ROWS * MMA_BK / THREADS; j++) {
+            mma_load_elem(tid, j, THREADS, &row, &k);
+            const pix *q = &px[row];
+            int iy = q->iy0 + t.dy, ix = q->ix0 + t.dx;
+            int ok = kin && (unsigned)iy < (unsigned)p->h && (unsigned)ix < (unsigned)p->w;
+            r[tid * (ROWS * MMA_BK / THREADS) + j] = ok ? p->x[q->xoff + t.off] : 0.f;
+        }
+    }
+}
+static void put_gather(float *s, int S, int ROWS, int THREADS, const float *r) {
+    for (int tid = 0; tid < THREADS; tid++)
+        for (int j = 0; j < ROWS * MMA_BK / THREADS; j++) {
+            int row, k;
+            mma_load_elem(tid, j, THREADS, &row, &k);
+            s[row * S + k] = r[tid * (ROWS * MMA_BK / THREADS) + j];
+        }
+}
+
+static int vec_ok(int es, int K, long long group_rows) {
+    int E = 16 / es;
+    return K % E == 0 && (group_rows * K) % E == 0; /* the tensors here are 16-byte aligned (malloc) */
+}
+
+static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx, int by, int g) {
+    const int THREADS = WM * WN * 32, S = mma_row_stride(es), KS = mma_kstep(es);
+    const int WTM = BM / WM, WTN = BN / WN, MI = WTM / 16, NI = WTN / 8;
+    const int m0 = by * BM, n0 = bx * BN;
+    float *As = malloc(sizeof(float) * STAGES * BM * S), *Bs = malloc(sizeof(float) * STAGES * BN * S);
+    for (int i = 0; i < STAGES * BM * S; i++) As[i] = NAN;
+    for (int i = 0; i < STAGES * BN * S; i++) Bs[i] = NAN;
+    pix px[128];
+    if (p->conv) { /* prologue */
+        int opix = p->oh * p->ow;
+        for (int i = 0; i < BN; i++) {
+            int n = n0 + i;
+            pix q = {0, 0, -(1 << 30), 0};
+            if (n < p->N) {
+                int img = n / opix, r = n % opix, oy = r / p->ow, ox = r % p->ow;
+                q.iy0 = oy * p->sh - p->ph;
+                q.ix0 = ox * p->sw - p->pw;
+                q.xoff = ((long long)img * p->c + (long long)g * p->cg) * p->h * p->w + (long long)q.iy0 * p->w + q.ix0;
+                q.yoff = ((long long)img * p->oc + (long long)g * p->ocg) * opix + r;
+            }
+            px[i] = q;
+        }
+    }
+    double(*acc)[32][4] = calloc((size_t)(WM * WN) * MI * NI, sizeof *acc); /* [warp][i][j] */
+    const int KT = (p->K + MMA_BK - 1) / MMA_BK;
+    const float *wa = p->wt + (p->conv ? (long long)g * p->ocg * p->K : 0);
+    int avec = vec_ok(es, p->K, p->conv ? p->ocg : 0), bvec = !p->conv && vec_ok(es, p->K, 0);
+    const int reg_b = p->conv && es == 2; /* ConvP::REG_B */
+    float *rb = malloc(sizeof(float) * BN * MMA_BK);
+#define LOAD_A(stage, kt) \
+    load_dense(As + (stage)*BM * S, es, S, BM, THREADS, wa, p->M, p->K, p->K, avec, m0, (kt)*MMA_BK)
+#define LOAD_B(stage, kt)                                                                                        \
+    do {                                                                                                         \
+        if (p->conv) load_gather(Bs + (stage)*BN * S, S, BN, THREADS, p, px, (kt)*MMA_BK);                       \
+        else load_dense(Bs + (stage)*BN * S, es, S, BN, THREADS, p->x, p->N, p->K, p->K, bvec, n0, (kt)*MMA_BK); \
+    } while (0)
+    for (int s = 0; s < STAGES - 1; s++)
+        if (s < KT) {
+            LOAD_A(s, s);
+            if (reg_b)
+                fetch_gather(rb, BN, THREADS, p, px, s * MMA_BK), put_gather(Bs + s * BN * S, S, BN, THREADS, rb);
+            else LOAD_B(s, s);
+        }
+    if (reg_b && STAGES - 1 < KT) fetch_gather(rb, BN, THREADS, p, px, (STAGES - 1) * MMA_BK);
+    for (int kt = 0; kt < KT; kt++) {
+        const int nk = kt + STAGES - 1, slot = nk % STAGES;
+        if (nk < KT) {
+            LOAD_A(slot, nk);
+            if (reg_b) put_gather(Bs + slot * BN * S, S, BN, THREADS, rb);
+            else LOAD_B(slot, nk);
+        }
+        if (reg_b && nk + 1 < KT) fetch_gather(rb, BN, THREADS, p, px, (nk + 1) * MMA_BK);
+        for (int warp = 0; warp < WM * WN; warp++) {
+            int wm = warp / WN, wn = warp % WN;
+            const float *as = As + (kt % STAGES) * BM * S + wm * WTM * S;
+            const float *bs = Bs + (kt % STAGES) * BN * S + wn * WTN * S;
+            for (int ks = 0; ks < MMA_BK; ks += KS) {
+                static float a[8][32][8], b[8][32][4];
+                if (es == 4) {
+                    for (int lane = 0; lane < 32; lane++) {
+                        for (int i = 0; i < MI; i++)
+                            for (int r = 0; r < 4; r++) {
+                                int row, k;
+                                mma_a_tf32(lane, r, &row, &k);
+                                a[i][lane][r] = as[(i * 16 + row) * S + ks + k];
+                            }
+                        for (int j = 0; j < NI; j++)
+                            for (int r = 0; r < 2; r++) {
+                                int n, k;
+                                mma_b_tf32(lane, r, &n, &k);
+                                b[j][lane][r] = bs[(j * 8 + n) * S + ks + k];
+                            }
+                    }
+                } else {
+                    int addr[32];
+                    float t[32][8];
+                    for (int i = 0; i < MI; i++) {
+                        for (int lane = 0; lane < 32; lane++) {
+                            int row, k;
+                            mma_ldsm_a(lane, &row, &k);
+                            addr[lane] = (i * 16 + row) * S + ks + k;
+                        }
+                        isa_ldsm_x4(as, addr, a[i]);
+                    }
+                    for (int j = 0; j < NI; j += 2) {
+                        for (int lane = 0; lane < 32; lane++) {
+                            int n, k;
+                            mma_ldsm_b(lane, &n, &k);
+                            addr[lane] = (j * 8 + n) * S + ks + k;
+                        }
+                        isa_ldsm_x4(bs, addr, t);
+                        for (int lane = 0; lane < 32; lane++)
+                            for (int h = 0; h < 4; h++) { /* registers 0, 1 -> tile j; 2, 3 -> tile j + 1 */
+                                b[j][lane][h] = t[lane][h];
+                                b[j + 1][lane][h] = t[lane][4 + h];
+                            }
+                    }
+                }
+                for (int i = 0; i < MI; i++)
+                    for (int j = 0; j < NI; j++) isa_mma(es, acc[(warp * MI + i) * NI + j], a[i], b[j]);
+            }
+        }
+    }
+#undef LOAD_A
+#undef LOAD_B
+    free(rb);
+    for (int warp = 0; warp < WM * WN; warp++) { /* epilogue */
+        int wm = warp / WN, wn = warp % WN;
+        for (int i = 0; i < MI; i++)
+            for (int j = 0; j < NI; j++)
+                for (int lane = 0; lane < 32; lane++)
+                    for (int q = 0; q < 4; q++) {
+                        int row, n;
+                        mma_c(lane, q, &row, &n);
+                        int m = m0 + wm * WTM + i * 16 + row, nl = wn * WTN + j * 8 + n;
+                        if (m >= p->M || n0 + nl >= p->N) continue;
+                        float v = (float)acc[(warp * MI + i) * NI + j][lane][q];
+                        long long at;
+                        if (p->conv) {
+                            if (p->b) v += p->b[g * p->ocg + m];
+                            at = px[nl].yoff + (long long)m * p->oh * p->ow;
+                        } else {
+                            if (p->b) v += p->b[m];
+                            at = (long long)(n0 + nl) * p->M + m;
+                        }
+                        if (p->relu && v < 0.f) v = 0.f;
+                        p->y[at] = v;
+                        p->writes[at]++;
+                    }
+    }
+    free(acc);
+    free(As);
+    free(Bs);
+}
+
+/* the whole grid, as mma_gemm.cu's launch: (N / BN, M / BM, groups) */
+static void run_grid(const prob *p, int es, int tile) {
+    static const int shapes[3][4] = {{128, 128, 2, 4}, {128, 64, 2, 2}, {64, 64, 2, 2}};
+    const int *t = shapes[tile];
+    int groups = p->conv ? p->groups : 1;
+    for (int g = 0; g < groups; g++)
+        for (int by = 0; by < (p->M + t[0] - 1) / t[0]; by++)
+            for (int bx = 0; bx < (p->N + t[1] - 1) / t[1]; bx++) block(p, es, t[0], t[1], t[2], t[3], bx, by, g);
+}
+
+/* ---- naive references ---- */
+
+static double naive_conv(const prob *p, int img, int o, int oy, int ox) {
+    int g = o / p->ocg;
+    double s = p->b ? p->b[o] : 0;
+    for (int ci = 0; ci < p->cg; ci++)
+        for (int ky = 0; ky < p->kh; ky++)
+            for (int kx = 0; kx < p->kw; kx++) {
+                int iy = oy * p->sh - p->ph + ky * p->dh, ix = ox * p->sw - p->pw + kx * p->dw;
+                if (iy < 0 || iy >= p->h || ix < 0 || ix >= p->w) continue;
+                s += (double)p->x[(((long long)img * p->c + g * p->cg + ci) * p->h + iy) * p->w + ix] *
+                     p->wt[(((long long)o * p->cg + ci) * p->kh + ky) * p->kw + kx];
+            }
+    return p->relu && s < 0 ? 0 : s;
+}
+
+static double naive_linear(const prob *p, int n, int m) {
+    double s = p->b ? p->b[m] : 0;
+    for (int k = 0; k < p->in; k++) s += (double)p->x[(long long)n * p->in + k] * p->wt[(long long)m * p->in + k];
+    return p->relu && s < 0 ? 0 : s;
+}
+
+static void check(prob *p, const char *what) {
+    size_t ny = p->conv ? (size_t)p->n * p->oc * p->oh * p->ow : (size_t)p->batch * p->out;
+    for (int es = 4; es >= 2; es -= 2)
+        for (int tile = 0; tile < 3; tile++) {
+            for (size_t i = 0; i < ny; i++) p->y[i] = NAN, p->writes[i] = 0;
+            run_grid(p, es, tile);
+            double worst = 0;
+            size_t bad = 0;
+            for (size_t i = 0; i < ny; i++) {
+                double ref;
+                if (p->conv) {
+                    size_t r = i;
+                    int ox = (int)(r % p->ow);
+                    r /= p->ow;
+                    int oy = (int)(r % p->oh);
+                    r /= p->oh;
+                    int o = (int)(r % p->oc), img = (int)(r / p->oc);
+                    ref = naive_conv(p, img, o, oy, ox);
+                } else {
+                    ref = naive_linear(p, (int)(i / p->out), (int)(i % p->out));
+                }
+                double e = fabs(p->y[i] - ref);
+                if (!(e <= 1e-4 * (1 + fabs(ref))) || p->writes[i] != 1) bad++;
+                if (!(e <= worst)) worst = e;
+            }
+            cr_expect(bad == 0, "%s, %d-byte elements, tile %d: %zu of %zu outputs wrong (worst |error| %g)", what, es,
+                      tile, bad, ny, worst);
+        }
+}
+
+static void conv_case(int n, int c, int h, int w, int oc, int k, int s, int pad, int d, int groups, int relu,
+                      const char *what) {
+    prob p = {.conv = 1,
+              .n = n,
+              .c = c,
+              .h = h,
+              .w = w,
+              .oc = oc,
+              .kh = k,
+              .kw = k,
+              .sh = s,
+              .sw = s,
+              .ph = pad,
+              .pw = pad,
+              .dh = d,
+              .dw = d,
+              .groups = groups,
+              .relu = relu};
+    p.oh = (h + 2 * pad - d * (k - 1) - 1) / s + 1;
+    p.ow = (w + 2 * pad - d * (k - 1) - 1) / s + 1;
+    p.cg = c / groups, p.ocg = oc / groups;
+    p.M = p.ocg, p.N = n * p.oh * p.ow, p.K = p.cg * k * k;
+    p.x = fill((size_t)n * c * h * w);
+    p.wt = fill((size_t)oc * p.K);
+    p.b = fill((size_t)oc);
+    size_t ny = (size_t)n * oc * p.oh * p.ow;
+    p.y = malloc(ny * sizeof *p.y);
+    p.writes = malloc(ny * sizeof *p.writes);
+    cr_assert(cu_mma_conv_fits(p.cg, h, w, k, k, d, d));
+    p.ktab = malloc((size_t)p.K * sizeof *p.ktab);
+    cu_mma_ktab(p.cg, k, k, h, w, d, d, p.ktab);
+    check(&p, what);
+    free(p.x), free(p.wt), free(p.b), free(p.y), free(p.writes), free(p.ktab);
+}
+
+static void linear_case(int batch, int in, int out, int relu, const char *what) {
+    prob p = {.batch = batch, .in = in, .out = out, .relu = relu, .M = out, .N = batch, .K = in};
+    p.x = fill((size_t)batch * in);
+    p.wt = fill((size_t)out * in);
+    p.b = fill((size_t)out);
+    p.y = malloc((size_t)batch * out * sizeof *p.y);
+    p.writes = malloc((size_t)batch * out * sizeof *p.writes);
+    check(&p, what);
+    free(p.x), free(p.wt), free(p.b), free(p.y), free(p.writes);
+}
+
+Test(cuda_mma, conv_blocks_replayed_match_naive) {
+    srand(7);
+    /* groups, stride 2, padding, dilation 2, K = 27 (element loads, a K tail), N = 2 x 25 */
+    conv_case(2, 6, 9, 11, 10, 3, 2, 1, 2, 2, 1, "3x3 conv, 2 groups, stride 2, dilation 2");
+    /* K = 48: 16-byte loads of the weights in both sizes; N = 3 x 81 = 243 crosses 128 and 64 */
+    conv_case(3, 16, 9, 9, 20, 1, 1, 0, 1, 1, 0, "1x1 conv, 16 -> 20 channels");
+    /* M = 130 filters cross the 128-row tile; K = 4 x 9 = 36, two stages with a tail */
+    conv_case(1, 4, 7, 13, 130, 3, 1, 1, 1, 1, 1, "3x3 conv, 130 filters");
+    /* K = 2 x 5 x 5 = 50 over two stages, 7x7 padding 3 reaches far outside */
+    conv_case(1, 2, 6, 5, 3, 5, 1, 3, 1, 1, 0, "5x5 conv, padding 3");
+    /* depthwise: 8 groups of one channel, K = 9 */
+    conv_case(2, 8, 5, 6, 8, 3, 1, 1, 1, 8, 1, "depthwise 3x3");
+}
+
+Test(cuda_mma, linear_blocks_replayed_match_naive) {
+    srand(11);
+    linear_case(37, 100, 70, 1, "linear 100 -> 70, batch 37 (f32 16-byte loads, 16-bit element loads)");
+    linear_case(5, 96, 131, 0, "linear 96 -> 131, batch 5 (16-byte loads in both sizes)");
+    linear_case(130, 33, 9, 1, "linear 33 -> 9, batch 130 (element loads, a K tail)");
+    linear_case(1, 200, 3, 0, "linear 200 -> 3, batch 1 (7 k-stages)");
+}
+
+/* The padding's claim (mma_layout.h): a warp's tf32 fragment reads hit 32 different banks, and
+ * each 8-lane phase of an ldmatrix reads 8 different 16-byte bank groups. */
+Test(cuda_mma, fragment_reads_hit_every_bank_once) {
+    for (int which = 0; which < 2; which++) { /* A, B */
+        for (int r = 0; r < (which ? 2 : 4); r++) {
+            int seen[32] = {0};
+            for (int lane = 0; lane < 32; lane++) {
+                int row, k;
+                if (which) mma_b_tf32(lane, r, &row, &k);
+                else mma_a_tf32(lane, r, &row, &k);
+                seen[(row * mma_row_stride(4) + k) % 32]++;
+            }
+            for (int b = 0; b < 32; b++)
+                cr_expect_eq(seen[b], 1, "tf32 %c register %d: bank %d read %d times", which ? 'B' : 'A', r, b,
+                             seen[b]);
+        }
+        for (int phase = 0; phase < 4; phase++) {
+            int seen[8] = {0};
+            for (int lane = phase * 8; lane < phase * 8 + 8; lane++) {
+                int row, k;
+                if (which) mma_ldsm_b(lane, &row, &k);
+                else mma_ldsm_a(lane, &row, &k);
+                int byte = (row * mma_row_stride(2) + k) * 2;
+                cr_expect_eq(byte % 16, 0, "ldmatrix rows are 16-byte aligned");
+                seen[byte / 16 % 8]++;
+            }
+            for (int b = 0; b < 8; b++)
+                cr_expect_eq(seen[b], 1, "ldmatrix %c phase %d: bank group %d read %d times", which ? 'B' : 'A', phase,
+                             b, seen[b]);
+        }
+    }
+}
+
+/* The maps of mma_layout.h against the ISA tables above, element by element: each register of
+ * each lane holds a different element, and the one the ISA puts there. */
+Test(cuda_mma, fragment_maps_are_the_isa_tables) {
+    for (int lane = 0; lane < 32; lane++) {
+        for (int r = 0; r < 4; r++) {
+            int row, k, l, reg;
+            mma_a_tf32(lane, r, &row, &k);
+            isa_a(4, row, k, &l, &reg);
+            cr_expect(l == lane && reg == r, "tf32 A lane %d register %d", lane, r);
+            mma_c(lane, r, &row, &k);
+            isa_c(row, k, &l, &reg);
+            cr_expect(l == lane && reg == r, "C lane %d register %d", lane, r);
+        }
+        for (int r = 0; r < 2; r++) {
+            int n, k, l, reg;
+            mma_b_tf32(lane, r, &n, &k);
+            isa_b(4, k, n, &l, &reg);
+            cr_expect(l == lane && reg == r, "tf32 B lane %d register %d", lane, r);
+        }
+    }
+}
+
+Test(cuda_mma, ktab_is_the_naive_tap_offsets) {
+    int cg = 3, kh = 2, kw = 3, h = 7, w = 5, dh = 2, dw = 3;
+    mma_ktap t[18];
+    cu_mma_ktab(cg, kh, kw, h, w, dh, dw, t);
+    int k = 0;
+    for (int ci = 0; ci < cg; ci++)
+        for (int ky = 0; ky < kh; ky++)
+            for (int kx = 0; kx < kw; kx++, k++) {
+                cr_expect_eq(t[k].off, ci * h * w + ky * dh * w + kx * dw, "k %d", k);
+                cr_expect(t[k].dy == ky * dh && t[k].dx == kx * dw, "k %d", k);
+            }
+    cr_expect(cu_mma_conv_fits(512, 224, 224, 3, 3, 1, 1));
+    cr_expect_not(cu_mma_conv_fits(65536, 256, 256, 1, 1, 1, 1), "2^32 elements in one image's group");
+}
+
+Test(cuda_mma, variants_and_switches) {
+    cu_gemm_switch sw;
+    char why[160];
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, &sw, why, sizeof why));
+    cr_expect(sw.mma == 0 && sw.forced == -1);
+    /* by default: the SIMT tiles only, on f32 only */
+    for (int v = 0; v < CU_GEMM_VARIANTS; v++) {
+        cr_expect_eq(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_TF32, 0), v < CU_GEMM_MMA, "variant %d", v);
+        cr_expect_eq(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_F32, 1), v < CU_GEMM_MMA, "variant %d", v);
+        cr_expect_not(cu_gemm_variant_ok(&sw, v, DL_GPU_F16, DL_PRECISION_F16, 0), "variant %d on f16", v);
+    }
+    cr_assert(cu_gemm_switch_parse("1", "", &sw, why, sizeof why));
+    for (int v = CU_GEMM_MMA; v < CU_GEMM_GEMV; v++) {
+        cr_expect_not(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_F32, 0), "tf32 is not f32: variant %d", v);
+        cr_expect(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_TF32, 0));
+        cr_expect(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_BF16, 3));
+        cr_expect(cu_gemm_variant_ok(&sw, v, DL_GPU_F16, DL_PRECISION_F16, 0));
+        cr_expect(cu_gemm_variant_ok(&sw, v, DL_GPU_BF16, DL_PRECISION_BF16, 0));
+    }
+    /* the GEMV: linear of 1 to 8 rows, exact f32 sums, any storage */
+    cr_expect(cu_gemm_variant_ok(&sw, CU_GEMM_GEMV, DL_GPU_F32, DL_PRECISION_F32, 1));
+    cr_expect(cu_gemm_variant_ok(&sw, CU_GEMM_GEMV, DL_GPU_BF16, DL_PRECISION_BF16, CU_GEMV_ROWS));
+    cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_GEMV, DL_GPU_F32, DL_PRECISION_TF32, CU_GEMV_ROWS + 1));
+    cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_GEMV, DL_GPU_F32, DL_PRECISION_TF32, 0), "not a conv");
+    cr_expect_not(cu_gemm_variant_ok(&sw, 0, DL_GPU_BF16, DL_PRECISION_BF16, 0), "the SIMT tiles are f32 only");
+    cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_VARIANTS, DL_GPU_F32, DL_PRECISION_TF32, 0));
+    cr_assert(cu_gemm_switch_parse(NULL, "3", &sw, why, sizeof why));
+    cr_expect(sw.forced == 3 && sw.mma == 1, "a forced variant of issue 14 turns them on");
+    cr_assert(cu_gemm_switch_parse("0", "1", &sw, why, sizeof why));
+    cr_expect(sw.forced == 1 && sw.mma == 0);
+    cr_expect_not(cu_gemm_switch_parse(NULL, "6", &sw, why, sizeof why));
+    cr_expect(strstr(why, "DLRUN_CUDA_GEMM_VARIANT is \"6\"") != NULL, "%s", why);
+    cr_expect_not(cu_gemm_switch_parse(NULL, "2x", &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse(NULL, "-1", &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse("yes", NULL, &sw, why, sizeof why));
+    cr_expect(strstr(why, "DLRUN_CUDA_MMA") != NULL, "%s", why);
+}
