@@ -50,12 +50,15 @@ static void isa_mma(int es, double d[32][4], const float a[32][8], const float b
         }
 }
 
-/* ldmatrix.x4 (b16, no .trans): lane l gives addr[l], the start of row l % 8 of matrix l / 8;
- * lane l receives in register j row l / 4 of matrix j, elements 2 (l % 4) and 2 (l % 4) + 1. */
-static void isa_ldsm_x4(const float *smem, const int addr[32], float out[32][8]) {
+/* ldmatrix.x4 (b16, no .trans): lane l gives addr[l], the start of row l % 8 of matrix l / 8 (8
+ * rows of 16 bytes); lane l receives in register j bytes 4 (l % 4) .. 4 (l % 4) + 3 of row l / 4 of
+ * matrix j: elements 2 (l % 4) and 2 (l % 4) + 1 of 2 bytes (register slots 2j, 2j + 1), or
+ * element l % 4 of 4 bytes (slot j). Shared memory is modelled as an array of elements. */
+static void isa_ldsm_x4(int es, const float *smem, const int addr[32], float out[32][8]) {
+    int per = 4 / es;
     for (int l = 0; l < 32; l++)
         for (int j = 0; j < 4; j++)
-            for (int h = 0; h < 2; h++) out[l][j * 2 + h] = smem[addr[j * 8 + l / 4] + 2 * (l % 4) + h];
+            for (int h = 0; h < per; h++) out[l][j * per + h] = smem[addr[j * 8 + l / 4] + per * (l % 4) + h];
 }
 
 /* ---- the problems ---- */
@@ -217,45 +220,29 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
             const float *bs = Bs + (kt % STAGES) * BN * S + wn * WTN * S;
             for (int ks = 0; ks < MMA_BK; ks += KS) {
                 static float a[8][32][8], b[8][32][4];
-                if (es == 4) {
+                const int per = 4 / es; /* elements per 32-bit register */
+                int addr[32];
+                float t[32][8];
+                for (int i = 0; i < MI; i++) {
                     for (int lane = 0; lane < 32; lane++) {
-                        for (int i = 0; i < MI; i++)
-                            for (int r = 0; r < 4; r++) {
-                                int row, k;
-                                mma_a_tf32(lane, r, &row, &k);
-                                a[i][lane][r] = as[(i * 16 + row) * S + ks + k];
-                            }
-                        for (int j = 0; j < NI; j++)
-                            for (int r = 0; r < 2; r++) {
-                                int n, k;
-                                mma_b_tf32(lane, r, &n, &k);
-                                b[j][lane][r] = bs[(j * 8 + n) * S + ks + k];
-                            }
+                        int row, k;
+                        mma_ldsm_a(lane, es, &row, &k);
+                        addr[lane] = (i * 16 + row) * S + ks + k;
                     }
-                } else {
-                    int addr[32];
-                    float t[32][8];
-                    for (int i = 0; i < MI; i++) {
-                        for (int lane = 0; lane < 32; lane++) {
-                            int row, k;
-                            mma_ldsm_a(lane, &row, &k);
-                            addr[lane] = (i * 16 + row) * S + ks + k;
+                    isa_ldsm_x4(es, as, addr, a[i]);
+                }
+                for (int j = 0; j < NI; j += 2) {
+                    for (int lane = 0; lane < 32; lane++) {
+                        int n, k;
+                        mma_ldsm_b(lane, es, &n, &k);
+                        addr[lane] = (j * 8 + n) * S + ks + k;
+                    }
+                    isa_ldsm_x4(es, bs, addr, t);
+                    for (int lane = 0; lane < 32; lane++)
+                        for (int h = 0; h < 2 * per; h++) { /* registers 0, 1 -> tile j; 2, 3 -> tile j + 1 */
+                            b[j][lane][h] = t[lane][h];
+                            b[j + 1][lane][h] = t[lane][2 * per + h];
                         }
-                        isa_ldsm_x4(as, addr, a[i]);
-                    }
-                    for (int j = 0; j < NI; j += 2) {
-                        for (int lane = 0; lane < 32; lane++) {
-                            int n, k;
-                            mma_ldsm_b(lane, &n, &k);
-                            addr[lane] = (j * 8 + n) * S + ks + k;
-                        }
-                        isa_ldsm_x4(bs, addr, t);
-                        for (int lane = 0; lane < 32; lane++)
-                            for (int h = 0; h < 4; h++) { /* registers 0, 1 -> tile j; 2, 3 -> tile j + 1 */
-                                b[j][lane][h] = t[lane][h];
-                                b[j + 1][lane][h] = t[lane][4 + h];
-                            }
-                    }
                 }
                 for (int i = 0; i < MI; i++)
                     for (int j = 0; j < NI; j++) isa_mma(es, acc[(warp * MI + i) * NI + j], a[i], b[j]);
@@ -424,59 +411,69 @@ Test(cuda_mma, linear_blocks_replayed_match_naive) {
     linear_case(1, 200, 3, 0, "linear 200 -> 3, batch 1 (7 k-stages)");
 }
 
-/* The padding's claim (mma_layout.h): a warp's tf32 fragment reads hit 32 different banks, and
- * each 8-lane phase of an ldmatrix reads 8 different 16-byte bank groups. */
+/* The padding's claim (mma_layout.h): each 8-lane phase of an ldmatrix reads 8 different 16-byte
+ * bank groups, and every row it points at is 16-byte aligned, for both element sizes. */
 Test(cuda_mma, fragment_reads_hit_every_bank_once) {
-    for (int which = 0; which < 2; which++) { /* A, B */
-        for (int r = 0; r < (which ? 2 : 4); r++) {
-            int seen[32] = {0};
-            for (int lane = 0; lane < 32; lane++) {
-                int row, k;
-                if (which) mma_b_tf32(lane, r, &row, &k);
-                else mma_a_tf32(lane, r, &row, &k);
-                seen[(row * mma_row_stride(4) + k) % 32]++;
-            }
-            for (int b = 0; b < 32; b++)
-                cr_expect_eq(seen[b], 1, "tf32 %c register %d: bank %d read %d times", which ? 'B' : 'A', r, b,
-                             seen[b]);
-        }
-        for (int phase = 0; phase < 4; phase++) {
-            int seen[8] = {0};
-            for (int lane = phase * 8; lane < phase * 8 + 8; lane++) {
-                int row, k;
-                if (which) mma_ldsm_b(lane, &row, &k);
-                else mma_ldsm_a(lane, &row, &k);
-                int byte = (row * mma_row_stride(2) + k) * 2;
-                cr_expect_eq(byte % 16, 0, "ldmatrix rows are 16-byte aligned");
-                seen[byte / 16 % 8]++;
-            }
-            for (int b = 0; b < 8; b++)
-                cr_expect_eq(seen[b], 1, "ldmatrix %c phase %d: bank group %d read %d times", which ? 'B' : 'A', phase,
-                             b, seen[b]);
-        }
-    }
+    for (int es = 4; es >= 2; es -= 2)
+        for (int which = 0; which < 2; which++) /* A, B */
+            for (int ks = 0; ks < MMA_BK; ks += mma_kstep(es))
+                for (int phase = 0; phase < 4; phase++) {
+                    int seen[8] = {0};
+                    for (int lane = phase * 8; lane < phase * 8 + 8; lane++) {
+                        int row, k;
+                        if (which) mma_ldsm_b(lane, es, &row, &k);
+                        else mma_ldsm_a(lane, es, &row, &k);
+                        int byte = (row * mma_row_stride(es) + ks + k) * es;
+                        cr_expect_eq(byte % 16, 0, "ldmatrix rows are 16-byte aligned");
+                        seen[byte / 16 % 8]++;
+                    }
+                    for (int b = 0; b < 8; b++)
+                        cr_expect_eq(seen[b], 1, "%d-byte %c, k %d, phase %d: bank group %d read %d times", es,
+                                     which ? 'B' : 'A', ks, phase, b, seen[b]);
+                }
 }
 
-/* The maps of mma_layout.h against the ISA tables above, element by element: each register of
- * each lane holds a different element, and the one the ISA puts there. */
+/* The ldmatrix maps of mma_layout.h give each lane, register by register, the element the ISA's
+ * fragment table puts there (and the accumulator map is the table's): element by element. */
 Test(cuda_mma, fragment_maps_are_the_isa_tables) {
-    for (int lane = 0; lane < 32; lane++) {
-        for (int r = 0; r < 4; r++) {
-            int row, k, l, reg;
-            mma_a_tf32(lane, r, &row, &k);
-            isa_a(4, row, k, &l, &reg);
-            cr_expect(l == lane && reg == r, "tf32 A lane %d register %d", lane, r);
-            mma_c(lane, r, &row, &k);
-            isa_c(row, k, &l, &reg);
-            cr_expect(l == lane && reg == r, "C lane %d register %d", lane, r);
-        }
-        for (int r = 0; r < 2; r++) {
-            int n, k, l, reg;
-            mma_b_tf32(lane, r, &n, &k);
-            isa_b(4, k, n, &l, &reg);
-            cr_expect(l == lane && reg == r, "tf32 B lane %d register %d", lane, r);
+    for (int es = 4; es >= 2; es -= 2) {
+        const int per = 4 / es, K = 2 * (16 / es);
+        /* a 16 x K tile whose element (row, k) holds row * 100 + k, with rows of K elements */
+        float tile[16 * 32], regs[32][8];
+        for (int r = 0; r < 16; r++)
+            for (int k = 0; k < K; k++) tile[r * K + k] = (float)(r * 100 + k);
+        int addr[32];
+        for (int which = 0; which < 2; which++) {
+            for (int lane = 0; lane < 32; lane++) {
+                int row, k;
+                if (which) mma_ldsm_b(lane, es, &row, &k);
+                else mma_ldsm_a(lane, es, &row, &k);
+                addr[lane] = row * K + k;
+            }
+            isa_ldsm_x4(es, tile, addr, regs);
+            for (int row = 0; row < (which ? 8 : 16); row++)
+                for (int k = 0; k < K; k++) {
+                    int lane, slot;
+                    if (which) { /* B: the first n8 tile's registers 0, 1; rows 8-15 are the second's */
+                        isa_b(es, k, row, &lane, &slot);
+                        float got = regs[lane][slot], other = regs[lane][2 * per + slot];
+                        cr_expect(got == tile[row * K + k] && other == tile[(row + 8) * K + k],
+                                  "%d-byte B (k %d, n %d): lane %d slot %d holds %g", es, k, row, lane, slot, got);
+                    } else {
+                        isa_a(es, row, k, &lane, &slot);
+                        cr_expect(regs[lane][slot] == tile[row * K + k], "%d-byte A (%d, %d): lane %d slot %d holds %g",
+                                  es, row, k, lane, slot, regs[lane][slot]);
+                    }
+                }
         }
     }
+    for (int lane = 0; lane < 32; lane++)
+        for (int r = 0; r < 4; r++) {
+            int row, n, l, reg;
+            mma_c(lane, r, &row, &n);
+            isa_c(row, n, &l, &reg);
+            cr_expect(l == lane && reg == r, "C lane %d register %d", lane, r);
+        }
 }
 
 Test(cuda_mma, ktab_is_the_naive_tap_offsets) {

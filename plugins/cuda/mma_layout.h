@@ -21,10 +21,10 @@ extern "C" {
 
 enum { MMA_BK = 32 }; /* k-elements per pipeline stage */
 
-/* Elements between two rows of a stage: BK plus a pad, chosen so that a warp's fragment reads hit
- * 32 different banks: tf32 reads 4 bytes at (row g, k t) for g < 8, t < 4, and a row of 36 floats
- * puts them at bank 4g + t; ldmatrix reads 8 rows of 16 bytes, and a row of 40 halves (80 bytes)
- * puts them in 8 different 16-byte bank groups. Rows stay 16-byte aligned for cp.async. */
+/* Elements between two rows of a stage: BK plus a pad, chosen so that the fragment reads hit every
+ * bank once: ldmatrix reads 8 rows of 16 bytes per phase, and a row of 36 floats (144 bytes) or
+ * 40 halves (80 bytes) puts them in 8 different 16-byte bank groups. Rows stay 16-byte aligned
+ * for cp.async and ldmatrix. */
 DL_GPU_HD int mma_row_stride(int esize) { return esize == 4 ? MMA_BK + 4 : MMA_BK + 8; }
 
 /* k of one mma instruction: 8 for tf32 (4-byte elements), 16 for f16/bf16 */
@@ -49,40 +49,32 @@ DL_GPU_HD void mma_load_chunk(int tid, int j, int threads, int esize, int *row, 
     *k = i % per_row * (16 / esize);
 }
 
-/* ---- fragments: lane's register i holds the element at (row, k) of the warp's 16 x K (A),
- *      8 x K (B: row = n) or 16 x 8 (C: row, n) piece ---- */
+/* ---- fragments: ldmatrix.x4 (b16, no .trans) fills them for both element sizes. Lane l points
+ *      at row l % 8 of 8x(16-byte) matrix l / 8 and gets in register j row l / 4 of matrix j,
+ *      bytes 4 (l % 4) to 4 (l % 4) + 3: two 16-bit elements, or one f32 (tf32) element. A 16-byte
+ *      matrix row holds c = 16 / esize elements of k. ---- */
 
-/* m16n8k8 .tf32, A (4 registers): rows g and g + 8, k t and t + 4 (g = lane / 4, t = lane % 4) */
-DL_GPU_HD void mma_a_tf32(int lane, int i, int *row, int *k) {
-    *row = (lane >> 2) + (i & 1) * 8;
-    *k = (lane & 3) + (i >> 1) * 4;
+/* A (16 x 2c, the k of one mma): matrices (rows 0-7, k 0..c-1), (rows 8-15, k 0..c-1), (rows 0-7,
+ * k c..2c-1), (rows 8-15, k c..2c-1): registers a0..a3 of the m16n8k8 .tf32 fragment, or a0a1,
+ * a2a3, a4a5, a6a7 of the m16n8k16 .f16/.bf16 one. *row, *k: where lane's row starts. */
+DL_GPU_HD void mma_ldsm_a(int lane, int esize, int *row, int *k) {
+    int m = lane >> 3;
+    *row = (lane & 7) + (m & 1) * 8;
+    *k = (m >> 1) * (16 / esize);
 }
-/* m16n8k8 .tf32, B (2 registers): n = g, k t and t + 4 */
-DL_GPU_HD void mma_b_tf32(int lane, int i, int *n, int *k) {
-    *n = lane >> 2;
-    *k = (lane & 3) + i * 4;
+/* B, two n8 tiles at once (rows are n): (n 0-7, k 0..c-1), (n 0-7, k c..2c-1), (n 8-15, k 0..c-1),
+ * (n 8-15, k c..2c-1): registers b0 and b1 (tf32; b0b1 and b2b3 for 16-bit) of the first tile,
+ * then of the second. */
+DL_GPU_HD void mma_ldsm_b(int lane, int esize, int *n, int *k) {
+    int m = lane >> 3;
+    *n = (lane & 7) + (m >> 1) * 8;
+    *k = (m & 1) * (16 / esize);
 }
-/* the f32 accumulator of both shapes (4 registers): rows g and g + 8, n 2t and 2t + 1 */
+/* the f32 accumulator of both shapes (4 registers): rows g and g + 8, n 2t and 2t + 1 (g = lane /
+ * 4, t = lane % 4) */
 DL_GPU_HD void mma_c(int lane, int i, int *row, int *n) {
     *row = (lane >> 2) + (i >> 1) * 8;
     *n = (lane & 3) * 2 + (i & 1);
-}
-
-/* m16n8k16 .f16/.bf16 through ldmatrix.x4 (no .trans): lane l points at row l % 8 of matrix l / 8,
- * and gets in register j row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1, of matrix j. For A the
- * four 8x8 matrices are (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15,
- * k 8-15): registers a0a1, a2a3, a4a5, a6a7 of the m16n8k16 A fragment. */
-DL_GPU_HD void mma_ldsm_a(int lane, int *row, int *k) {
-    int m = lane >> 3;
-    *row = (lane & 7) + (m & 1) * 8;
-    *k = (m >> 1) * 8;
-}
-/* For B, two n8 tiles at once: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15):
- * registers b0b1 and b2b3 of the first tile, then of the second. */
-DL_GPU_HD void mma_ldsm_b(int lane, int *n, int *k) {
-    int m = lane >> 3;
-    *n = (lane & 7) + (m >> 1) * 8;
-    *k = (m & 1) * 8;
 }
 
 /* ---- a conv's gather: per k (channel within the group, ky, kx), the input's offset from the

@@ -1,6 +1,6 @@
 // mma_gemm.cu — the cuda plugin's tensor-core GEMM and its two problems, conv2d as an implicit
 // GEMM and linear (issue 14): warp-level mma.sync with f32 accumulators (m16n8k8 .tf32 on f32
-// tensors, m16n8k16 .f16/.bf16 on f16/bf16 tensors, fragments of those read by ldmatrix), a
+// tensors, m16n8k16 .f16/.bf16 on f16/bf16 tensors, both read from shared memory by ldmatrix), a
 // STAGES-deep cp.async pipeline through padded shared memory (mma_layout.h says where every element
 // lives; tests/test_cuda_mma.c replays it on the host), and bias + relu in the epilogue. A conv
 // gathers its B operand from the image with no division in the loop: a per-k table built at
@@ -302,35 +302,26 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p) {
 #pragma unroll
         for (int ks = 0; ks < MMA_BK; ks += KS) {
             unsigned a[MI][4], b[NI][2];
-            if constexpr (ES == 4) {
+            int row, k;
+            mma_ldsm_a(lane, ES, &row, &k);
+#pragma unroll
+            for (int i = 0; i < MI; i++) ldsm_x4(a[i], as + (i * 16 + row) * S + ks + k);
+            mma_ldsm_b(lane, ES, &row, &k);
+#pragma unroll
+            for (int j = 0; j < NI; j += 2) {
+                unsigned t[4];
+                ldsm_x4(t, bs + (j * 8 + row) * S + ks + k);
+                b[j][0] = t[0], b[j][1] = t[1], b[j + 1][0] = t[2], b[j + 1][1] = t[3];
+            }
+            if constexpr (ES == 4) { // f32 in shared memory: rounded to tf32 for the mma
 #pragma unroll
                 for (int i = 0; i < MI; i++)
 #pragma unroll
-                    for (int r = 0; r < 4; r++) {
-                        int row, k;
-                        mma_a_tf32(lane, r, &row, &k);
-                        a[i][r] = to_tf32(reinterpret_cast<const float *>(as)[(i * 16 + row) * S + ks + k]);
-                    }
+                    for (int r = 0; r < 4; r++) a[i][r] = to_tf32(__uint_as_float(a[i][r]));
 #pragma unroll
                 for (int j = 0; j < NI; j++)
 #pragma unroll
-                    for (int r = 0; r < 2; r++) {
-                        int n, k;
-                        mma_b_tf32(lane, r, &n, &k);
-                        b[j][r] = to_tf32(reinterpret_cast<const float *>(bs)[(j * 8 + n) * S + ks + k]);
-                    }
-            } else {
-                int row, k;
-                mma_ldsm_a(lane, &row, &k);
-#pragma unroll
-                for (int i = 0; i < MI; i++) ldsm_x4(a[i], as + (i * 16 + row) * S + ks + k);
-                mma_ldsm_b(lane, &row, &k);
-#pragma unroll
-                for (int j = 0; j < NI; j += 2) {
-                    unsigned t[4];
-                    ldsm_x4(t, bs + (j * 8 + row) * S + ks + k);
-                    b[j][0] = t[0], b[j][1] = t[1], b[j + 1][0] = t[2], b[j + 1][1] = t[3];
-                }
+                    for (int r = 0; r < 2; r++) b[j][r] = to_tf32(__uint_as_float(b[j][r]));
             }
 #pragma unroll
             for (int i = 0; i < MI; i++)
