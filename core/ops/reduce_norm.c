@@ -66,12 +66,13 @@ static double reduce_flops(const dl_op *op) { return (double)dl_tensor_numel(&op
         .attrs = (const dl_attr_def[]){{"axes", DL_ATTR_INTS, 0, DL_ATTR_AT(axes), -DL_MAX_DIMS, DL_MAX_DIMS, 0, 0}, \
                                        {"keepdims", DL_ATTR_BOOL, 0, DL_ATTR_AT(attrs.keepdims), 0, 1, 1, 0},        \
                                        {0}},                                                                         \
-        .nmse = nmse_,                                                                                               \
+        .nmse = nmse_, /* "all" draws positive values: one sum of signed ones may cancel to near 0, where the 16-bit \
+                        * rounding of the inputs alone is a large relative error */                                  \
         .cases =                                                                                                     \
             (const dl_op_case[]){{#op " spatial", "[[2, 5, 7, 9]]", "axes: [2, 3]", 1},                              \
                                  {#op " channels, no keepdims", "[[3, 7, 5, 3]]", "axes: [1], keepdims: false", 1},  \
                                  {#op " last", "[[4, 3, 101]]", "axes: [-1]", 1},                                    \
-                                 {#op " all", "[[3, 5, 7]]", "keepdims: false", 1},                                  \
+                                 {#op " all", "[[3, 5, 7]]", "keepdims: false", 1, 0.25f},                           \
                                  {0}},                                                                               \
         .complete = reduce_complete,                                                                                 \
         .validate = reduce_validate,                                                                                 \
