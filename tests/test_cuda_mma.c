@@ -162,7 +162,10 @@ static int vec_ok(int es, int K, long long group_rows) {
     return K % E == 0 && (group_rows * K) % E == 0; /* the tensors here are 16-byte aligned (malloc) */
 }
 
-static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx, int by, int g) {
+/* block (bx, by, z = g * splits + sp); part: split-K's partial sums when splits > 1 */
+static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx, int by, int z, int splits,
+                  float *part) {
+    const int g = z / splits, sp = z % splits;
     const int THREADS = WM * WN * 32, S = mma_row_stride(es), KS = mma_kstep(es);
     const int WTM = BM / WM, WTN = BN / WN, MI = WTM / 16, NI = WTN / 8;
     const int m0 = by * BM, n0 = bx * BN;
@@ -186,26 +189,30 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
         }
     }
     double(*acc)[32][4] = calloc((size_t)(WM * WN) * MI * NI, sizeof *acc); /* [warp][i][j] */
-    const int KT = (p->K + MMA_BK - 1) / MMA_BK;
+    const int KT_ALL = (p->K + MMA_BK - 1) / MMA_BK, per = (KT_ALL + splits - 1) / splits;
+    const int kb = KT_ALL < sp * per ? KT_ALL : sp * per, KT = (KT_ALL < kb + per ? KT_ALL : kb + per) - kb;
     const float *wa = p->wt + (p->conv ? (long long)g * p->ocg * p->K : 0);
     int avec = vec_ok(es, p->K, p->conv ? p->ocg : 0), bvec = !p->conv && vec_ok(es, p->K, 0);
     const int reg_b = p->conv && es == 2; /* ConvP::REG_B */
     float *rb = malloc(sizeof(float) * BN * MMA_BK);
 #define LOAD_A(stage, kt) \
-    load_dense(As + (stage)*BM * S, es, S, BM, THREADS, wa, p->M, p->K, p->K, avec, m0, (kt)*MMA_BK)
-#define LOAD_B(stage, kt)                                                                                        \
-    do {                                                                                                         \
-        if (p->conv) load_gather(Bs + (stage)*BN * S, S, BN, THREADS, p, px, (kt)*MMA_BK);                       \
-        else load_dense(Bs + (stage)*BN * S, es, S, BN, THREADS, p->x, p->N, p->K, p->K, bvec, n0, (kt)*MMA_BK); \
+    load_dense(As + (stage)*BM * S, es, S, BM, THREADS, wa, p->M, p->K, p->K, avec, m0, (kb + (kt)) * MMA_BK)
+#define LOAD_B(stage, kt)                                                                           \
+    do {                                                                                            \
+        if (p->conv) load_gather(Bs + (stage)*BN * S, S, BN, THREADS, p, px, (kb + (kt)) * MMA_BK); \
+        else                                                                                        \
+            load_dense(Bs + (stage)*BN * S, es, S, BN, THREADS, p->x, p->N, p->K, p->K, bvec, n0,   \
+                       (kb + (kt)) * MMA_BK);                                                       \
     } while (0)
     for (int s = 0; s < STAGES - 1; s++)
         if (s < KT) {
             LOAD_A(s, s);
             if (reg_b)
-                fetch_gather(rb, BN, THREADS, p, px, s * MMA_BK), put_gather(Bs + s * BN * S, S, BN, THREADS, rb);
+                fetch_gather(rb, BN, THREADS, p, px, (kb + s) * MMA_BK),
+                    put_gather(Bs + s * BN * S, S, BN, THREADS, rb);
             else LOAD_B(s, s);
         }
-    if (reg_b && STAGES - 1 < KT) fetch_gather(rb, BN, THREADS, p, px, (STAGES - 1) * MMA_BK);
+    if (reg_b && STAGES - 1 < KT) fetch_gather(rb, BN, THREADS, p, px, (kb + STAGES - 1) * MMA_BK);
     for (int kt = 0; kt < KT; kt++) {
         const int nk = kt + STAGES - 1, slot = nk % STAGES;
         if (nk < KT) {
@@ -213,14 +220,14 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
             if (reg_b) put_gather(Bs + slot * BN * S, S, BN, THREADS, rb);
             else LOAD_B(slot, nk);
         }
-        if (reg_b && nk + 1 < KT) fetch_gather(rb, BN, THREADS, p, px, (nk + 1) * MMA_BK);
+        if (reg_b && nk + 1 < KT) fetch_gather(rb, BN, THREADS, p, px, (kb + nk + 1) * MMA_BK);
         for (int warp = 0; warp < WM * WN; warp++) {
             int wm = warp / WN, wn = warp % WN;
             const float *as = As + (kt % STAGES) * BM * S + wm * WTM * S;
             const float *bs = Bs + (kt % STAGES) * BN * S + wn * WTN * S;
             for (int ks = 0; ks < MMA_BK; ks += KS) {
                 static float a[8][32][8], b[8][32][4];
-                const int per = 4 / es; /* elements per 32-bit register */
+                const int epr = 4 / es; /* elements per 32-bit register */
                 int addr[32];
                 float t[32][8];
                 for (int i = 0; i < MI; i++) {
@@ -239,9 +246,9 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
                     }
                     isa_ldsm_x4(es, bs, addr, t);
                     for (int lane = 0; lane < 32; lane++)
-                        for (int h = 0; h < 2 * per; h++) { /* registers 0, 1 -> tile j; 2, 3 -> tile j + 1 */
+                        for (int h = 0; h < 2 * epr; h++) { /* registers 0, 1 -> tile j; 2, 3 -> tile j + 1 */
                             b[j][lane][h] = t[lane][h];
-                            b[j + 1][lane][h] = t[lane][2 * per + h];
+                            b[j + 1][lane][h] = t[lane][2 * epr + h];
                         }
                 }
                 for (int i = 0; i < MI; i++)
@@ -263,6 +270,10 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
                         int m = m0 + wm * WTM + i * 16 + row, nl = wn * WTN + j * 8 + n;
                         if (m >= p->M || n0 + nl >= p->N) continue;
                         float v = (float)acc[(warp * MI + i) * NI + j][lane][q];
+                        if (splits > 1) { /* the raw sum of this slice */
+                            part[((long long)z * p->M + m) * p->N + n0 + nl] = v;
+                            continue;
+                        }
                         long long at;
                         if (p->conv) {
                             if (p->b) v += p->b[g * p->ocg + m];
@@ -281,14 +292,31 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
     free(Bs);
 }
 
-/* the whole grid, as mma_gemm.cu's launch: (N / BN, M / BM, groups) */
-static void run_grid(const prob *p, int es, int tile) {
-    static const int shapes[3][4] = {{128, 128, 2, 4}, {128, 64, 2, 2}, {64, 64, 2, 2}};
-    const int *t = shapes[tile];
-    int groups = p->conv ? p->groups : 1;
-    for (int g = 0; g < groups; g++)
-        for (int by = 0; by < (p->M + t[0] - 1) / t[0]; by++)
-            for (int bx = 0; bx < (p->N + t[1] - 1) / t[1]; bx++) block(p, es, t[0], t[1], t[2], t[3], bx, by, g);
+/* the whole grid, as mma_gemm.cu's launch: (N / BN, M / BM, groups x splits), then with split-K
+ * its splitk_sum */
+static void run_grid(const prob *p, int es, int tile, int splits) {
+    static const int warps[3][2] = {{2, 4}, {2, 2}, {2, 2}};
+    int bm, bn, groups = p->conv ? p->groups : 1;
+    cu_mma_tile_shape(tile, &bm, &bn);
+    float *part = splits > 1 ? malloc(cu_splitk_bytes(splits, groups, p->M, p->N)) : NULL;
+    for (int z = 0; z < groups * splits; z++)
+        for (int by = 0; by < (p->M + bm - 1) / bm; by++)
+            for (int bx = 0; bx < (p->N + bn - 1) / bn; bx++)
+                block(p, es, bm, bn, warps[tile][0], warps[tile][1], bx, by, z, splits, part);
+    if (!part) return;
+    long long mn = (long long)p->M * p->N;
+    for (long long e = 0; e < mn * groups; e++) {
+        int g = (int)(e / mn), m = (int)(e % mn / p->N), n = (int)(e % p->N), o = g * p->M + m;
+        float v = 0.f;
+        for (int sp = 0; sp < splits; sp++) v += part[((long long)g * splits + sp) * mn + e % mn];
+        if (p->b) v += p->b[o];
+        if (p->relu && v < 0.f) v = 0.f;
+        int opix = p->oh * p->ow;
+        long long at = p->conv ? ((long long)(n / opix) * p->oc + o) * opix + n % opix : (long long)n * p->M + m;
+        p->y[at] = v;
+        p->writes[at]++;
+    }
+    free(part);
 }
 
 /* ---- naive references ---- */
@@ -316,31 +344,33 @@ static double naive_linear(const prob *p, int n, int m) {
 static void check(prob *p, const char *what) {
     size_t ny = p->conv ? (size_t)p->n * p->oc * p->oh * p->ow : (size_t)p->batch * p->out;
     for (int es = 4; es >= 2; es -= 2)
-        for (int tile = 0; tile < 3; tile++) {
-            for (size_t i = 0; i < ny; i++) p->y[i] = NAN, p->writes[i] = 0;
-            run_grid(p, es, tile);
-            double worst = 0;
-            size_t bad = 0;
-            for (size_t i = 0; i < ny; i++) {
-                double ref;
-                if (p->conv) {
-                    size_t r = i;
-                    int ox = (int)(r % p->ow);
-                    r /= p->ow;
-                    int oy = (int)(r % p->oh);
-                    r /= p->oh;
-                    int o = (int)(r % p->oc), img = (int)(r / p->oc);
-                    ref = naive_conv(p, img, o, oy, ox);
-                } else {
-                    ref = naive_linear(p, (int)(i / p->out), (int)(i % p->out));
+        for (int tile = 0; tile < 3; tile++)
+            for (int splits = 1; splits <= 3; splits++) {
+                for (size_t i = 0; i < ny; i++) p->y[i] = NAN, p->writes[i] = 0;
+                run_grid(p, es, tile, splits);
+                double worst = 0;
+                size_t bad = 0;
+                for (size_t i = 0; i < ny; i++) {
+                    double ref;
+                    if (p->conv) {
+                        size_t r = i;
+                        int ox = (int)(r % p->ow);
+                        r /= p->ow;
+                        int oy = (int)(r % p->oh);
+                        r /= p->oh;
+                        int o = (int)(r % p->oc), img = (int)(r / p->oc);
+                        ref = naive_conv(p, img, o, oy, ox);
+                    } else {
+                        ref = naive_linear(p, (int)(i / p->out), (int)(i % p->out));
+                    }
+                    double e = fabs(p->y[i] - ref);
+                    if (!(e <= 1e-4 * (1 + fabs(ref))) || p->writes[i] != 1) bad++;
+                    if (!(e <= worst)) worst = e;
                 }
-                double e = fabs(p->y[i] - ref);
-                if (!(e <= 1e-4 * (1 + fabs(ref))) || p->writes[i] != 1) bad++;
-                if (!(e <= worst)) worst = e;
+                cr_expect(bad == 0,
+                          "%s, %d-byte elements, tile %d, %d k-slices: %zu of %zu outputs wrong (worst |error| %g)",
+                          what, es, tile, splits, bad, ny, worst);
             }
-            cr_expect(bad == 0, "%s, %d-byte elements, tile %d: %zu of %zu outputs wrong (worst |error| %g)", what, es,
-                      tile, bad, ny, worst);
-        }
 }
 
 static void conv_case(int n, int c, int h, int w, int oc, int k, int s, int pad, int d, int groups, int relu,
@@ -527,4 +557,31 @@ Test(cuda_mma, variants_and_switches) {
     cr_expect_not(cu_gemm_switch_parse(NULL, "-1", &sw, why, sizeof why));
     cr_expect_not(cu_gemm_switch_parse("yes", NULL, &sw, why, sizeof why));
     cr_expect(strstr(why, "DLRUN_CUDA_MMA") != NULL, "%s", why);
+}
+
+Test(cuda_mma, split_k_plan) {
+    int t[CU_SPLITK_TRIES];
+    /* VGG-16's 14x14 layer at batch 1 on the 128x128 tile: 2 x 4 blocks, 144 k-tiles, 132 SMs */
+    int n = cu_splitk_tries(8, 144, 132, t);
+    cr_expect(n == 4 && t[0] == 1 && t[1] == 2 && t[2] == 4 && t[3] == 8, "%d tries", n);
+    /* a full grid: no split */
+    cr_expect_eq(cu_splitk_tries(196, 144, 132, t), 1);
+    /* few k-tiles: each slice keeps 4 */
+    n = cu_splitk_tries(8, 9, 132, t);
+    cr_expect(n == 2 && t[1] == 2, "%d tries", n);
+    cr_expect_eq(cu_splitk_bytes(1, 3, 100, 100), 0);
+    cr_expect_eq(cu_splitk_bytes(4, 2, 512, 196), (size_t)4 * 4 * 2 * 512 * 196);
+    cr_expect_eq(cu_splitk_bytes(8, 1, 4096, 65536), (size_t)-1, "past 1 GiB");
+    cu_gemm_switch sw;
+    char why[200];
+    cr_assert(cu_gemm_switch_parse(NULL, "3:4", &sw, why, sizeof why), "%s", why);
+    cr_expect(sw.forced == 3 && sw.forced_splits == 4 && sw.mma == 1);
+    cr_assert(cu_gemm_switch_parse(NULL, "4", &sw, why, sizeof why));
+    cr_expect(sw.forced == 4 && sw.forced_splits == 0);
+    const char *bad[] = {"0:2", "5:2", "2:0", "2:17", "2:", ":2", "2:4:1", "22222222222222222222222222222222222:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_expect_not(cu_gemm_switch_parse(NULL, bad[i], &sw, why, sizeof why), "\"%s\" taken", bad[i]);
+    int bm, bn;
+    cu_mma_tile_shape(1, &bm, &bn);
+    cr_expect(bm == 128 && bn == 64);
 }

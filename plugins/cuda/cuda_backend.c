@@ -29,11 +29,14 @@ typedef struct cuda_state {
     dlk_index_error *index_err; /* device: the first gather index out of range since the last check */
     atomic_int index_armed;     /* a gather ran since synchronize last read index_err */
     cu_gemm_switch sw;          /* DLRUN_CUDA_MMA, DLRUN_CUDA_GEMM_VARIANT, read at load */
+    int sms;                    /* multiprocessors: when split-K is worth timing */
 } cuda_state;
 
 struct dl_kernel {
     dl_op_geom g;   /* the op's kind, attributes and shapes */
     int variant;    /* GEMM variant chosen by timing at prepare (gemm_plan.h) */
+    int splits;     /* tensor-core tiles: split-K slices (1: none), chosen with the variant */
+    size_t ws;      /* the workspace split-K's partial sums take (0: none) */
     mma_ktap *ktab; /* conv2d on the tensor cores: its k-table on the device, or NULL */
     int relu;       /* relu fused after the op (conv2d, linear, add, batchnorm) */
     int type;       /* dl_gpu_type of all the op's tensors (f32 for the GEMMs; gather's indices are int64) */
@@ -122,23 +125,25 @@ static int cu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwis
 typedef struct gemm_trial {
     dl_kernel *k;
     const void *x, *w, *b;
-    void *y;
+    void *y, *ws;
     cudaStream_t s;
 } gemm_trial;
 
-static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const void *b, void *y, cudaStream_t s) {
-    int conv = k->g.kind == DL_OP_CONV2D, v = k->variant;
+/* ws: k->ws bytes (split-K's partial sums) */
+static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const void *b, void *y, void *ws,
+                       cudaStream_t s) {
+    int conv = k->g.kind == DL_OP_CONV2D, v = k->variant, t = v - CU_GEMM_MMA;
     if (v == CU_GEMM_GEMV) return dlk_gemv(&k->p.linear, k->type, x, w, b, y, k->relu, s);
     if (v >= CU_GEMM_MMA && conv)
-        return dlk_mma_conv2d(&k->p.conv, k->type, x, w, b, y, k->ktab, k->relu, v - CU_GEMM_MMA, s);
-    if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, b, y, k->relu, v - CU_GEMM_MMA, s);
+        return dlk_mma_conv2d(&k->p.conv, k->type, x, w, b, y, k->ktab, k->relu, t, k->splits, ws, s);
+    if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, b, y, k->relu, t, k->splits, ws, s);
     if (conv) return dlk_conv2d(&k->p.conv, x, w, b, y, k->relu, v, s);
     return dlk_linear(&k->p.linear, x, w, b, y, k->relu, v, s);
 }
 
 static int trial_run(void *arg) {
     gemm_trial *t = arg;
-    return launch_gemm(t->k, t->x, t->w, t->b, t->y, t->s);
+    return launch_gemm(t->k, t->x, t->w, t->b, t->y, t->ws, t->s);
 }
 
 /* A conv's k-table for the tensor-core gather, on the device (k->ktab). */
@@ -155,34 +160,73 @@ static dl_status ktab_upload(cuda_state *s, dl_kernel *k, dl_error *err) {
     return st;
 }
 
+/* The GEMM's M, N, K and groups (the tensor-core kernel's view: M filters or output features). */
+static void gemm_dims(const dl_kernel *k, int *m, int *n, int *kk, int *groups) {
+    if (k->g.kind == DL_OP_CONV2D) {
+        const dlk_conv *c = &k->p.conv;
+        *m = c->oc / c->groups, *n = c->n * c->oh * c->ow, *kk = c->c / c->groups * c->kh * c->kw, *groups = c->groups;
+    } else {
+        *m = k->p.linear.out, *n = k->p.linear.n, *kk = k->p.linear.in, *groups = 1;
+    }
+}
+
+/* The split counts to time for variant v: 1 but for a tensor-core tile, where the forced one or
+ * those cu_splitk_tries finds worth it (and whose workspace is not too big). */
+static int split_tries(const cuda_state *s, const dl_kernel *k, int v, int *out) {
+    if (v < CU_GEMM_MMA || v >= CU_GEMM_GEMV) return out[0] = 1, 1;
+    int m, n, kk, groups, bm, bn;
+    gemm_dims(k, &m, &n, &kk, &groups);
+    if (s->sw.forced == v && s->sw.forced_splits) return out[0] = s->sw.forced_splits, 1;
+    cu_mma_tile_shape(v - CU_GEMM_MMA, &bm, &bn);
+    long long blocks = (long long)((n + bn - 1) / bn) * ((m + bm - 1) / bm) * groups;
+    int c = cu_splitk_tries(blocks, (kk + MMA_BK - 1) / MMA_BK, s->sms, out), kept = 0;
+    for (int i = 0; i < c; i++)
+        if (cu_splitk_bytes(out[i], groups, m, n) != (size_t)-1) out[kept++] = out[i];
+    return kept;
+}
+
 /* Times each GEMM variant that may run the op (gemm_variant_ok; only the forced one where
- * DLRUN_CUDA_GEMM_VARIANT names one that may) once on its real shapes and weights; keeps the
- * fastest. */
+ * DLRUN_CUDA_GEMM_VARIANT names one that may), with each split worth trying, once on its real
+ * shapes and weights; keeps the fastest. */
 static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *err) {
     size_t es = (size_t)dl_gpu_type_size(k->type);
-    size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * es, yb = (size_t)k->g.numel * es;
+    size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * es, yb = (size_t)k->g.numel * es, wsb = 0;
     int forced = s->sw.forced >= 0 && gemm_variant_ok(s, op, s->sw.forced, k->type);
-    void *x = NULL, *y = NULL;
+    int m, n, kk, groups, tries[CU_SPLITK_TRIES];
+    gemm_dims(k, &m, &n, &kk, &groups);
+    for (int v = 0; v < CU_GEMM_VARIANTS; v++) {
+        if (forced ? v != s->sw.forced : !gemm_variant_ok(s, op, v, k->type)) continue;
+        for (int i = 0, c = split_tries(s, k, v, tries); i < c; i++) {
+            size_t b = cu_splitk_bytes(tries[i], groups, m, n);
+            if (b > wsb) wsb = b;
+        }
+    }
+    void *x = NULL, *y = NULL, *ws = NULL;
     dl_status st = dl_gpu_alloc(&s->gpu, xb, &x, err);
     if (st == DL_OK) st = dl_gpu_alloc(&s->gpu, yb, &y, err);
+    if (st == DL_OK && wsb) st = dl_gpu_alloc(&s->gpu, wsb, &ws, err);
     if (st == DL_OK && cudaMemsetAsync(x, 0x3c, xb, s->gpu.stream) != cudaSuccess)
         st = dl_fail(err, DL_E_RUNTIME, "cudaMemsetAsync failed");
     double best = -1;
-    int best_v = k->variant;
+    int best_v = k->variant, best_s = k->splits;
     for (int v = 0; st == DL_OK && v < CU_GEMM_VARIANTS; v++) {
         if (forced ? v != s->sw.forced : !gemm_variant_ok(s, op, v, k->type)) continue;
-        k->variant = v;
-        gemm_trial t = {k, x, op->inputs[1].data, op->n_inputs > 2 ? op->inputs[2].data : NULL, y, s->gpu.stream};
-        cudaError_t e = cudaSuccess;
-        double ms = dl_gpu_time(&s->gpu, 3, trial_run, &t, &e);
-        /* the error dl_gpu_time saw: the launch's status is consumed where it is read (launched()),
-         * so asking cudaGetLastError here would say "no error" */
-        if (ms < 0) st = dl_gpu_status(e, "gemm tile timing", err);
-        else if (best < 0 || ms < best) best = ms, best_v = v;
+        for (int i = 0, c = split_tries(s, k, v, tries); st == DL_OK && i < c; i++) {
+            k->variant = v, k->splits = tries[i];
+            gemm_trial t = {k, x,  op->inputs[1].data, op->n_inputs > 2 ? op->inputs[2].data : NULL,
+                            y, ws, s->gpu.stream};
+            cudaError_t e = cudaSuccess;
+            double ms = dl_gpu_time(&s->gpu, 3, trial_run, &t, &e);
+            /* the error dl_gpu_time saw: the launch's status is consumed where it is read
+             * (launched()), so asking cudaGetLastError here would say "no error" */
+            if (ms < 0) st = dl_gpu_status(e, "gemm tile timing", err);
+            else if (best < 0 || ms < best) best = ms, best_v = v, best_s = tries[i];
+        }
     }
-    k->variant = best_v;
+    k->variant = best_v, k->splits = best_s;
     dl_gpu_free(&s->gpu, x);
     dl_gpu_free(&s->gpu, y);
+    if (ws) dl_gpu_free(&s->gpu, ws);
     return st;
 }
 
@@ -197,9 +241,17 @@ static dl_status gemm_setup(cuda_state *s, dl_kernel *k, const dl_op *op, dl_err
             mma |= v >= CU_GEMM_MMA && v < CU_GEMM_GEMV;
         }
     if (s->sw.forced >= 0 && gemm_variant_ok(s, op, s->sw.forced, k->type)) k->variant = s->sw.forced;
+    /* without timing: the forced split, else none */
+    k->splits = s->sw.forced == k->variant && s->sw.forced_splits ? s->sw.forced_splits : 1;
     dl_status st = DL_OK;
     if (mma && k->g.kind == DL_OP_CONV2D) st = ktab_upload(s, k, err);
     if (st == DL_OK && op->inputs[1].data) st = tune(s, k, op, err);
+    if (st == DL_OK) {
+        int m, n, kk, groups;
+        gemm_dims(k, &m, &n, &kk, &groups);
+        k->ws = cu_splitk_bytes(k->splits, groups, m, n);
+        if (k->ws == (size_t)-1) st = dl_fail(err, DL_E_UNSUPPORTED, "split-K would need over 1 GiB of workspace");
+    }
     return st;
 }
 
@@ -275,6 +327,7 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     k->index_err = op->kind == DL_OP_GATHER ? s->index_err : NULL;
     if (st == DL_OK) launch_params(k, layout);
     if (st == DL_OK && is_gemm(k->g.kind)) st = gemm_setup(s, k, op, err);
+    if (st == DL_OK) *ws = k->ws;
     if (st != DL_OK) {
         cu_release(s, k);
         return st;
@@ -285,8 +338,10 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
 
 /* ---- run: one launcher per kernel family, chosen by kind ---- */
 
+/* conv2d and linear: cu_run calls launch_gemm itself, with the workspace; the entry in the table
+ * below says the kinds have a kernel */
 static int run_gemm(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
-    return launch_gemm(k, in[0].data, in[1].data, k->g.has_bias ? in[2].data : NULL, y, st);
+    return launch_gemm(k, in[0].data, in[1].data, k->g.has_bias ? in[2].data : NULL, y, NULL, st);
 }
 static int run_unary(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_unary(&k->p.unary, k->type, in[0].data, y, k->g.numel, st);
@@ -414,11 +469,13 @@ static const cu_launch_fn launchers[DL_OP_COUNT] = {
 
 static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     cuda_state *s = self;
-    (void)ws;
     dl_status status = dl_gpu_use(&s->gpu, err); /* launches need no lock: one stream, thread-safe queuing */
     if (status != DL_OK) return status;
     if (k->index_err) atomic_store(&s->index_armed, 1); /* before the launch: synchronize must look */
-    int rc = launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
+    int rc =
+        is_gemm(k->g.kind) /* the one kind with a workspace (split-K) */
+            ? launch_gemm(k, in[0].data, in[1].data, k->g.has_bias ? in[2].data : NULL, out[0].data, ws, s->gpu.stream)
+            : launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
     if (rc) return dl_gpu_status((cudaError_t)rc, "kernel launch", err);
     return DL_OK;
 }
@@ -462,6 +519,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     cuda_state *s = dl_gpu_plugin_new(host, sizeof *s, err);
     if (!s) return NULL;
     s->sw = sw;
+    if (cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, s->gpu.device) != cudaSuccess) s->sms = 1;
     atomic_init(&s->index_armed, 0);
     if (index_record_new(s, err) != DL_OK) {
         cu_destroy(s);

@@ -19,6 +19,7 @@ static int parse_int(const char *s, int *v) {
 int cu_gemm_switch_parse(const char *mma, const char *forced, cu_gemm_switch *sw, char *why, size_t len) {
     sw->mma = 0;
     sw->forced = -1;
+    sw->forced_splits = 0;
     int v;
     if (mma && *mma) {
         if (!parse_int(mma, &v) || (v != 0 && v != 1))
@@ -26,11 +27,23 @@ int cu_gemm_switch_parse(const char *mma, const char *forced, cu_gemm_switch *sw
         sw->mma = v;
     }
     if (forced && *forced) {
-        if (!parse_int(forced, &v) || v < 0 || v >= CU_GEMM_VARIANTS)
-            return snprintf(why, len, "DLRUN_CUDA_GEMM_VARIANT is \"%s\": it takes a variant from 0 to %d", forced,
-                            CU_GEMM_VARIANTS - 1),
+        char head[32];
+        const char *colon = strchr(forced, ':');
+        size_t hl = colon ? (size_t)(colon - forced) : strlen(forced);
+        int splits = 0;
+        if (hl >= sizeof head) hl = sizeof head - 1; /* too long to be a number: refused below */
+        memcpy(head, forced, hl);
+        head[hl] = 0;
+        if (!parse_int(head, &v) || v < 0 || v >= CU_GEMM_VARIANTS ||
+            (colon && (!parse_int(colon + 1, &splits) || splits < 1 || splits > CU_SPLITK_MAX || v < CU_GEMM_MMA ||
+                       v >= CU_GEMM_GEMV)))
+            return snprintf(why, len,
+                            "DLRUN_CUDA_GEMM_VARIANT is \"%s\": it takes a variant from 0 to %d, or a tensor-core "
+                            "tile %d to %d and a split, as 2:4",
+                            forced, CU_GEMM_VARIANTS - 1, CU_GEMM_MMA, CU_GEMM_GEMV - 1),
                    0;
         sw->forced = v;
+        sw->forced_splits = splits;
         if (v >= CU_GEMM_MMA) sw->mma = 1;
     }
     return 1;
@@ -42,6 +55,26 @@ int cu_gemm_variant_ok(const cu_gemm_switch *sw, int v, dl_gpu_type type, int pr
     if (!sw->mma || (type != DL_GPU_F32 && type != DL_GPU_F16 && type != DL_GPU_BF16)) return 0;
     if (v == CU_GEMM_GEMV) return linear_rows >= 1 && linear_rows <= CU_GEMV_ROWS;
     return type != DL_GPU_F32 || precision != DL_PRECISION_F32;
+}
+
+void cu_mma_tile_shape(int t, int *bm, int *bn) {
+    static const int shapes[][2] = {{128, 128}, {128, 64}, {64, 64}};
+    *bm = shapes[t][0];
+    *bn = shapes[t][1];
+}
+
+int cu_splitk_tries(long long blocks, int ktiles, int sms, int *out) {
+    int n = 0;
+    out[n++] = 1;
+    for (int s = 2; s <= 8 && n < CU_SPLITK_TRIES; s *= 2)
+        if (blocks * s <= 2LL * sms && ktiles >= 4 * s) out[n++] = s;
+    return n;
+}
+
+size_t cu_splitk_bytes(int splits, int groups, int m, int n) {
+    if (splits <= 1) return 0;
+    double b = 4.0 * splits * groups * (double)m * n;
+    return b > (double)(1 << 30) ? (size_t)-1 : (size_t)b;
 }
 
 int cu_mma_conv_fits(int cg, int h, int w, int kh, int kw, int dh, int dw) {

@@ -16,14 +16,16 @@ enum { CU_GEMV_ROWS = 8 }; /* the most batch rows the GEMV takes (kernels.h: DLK
 
 /* What the environment asks of the GEMM variants, read once when the plugin loads. */
 typedef struct cu_gemm_switch {
-    int mma;    /* DLRUN_CUDA_MMA=1 (or a forced variant of issue 14): the tensor-core tiles and the
-                 * GEMV join the timing */
-    int forced; /* DLRUN_CUDA_GEMM_VARIANT=v: only v, where it may run the op; -1 when unset */
+    int mma;           /* DLRUN_CUDA_MMA=1 (or a forced variant of issue 14): the tensor-core tiles and the
+                        * GEMV join the timing */
+    int forced;        /* DLRUN_CUDA_GEMM_VARIANT=v: only v, where it may run the op; -1 when unset */
+    int forced_splits; /* DLRUN_CUDA_GEMM_VARIANT=v:s (a tensor-core tile): split-K in s slices;
+                        * 0: chosen by timing */
 } cu_gemm_switch;
 
-/* The switches from the two variables' values (NULL: unset). A value that is not a variant number
- * is an error: 0 with the reason in why (one line), so that a typo does not silently test the
- * default. */
+/* The switches from the two variables' values (NULL: unset). DLRUN_CUDA_GEMM_VARIANT is "v" or
+ * "v:s" (v a tensor-core tile, s from 1 to CU_SPLITK_MAX). A value that is not one is an error: 0
+ * with the reason in why (one line), so that a typo does not silently test the default. */
 int cu_gemm_switch_parse(const char *mma, const char *forced, cu_gemm_switch *sw, char *why, size_t len);
 
 /* 1 if variant v may run a GEMM whose tensors are stored as `type` at `precision` (dl_precision);
@@ -32,6 +34,20 @@ int cu_gemm_switch_parse(const char *mma, const char *forced, cu_gemm_switch *sw
  * f16 and bf16, and f32 at a precision that allows tf32 (not F32); the GEMV a linear of 1 to
  * CU_GEMV_ROWS rows, any storage type, any precision. */
 int cu_gemm_variant_ok(const cu_gemm_switch *sw, int v, dl_gpu_type type, int precision, int linear_rows);
+
+/* ---- split-K for the tensor-core tiles ---- */
+
+enum { CU_SPLITK_MAX = 16, CU_SPLITK_TRIES = 4 };
+
+/* The block tile (rows of M, columns of N) of tensor-core tile t (ops/mma_gemm.cu's launch). */
+void cu_mma_tile_shape(int t, int *bm, int *bn);
+/* The split counts worth timing for a GEMM of `blocks` blocks (all groups) and `ktiles` k-tiles of
+ * MMA_BK on `sms` multiprocessors: 1, then 2, 4, 8 while the grid stays within two waves and each
+ * slice keeps at least 4 k-tiles. Fills out[CU_SPLITK_TRIES], returns how many. */
+int cu_splitk_tries(long long blocks, int ktiles, int sms, int *out);
+/* Bytes of f32 partial sums split-K needs: splits x groups x M x N floats (0 for splits 1), or
+ * (size_t)-1 past 1 GiB (too much: not tried). */
+size_t cu_splitk_bytes(int splits, int groups, int m, int n);
 
 /* 1 if a conv's gather offsets fit the tensor-core kernel's 32-bit table: (c / groups) * h * w
  * elements of one image's group, with the taps' reach, below 2^31. */

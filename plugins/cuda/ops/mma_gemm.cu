@@ -4,8 +4,9 @@
 // STAGES-deep cp.async pipeline through padded shared memory (mma_layout.h says where every element
 // lives; tests/test_cuda_mma.c replays it on the host), and bias + relu in the epilogue. A conv
 // gathers its B operand from the image with no division in the loop: a per-k table built at
-// prepare (mma_ktap) and a per-pixel table built once per block. Three tile shapes; cuda_backend.c
-// picks one by timing, or the one DLRUN_CUDA_GEMM_VARIANT forces.
+// prepare (mma_ktap) and a per-pixel table built once per block. Three tile shapes, and split-K
+// (slices of k summed by a second kernel) for grids too small to fill the GPU; cuda_backend.c picks
+// the tile and the split by timing, or takes those DLRUN_CUDA_GEMM_VARIANT forces.
 #include <cstddef>
 
 #include "launch.cuh"
@@ -243,7 +244,7 @@ template <class T> struct ConvP {
 };
 
 template <class T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, class P>
-__global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p) {
+__global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p, float *part, int splits) {
     constexpr int THREADS = WARPS_M * WARPS_N * 32, ES = (int)sizeof(T);
     constexpr int S = MMA_BK + (ES == 4 ? 4 : 8), KS = ES == 4 ? 8 : 16;
     constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
@@ -252,7 +253,8 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p) {
     __shared__ Pix pix[128];
     T *As = reinterpret_cast<T *>(smem), *Bs = As + STAGES * BM * S;
 
-    const int g = blockIdx.z, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    // blockIdx.z = g * splits + sp: group g, and (split-K) the sp-th of `splits` slices of k
+    const int g = blockIdx.z / splits, sp = blockIdx.z % splits, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     p.template prologue<BN>(pix, n0, g);
@@ -266,17 +268,20 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p) {
 #pragma unroll
             for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
 
-    const int KT = (p.K + MMA_BK - 1) / MMA_BK;
+    // this block's k-tiles: kb ... kb + KT - 1 (all of them without split-K; a split may have none)
+    const int KT_ALL = (p.K + MMA_BK - 1) / MMA_BK, per = (KT_ALL + splits - 1) / splits;
+    const int kb = min(KT_ALL, sp * per), KT = min(KT_ALL, kb + per) - kb;
     // k-tile kt into stage slot `stage`: A by cp.async; B so too, or (P::REG_B) from the registers
     // rb, fetched a stage ahead
     T rb[P::REG_B ? BN * MMA_BK / THREADS : 1];
     auto load = [&](int stage, int kt) {
-        p.template load_a<BM, THREADS>(As + stage * BM * S, g, m0, kt * MMA_BK, pix, tid);
+        const int k0 = (kb + kt) * MMA_BK;
+        p.template load_a<BM, THREADS>(As + stage * BM * S, g, m0, k0, pix, tid);
         if constexpr (P::REG_B) {
-            p.template fetch_b<BN, THREADS>(rb, kt * MMA_BK, pix, tid);
+            p.template fetch_b<BN, THREADS>(rb, k0, pix, tid);
             p.template put_b<BN, THREADS>(Bs + stage * BN * S, rb, tid);
         } else {
-            p.template load_b<BN, THREADS>(Bs + stage * BN * S, g, n0, kt * MMA_BK, pix, tid);
+            p.template load_b<BN, THREADS>(Bs + stage * BN * S, g, n0, k0, pix, tid);
         }
     };
 #pragma unroll
@@ -285,19 +290,19 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p) {
         cp_async_commit();
     }
     if constexpr (P::REG_B)
-        if (STAGES - 1 < KT) p.template fetch_b<BN, THREADS>(rb, (STAGES - 1) * MMA_BK, pix, tid);
+        if (STAGES - 1 < KT) p.template fetch_b<BN, THREADS>(rb, (kb + STAGES - 1) * MMA_BK, pix, tid);
     for (int kt = 0; kt < KT; kt++) {
         cp_async_wait<STAGES - 2>(); // this thread's copies of stage kt have landed
         __syncthreads();             // everyone's have; and everyone is done with stage kt - 1
         const int nk = kt + STAGES - 1, slot = nk % STAGES;
         if (nk < KT) {
-            p.template load_a<BM, THREADS>(As + slot * BM * S, g, m0, nk * MMA_BK, pix, tid);
+            p.template load_a<BM, THREADS>(As + slot * BM * S, g, m0, (kb + nk) * MMA_BK, pix, tid);
             if constexpr (P::REG_B) p.template put_b<BN, THREADS>(Bs + slot * BN * S, rb, tid);
-            else p.template load_b<BN, THREADS>(Bs + slot * BN * S, g, n0, nk * MMA_BK, pix, tid);
+            else p.template load_b<BN, THREADS>(Bs + slot * BN * S, g, n0, (kb + nk) * MMA_BK, pix, tid);
         }
         cp_async_commit();
         if constexpr (P::REG_B) // the next tile's B: its loads are in flight while this one computes
-            if (nk + 1 < KT) p.template fetch_b<BN, THREADS>(rb, (nk + 1) * MMA_BK, pix, tid);
+            if (nk + 1 < KT) p.template fetch_b<BN, THREADS>(rb, (kb + nk + 1) * MMA_BK, pix, tid);
         const T *as = As + (kt % STAGES) * BM * S + wm * WTM * S, *bs = Bs + (kt % STAGES) * BN * S + wn * WTN * S;
 #pragma unroll
         for (int ks = 0; ks < MMA_BK; ks += KS) {
@@ -340,7 +345,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p) {
                 int row, n;
                 mma_c(lane, q, &row, &n);
                 int m = m0 + wm * WTM + i * 16 + row, nl = wn * WTN + j * 8 + n;
-                if (m < p.M && n0 + nl < p.N) p.store(g, m, n0 + nl, pix, nl, acc[i][j][q]);
+                if (m >= p.M || n0 + nl >= p.N) continue;
+                if (part) // split-K: the raw sum of this slice; splitk_sum adds the slices up
+                    part[((long long)blockIdx.z * p.M + m) * p.N + n0 + nl] = acc[i][j][q];
+                else p.store(g, m, n0 + nl, pix, nl, acc[i][j][q]);
             }
 }
 
@@ -348,25 +356,56 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p) {
 // 128x64 and 64x64 with 4 warps of 64x32 and 32x32. Three stages.
 constexpr int STAGES = 3;
 
-template <class T, int BM, int BN, int WM, int WN, class P> int launch_tile(const P &p, int groups, cudaStream_t s) {
+// Split-K's second step: y = epilogue(the sum of the slices), slice sp of group g at part[(g *
+// splits + sp) M N ...]; one thread per output, in the GEMM's (g, m, n) order. conv: n is (image,
+// pixel) of opix pixels and y is NCHW; linear: y[n, m].
+template <class T>
+__global__ void splitk_sum(const float *part, int splits, int groups, int M, int N, const T *bias, T *y, int relu,
+                           int conv, int opix, int oc) {
+    const long long mn = (long long)M * N, total = mn * groups;
+    for (long long e = grid_first(); e < total; e += grid_step()) {
+        const int g = (int)(e / mn), m = (int)(e % mn / N), n = (int)(e % N);
+        float v = 0.f;
+        for (int sp = 0; sp < splits; sp++) v += part[((long long)g * splits + sp) * mn + e % mn];
+        const int o = g * M + m; // the filter (conv) or output feature
+        if (bias) v += to_f(bias[o]);
+        if (relu && v < 0.f) v = 0.f;
+        const long long at = conv ? ((long long)(n / opix) * oc + o) * opix + n % opix : (long long)n * M + m;
+        y[at] = from_f<T>(v);
+    }
+}
+
+template <class T, int BM, int BN, int WM, int WN, class P>
+int launch_tile(const P &p, int groups, int splits, float *part, cudaStream_t s) {
     constexpr int S = MMA_BK + (sizeof(T) == 4 ? 4 : 8);
     constexpr size_t smem = (size_t)STAGES * (BM + BN) * S * sizeof(T);
     auto kern = mma_tiles<T, BM, BN, WM, WN, STAGES, P>;
     // past 48 KiB a kernel must ask for its shared memory (per device: asked at every launch)
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return (int)e;
-    dim3 grid(blocks_for(p.N, BN), blocks_for(p.M, BM), groups);
-    kern<<<grid, WM * WN * 32, smem, s>>>(p);
+    dim3 grid(blocks_for(p.N, BN), blocks_for(p.M, BM), groups * splits);
+    kern<<<grid, WM * WN * 32, smem, s>>>(p, splits > 1 ? part : nullptr, splits);
     return launched();
 }
 
-template <class T, class P> int launch(const P &p, int groups, int tile, cudaStream_t s) {
+template <class T, class P> int launch(const P &p, int groups, int tile, int splits, float *part, cudaStream_t s) {
+    if (splits < 1 || (splits > 1 && !part)) return (int)cudaErrorInvalidValue;
     switch (tile) {
-    case 0: return launch_tile<T, 128, 128, 2, 4>(p, groups, s);
-    case 1: return launch_tile<T, 128, 64, 2, 2>(p, groups, s);
-    case 2: return launch_tile<T, 64, 64, 2, 2>(p, groups, s);
+    case 0: return launch_tile<T, 128, 128, 2, 4>(p, groups, splits, part, s);
+    case 1: return launch_tile<T, 128, 64, 2, 2>(p, groups, splits, part, s);
+    case 2: return launch_tile<T, 64, 64, 2, 2>(p, groups, splits, part, s);
     default: return (int)cudaErrorInvalidValue;
     }
+}
+
+template <class T>
+int reduce(const float *part, int splits, int groups, int M, int N, const void *bias, void *y, int relu,
+           const dlk_conv *c, cudaStream_t s) {
+    const long long total = (long long)M * N * groups;
+    splitk_sum<T><<<grid_for(total), THREADS, 0, s>>>(part, splits, groups, M, N, static_cast<const T *>(bias),
+                                                      static_cast<T *>(y), relu, c != nullptr, c ? c->oh * c->ow : 0,
+                                                      c ? c->oc : 0);
+    return launched();
 }
 
 template <class T> bool aligned16(const void *p) { return ((size_t)p & 15) == 0; }
@@ -381,7 +420,7 @@ template <class T> Dense<T> dense(const void *p, int rows, int K, long long grou
 } // namespace
 
 extern "C" int dlk_mma_conv2d(const dlk_conv *c, int type, const void *x, const void *w, const void *b, void *y,
-                              const mma_ktap *ktab, int relu, int tile, cudaStream_t s) {
+                              const mma_ktap *ktab, int relu, int tile, int splits, float *part, cudaStream_t s) {
     return by_type(type, [&](auto t) {
         using T = decltype(t);
         ConvP<T> p;
@@ -394,12 +433,14 @@ extern "C" int dlk_mma_conv2d(const dlk_conv *c, int type, const void *x, const 
         p.bias = static_cast<const T *>(b);
         p.y = static_cast<T *>(y);
         p.relu = relu;
-        return launch<T>(p, c->groups, tile, s);
+        int rc = launch<T>(p, c->groups, tile, splits, part, s);
+        if (rc || splits == 1) return rc;
+        return reduce<T>(part, splits, c->groups, p.M, p.N, b, y, relu, c, s);
     });
 }
 
 extern "C" int dlk_mma_linear(const dlk_linear_p *l, int type, const void *x, const void *w, const void *b, void *y,
-                              int relu, int tile, cudaStream_t s) {
+                              int relu, int tile, int splits, float *part, cudaStream_t s) {
     return by_type(type, [&](auto t) {
         using T = decltype(t);
         LinearP<T> p;
@@ -409,6 +450,8 @@ extern "C" int dlk_mma_linear(const dlk_linear_p *l, int type, const void *x, co
         p.y = static_cast<T *>(y);
         p.relu = relu;
         p.M = l->out, p.N = l->n, p.K = l->in;
-        return launch<T>(p, 1, tile, s);
+        int rc = launch<T>(p, 1, tile, splits, part, s);
+        if (rc || splits == 1) return rc;
+        return reduce<T>(part, splits, 1, p.M, p.N, b, y, relu, nullptr, s);
     });
 }
