@@ -12,7 +12,8 @@ stage. Prints markdown tables:
    the PyTorch figure is the better of its two medians);
 3. every VGG-16 conv layer (3x3, pad 1, bias, relu fused) at batch 1 and 32: PyTorch's conv+relu,
    and dlrun's cuda and cudnn plugins (dlrun --profile: each op timed on the device by CUDA events
-   before and after it, docs/gpu.md), time, TFLOP/s and share of peak.
+   before and after it, docs/gpu.md), time, TFLOP/s and share of peak;
+4. (--only fc6) VGG-16's fc6 at batch 1 against the device-to-device copy bandwidth.
 
 A plugin named cuda-mma is the cuda plugin with its tensor-core GEMM on (DLRUN_CUDA_MMA=1,
 docs/gpu.md); --precisions picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16
@@ -153,12 +154,38 @@ def conv_layers(dlrun, plugins, batches, peak, precs):
                       " | ".join(f"{tf(ms[p]):.1f} ({100 * tf(ms[p]) / pk:.0f}%)" for p in plugins) + " |")
 
 
+def fc6(dlrun, plugins, precs):
+    """VGG-16's fc6 (25088 -> 4096) at batch 1, a read of its weights: each plugin's time (dlrun
+    --profile) as a share of the device-to-device copy bandwidth PyTorch measures (1 GiB copied)"""
+    src = torch.empty(1 << 28, device=dev)  # 1 GiB of f32
+    dst = torch.empty_like(src)
+    copy_ms = timed(lambda: dst.copy_(src), runs=10)
+    bw = 2 * src.numel() * 4 / copy_ms / 1e6  # GB/s, read + write
+    del src, dst
+    torch.cuda.empty_cache()
+    print(f"\n**VGG-16 fc6 at batch 1** (device-to-device copy: {bw:.0f} GB/s, read + write)\n")
+    print("| precision | plugin | fc6 ms | weight GB/s | share of copy bandwidth |")
+    print("|---|---|---|---|---|")
+    for prec in precs:
+        wbytes = 4096 * 25088 * (2 if prec in ("f16", "bf16") else 4)
+        for p in plugins:
+            be, env = backend_args(p)
+            j, e = dlrun_json(dlrun, ["models/vgg.yaml", *be, "--precision", prec, "--batch", "1", "--warmup", "3",
+                                      "--iterations", "20", "--profile"], env)
+            lin = [o["time_ms"] for o in j["ops"] if o["op"] == "linear"] if j else []
+            if e or not lin:
+                print(f"<!-- dlrun {p} fc6 {prec}: {e or 'no linear op in the profile'} -->")
+                continue
+            gbs = wbytes / lin[0] / 1e6
+            print(f"| {prec} | {p} | {lin[0]:.3f} | {gbs:.0f} | {100 * gbs / bw:.0f}% |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dlrun")
     ap.add_argument("--plugins", default="cuda,cudnn")
     ap.add_argument("--quick", action="store_true", help="batch 32 only")
-    ap.add_argument("--only", choices=["models", "layers"], help="one of the two tables")
+    ap.add_argument("--only", choices=["models", "layers", "fc6"], help="one of the tables")
     ap.add_argument("--precisions", default="f32,tf32", help="of f32, tf32, f16, bf16")
     a = ap.parse_args()
     plugins = a.plugins.split(",")
@@ -167,6 +194,8 @@ def main():
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}\n")
     pk = peaks()
     print("matrix peak (8192^3 matmul, PyTorch): " + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in pk.items()) + "\n")
+    if a.only == "fc6":
+        return fc6(a.dlrun, plugins, precs)
     if a.only != "layers":
         models(a.dlrun, plugins, batches, precs)
     if a.only != "models":

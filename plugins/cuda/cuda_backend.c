@@ -192,15 +192,17 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     size_t es = (size_t)dl_gpu_type_size(k->type);
     size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * es, yb = (size_t)k->g.numel * es, wsb = 0;
     int forced = s->sw.forced >= 0 && gemm_variant_ok(s, op, s->sw.forced, k->type);
-    int m, n, kk, groups, tries[CU_SPLITK_TRIES];
+    int m, n, kk, groups, tries[CU_SPLITK_TRIES], candidates = 0;
     gemm_dims(k, &m, &n, &kk, &groups);
     for (int v = 0; v < CU_GEMM_VARIANTS; v++) {
         if (forced ? v != s->sw.forced : !gemm_variant_ok(s, op, v, k->type)) continue;
-        for (int i = 0, c = split_tries(s, k, v, tries); i < c; i++) {
+        for (int i = 0, c = split_tries(s, k, v, tries); i < c; i++, candidates++) {
             size_t b = cu_splitk_bytes(tries[i], groups, m, n);
             if (b > wsb) wsb = b;
+            k->variant = v, k->splits = tries[i];
         }
     }
+    if (candidates == 1) return DL_OK; /* nothing to choose between (a forced variant): no timing */
     void *x = NULL, *y = NULL, *ws = NULL;
     dl_status st = dl_gpu_alloc(&s->gpu, xb, &x, err);
     if (st == DL_OK) st = dl_gpu_alloc(&s->gpu, yb, &y, err);
