@@ -114,24 +114,9 @@ static void load_dense(float *s, int es, int S, int ROWS, int THREADS, const flo
     }
 }
 
-static void load_gather(float *s, int S, int ROWS, int THREADS, const prob *p, const pix *px, int k0) {
-    for (int tid = 0; tid < THREADS; tid++) {
-        int row, k;
-        mma_load_elem(tid, 0, THREADS, &row, &k);
-        int kin = k0 + k < p->K;
-        mma_ktap t = {0, 0, 0, 0};
-        if (kin) t = p->ktab[k0 + k];
-        for (int j = 0; j < ROWS * MMA_BK / THREADS; j++) {
-            mma_load_elem(tid, j, THREADS, &row, &k);
-            const pix *q = &px[row];
-            int iy = q->iy0 + t.dy, ix = q->ix0 + t.dx;
-            int ok = kin && (unsigned)iy < (unsigned)p->h && (unsigned)ix < (unsigned)p->w;
-            s[row * S + k] = ok ? p->x[q->xoff + t.off] : 0.f;
-        }
-    }
-}
-
-/* 16-bit: the gather goes through registers a stage ahead (fetch_gather, then put_gather) */
+/* A conv's gather, in two steps as the kernel's 16-bit path takes it: each thread's elements into
+ * registers (fetch_gather), then into the stage (put_gather); its f32 path (load_gather, by
+ * cp.async) puts the same element in the same slot, so the replay of it is the two in a row. */
 static void fetch_gather(float *r, int ROWS, int THREADS, const prob *p, const pix *px, int k0) {
     for (int tid = 0; tid < THREADS; tid++) {
         int row, k;
@@ -197,12 +182,14 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
     float *rb = malloc(sizeof(float) * BN * MMA_BK);
 #define LOAD_A(stage, kt) \
     load_dense(As + (stage)*BM * S, es, S, BM, THREADS, wa, p->M, p->K, p->K, avec, m0, (kb + (kt)) * MMA_BK)
-#define LOAD_B(stage, kt)                                                                           \
-    do {                                                                                            \
-        if (p->conv) load_gather(Bs + (stage)*BN * S, S, BN, THREADS, p, px, (kb + (kt)) * MMA_BK); \
-        else                                                                                        \
-            load_dense(Bs + (stage)*BN * S, es, S, BN, THREADS, p->x, p->N, p->K, p->K, bvec, n0,   \
-                       (kb + (kt)) * MMA_BK);                                                       \
+#define LOAD_B(stage, kt)                                                                         \
+    do {                                                                                          \
+        if (p->conv)                                                                              \
+            fetch_gather(rb, BN, THREADS, p, px, (kb + (kt)) * MMA_BK),                           \
+                put_gather(Bs + (stage)*BN * S, S, BN, THREADS, rb);                              \
+        else                                                                                      \
+            load_dense(Bs + (stage)*BN * S, es, S, BN, THREADS, p->x, p->N, p->K, p->K, bvec, n0, \
+                       (kb + (kt)) * MMA_BK);                                                     \
     } while (0)
     for (int s = 0; s < STAGES - 1; s++)
         if (s < KT) {
