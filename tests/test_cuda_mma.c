@@ -410,14 +410,23 @@ Test(cuda_mma, conv_blocks_replayed_match_naive) {
     srand(7);
     /* groups, stride 2, padding, dilation 2, K = 27 (element loads, a K tail), N = 2 x 25 */
     conv_case(2, 6, 9, 11, 10, 3, 2, 1, 2, 2, 1, "3x3 conv, 2 groups, stride 2, dilation 2");
-    /* K = 48: 16-byte loads of the weights in both sizes; N = 3 x 81 = 243 crosses 128 and 64 */
+    /* K = 16: 16-byte loads of the weights in both sizes; N = 3 x 81 = 243 crosses 128 and 64 */
     conv_case(3, 16, 9, 9, 20, 1, 1, 0, 1, 1, 0, "1x1 conv, 16 -> 20 channels");
     /* M = 130 filters cross the 128-row tile; K = 4 x 9 = 36, two stages with a tail */
     conv_case(1, 4, 7, 13, 130, 3, 1, 1, 1, 1, 1, "3x3 conv, 130 filters");
-    /* K = 2 x 5 x 5 = 50 over two stages, 7x7 padding 3 reaches far outside */
+    /* K = 2 x 5 x 5 = 50 over two stages, 5x5 padding 3 reaches far outside */
     conv_case(1, 2, 6, 5, 3, 5, 1, 3, 1, 1, 0, "5x5 conv, padding 3");
     /* depthwise: 8 groups of one channel, K = 9 */
     conv_case(2, 8, 5, 6, 8, 3, 1, 1, 1, 8, 1, "depthwise 3x3");
+    /* K = 144: 5 k-tiles, so the pipeline's steady state (slots reused, 16-bit gathers fetched a
+     * stage ahead), and slices of 2 and 1 k-tiles with split-K */
+    conv_case(2, 16, 9, 10, 24, 3, 1, 1, 1, 1, 1, "3x3 conv, 16 -> 24 channels");
+    /* K = 256: 8 k-tiles, 16-byte weight loads in both sizes */
+    conv_case(1, 256, 5, 7, 40, 1, 1, 0, 1, 1, 0, "1x1 conv, 256 -> 40 channels");
+    /* groups with 16-byte weight loads: K = 8 (both sizes; group g starts 48 elements on) */
+    conv_case(2, 16, 6, 6, 12, 1, 1, 0, 1, 2, 1, "1x1 conv, 2 groups of 8 channels");
+    /* K = 36: 16-byte loads in f32 (group g starts 180 floats on), element loads in 16-bit */
+    conv_case(1, 8, 7, 7, 10, 3, 1, 1, 1, 2, 0, "3x3 conv, 2 groups of 4 channels");
 }
 
 Test(cuda_mma, linear_blocks_replayed_match_naive) {
@@ -571,4 +580,21 @@ Test(cuda_mma, split_k_plan) {
     int bm, bn;
     cu_mma_tile_shape(1, &bm, &bn);
     cr_expect(bm == 128 && bn == 64);
+}
+
+Test(cuda_mma, launch_limits) {
+    const int h100 = 227 << 10, ada = 99 << 10;
+    /* the 128x128 tile: 3 x 256 x 36 x 4 = 110592 bytes in f32 (+ 3072), 61440 in 16-bit */
+    cr_expect(cu_gemm_fits(CU_GEMM_MMA, 4, 512, 6272, 4608, 1, 1, h100));
+    cr_expect_not(cu_gemm_fits(CU_GEMM_MMA, 4, 512, 6272, 4608, 1, 1, ada), "111 KiB on a 99 KiB device");
+    cr_expect(cu_gemm_fits(CU_GEMM_MMA, 2, 512, 6272, 4608, 1, 1, ada));
+    cr_expect(cu_gemm_fits(CU_GEMM_MMA + 2, 4, 512, 6272, 4608, 1, 1, ada), "the 64x64 tile fits anywhere");
+    cr_expect_eq(mma_smem_bytes(128, 128, 4), 110592);
+    /* grid limits: y = ceil(M / rows), z = groups x splits; int indices */
+    cr_expect_not(cu_gemm_fits(1, 4, 65536 * 32 + 1, 10, 10, 1, 1, h100), "y past 65535 on the 32x32 SIMT tile");
+    cr_expect(cu_gemm_fits(0, 4, 65535 * 64, 10, 10, 1, 1, h100));
+    cr_expect_not(cu_gemm_fits(CU_GEMM_MMA + 2, 4, 8, 10, 90, 8192, 8, h100), "8192 groups in 8 slices");
+    cr_expect(cu_gemm_fits(CU_GEMM_MMA + 2, 4, 8, 10, 90, 8192, 7, h100));
+    cr_expect_not(cu_gemm_fits(0, 4, 10, (int64_t)1 << 31, 10, 1, 1, h100), "N past int");
+    cr_expect(cu_gemm_fits(CU_GEMM_GEMV, 4, 100000, 1, 25088, 1, 1, h100));
 }

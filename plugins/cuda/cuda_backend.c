@@ -30,16 +30,18 @@ typedef struct cuda_state {
     atomic_int index_armed;     /* a gather ran since synchronize last read index_err */
     cu_gemm_switch sw;          /* DLRUN_CUDA_MMA, DLRUN_CUDA_GEMM_VARIANT, read at load */
     int sms;                    /* multiprocessors: when split-K is worth timing */
+    int smem_optin;             /* shared memory a block may opt in to: which tensor-core tiles fit */
 } cuda_state;
 
 struct dl_kernel {
-    dl_op_geom g;   /* the op's kind, attributes and shapes */
-    int variant;    /* GEMM variant chosen by timing at prepare (gemm_plan.h) */
-    int splits;     /* tensor-core tiles: split-K slices (1: none), chosen with the variant */
-    size_t ws;      /* the workspace split-K's partial sums take (0: none) */
-    mma_ktap *ktab; /* conv2d on the tensor cores: its k-table on the device, or NULL */
-    int relu;       /* relu fused after the op (conv2d, linear, add, batchnorm) */
-    int type;       /* dl_gpu_type of all the op's tensors (f32 for the GEMMs; gather's indices are int64) */
+    dl_op_geom g;           /* the op's kind, attributes and shapes */
+    int variant;            /* GEMM variant chosen by timing at prepare (gemm_plan.h) */
+    int gm, gn, gk, groups; /* the GEMM: M (filters or output features per group), N, K, groups */
+    int splits;             /* tensor-core tiles: split-K slices (1: none), chosen with the variant */
+    size_t ws;              /* the workspace split-K's partial sums take (0: none) */
+    mma_ktap *ktab;         /* conv2d on the tensor cores: its k-table on the device, or NULL */
+    int relu;               /* relu fused after the op (conv2d, linear, add, batchnorm) */
+    int type;               /* dl_gpu_type of all the op's tensors (f32 for the GEMMs; gather's indices are int64) */
     dlk_index_error *index_err; /* gather: where its kernel notes a bad index (the plugin's record) */
     union {                     /* launch parameters by kind, built once at prepare (launch_params) */
         dlk_conv conv;
@@ -91,10 +93,28 @@ static int is_gemm(int kind) { return kind == DL_OP_CONV2D || kind == DL_OP_LINE
 
 /* 1 if GEMM variant v may run op (stored as type): gemm_plan.c's rule, and for a conv on the
  * tensor cores, offsets that fit its 32-bit table. */
+/* The GEMM's M, N, K and groups from the op's shapes: M filters per group or output features, N
+ * output pixels or batch rows, K (c / groups) kh kw or input features. */
+static void op_gemm_dims(const dl_op *op, int64_t d[4]) {
+    const int64_t *xs = op->inputs[0].shape, *ys = op->outputs[0].shape;
+    if (op->kind == DL_OP_CONV2D) {
+        const dl_op_attrs *a = op->attrs;
+        d[3] = a->groups;
+        d[0] = ys[1] / a->groups, d[1] = ys[0] * ys[2] * ys[3], d[2] = xs[1] / a->groups * a->kernel[0] * a->kernel[1];
+    } else {
+        d[0] = ys[1], d[1] = xs[0], d[2] = xs[1], d[3] = 1;
+    }
+}
+
+/* 1 if GEMM variant v may run op (stored as type) without split-K: gemm_plan.c's rules, the limits
+ * of its launch on this device, and for a conv on the tensor cores, offsets that fit its 32-bit
+ * table. */
 static int gemm_variant_ok(const cuda_state *s, const dl_op *op, int v, dl_gpu_type type) {
-    int64_t n = op->kind == DL_OP_LINEAR ? op->inputs[0].shape[0] : 0;
-    int rows = n > CU_GEMV_ROWS ? CU_GEMV_ROWS + 1 : (int)n; /* a linear's batch rows: the GEMV takes a few */
+    int64_t d[4];
+    op_gemm_dims(op, d);
+    int rows = op->kind != DL_OP_LINEAR ? 0 : d[1] > CU_GEMV_ROWS ? CU_GEMV_ROWS + 1 : (int)d[1]; /* for the GEMV */
     if (!cu_gemm_variant_ok(&s->sw, v, type, op->precision, rows)) return 0;
+    if (!cu_gemm_fits(v, dl_gpu_type_size(type), d[0], d[1], d[2], d[3], 1, s->smem_optin)) return 0;
     if (v < CU_GEMM_MMA || op->kind != DL_OP_CONV2D) return 1;
     const dl_op_attrs *a = op->attrs;
     const int64_t *xs = op->inputs[0].shape;
@@ -160,28 +180,25 @@ static dl_status ktab_upload(cuda_state *s, dl_kernel *k, dl_error *err) {
     return st;
 }
 
-/* The GEMM's M, N, K and groups (the tensor-core kernel's view: M filters or output features). */
-static void gemm_dims(const dl_kernel *k, int *m, int *n, int *kk, int *groups) {
-    if (k->g.kind == DL_OP_CONV2D) {
-        const dlk_conv *c = &k->p.conv;
-        *m = c->oc / c->groups, *n = c->n * c->oh * c->ow, *kk = c->c / c->groups * c->kh * c->kw, *groups = c->groups;
-    } else {
-        *m = k->p.linear.out, *n = k->p.linear.n, *kk = k->p.linear.in, *groups = 1;
-    }
-}
-
 /* The split counts to time for variant v: 1 but for a tensor-core tile, where the forced one or
  * those cu_splitk_tries finds worth it (and whose workspace is not too big). */
 static int split_tries(const cuda_state *s, const dl_kernel *k, int v, int *out) {
     if (v < CU_GEMM_MMA || v >= CU_GEMM_GEMV) return out[0] = 1, 1;
-    int m, n, kk, groups, bm, bn;
-    gemm_dims(k, &m, &n, &kk, &groups);
-    if (s->sw.forced == v && s->sw.forced_splits) return out[0] = s->sw.forced_splits, 1;
-    cu_mma_tile_shape(v - CU_GEMM_MMA, &bm, &bn);
-    long long blocks = (long long)((n + bn - 1) / bn) * ((m + bm - 1) / bm) * groups;
-    int c = cu_splitk_tries(blocks, (kk + MMA_BK - 1) / MMA_BK, s->sms, out), kept = 0;
+    int m = k->gm, n = k->gn, kk = k->gk, groups = k->groups, bm, bn;
+    int es = dl_gpu_type_size(k->type), c, kept = 0;
+    if (s->sw.forced == v && s->sw.forced_splits) {
+        out[0] = s->sw.forced_splits, c = 1;
+    } else {
+        cu_mma_tile_shape(v - CU_GEMM_MMA, &bm, &bn);
+        long long blocks = (long long)((n + bn - 1) / bn) * ((m + bm - 1) / bm) * groups;
+        c = cu_splitk_tries(blocks, (kk + MMA_BK - 1) / MMA_BK, s->sms, out);
+    }
+    /* a split whose workspace or grid would be too big is not tried (a forced one falls back to 1) */
     for (int i = 0; i < c; i++)
-        if (cu_splitk_bytes(out[i], groups, m, n) != (size_t)-1) out[kept++] = out[i];
+        if (cu_splitk_bytes(out[i], groups, m, n) != (size_t)-1 &&
+            cu_gemm_fits(v, es, m, n, kk, groups, out[i], s->smem_optin))
+            out[kept++] = out[i];
+    if (!kept) out[kept++] = 1;
     return kept;
 }
 
@@ -192,8 +209,7 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     size_t es = (size_t)dl_gpu_type_size(k->type);
     size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * es, yb = (size_t)k->g.numel * es, wsb = 0;
     int forced = s->sw.forced >= 0 && gemm_variant_ok(s, op, s->sw.forced, k->type);
-    int m, n, kk, groups, tries[CU_SPLITK_TRIES], candidates = 0;
-    gemm_dims(k, &m, &n, &kk, &groups);
+    int m = k->gm, n = k->gn, groups = k->groups, tries[CU_SPLITK_TRIES], candidates = 0;
     for (int v = 0; v < CU_GEMM_VARIANTS; v++) {
         if (forced ? v != s->sw.forced : !gemm_variant_ok(s, op, v, k->type)) continue;
         for (int i = 0, c = split_tries(s, k, v, tries); i < c; i++, candidates++) {
@@ -236,6 +252,9 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
  * where the weights are known (constant); and a conv's k-table where a tensor-core tile may run. */
 static dl_status gemm_setup(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *err) {
     int mma = 0;
+    int64_t d[4];
+    op_gemm_dims(op, d); /* supports() saw that they fit int */
+    k->gm = (int)d[0], k->gn = (int)d[1], k->gk = (int)d[2], k->groups = (int)d[3];
     k->variant = -1; /* supports() saw that one may */
     for (int v = 0; v < CU_GEMM_VARIANTS; v++)
         if (gemm_variant_ok(s, op, v, k->type)) {
@@ -243,17 +262,15 @@ static dl_status gemm_setup(cuda_state *s, dl_kernel *k, const dl_op *op, dl_err
             mma |= v >= CU_GEMM_MMA && v < CU_GEMM_GEMV;
         }
     if (s->sw.forced >= 0 && gemm_variant_ok(s, op, s->sw.forced, k->type)) k->variant = s->sw.forced;
-    /* without timing: the forced split, else none */
-    k->splits = s->sw.forced == k->variant && s->sw.forced_splits ? s->sw.forced_splits : 1;
+    /* without timing: the forced split where it fits (split_tries), else none */
+    int tries[CU_SPLITK_TRIES];
+    k->splits = 1;
+    if (s->sw.forced == k->variant && s->sw.forced_splits && split_tries(s, k, k->variant, tries) == 1)
+        k->splits = tries[0];
     dl_status st = DL_OK;
     if (mma && k->g.kind == DL_OP_CONV2D) st = ktab_upload(s, k, err);
     if (st == DL_OK && op->inputs[1].data) st = tune(s, k, op, err);
-    if (st == DL_OK) {
-        int m, n, kk, groups;
-        gemm_dims(k, &m, &n, &kk, &groups);
-        k->ws = cu_splitk_bytes(k->splits, groups, m, n);
-        if (k->ws == (size_t)-1) st = dl_fail(err, DL_E_UNSUPPORTED, "split-K would need over 1 GiB of workspace");
-    }
+    if (st == DL_OK) k->ws = cu_splitk_bytes(k->splits, k->groups, k->gm, k->gn); /* split_tries kept those that fit */
     return st;
 }
 
@@ -522,6 +539,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     if (!s) return NULL;
     s->sw = sw;
     if (cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, s->gpu.device) != cudaSuccess) s->sms = 1;
+    if (cudaDeviceGetAttribute(&s->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->gpu.device) != cudaSuccess)
+        s->smem_optin = 48 << 10;
     atomic_init(&s->index_armed, 0);
     if (index_record_new(s, err) != DL_OK) {
         cu_destroy(s);

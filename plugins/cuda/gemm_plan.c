@@ -77,6 +77,18 @@ size_t cu_splitk_bytes(int splits, int groups, int m, int n) {
     return b > (double)(1 << 30) ? (size_t)-1 : (size_t)b;
 }
 
+int cu_gemm_fits(int v, int esize, int64_t m, int64_t n, int64_t k, int64_t groups, int splits, int smem_optin) {
+    if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || groups < 1 || splits < 1)
+        return 0;
+    if (v == CU_GEMM_GEMV) return 1;    /* a grid of ceil(M / 8) blocks in x */
+    int bm = v == 0 ? 64 : 32, bn = bm; /* the SIMT tiles (ops/gemm.cu) */
+    if (v >= CU_GEMM_MMA) {
+        cu_mma_tile_shape(v - CU_GEMM_MMA, &bm, &bn);
+        if (mma_smem_bytes(bm, bn, esize) + MMA_PIX_BYTES > smem_optin) return 0;
+    }
+    return (m + bm - 1) / bm <= 65535 && groups * splits <= 65535;
+}
+
 int cu_mma_conv_fits(int cg, int h, int w, int kh, int kw, int dh, int dw) {
     /* the largest entry: (cg - 1) h w + (kh - 1) dh w + (kw - 1) dw; the pixel's corner adds its
      * own 64-bit offset in the kernel */

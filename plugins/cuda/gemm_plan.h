@@ -5,6 +5,8 @@
  * tests/test_cuda_mma.c checks it on the host. */
 #ifndef DLRUN_CUDA_GEMM_PLAN_H
 #define DLRUN_CUDA_GEMM_PLAN_H
+#include <stdint.h>
+
 #include "gpu_storage.h"
 #include "mma_layout.h"
 
@@ -48,6 +50,12 @@ int cu_splitk_tries(long long blocks, int ktiles, int sms, int *out);
 /* Bytes of f32 partial sums split-K needs: splits x groups x M x N floats (0 for splits 1), or
  * (size_t)-1 past 1 GiB (too much: not tried). */
 size_t cu_splitk_bytes(int splits, int groups, int m, int n);
+
+/* What a GEMM of variant v launches must fit: M, N and K below 2^31 (the kernels' int indices), a
+ * grid of at most 65535 blocks in y (ceil(M / tile rows)) and in z (groups x splits); a tensor-core
+ * tile's shared memory within smem_optin, the device's opt-in limit per block (a 128x128 f32 tile
+ * takes 111 KiB: more than sm_86/89/120 give). 1 if it does. */
+int cu_gemm_fits(int v, int esize, int64_t m, int64_t n, int64_t k, int64_t groups, int splits, int smem_optin);
 
 /* 1 if a conv's gather offsets fit the tensor-core kernel's 32-bit table: (c / groups) * h * w
  * elements of one image's group, with the taps' reach, below 2^31. */

@@ -19,13 +19,23 @@
 extern "C" {
 #endif
 
-enum { MMA_BK = 32 }; /* k-elements per pipeline stage */
+enum {
+    MMA_BK = 32,         /* k-elements per pipeline stage */
+    MMA_STAGES = 3,      /* stages in flight (cp.async pipeline) */
+    MMA_PIX_BYTES = 3072 /* static shared memory: a conv's table of its block's (at most 128) pixels */
+};
 
 /* Elements between two rows of a stage: BK plus a pad, chosen so that the fragment reads hit every
  * bank once: ldmatrix reads 8 rows of 16 bytes per phase, and a row of 36 floats (144 bytes) or
  * 40 halves (80 bytes) puts them in 8 different 16-byte bank groups. Rows stay 16-byte aligned
  * for cp.async and ldmatrix. */
 DL_GPU_HD int mma_row_stride(int esize) { return esize == 4 ? MMA_BK + 4 : MMA_BK + 8; }
+
+/* Dynamic shared memory of a bm x bn tile of esize-byte elements: MMA_STAGES stages of A and B
+ * (the kernel adds MMA_PIX_BYTES of static memory). */
+DL_GPU_HD int mma_smem_bytes(int bm, int bn, int esize) {
+    return MMA_STAGES * (bm + bn) * mma_row_stride(esize) * esize;
+}
 
 /* k of one mma instruction: 8 for tf32 (4-byte elements), 16 for f16/bf16 */
 DL_GPU_HD int mma_kstep(int esize) { return esize == 4 ? 8 : 16; }

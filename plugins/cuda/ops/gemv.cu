@@ -14,12 +14,26 @@ using namespace dlg;
 
 constexpr int WARPS = 8; // per block: the 8 warps read the same x, which stays in L1
 
-// V elements of storage type T from 16 aligned bytes, as floats
+// the two 16-bit elements of a 32-bit word as floats (the first in the low half), by bit
+// operations: no detour through local memory
+__device__ inline void unpack(unsigned w, __half, float *out) {
+    out[0] = __half2float(__ushort_as_half((unsigned short)(w & 0xffffu)));
+    out[1] = __half2float(__ushort_as_half((unsigned short)(w >> 16)));
+}
+__device__ inline void unpack(unsigned w, __nv_bfloat16, float *out) {
+    out[0] = __uint_as_float(w << 16); // a bf16 is the top half of the f32 it widens to
+    out[1] = __uint_as_float(w & 0xffff0000u);
+}
+
+// 16 / sizeof(T) elements of storage type T from 16 aligned bytes, as floats
 template <class T> __device__ inline void load16(const T *p, float *out) {
     const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
-    const T *e = reinterpret_cast<const T *>(&u);
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-    for (int i = 0; i < 16 / (int)sizeof(T); i++) out[i] = to_f(e[i]);
+    for (int i = 0; i < 4; i++) {
+        if constexpr (sizeof(T) == 4) out[i] = __uint_as_float(w[i]);
+        else unpack(w[i], T{}, out + 2 * i);
+    }
 }
 
 template <class T, int NB>

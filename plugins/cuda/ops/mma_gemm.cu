@@ -7,6 +7,7 @@
 // prepare (mma_ktap) and a per-pixel table built once per block. Three tile shapes, and split-K
 // (slices of k summed by a second kernel) for grids too small to fill the GPU; cuda_backend.c picks
 // the tile and the split by timing, or takes those DLRUN_CUDA_GEMM_VARIANT forces.
+#include <atomic>
 #include <cstddef>
 
 #include "launch.cuh"
@@ -250,7 +251,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p, float *p
     constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
     static_assert(MI >= 1 && NI % 2 == 0 && BN <= 128, "warp tile: 16 x 16 at least; pixels: 128 at most");
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ Pix pix[128];
+    __shared__ Pix pix[MMA_PIX_BYTES / sizeof(Pix)];
     T *As = reinterpret_cast<T *>(smem), *Bs = As + STAGES * BM * S;
 
     // blockIdx.z = g * splits + sp: group g, and (split-K) the sp-th of `splits` slices of k
@@ -354,7 +355,8 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) mma_tiles(P p, float *p
 
 // The tile shapes, by variant (kernels.h: DLK_MMA_TILES): 128x128 with 8 warps of 64x32,
 // 128x64 and 64x64 with 4 warps of 64x32 and 32x32. Three stages.
-constexpr int STAGES = 3;
+constexpr int STAGES = MMA_STAGES;
+static_assert(sizeof(Pix) * 128 == MMA_PIX_BYTES, "the pixel table holds 128 pixels, gemm_plan.c counts its bytes");
 
 // Split-K's second step: y = epilogue(the sum of the slices), slice sp of group g at part[(g *
 // splits + sp) M N ...]; one thread per output, in the GEMM's (g, m, n) order. conv: n is (image,
@@ -377,12 +379,20 @@ __global__ void splitk_sum(const float *part, int splits, int groups, int M, int
 
 template <class T, int BM, int BN, int WM, int WN, class P>
 int launch_tile(const P &p, int groups, int splits, float *part, cudaStream_t s) {
-    constexpr int S = MMA_BK + (sizeof(T) == 4 ? 4 : 8);
-    constexpr size_t smem = (size_t)STAGES * (BM + BN) * S * sizeof(T);
+    const int smem = mma_smem_bytes(BM, BN, (int)sizeof(T));
     auto kern = mma_tiles<T, BM, BN, WM, WN, STAGES, P>;
-    // past 48 KiB a kernel must ask for its shared memory (per device: asked at every launch)
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    // past 48 KiB a kernel must ask for its shared memory, once per device (devices 0-31 noted here;
+    // a later one asks at every launch). gemm_plan.c left out the tiles the device cannot give.
+    static std::atomic<unsigned> asked{0};
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return (int)e;
+    const unsigned bit = dev < 32 ? 1u << dev : 0u;
+    if (!(asked.load() & bit)) {
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return (int)e;
+        asked.fetch_or(bit);
+    }
     dim3 grid(blocks_for(p.N, BN), blocks_for(p.M, BM), groups * splits);
     kern<<<grid, WM * WN * 32, smem, s>>>(p, splits > 1 ? part : nullptr, splits);
     return launched();
