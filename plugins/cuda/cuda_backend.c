@@ -31,6 +31,7 @@ typedef struct cuda_state {
     cu_gemm_switch sw;          /* DLRUN_CUDA_MMA, DLRUN_CUDA_GEMM_VARIANT, read at load */
     int sms;                    /* multiprocessors: when split-K is worth timing */
     int smem_optin;             /* shared memory a block may opt in to: which tensor-core tiles fit */
+    int log_gemms;              /* DLRUN_CUDA_LOG=1: each GEMM's timed variants on stderr at prepare */
 } cuda_state;
 
 struct dl_kernel {
@@ -227,6 +228,8 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
         st = dl_fail(err, DL_E_RUNTIME, "cudaMemsetAsync failed");
     double best = -1;
     int best_v = k->variant, best_s = k->splits;
+    char timed[320] = "";
+    size_t used = 0;
     for (int v = 0; st == DL_OK && v < CU_GEMM_VARIANTS; v++) {
         if (forced ? v != s->sw.forced : !gemm_variant_ok(s, op, v, k->type)) continue;
         for (int i = 0, c = split_tries(s, k, v, tries); st == DL_OK && i < c; i++) {
@@ -239,9 +242,16 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
              * (launched()), so asking cudaGetLastError here would say "no error" */
             if (ms < 0) st = dl_gpu_status(e, "gemm tile timing", err);
             else if (best < 0 || ms < best) best = ms, best_v = v, best_s = tries[i];
+            if (ms >= 0 && used < sizeof timed) /* "v:splits ms" each, for DLRUN_CUDA_LOG */
+                used += (size_t)snprintf(timed + used, sizeof timed - used, "%s%d:%d %.4f", used ? ", " : "", v,
+                                         tries[i], ms);
         }
     }
     k->variant = best_v, k->splits = best_s;
+    if (s->log_gemms && st == DL_OK)
+        fprintf(stderr, "dlrun cuda: %s M %d N %d K %d groups %d, %s: variant %d, %d k-slice%s (timed, ms: %s)\n",
+                dl_op_kind_name(op->kind), k->gm, k->gn, k->gk, k->groups, dl_dtype_name(op->outputs[0].dtype), best_v,
+                best_s, best_s > 1 ? "s" : "", timed);
     dl_gpu_free(&s->gpu, x);
     dl_gpu_free(&s->gpu, y);
     if (ws) dl_gpu_free(&s->gpu, ws);
@@ -529,7 +539,8 @@ static dl_status index_record_new(cuda_state *s, dl_error *err) {
 }
 
 DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error *err) {
-    cu_gemm_switch sw; /* first: a bad value is reported with or without a device */
+    cu_gemm_switch sw;                          /* first: a bad value is reported with or without a device */
+    const char *log = getenv("DLRUN_CUDA_LOG"); /* read once: getenv is not safe beside setenv */
     char why[160];
     if (!cu_gemm_switch_parse(getenv("DLRUN_CUDA_MMA"), getenv("DLRUN_CUDA_GEMM_VARIANT"), &sw, why, sizeof why)) {
         dl_fail(err, DL_E_INVALID, "%s", why);
@@ -538,6 +549,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     cuda_state *s = dl_gpu_plugin_new(host, sizeof *s, err);
     if (!s) return NULL;
     s->sw = sw;
+    s->log_gemms = log && *log && strcmp(log, "0") != 0;
     if (cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, s->gpu.device) != cudaSuccess) s->sms = 1;
     if (cudaDeviceGetAttribute(&s->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->gpu.device) != cudaSuccess)
         s->smem_optin = 48 << 10;
