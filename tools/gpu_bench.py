@@ -126,8 +126,9 @@ LAYERS = [(3, 64, 224), (64, 64, 224), (64, 128, 112), (128, 128, 112), (128, 25
 
 def conv_layers(dlrun, plugins, batches, peak, precs):
     for prec in precs:
-        pk = peak[prec if prec in peak else "f16"]
-        print(f"\n**VGG-16 conv layers, {prec}** (share of the measured {prec} matmul peak, {pk:.0f} TFLOP/s)\n")
+        pk_name = prec if prec in peak else "f16"  # bf16's matrix peak is f16's on these GPUs
+        pk = peak[pk_name]
+        print(f"\n**VGG-16 conv layers, {prec}** (share of the measured {pk_name} matmul peak, {pk:.0f} TFLOP/s)\n")
         print("| batch | layer | GFLOP | PyTorch ms | " + " | ".join(f"{p} ms" for p in plugins) + " | PyTorch TFLOP/s | " +
               " | ".join(f"{p} TFLOP/s (peak %)" for p in plugins) + " |")
         print("|---" * (4 + 2 * len(plugins) + 1) + "|")
