@@ -109,7 +109,7 @@ Test(check, perf_mode_reports_rates, .timeout = 120) {
     char *out;
     cr_expect_eq(dlrun("test-ops --backend cpu --op linear --mode perf --iterations 3", &out), 0, "%s", out);
     cr_expect(strstr(out, "GFLOP/s"), "%s", out);
-    cr_expect(strstr(out, "5 passed, 0 failed, 0 not supported"), "linear's 5 cases: %s", out);
+    cr_expect(strstr(out, "6 passed, 0 failed, 0 not supported"), "linear's 6 cases: %s", out);
     free(out);
     cr_expect_eq(dlrun("test-ops --op frobnicate", &out), 2, "%s", out);
     cr_expect(strstr(out, "unknown op 'frobnicate'"), "%s", out);

@@ -29,6 +29,7 @@ typedef struct gcase {
     int trans_c;            /* C stored transposed: (i, j) at c[j * ldc + i] */
     int row_len, row_keep;  /* the gutter map: C's columns in rows of row_len, the first row_keep kept */
     int a_in_place;         /* A read in place (with trans_a: A(i, p) at a[p * m + i]), not packed */
+    int residual;           /* a residual lying as C does, added before the activation */
 } gcase;
 
 static double act_ref(int act, double v) {
@@ -50,12 +51,13 @@ static void check(gcase g) {
     const int ldc = (g.trans_c ? m : kept) + 3;
     float *a = malloc(sizeof(float) * (size_t)(m * k + 1)), *b = malloc(sizeof(float) * (size_t)(k * n + 1));
     float *rb = malloc(sizeof(float) * (size_t)m), *cb = malloc(sizeof(float) * (size_t)n);
-    float *c = malloc(sizeof(float) * (size_t)lines * ldc);
+    float *c = malloc(sizeof(float) * (size_t)lines * ldc), *r = malloc(sizeof(float) * (size_t)lines * ldc);
     for (int i = 0; i < m * k; i++) a[i] = frand(&seed);
     for (int i = 0; i < k * n; i++) b[i] = frand(&seed);
     for (int i = 0; i < m; i++) rb[i] = frand(&seed);
     for (int i = 0; i < n; i++) cb[i] = frand(&seed);
     for (int i = 0; i < lines * ldc; i++) c[i] = 1234.5f; /* the pitch's gap must stay untouched */
+    for (int i = 0; i < lines * ldc; i++) r[i] = frand(&seed);
     /* A(i, p) and B(p, j), stored as given or transposed */
     cpu_gemm_strided sa = {a, g.trans_a ? 1 : k, g.trans_a ? m : 1, m, k};
     cpu_gemm_strided sb = {b, g.trans_b ? 1 : n, g.trans_b ? k : 1, k, n};
@@ -72,7 +74,8 @@ static void check(gcase g) {
     if (g.a_in_place) oa = (cpu_gemm_operand){NULL, NULL, NULL, a, NULL, m};
     dl_op_attrs at = {0};
     at.activation = g.act, at.clip_min = -0.3f, at.clip_max = 0.4f;
-    cpu_gemm_epilogue e = {g.row_bias ? rb : NULL, g.col_bias ? cb : NULL, &at, g.trans_c, g.row_len, g.row_keep};
+    cpu_gemm_epilogue e = {g.row_bias ? rb : NULL, g.col_bias ? cb : NULL, &at, g.trans_c, g.row_len, g.row_keep,
+                           g.residual ? r : NULL};
     size_t sf = cpu_gemm_scratch_floats(m, n, k, g.a_in_place ? 2 : !g.packed_a, !g.packed_b, g.trans_c, THREADS);
     float *scratch = malloc(sizeof(float) * (sf ? sf : 1));
     cpu_gemm(m, n, k, &oa, &ob, c, ldc, &e, scratch, THREADS);
@@ -89,7 +92,9 @@ static void check(gcase g) {
             if (g.col_bias) s += cb[j];
             if (g.row_len && j % g.row_len >= g.row_keep) continue; /* in the gutter: dropped */
             const int at_j = g.row_len ? j / g.row_len * g.row_keep + j % g.row_len : j;
-            const float got = g.trans_c ? c[j * ldc + i] : c[i * ldc + at_j];
+            const int o = g.trans_c ? j * ldc + i : i * ldc + at_j;
+            const float got = c[o];
+            if (g.residual) s += r[o];
             const double want = act_ref(g.act, s), err = fabs(got - want) / (mag + 1.0);
             if (err > worst) worst = err;
         }
@@ -101,7 +106,7 @@ static void check(gcase g) {
             for (int q = 0; q < kept; q++) cr_assert_neq(c[i * ldc + q], 1234.5f, "row %d: column %d not stored", i, q);
     cr_expect_lt(worst, 2e-6, "m%d n%d k%d ta%d tb%d pa%d pb%d rb%d cb%d act%d tc%d: error %g", m, n, k, g.trans_a,
                  g.trans_b, g.packed_a, g.packed_b, g.row_bias, g.col_bias, g.act, g.trans_c, worst);
-    free(a), free(b), free(rb), free(cb), free(c), free(pa), free(pb), free(scratch);
+    free(a), free(b), free(rb), free(cb), free(c), free(r), free(pa), free(pb), free(scratch);
 }
 
 Test(cpu_gemm, shapes_and_operands) {
@@ -130,6 +135,23 @@ Test(cpu_gemm, epilogues) {
         /* C transposed (a conv with its pixels as rows): filters' bias by column, edges, 2 passes */
         check((gcase){49, 512, 300, 1, 1, 0, 1, 0, 1, acts[t], 1});
         check((gcase){37, 70, 33, 0, 0, 1, 0, 1, 1, acts[t], 1});
+    }
+}
+
+Test(cpu_gemm, residual) {
+    /* a fused residual (ABI 1.8), read where C's element is stored: C as it lies (whole blocks and
+     * edges, 1 and 2 passes over k), transposed from the registers or through the blocks' sums,
+     * through the gutter map, with A read in place; before relu, clip and GELU */
+    const int acts[] = {DL_ACT_NONE, DL_ACT_RELU, DL_ACT_CLIP, DL_ACT_GELU};
+    for (int t = 0; t < 4; t++) {
+        check((gcase){43, 70, 33, 0, 0, 1, 0, 1, 0, acts[t], 0, 0, 0, 0, 1});
+        check((gcase){96, 256, 300, 0, 0, 1, 0, 1, 1, acts[t], 0, 0, 0, 0, 1});
+        check((gcase){37, 70, 33, 0, 0, 1, 0, 1, 1, acts[t], 1, 0, 0, 0, 1});
+        check((gcase){49, 512, 300, 1, 1, 0, 1, 0, 1, acts[t], 1, 0, 0, 0, 1});
+        check((gcase){49, 37, 1030, 1, 0, 0, 1, 0, 1, acts[t], 1, 0, 0, 1, 1});
+        check((gcase){37, 4 * 57 + 55, 27, 0, 0, 1, 0, 1, 0, acts[t], 0, 57, 55, 0, 1});
+        check((gcase){12, 5 * 12 - 2, 300, 0, 0, 1, 1, 1, 0, acts[t], 0, 12, 10, 0, 1});
+        check((gcase){203, 160, 31, 1, 1, 0, 0, 0, 0, acts[t], 0, 0, 0, 1, 1});
     }
 }
 

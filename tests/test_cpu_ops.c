@@ -12,6 +12,7 @@
 
 typedef struct conv_case {
     int n, c, h, w, oc, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups, bias, act; /* act: dl_activation */
+    int res; /* 1: a fused residual added before the activation (ABI 1.8) */
 } conv_case;
 
 /* A fused activation in double, with the bounds and slope check_conv gives its op. */
@@ -31,13 +32,19 @@ static void check_conv(conv_case cc) {
     a.kernel[0] = cc.kh, a.kernel[1] = cc.kw, a.stride[0] = cc.sh, a.stride[1] = cc.sw;
     a.pad_begin[0] = cc.pt, a.pad_begin[1] = cc.pl, a.pad_end[0] = cc.pb, a.pad_end[1] = cc.pr;
     a.dilation[0] = cc.dh, a.dilation[1] = cc.dw, a.groups = cc.groups, a.activation = cc.act, a.clip_min = -0.25f,
-    a.clip_max = 0.5f, a.alpha = 0.125f;
+    a.clip_max = 0.5f, a.alpha = 0.125f, a.residual = cc.res;
     int oh = (cc.h + cc.pt + cc.pb - cc.dh * (cc.kh - 1) - 1) / cc.sh + 1;
     int ow = (cc.w + cc.pl + cc.pr - cc.dw * (cc.kw - 1) - 1) / cc.sw + 1;
     int cg = cc.c / cc.groups, ocg = cc.oc / cc.groups;
-    tt in[3] = {MAKE(-1, 1, cc.n, cc.c, cc.h, cc.w), MAKE(-0.5f, 0.5f, cc.oc, cg, cc.kh, cc.kw), MAKE(-1, 1, cc.oc)};
+    tt in[4] = {MAKE(-1, 1, cc.n, cc.c, cc.h, cc.w), MAKE(-0.5f, 0.5f, cc.oc, cg, cc.kh, cc.kw), MAKE(-1, 1, cc.oc)};
+    const int n_in = (cc.bias ? 3 : 2) + cc.res;
+    tt *res = &in[n_in - 1]; /* the residual, after the bias if any */
+    if (cc.res) {
+        if (!cc.bias) in[3] = in[2];
+        *res = MAKE(-1, 1, cc.n, cc.oc, oh, ow);
+    }
     tt y = MAKE(0, 1, cc.n, cc.oc, oh, ow);
-    run_op(DL_OP_CONV2D, &a, in, cc.bias ? 3 : 2, &y);
+    run_op(DL_OP_CONV2D, &a, in, n_in, &y);
     double *ref = calloc((size_t)y.n, sizeof *ref);
     for (int i = 0; i < cc.n; i++)
         for (int o = 0; o < cc.oc; o++)
@@ -53,15 +60,16 @@ static void check_conv(conv_case cc) {
                                 s += (double)in[0].data[(((size_t)i * cc.c + g * cg + ci) * cc.h + iy) * cc.w + ix] *
                                      in[1].data[(((size_t)o * cg + ci) * cc.kh + ky) * cc.kw + kx];
                             }
-                    ref[(((size_t)i * cc.oc + o) * oh + oy) * ow + ox] = conv_act_ref(cc.act, s);
+                    const size_t at = (((size_t)i * cc.oc + o) * oh + oy) * ow + ox;
+                    ref[at] = conv_act_ref(cc.act, s + (cc.res ? res->data[at] : 0));
                 }
     char what[160];
-    snprintf(what, sizeof what, "conv n%d c%d %dx%d oc%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d b%d a%d", cc.n, cc.c,
+    snprintf(what, sizeof what, "conv n%d c%d %dx%d oc%d k%dx%d s%d,%d p%d,%d,%d,%d d%d,%d g%d b%d a%d r%d", cc.n, cc.c,
              cc.h, cc.w, cc.oc, cc.kh, cc.kw, cc.sh, cc.sw, cc.pt, cc.pl, cc.pb, cc.pr, cc.dh, cc.dw, cc.groups,
-             cc.bias, cc.act);
+             cc.bias, cc.act, cc.res);
     expect_close(&y, ref, 1e-8, what);
     free(ref);
-    for (int i = 0; i < 3; i++) free(in[i].data);
+    for (int i = 0; i < 3 + cc.res; i++) free(in[i].data);
     free(y.data);
 }
 
@@ -173,6 +181,33 @@ OP_TEST(conv2d_fused_activations) {
     }
 }
 
+OP_TEST(conv2d_fused_residual) {
+    /* y = act(conv(x) + b + r) (ABI 1.8): every path's epilogue adds r where it stores y: the
+     * packed GEMM (filter rows, pixel rows, in place, two passes over k, transposed block sums),
+     * the direct form through its gutter map, Winograd, depthwise, OpenBLAS (1x1 and im2col) */
+    const int relu = DL_ACT_RELU, clip = DL_ACT_CLIP, sig = DL_ACT_SIGMOID;
+    check_conv((conv_case){1, 19, 5, 5, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, relu, 1});   /* 1x1, filter rows */
+    check_conv((conv_case){1, 96, 7, 7, 33, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, clip, 1});   /* pixel rows in place */
+    check_conv((conv_case){2, 9, 9, 7, 20, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1});       /* 1x1 stride 2 */
+    check_conv((conv_case){1, 40, 47, 47, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, relu, 1}); /* 2 passes */
+    check_conv((conv_case){1, 64, 7, 7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, sig, 1});    /* pixels as rows */
+    check_conv((conv_case){1, 1100, 3, 5, 18, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, relu, 1}); /* transposed sums */
+    check_conv((conv_case){2, 5, 23, 21, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, relu, 1});  /* direct, gutter */
+    check_conv((conv_case){1, 8, 20, 22, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 0, sig, 1});   /* direct, groups */
+    check_conv((conv_case){1, 3, 45, 47, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, relu, 1});  /* direct stem */
+    check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, relu, 1});  /* Winograd */
+    check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, clip, 1});
+    check_conv((conv_case){1, 13, 9, 7, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 13, 1, relu, 1}); /* depthwise */
+    check_conv((conv_case){2, 6, 15, 17, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, sig, 1});
+    check_conv((conv_case){1, 12, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, relu, 1}); /* OpenBLAS */
+    check_conv((conv_case){1, 1100, 3, 3, 240, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, relu, 1});
+    check_conv((conv_case){3, 6, 8, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 0, 0, 1}); /* groups 3, im2col */
+    weights_late = 1; /* no packed weight: OpenBLAS over the image or an im2col buffer */
+    check_conv((conv_case){2, 9, 5, 6, 11, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, relu, 1});
+    check_conv((conv_case){1, 5, 13, 11, 7, 3, 5, 1, 2, 2, 0, 1, 3, 1, 1, 1, 0, clip, 1});
+    weights_late = 0;
+}
+
 OP_TEST(conv2d_weight_known_only_at_run_time) {
     /* no packed weight: OpenBLAS over the image (1x1) or an im2col buffer */
     weights_late = 1;
@@ -197,26 +232,36 @@ OP_TEST(conv2d_winograd_cases) {
 static double gelu_ref(double s) { return 0.5 * s * (1 + erf(s / sqrt(2))); }
 
 /* act: a dl_activation (the bounds and slope of conv_act_ref), or DL_ACT_GELU / DL_ACT_SILU */
-static void check_linear(int n, int in_f, int out_f, int bias, int act) {
+/* res: with a fused residual of y's shape added before the activation (ABI 1.8) */
+static void check_linear_res(int n, int in_f, int out_f, int bias, int act, int res) {
     dl_op_attrs a;
     attrs(&a);
-    a.activation = act, a.clip_min = -0.25f, a.clip_max = 0.5f, a.alpha = 0.125f;
-    tt in[3] = {MAKE(-1, 1, n, in_f), MAKE(-0.3f, 0.3f, out_f, in_f), MAKE(-1, 1, out_f)};
+    a.activation = act, a.clip_min = -0.25f, a.clip_max = 0.5f, a.alpha = 0.125f, a.residual = res;
+    tt in[4] = {MAKE(-1, 1, n, in_f), MAKE(-0.3f, 0.3f, out_f, in_f), MAKE(-1, 1, out_f)};
+    const int n_in = (bias ? 3 : 2) + res;
+    if (res) {
+        if (!bias) in[3] = in[2];
+        in[n_in - 1] = MAKE(-1, 1, n, out_f);
+    }
     tt y = MAKE(0, 1, n, out_f);
-    run_op(DL_OP_LINEAR, &a, in, bias ? 3 : 2, &y);
+    run_op(DL_OP_LINEAR, &a, in, n_in, &y);
     double *ref = calloc((size_t)y.n, sizeof *ref);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < out_f; o++) {
             double s = bias ? in[2].data[o] : 0;
             for (int j = 0; j < in_f; j++) s += (double)in[0].data[i * in_f + j] * in[1].data[o * in_f + j];
+            if (res) s += in[n_in - 1].data[i * out_f + o];
             ref[i * out_f + o] = act == DL_ACT_GELU   ? gelu_ref(s)
                                  : act == DL_ACT_SILU ? s / (1 + exp(-s))
                                                       : conv_act_ref(act, s);
         }
-    expect_close(&y, ref, 1e-8, "linear");
+    expect_close(&y, ref, 1e-8, res ? "linear + residual" : "linear");
     free(ref);
-    for (int i = 0; i < 3; i++) free(in[i].data);
+    for (int i = 0; i < 3 + res; i++) free(in[i].data);
     free(y.data);
+}
+static void check_linear(int n, int in_f, int out_f, int bias, int act) {
+    check_linear_res(n, in_f, out_f, bias, act, 0);
 }
 
 OP_TEST(linear) {
@@ -237,6 +282,18 @@ OP_TEST(linear_packed) {
     check_linear(31, 33, 17, 1, DL_ACT_LEAKY_RELU);
     check_linear(6, 512, 16, 1, DL_ACT_SIGMOID);
     check_linear(19, 100, 45, 0, DL_ACT_RELU);
+}
+
+OP_TEST(linear_fused_residual) {
+    /* y = act(x W^T + b + r) (ABI 1.8): sgemv, OpenBLAS by slices, the packed GEMM's epilogue */
+    check_linear_res(1, 37, 23, 1, DL_ACT_RELU, 1);
+    check_linear_res(3, 7, 5, 0, 0, 1);
+    check_linear_res(7, 600, 37, 1, DL_ACT_GELU, 1);
+    check_linear_res(97, 70, 290, 0, DL_ACT_CLIP, 1);
+    check_linear_res(19, 100, 45, 1, 0, 1);
+    weights_late = 1;
+    check_linear_res(5, 129, 67, 1, DL_ACT_RELU, 1);
+    weights_late = 0;
 }
 
 OP_TEST(linear_weight_known_only_at_run_time) {

@@ -1,7 +1,8 @@
-/* test_fold.c — batchnorm folded into the conv2d or conv3d before it (core/src/fuse.c): with non-trivial
- * batchnorm statistics, the folded session (default) and the unfolded one (no_fuse) give the
- * same output, the batchnorms show as fused steps, and a conv whose output has another consumer
- * keeps its batchnorm. */
+/* test_fold.c — what core/src/fuse.c folds and fuses: batchnorm folded into the conv2d or conv3d
+ * before it (with non-trivial batchnorm statistics, the folded session (default) and the unfolded
+ * one (no_fuse) give the same output, the batchnorms show as fused steps, and a conv whose output
+ * has another consumer keeps its batchnorm); and residual adds fused into the conv2d or linear
+ * computing one operand (ABI 1.8), with the relu after them, where that is allowed. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -55,9 +56,11 @@ static char *write_weights(const tensor_spec *t, int n) {
     return path;
 }
 
-/* Runs the model with the weights, folded or not; returns the output (malloc'd) and the number
- * of fused batchnorm steps. */
-static float *run(const char *yaml, const char *weights, int no_fuse, int *folded, int64_t *n) {
+/* Runs the model on the cpu plugin with the weights (NULL: seeded), fused or not (no_fuse); returns
+ * the output (malloc'd), the number of fused steps of op kind `op` and, in joined (len bytes, may
+ * be NULL), what each of them joined ("c2 (fused) c5 (fused) "). */
+static float *run_steps(const char *yaml, const char *weights, int no_fuse, const char *op, int *count, char *joined,
+                        size_t len, int64_t *n) {
     dl_context *ctx;
     dl_model *m;
     dl_session *s;
@@ -68,11 +71,14 @@ static float *run(const char *yaml, const char *weights, int no_fuse, int *folde
     so.no_fuse = no_fuse;
     cr_assert_eq(tu_open_session(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s",
                  err.msg);
-    *folded = 0;
+    *count = 0;
+    if (joined) joined[0] = 0;
     for (int i = 0; i < dl_session_step_count(s); i++) {
         dl_step_info st;
         dl_session_step(s, i, &st);
-        *folded += st.kind == DL_STEP_FUSED && !strcmp(st.op, "batchnorm");
+        if (st.kind != DL_STEP_FUSED || strcmp(st.op, op)) continue;
+        (*count)++;
+        if (joined) snprintf(joined + strlen(joined), len - strlen(joined), "%s ", st.backend);
     }
     dl_tensor in = *dl_session_input(s, 0);
     int64_t nx = dl_tensor_numel(&in);
@@ -89,6 +95,11 @@ static float *run(const char *yaml, const char *weights, int no_fuse, int *folde
     dl_model_free(m);
     dl_context_free(ctx);
     return out;
+}
+
+/* Runs the model with the weights, folded or not; the output and the number of fused batchnorm steps. */
+static float *run(const char *yaml, const char *weights, int no_fuse, int *folded, int64_t *n) {
+    return run_steps(yaml, weights, no_fuse, "batchnorm", folded, NULL, 0, n);
 }
 
 #define BN(layer, c)                                                             \
@@ -146,4 +157,61 @@ Test(fold, conv_output_used_twice_keeps_its_batchnorm) {
                                "  - {name: s, op: add, inputs: [c1, b1]}\n";
     const tensor_spec t[] = {{"c1.weight", 4, {3, 3, 1, 1}, -1, 1}, {"c1.bias", 1, {3}, -1, 1}, BN("b1", 3)};
     check_fold(yaml, t, sizeof t / sizeof t[0], 0, "c1's output also feeds the add: folding would change it");
+}
+
+/* ---- residual adds (fuse.c's fuse_residual) ---- */
+
+/* `want` adds fuse, into the layers `into` names in order, and the output agrees with no_fuse's */
+static void check_residual(const char *yaml, int want, const char *into) {
+    int adds, plain;
+    int64_t n, n2;
+    char joined[256], none[256];
+    float *y = run_steps(yaml, NULL, 0, "add", &adds, joined, sizeof joined, &n);
+    float *ref = run_steps(yaml, NULL, 1, "add", &plain, none, sizeof none, &n2);
+    cr_expect_eq(adds, want, "%d residual adds fused, not %d", adds, want);
+    cr_expect_eq(plain, 0, "no_fuse fuses no add");
+    cr_expect(strstr(joined, into) != NULL, "fused into '%s', expected '%s'", joined, into);
+    cr_assert_eq(n, n2);
+    double nmse = tu_nmse(ref, y, (size_t)n);
+    cr_expect(nmse < 1e-12, "fused output differs from the unfused one: NMSE %.3g", nmse);
+    free(y);
+    free(ref);
+}
+
+Test(fold, residual_adds_fuse_into_the_conv_or_linear_before_them) {
+    /* a basic block (conv, batchnorm, + the block's input, relu), then a downsampling block whose
+     * shortcut conv (c5) comes after the main path's (c4): the add fuses into c5, the conv that
+     * runs last, with c4's output as its residual; then a linear + residual */
+    static const char yaml[] = "model: res\ninputs:\n  - {name: x, shape: [2, 6, 9, 11]}\nlayers:\n"
+                               "  - {name: c1, op: conv2d, filters: 6, kernel: 3, padding: 1}\n"
+                               "  - {name: r1, op: relu}\n"
+                               "  - {name: c2, op: conv2d, filters: 6, kernel: 3, padding: 1, bias: false}\n"
+                               "  - {name: b2, op: batchnorm}\n"
+                               "  - {name: a2, op: add, inputs: [b2, x]}\n"
+                               "  - {name: r2, op: relu}\n"
+                               "  - {name: c4, op: conv2d, filters: 10, kernel: 3, stride: 2, padding: 1}\n"
+                               "  - {name: c5, op: conv2d, filters: 10, kernel: 1, stride: 2, inputs: [r2]}\n"
+                               "  - {name: b5, op: batchnorm}\n"
+                               "  - {name: a5, op: add, inputs: [c4, b5]}\n"
+                               "  - {name: r5, op: relu}\n"
+                               "  - {name: f, op: flatten}\n"
+                               "  - {name: l1, op: linear, units: 300}\n"
+                               "  - {name: a6, op: add, inputs: [f, l1]}\n";
+    check_residual(yaml, 3, "c2 (fused) c5 (fused) l1 (fused) ");
+}
+
+Test(fold, residual_adds_that_must_not_fuse) {
+    static const char yaml[] = "model: nores\ninputs:\n  - {name: x, shape: [1, 4, 7, 7]}\nlayers:\n"
+                               "  - {name: c1, op: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+                               "  - {name: a1, op: add, inputs: [c1, x]}\n"
+                               "  - {name: c2, op: conv2d, filters: 4, kernel: 1, inputs: [c1]}\n"
+                               "  - {name: a2, op: add, inputs: [c2, c2]}\n"
+                               "  - {name: c3, op: conv2d, filters: 4, kernel: 1, padding: 0, inputs: [a1]}\n"
+                               "  - {name: r3, op: relu}\n"
+                               "  - {name: a3, op: add, inputs: [a2, r3]}\n"
+                               "  - {name: c4, op: conv2d, filters: 1, kernel: 1}\n"
+                               "  - {name: a4, op: add, inputs: [c4, a3]}\n";
+    /* a1: c1 has two readers; a2: c2 + c2; a3: r3 is c3's relu (an activation before the add);
+     * a4: c4 [1,1,7,7] + a3 [1,4,7,7] broadcasts. None fuses. */
+    check_residual(yaml, 0, "");
 }

@@ -144,20 +144,23 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     shape_str(y->shape, y->ndim, ys, sizeof ys);
     printf("model %s: %d layers, input %s -> output %s, %.2f GFLOP per run\n", dl_model_name(m),
            dl_model_layer_count(m), xs, ys, sum.flops * 1e-9);
-    /* activations fused into their producer, by op, and batchnorms folded into a conv */
+    /* activations fused into their producer, by op, residual adds fused into a conv or linear,
+     * and batchnorms folded into a conv */
     static const char *const acts[] = {"relu", "silu", "hard_swish", "gelu", "clip", "leaky_relu", "sigmoid"};
     enum { N_ACTS = sizeof acts / sizeof acts[0] };
-    int fused[N_ACTS] = {0}, folded = 0;
+    int fused[N_ACTS] = {0}, folded = 0, adds = 0;
     for (int i = 0; i < dl_session_step_count(s); i++) {
         dl_step_info st;
         dl_session_step(s, i, &st);
         if (st.kind != DL_STEP_FUSED || !st.op) continue;
         folded += !strcmp(st.op, "batchnorm");
+        adds += !strcmp(st.op, "add");
         for (int a = 0; a < N_ACTS; a++) fused[a] += !strcmp(st.op, acts[a]);
     }
     printf("placement: %s", sum.placement);
     for (int a = 0; a < N_ACTS; a++)
         if (fused[a]) printf(" (+%d %s fused)", fused[a], acts[a]);
+    if (adds) printf(" (+%d residual add%s fused)", adds, adds == 1 ? "" : "s");
     if (folded) printf(" (+%d batchnorm folded)", folded);
     if (sum.elided) printf(" (+%d concat elided: inputs written into it)", sum.elided);
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");

@@ -112,7 +112,7 @@ static double conv2d_flops(const dl_op *op) {
 const dl_op_def dl_op_row_conv2d = {
     .name = "conv2d",
     .abi_minor = 0,
-    .flags = DL_OPF_FUSES_RELU,
+    .flags = DL_OPF_FUSES_RELU | DL_OPF_RESIDUAL,
     .min_inputs = 1,
     .max_inputs = 1,
     .weights =
@@ -134,6 +134,8 @@ const dl_op_def dl_op_row_conv2d = {
             {"conv 3x3 64 channels", "[[1, 64, 57, 61]]", "filters: 33, kernel: 3, padding: 1", 1},
             {"conv 3x3 batch 3 deep", "[[3, 32, 10, 10]]", "filters: 24, kernel: 3", 1},
             {"conv 1x1 136 filters", "[[2, 32, 9, 11]]", "filters: 136, kernel: 1", 1},
+            {"conv 3x3 + residual + relu", "[[2, 24, 9, 11]]", "filters: 24, kernel: 3, padding: 1", 1, 0, 1},
+            {"conv 1x1/2 + residual", "[[1, 16, 13, 11]]", "filters: 40, kernel: 1, stride: 2, bias: false", 1, 0, 1},
             {0}},
     .weight_shapes = conv2d_weights,
     .infer = conv2d_infer,

@@ -33,7 +33,7 @@ static double linear_flops(const dl_op *op) {
 const dl_op_def dl_op_row_linear = {
     .name = "linear",
     .abi_minor = 0,
-    .flags = DL_OPF_FUSES_RELU,
+    .flags = DL_OPF_FUSES_RELU | DL_OPF_RESIDUAL,
     .min_inputs = 1,
     .max_inputs = 1,
     .weights =
@@ -47,6 +47,7 @@ const dl_op_def dl_op_row_linear = {
                                   {"linear wide", "[[1, 513]]", "units: 1001", 1},
                                   {"linear batch 3, 520 in", "[[3, 520]]", "units: 45", 1},
                                   {"linear batch 19", "[[19, 264]]", "units: 150", 1},
+                                  {"linear + residual + relu", "[[7, 90]]", "units: 41", 1, 0, 1},
                                   {0}},
     .weight_shapes = linear_weights,
     .infer = linear_infer,

@@ -47,12 +47,39 @@ static int format_ok(const dl_tensor *t, unsigned formats, const char *what, int
 
 int dl_op_check(const dl_op *op, dl_error *why) { return dl_op_check_as(op, 0, why); }
 
+/* The residual input of a fused add (the last): an activation of the output's shape, dtype and
+ * layout. Then the op without it is checked as any other. */
+static int residual_ok(const dl_op *op, const dl_op_def *d, unsigned formats, dl_error *why) {
+    if (!(d->flags & DL_OPF_RESIDUAL)) DL_NO(why, "a residual add cannot be fused into %s", d->name);
+    if (!(formats & DL_ACCEPT_RESIDUAL)) DL_NO(why, "this backend does not fuse a residual add into %s", d->name);
+    if (op->n_inputs < 2 || op->n_outputs != 1) DL_NO(why, "%s with a residual add lacks an input", d->name);
+    const dl_tensor *r = &op->inputs[op->n_inputs - 1], *y = &op->outputs[0];
+    char rs[128], ys[128];
+    int same = r->ndim == y->ndim && dl_dtype_eq(r->dtype, y->dtype) && !r->byte_offset &&
+               dl_tensor_layout(r) == dl_tensor_layout(y);
+    for (int k = 0; same && k < r->ndim; k++) same = r->shape[k] == y->shape[k];
+    if (!same)
+        DL_NO(why, "the residual %s %s differs from the output %s %s in shape, dtype or layout",
+              dl_shape_txt(r, rs, sizeof rs), dl_dtype_name(r->dtype), dl_shape_txt(y, ys, sizeof ys),
+              dl_dtype_name(y->dtype));
+    return 1;
+}
+
 int dl_op_check_as(const dl_op *op, unsigned formats, dl_error *why) {
     const dl_op_def *d = dl_op_def_of(op->kind);
     if (!d) DL_NO(why, "op kind %d is unknown to this plugin", op->kind);
     uint32_t minor = dl_op_min_minor(op);
     if (!op->attrs || op->attrs->struct_size < dl_op_attrs_size(minor))
         DL_NO(why, "%s needs the ABI %d.%u attributes", d->name, DL_ABI_MAJOR, minor);
+    if (minor >= 8 && op->attrs->residual) {
+        if (!residual_ok(op, d, formats, why)) return 0;
+        dl_op inner = *op;
+        dl_op_attrs a = *op->attrs;
+        a.residual = 0;
+        inner.attrs = &a;
+        inner.n_inputs--;
+        return dl_op_check_as(&inner, formats & ~(unsigned)DL_ACCEPT_RESIDUAL, why);
+    }
     int lo, hi;
     input_range(d, &lo, &hi);
     if (op->n_outputs != 1) DL_NO(why, "%s has one output, not %d", d->name, op->n_outputs);
@@ -155,9 +182,10 @@ int dl_op_geom_init(dl_op_geom *g, const dl_op *op) {
     if (op->n_inputs > 2)
         g->cnd = op->inputs[2].ndim, memcpy(g->cs, op->inputs[2].shape, (size_t)g->cnd * sizeof(int64_t));
     g->numel = dl_tensor_numel(&op->outputs[0]);
+    g->residual = g->a.residual ? op->n_inputs - 1 : 0;
     g->has_bias = (g->kind == DL_OP_CONV2D || g->kind == DL_OP_LINEAR || g->kind == DL_OP_CONV_TRANSPOSE2D ||
                    g->kind == DL_OP_CONV3D) &&
-                  op->n_inputs == 3;
+                  op->n_inputs - (g->residual > 0) == 3;
     if (g->kind == DL_OP_CONCAT) {
         g->cat_len = malloc((size_t)op->n_inputs * sizeof *g->cat_len);
         if (!g->cat_len) return 0;

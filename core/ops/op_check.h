@@ -17,6 +17,15 @@ enum { DL_ACCEPT_F16 = 1, DL_ACCEPT_BF16 = 2, DL_ACCEPT_CHANNELS_LAST = 4 };
 /* ... and fused activations past relu (ABI 1.4: silu, hard_swish, gelu; 1.5: clip, leaky relu,
  * sigmoid) on the rows that fuse relu, for a plugin whose kernels apply them all. */
 enum { DL_ACCEPT_ACTIVATIONS = 8 };
+/* ... and a residual add fused into the rows that take one (ABI 1.8, attrs.residual: the last
+ * input, of the output's shape, dtype and layout), for a plugin whose kernels add it. */
+enum { DL_ACCEPT_RESIDUAL = 16 };
+/* The input index of op's fused residual (attrs.residual, on a host of ABI 1.8 or later), or 0 */
+static inline int dl_op_residual(const dl_op *op) {
+    return op->attrs && op->attrs->struct_size > offsetof(dl_op_attrs, residual) && op->attrs->residual
+               ? op->n_inputs - 1
+               : 0;
+}
 int dl_op_check_as(const dl_op *op, unsigned formats, dl_error *why);
 /* 1 for the kinds the table marks elementwise (a kernel reading element i before writing it may
  * overwrite input 0). */
@@ -42,6 +51,7 @@ typedef struct dl_op_geom {
     int64_t numel;        /* output elements */
     int64_t *cat_len;     /* concat: each input's extent along the axis */
     int has_bias;         /* conv2d, linear, conv_transpose2d, conv3d */
+    int residual;         /* conv2d, linear: the input index of a fused residual (a.residual), or 0: none */
 } dl_op_geom;
 
 /* Fills g from op; 0 when out of memory. dl_op_geom_free releases what it allocated. */

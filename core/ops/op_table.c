@@ -101,6 +101,7 @@ size_t dl_op_attrs_size(uint32_t minor) {
            : minor == 1 ? offsetof(dl_op_attrs, beta)
            : minor <= 3 ? offsetof(dl_op_attrs, n_axes)
            : minor <= 6 ? offsetof(dl_op_attrs, kernel3)
+           : minor == 7 ? offsetof(dl_op_attrs, residual)
                         : sizeof(dl_op_attrs);
 }
 
@@ -110,6 +111,8 @@ uint32_t dl_op_min_minor(const dl_op *op) {
     uint32_t m = d->abi_minor_of ? d->abi_minor_of(op) : 0;
     if (op->attrs && op->attrs->activation > DL_ACT_RELU && m < 4) m = 4;      /* silu, gelu, ... fused: 1.4 */
     if (op->attrs && op->attrs->activation > DL_ACT_GELU_TANH && m < 5) m = 5; /* clip, leaky relu, sigmoid: 1.5 */
+    if (op->attrs && op->attrs->struct_size > offsetof(dl_op_attrs, residual) && op->attrs->residual && m < 8)
+        m = 8; /* a residual add fused: 1.8 */
     return m > d->abi_minor ? m : d->abi_minor;
 }
 

@@ -104,6 +104,8 @@ typedef struct dl_op_case {
     const char *attrs;  /* YAML flow-mapping body of the layer's attributes ("" for none) */
     float scale;        /* activations drawn from U(-scale, scale) */
     float lo;           /* when not 0: from U(lo, scale) instead (sqrt and log want positive x) */
+    int residual;       /* 1: run with a residual add and a relu fused (attrs.residual, ABI 1.8),
+                           the residual drawn as the activations are */
 } dl_op_case;
 
 /* What shape inference knows beyond the op: the layer (model side only) and input names. */
@@ -117,7 +119,8 @@ enum {
                                size: a kernel reading element i before writing it runs in place */
     DL_OPF_FUSES_RELU = 2,  /* accepts activation = DL_ACT_RELU (a relu fused after it); from ABI
                                1.4 the other activations too, where the backend says so */
-    DL_OPF_AXIS = 4         /* attrs.axis is stored non-negative once the input's rank is known */
+    DL_OPF_AXIS = 4,        /* attrs.axis is stored non-negative once the input's rank is known */
+    DL_OPF_RESIDUAL = 8     /* accepts attrs.residual (ABI 1.8): a residual add fused after it */
 };
 
 typedef struct dl_op_def {

@@ -169,8 +169,8 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
         ref_f32 = own_f32;
     }
     dl_op sop;
-    dl_tensor sin[DL_MAX_NODE_INPUTS + 1], sout;
-    int64_t strides[4 * (DL_MAX_NODE_INPUTS + 2)];
+    dl_tensor sin[DL_MAX_OP_INPUTS], sout;
+    int64_t strides[4 * (DL_MAX_OP_INPUTS + 1)];
     char storage[32];
     storage_op(be, op, is_weight, precision, &sop, sin, &sout, strides, storage, sizeof storage);
     dl_op_result r;
@@ -178,7 +178,7 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     int stored = !dl_dtype_is_f32(sout.dtype);
     if (st == DL_OK && stored && r.supported) { /* the CPU at the same storage, row-major */
         dl_op cop = sop;
-        dl_tensor cin[DL_MAX_NODE_INPUTS + 1], cout = sout;
+        dl_tensor cin[DL_MAX_OP_INPUTS], cout = sout;
         memcpy(cin, sin, (size_t)op->n_inputs * sizeof *cin);
         for (int i = 0; i < op->n_inputs; i++) cin[i].strides = NULL;
         cout.strides = NULL;
@@ -430,9 +430,10 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
     if (st != DL_OK) return st;
     const dl_node *nd = &g->nodes[0];
     dl_shape shapes[DL_MAX_NODE_INPUTS + 2];
-    dl_tensor tin[DL_MAX_NODE_INPUTS], tout;
-    unsigned char isw[DL_MAX_NODE_INPUTS];
-    void *data[DL_MAX_NODE_INPUTS] = {0};
+    dl_tensor tin[DL_MAX_OP_INPUTS], tout;
+    unsigned char isw[DL_MAX_OP_INPUTS];
+    void *data[DL_MAX_OP_INPUTS] = {0};
+    dl_op_attrs fused;
     if (g->n_values > (int)(sizeof shapes / sizeof shapes[0]))
         st = dl_fail(err, DL_E_INVALID, "case '%s' is too big", c->name);
     for (int v = 0; st == DL_OK && v < g->n_values; v++) shapes[v] = g->values[v].shape;
@@ -453,11 +454,23 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
         tin[j].data = data[j];
         isw[j] = v->kind == DL_VALUE_WEIGHT;
     }
+    if (st == DL_OK && c->residual) { /* y = relu(op(x) + r): r of the output's shape, the last input */
+        const int j = op.n_inputs++;
+        fused = nd->params.attrs;
+        fused.residual = 1;
+        fused.activation = DL_ACT_RELU;
+        op.attrs = &fused;
+        tin[j] = tout;
+        dl_value r = {.name = "residual", .kind = DL_VALUE_ACTIVATION, .dtype = DL_F32};
+        dl_shape_of(&tout, &r.shape);
+        if (!(tin[j].data = data[j] = draw(&r, seed, c->scale, c->lo))) st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        isw[j] = 0;
+    }
     double flops = row->flops(&op);
     for (int b = 0; st == DL_OK && b < cs->nb; b++)
         st = check_case(cs->bes[b], cs->cpu, &op, isw, NULL, c->name, o->precision, o->perf ? o->iterations : 0, flops,
                         rep, err);
-    for (int j = 0; j < nd->n_inputs; j++) free(data[j]);
+    for (int j = 0; j < op.n_inputs; j++) free(data[j]);
     dl_graph_free(g);
     return st;
 }

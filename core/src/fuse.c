@@ -14,7 +14,15 @@
  * into the op before it as that op's epilogue, where the backend accepts the fused op (the cpu
  * plugin takes them all, the onednn plugin those oneDNN computes exactly; the GPU plugins relu
  * only, for now). The ops that fuse (conv2d, conv_transpose2d, conv3d, linear, add, batchnorm) read none
- * of clip_min, clip_max or alpha themselves, so those members are free to carry the activation's. */
+ * of clip_min, clip_max or alpha themselves, so those members are free to carry the activation's.
+ *
+ * Before the activations (ABI 1.8), a residual connection's add y = a + r is fused into the conv2d
+ * or linear p that computes a, as p's attrs.residual with r appended to p's inputs: p then computes
+ * y = act(op(x) + b + r) in its epilogue, and the relu after the add (or the add's own activation)
+ * fuses into p as well. Allowed where a has no other reader and no activation yet, r is an
+ * activation of a's shape and dtype already computed when p runs (its producer comes before p: in
+ * ResNet's downsampling blocks that picks the shortcut's conv, which comes last), both ops share a
+ * memory domain and p's backend accepts the fused op. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +54,14 @@ static dl_status fusion_init(dl_session *s, dl_error *err) {
     f->attrs = calloc(nn, sizeof *f->attrs);
     f->into = malloc(nn * sizeof *f->into);
     f->extra_input = malloc(nn * sizeof *f->extra_input);
+    f->residual = malloc(nn * sizeof *f->residual);
+    f->via = calloc(nn, sizeof *f->via);
     f->weight = calloc((size_t)g->n_values + 1, sizeof *f->weight);
-    if (!f->attrs || !f->into || !f->extra_input || !f->weight) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    if (!f->attrs || !f->into || !f->extra_input || !f->residual || !f->via || !f->weight)
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
         f->attrs[i] = g->nodes[i].params.attrs;
-        f->into[i] = f->extra_input[i] = -1;
+        f->into[i] = f->extra_input[i] = f->residual[i] = -1;
     }
     return DL_OK;
 }
@@ -61,6 +72,8 @@ void dl_fusion_free(dl_fusion *f) {
     free(f->attrs);
     free(f->into);
     free(f->extra_input);
+    free(f->residual);
+    free(f->via);
     free(f->weight);
     memset(f, 0, sizeof *f);
 }
@@ -118,6 +131,63 @@ dl_status dl_fold_batchnorm(dl_session *s, dl_error *err) {
     return DL_OK;
 }
 
+static int same_shape(const dl_shape *a, const dl_shape *b) {
+    return a->ndim == b->ndim && !memcmp(a->d, b->d, (size_t)a->ndim * sizeof *a->d);
+}
+
+/* Two nodes' backends share a memory domain (the same backend, or the cpu and onednn plugins). */
+static int same_domain(const dl_backend *a, const dl_backend *b) {
+    return a == b || (a->device.device_type == b->device.device_type && a->device.device_id == b->device.device_id);
+}
+
+/* The node whose step computes value v: its producer, or the conv its batchnorm was folded into. */
+static int computed_by(const dl_session *s, int v) {
+    int p = s->g->values[v].producer;
+    if (p >= 0 && s->g->nodes[p].kind == DL_OP_BATCHNORM && s->fuse.into[p] >= 0) p = s->fuse.into[p];
+    return p;
+}
+
+/* Fuses add node i as a residual into the conv2d or linear computing one of its operands, where
+ * allowed (above) and accepted; returns 1 if it did. */
+static int fuse_residual(dl_session *s, int i) {
+    const dl_graph *g = s->g;
+    const dl_node *n = &g->nodes[i];
+    dl_fusion *f = &s->fuse;
+    if (n->kind != DL_OP_ADD || n->n_inputs != 2 || n->backend || f->into[i] >= 0) return 0;
+    const char *off = getenv("DLRUN_FUSE_RESIDUAL"); /* "0": off, for A/B runs (docs/architecture.md) */
+    if (off && !strcmp(off, "0")) return 0;
+    for (int j = 0; j < 2; j++) {
+        const int a = n->inputs[j], r = n->inputs[1 - j], p = computed_by(s, a);
+        if (p < 0 || a == r || f->into[p] >= 0 || f->residual[p] >= 0 || f->attrs[p].residual) continue;
+        if (!(dl_op_def_of(g->nodes[p].kind)->flags & DL_OPF_RESIDUAL) || f->attrs[p].activation != DL_ACT_NONE)
+            continue;
+        if (dl_graph_is_output(g, a) || dl_graph_consumers(g, a) != 1 || g->values[r].kind == DL_VALUE_WEIGHT) continue;
+        const int q = g->values[r].producer; /* r must exist when p runs */
+        if (q >= p || !same_shape(&s->shape[a], &s->shape[r]) || !dl_dtype_eq(g->values[a].dtype, g->values[r].dtype))
+            continue;
+        const dl_backend *bp = s->place.be[p];
+        if (!same_domain(bp, s->place.be[i])) continue;
+        dl_op_attrs fused = f->attrs[p];
+        fused.residual = 1;
+        fused.activation = f->attrs[i].activation; /* the add's own, if the model fused one */
+        fused.clip_min = f->attrs[i].clip_min;
+        fused.clip_max = f->attrs[i].clip_max;
+        fused.alpha = f->attrs[i].alpha;
+        f->residual[p] = r; /* the op view of p takes r from here */
+        dl_error why;
+        if (!dl_session_accepts(s, bp, p, &fused, &why)) {
+            f->residual[p] = -1;
+            continue;
+        }
+        f->attrs[p] = fused;
+        f->into[i] = p;
+        f->via[i] = j;
+        s->place.be[i] = bp;
+        return 1;
+    }
+    return 0;
+}
+
 /* The activation node i computes, as a fused epilogue (DL_ACT_NONE: not one). */
 static dl_activation activation_of(const dl_node *n) {
     switch (n->kind) {
@@ -141,16 +211,15 @@ static void fuse_activation(dl_session *s, int i) {
     dl_activation act = activation_of(r);
     if (act == DL_ACT_NONE || r->backend) return;
     int v = r->inputs[0];
-    int p = g->values[v].producer;
-    if (p >= 0 && g->nodes[p].kind == DL_OP_BATCHNORM && f->into[p] >= 0) p = f->into[p]; /* folded into a conv */
+    int p = computed_by(s, v);
+    if (p >= 0 && g->nodes[p].kind == DL_OP_ADD && f->into[p] >= 0) p = f->into[p]; /* a residual fused into a conv */
     if (p < 0 || dl_graph_is_output(g, v) || dl_graph_consumers(g, v) != 1 || f->into[p] >= 0) return;
     if (!(dl_op_def_of(g->nodes[p].kind)->flags & DL_OPF_FUSES_RELU)) return;
     if (f->attrs[p].activation != DL_ACT_NONE) return;
     /* Placement timed the two ops apart: an activation placed on another backend of the same
      * memory domain (the cpu and onednn plugins) moves to its producer's, where it costs nothing. */
-    const dl_backend *bp = s->place.be[p], *bi = s->place.be[i];
-    if (bp != bi && (bp->device.device_type != bi->device.device_type || bp->device.device_id != bi->device.device_id))
-        return;
+    const dl_backend *bp = s->place.be[p];
+    if (!same_domain(bp, s->place.be[i])) return;
     dl_op_attrs fused = f->attrs[p];
     fused.activation = act;
     fused.clip_min = r->params.attrs.clip_min;
@@ -163,7 +232,8 @@ static void fuse_activation(dl_session *s, int i) {
     s->place.be[i] = bp;
 }
 
-void dl_fuse_activations(dl_session *s) {
+void dl_fuse_epilogues(dl_session *s) {
     if (s->opt.no_fuse) return;
+    for (int i = 0; i < s->g->n_nodes; i++) fuse_residual(s, i);
     for (int i = 0; i < s->g->n_nodes; i++) fuse_activation(s, i);
 }

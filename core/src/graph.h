@@ -38,6 +38,9 @@ typedef struct dl_value {
 } dl_value;
 
 #define DL_MAX_NODE_INPUTS 68 /* 64 activations (concat) + at most 4 weights */
+/* Inputs of an op as a session runs it: a node's, plus the bias a folded batchnorm gives a conv
+ * and a fused residual (fuse.c). */
+#define DL_MAX_OP_INPUTS (DL_MAX_NODE_INPUTS + 2)
 
 typedef struct dl_node {
     char *name; /* unique layer name */

@@ -144,15 +144,15 @@ static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, 
 /* Times node i on backend be with random activations and the real weights. */
 static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
-    dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
-    unsigned char isw[DL_MAX_NODE_INPUTS + 1];
-    void *data[DL_MAX_NODE_INPUTS + 1] = {0};
-    int ins[DL_MAX_NODE_INPUTS + 1];
+    dl_tensor in[DL_MAX_OP_INPUTS], out;
+    unsigned char isw[DL_MAX_OP_INPUTS];
+    void *data[DL_MAX_OP_INPUTS] = {0};
+    int ins[DL_MAX_OP_INPUTS];
     dl_session_node_inputs(s, i, ins);
     dl_op op;
     dl_format f;
     dl_error why;
-    int64_t strides[4 * (DL_MAX_NODE_INPUTS + 2)];
+    int64_t strides[4 * (DL_MAX_OP_INPUTS + 1)];
     dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
     dl_session_weight_flags(s, i, isw);
     if (dl_session_accepts_as(s, be, i, &s->fuse.attrs[i], &f, &why)) /* timed in the storage it will run in */
@@ -185,7 +185,7 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error
     float *y = ok ? malloc(dl_session_value_bytes(s, n->output) + 4) : NULL;
     dl_op_result r;
     if (y && dl_run_op(be, &op, isw, y, TIMING_RUNS, &r, err) == DL_OK && r.supported && r.guards_ok == 1) ms = r.ms;
-    for (int j = 0; j <= DL_MAX_NODE_INPUTS; j++) free(data[j]);
+    for (int j = 0; j < DL_MAX_OP_INPUTS; j++) free(data[j]);
     free(y);
     return ms;
 }
@@ -572,7 +572,7 @@ static int free_view(const dl_session *s, int i, const dl_backend *be) {
     const dl_op_kind kind = s->g->nodes[i].kind;
     if (kind != DL_OP_RESHAPE && kind != DL_OP_FLATTEN && kind != DL_OP_DROPOUT) return 0;
     if (!DL_BACKEND_HAS(be, supports_in_place)) return 0;
-    dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
+    dl_tensor in[DL_MAX_OP_INPUTS], out;
     dl_op op;
     dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
     return be->supports_in_place(be->self, &op);

@@ -26,14 +26,15 @@ const void *dl_session_weight_stored(const dl_session *s, int v, dl_dtype *dtype
 int dl_session_node_inputs(const dl_session *s, int node, int *ins) {
     const dl_node *n = &s->g->nodes[node];
     memcpy(ins, n->inputs, (size_t)n->n_inputs * sizeof *ins);
-    int extra = s->fuse.extra_input ? s->fuse.extra_input[node] : -1;
-    if (extra >= 0) ins[n->n_inputs] = extra;
-    return n->n_inputs + (extra >= 0);
+    int count = n->n_inputs;
+    if (s->fuse.extra_input && s->fuse.extra_input[node] >= 0) ins[count++] = s->fuse.extra_input[node];
+    if (s->fuse.residual && s->fuse.residual[node] >= 0) ins[count++] = s->fuse.residual[node];
+    return count;
 }
 
 void dl_session_op_view(const dl_session *s, int node, const dl_op_attrs *attrs, dl_op *op, dl_tensor *in,
                         dl_tensor *out) {
-    int ins[DL_MAX_NODE_INPUTS + 1], count = dl_session_node_inputs(s, node, ins);
+    int ins[DL_MAX_OP_INPUTS], count = dl_session_node_inputs(s, node, ins);
     dl_node_op(s->g, node, ins, count, s->shape, attrs, s->opt.precision, op, in, out);
 }
 
@@ -128,7 +129,7 @@ static int ensure_in(dl_session *s, int v, int p, dl_error *err) {
 static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
     int p = s->node_place[i], d = s->node_dom[i];
-    int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, i, ins), at[DL_MAX_NODE_INPUTS + 1];
+    int ins[DL_MAX_OP_INPUTS], n_in = dl_session_node_inputs(s, i, ins), at[DL_MAX_OP_INPUTS];
     for (int j = 0; j < n_in; j++)
         if ((at[j] = ensure_in(s, root(s, ins[j]), p, err)) < 0) return DL_E_NOMEM;
     int k = s->n_steps;
@@ -148,7 +149,7 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     /* st->attrs is stored in the step; op.attrs must point at the step's own copy, and the
      * steps array may still grow, so the pointer is fixed up after building (fix_pointers). */
     dl_session_op_view(s, i, &st->attrs, &st->op, st->in, &st->out);
-    unsigned char is_weight[DL_MAX_NODE_INPUTS + 1];
+    unsigned char is_weight[DL_MAX_OP_INPUTS];
     dl_session_weight_flags(s, i, is_weight);
     dl_op_apply_format(&st->op, st->in, &st->out, is_weight, s->places[p].fmt, st->strides);
     st->flops = dl_op_def_of(n->kind)->flops(&st->op);
@@ -200,7 +201,7 @@ static void point_steps(dl_session *s) {
         dl_step *st = &s->steps[k];
         if (!has_op(st)) continue;
         const dl_node *n = &s->g->nodes[st->node];
-        int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, st->node, ins);
+        int ins[DL_MAX_OP_INPUTS], n_in = dl_session_node_inputs(s, st->node, ins);
         for (int j = 0; j < n_in; j++) {
             int r = root(s, ins[j]);
             st->in[j].data = BUF(s, r, dl_place_of_value(s, r, st->place));
@@ -216,7 +217,7 @@ static dl_status assign_domains(dl_session *s, dl_error *err) {
     const dl_graph *g = s->g;
     for (int i = 0; i < g->n_nodes; i++) {
         if (s->fuse.into[i] >= 0) {
-            s->alias[g->nodes[i].output] = g->nodes[i].inputs[0];
+            s->alias[g->nodes[i].output] = g->nodes[i].inputs[s->fuse.via[i]];
             continue;
         }
         int d = domain_of(s, s->place.be[i]);
@@ -305,7 +306,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     }
     if (st != DL_OK) return st;
     span = dl_trace_begin(tr, "fuse, storage, steps", "create");
-    dl_fuse_activations(s);
+    dl_fuse_epilogues(s);
     st = assign_domains(s, err);
     if (st == DL_OK) st = dl_choose_storage(s, err);
     if (st == DL_OK) st = build_steps(s, err);

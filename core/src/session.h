@@ -103,6 +103,10 @@ typedef struct dl_fusion {
     int *into;            /* node -> node it was folded or fused into, or -1 */
     int *extra_input;     /* node -> value appended to its inputs (the bias a folded batchnorm gave
                              a conv that had none), or -1 */
+    int *residual;        /* node -> value appended after that (attrs.residual: a fused add's other
+                             operand), or -1 */
+    int *via;             /* fused node -> its input whose storage its output shares (0, or the
+                             operand a fused add takes from its conv) */
     const float **weight; /* value -> host weights folding computed (NULL: the bound ones) */
     float **owned;        /* what folding allocated */
     int n_owned, cap_owned;
@@ -185,10 +189,11 @@ void dl_format_bytes(double bytes, char *buf, size_t len);
  * batchnorm and all their parameters are constants: the conv's weights become session-owned
  * scaled copies, the batchnorm a fused step. Off with no_fuse. Fills s->fuse. */
 dl_status dl_fold_batchnorm(dl_session *s, dl_error *err);
-/* After placement: each activation (relu; from ABI 1.4 silu, hard_swish, gelu) whose input comes
- * only from a conv2d, linear, add or batchnorm on the same backend, which accepts the fused op,
- * runs as that op's epilogue. Off with no_fuse. */
-void dl_fuse_activations(dl_session *s);
+/* After placement: each residual add (y = a + r, a from a conv2d or linear whose backend, in
+ * the add's memory domain, accepts it: ABI 1.8), then each activation (relu; from ABI 1.4 silu,
+ * hard_swish, gelu...) whose input comes only from a conv2d, linear, add or batchnorm on the same
+ * domain, which accepts the fused op, runs as that op's epilogue. Off with no_fuse. */
+void dl_fuse_epilogues(dl_session *s);
 void dl_fusion_free(dl_fusion *f);
 
 /* ---- placement.c ---- */

@@ -33,7 +33,7 @@ static int reads_on_host(const dl_session *s, int v, int d) {
         const dl_step *st = &s->steps[k];
         if (st->kind == DL_STEP_COPY && st->value == v && !direct(st, v, d)) return 1;
         if (st->kind == DL_STEP_OP && st->dom == 0) {
-            int ins[DL_MAX_NODE_INPUTS + 1], n_in = dl_session_node_inputs(s, st->node, ins);
+            int ins[DL_MAX_OP_INPUTS], n_in = dl_session_node_inputs(s, st->node, ins);
             for (int j = 0; j < n_in; j++)
                 if (dl_session_root(s, ins[j]) == v) return 1;
         }

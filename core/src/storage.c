@@ -66,7 +66,7 @@ dl_tensor dl_place_view(const dl_session *s, int v, int p, int64_t *strides) {
 /* ---- choosing each node's format ---- */
 
 void dl_session_weight_flags(const dl_session *s, int node, unsigned char *is_weight) {
-    int ins[DL_MAX_NODE_INPUTS + 1], n = dl_session_node_inputs(s, node, ins);
+    int ins[DL_MAX_OP_INPUTS], n = dl_session_node_inputs(s, node, ins);
     for (int j = 0; j < n; j++) is_weight[j] = s->g->values[ins[j]].kind == DL_VALUE_WEIGHT;
 }
 
@@ -89,9 +89,9 @@ static int input_channels_last(const dl_session *s, const dl_backend *be, int i)
 
 int dl_session_accepts_as(const dl_session *s, const dl_backend *be, int i, const dl_op_attrs *attrs, dl_format *f,
                           dl_error *why) {
-    dl_tensor in[DL_MAX_NODE_INPUTS + 1], out;
-    int64_t strides[4 * (DL_MAX_NODE_INPUTS + 2)];
-    unsigned char is_weight[DL_MAX_NODE_INPUTS + 1];
+    dl_tensor in[DL_MAX_OP_INPUTS], out;
+    int64_t strides[4 * (DL_MAX_OP_INPUTS + 1)];
+    unsigned char is_weight[DL_MAX_OP_INPUTS];
     dl_op op;
     dl_session_op_view(s, i, attrs, &op, in, &out);
     dl_session_weight_flags(s, i, is_weight);

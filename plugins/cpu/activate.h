@@ -126,6 +126,13 @@ static inline void cpu_bias_act(float *row, int64_t n, float b, const dl_op_attr
         for (int64_t i = 0; i < n; i++) row[i] = cpu_activate(row[i] + b, a->activation, a);
     }
 }
+/* row[i] = activation(row[i] + b + res[i]): cpu_bias_act with a fused residual (res NULL: none),
+ * added in a pass of its own over the row (in cache: the callers' rows are one thread's share). */
+static inline void cpu_bias_res_act(float *row, const float *res, int64_t n, float b, const dl_op_attrs *a) {
+    if (res)
+        for (int64_t i = 0; i < n; i++) row[i] += res[i];
+    cpu_bias_act(row, n, b, a);
+}
 /* The activation over `rows` rows of 16 floats: a matrix product's finished 6 x 16 block while it
  * is in L1. Each row is two 8-lane steps with no loop set-up; cpu_bias_act called on 16 floats at a
  * time cost twice the arithmetic. */

@@ -98,8 +98,9 @@ static int cpu_supports(void *self, const dl_op *op, dl_error *why) {
     if (op->kind >= 0 && op->kind < DL_OP_COUNT && !kernels[op->kind])
         return dl_fail(why, DL_E_UNSUPPORTED, "%s: no kernel in the cpu plugin", dl_op_kind_name(op->kind)), 0;
     /* f16, bf16 and channels-last tensors are converted around the f32 kernels (storage.c); every
-     * fused activation is applied in the kernels' epilogues (cpu_activate) */
-    return dl_op_check_as(op, DL_ACCEPT_F16 | DL_ACCEPT_BF16 | DL_ACCEPT_CHANNELS_LAST | DL_ACCEPT_ACTIVATIONS, why);
+     * fused activation, and a fused residual, is applied in the kernels' epilogues (cpu_activate) */
+    return dl_op_check_as(
+        op, DL_ACCEPT_F16 | DL_ACCEPT_BF16 | DL_ACCEPT_CHANNELS_LAST | DL_ACCEPT_ACTIVATIONS | DL_ACCEPT_RESIDUAL, why);
 }
 
 static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {

@@ -94,10 +94,12 @@ typedef struct epi {
     int clamp, other, transposed;
     float lo, hi;
     const dl_op_attrs *attrs;
-    int64_t rl, rk; /* C's columns in rows of rl, the first rk kept (cpu_gemm_epilogue); rl 0: all */
+    int64_t rl, rk;   /* C's columns in rows of rl, the first rk kept (cpu_gemm_epilogue); rl 0: all */
+    const float *res; /* the residual: the element stored at c0[o] gets + res[o]; NULL: none */
+    const float *c0;
 } epi;
 
-static epi epi_of(const cpu_gemm_epilogue *e) {
+static epi epi_of(const cpu_gemm_epilogue *e, const float *c) {
     epi x = {e ? e->row_bias : NULL,
              e ? e->col_bias : NULL,
              0,
@@ -107,7 +109,9 @@ static epi epi_of(const cpu_gemm_epilogue *e) {
              INFINITY,
              e ? e->attrs : NULL,
              e && !e->transposed ? e->row_len : 0,
-             e ? e->row_keep : 0};
+             e ? e->row_keep : 0,
+             e ? e->residual : NULL,
+             c};
     const int act = x.attrs ? x.attrs->activation : DL_ACT_NONE;
     if (act == DL_ACT_RELU) {
         x.clamp = 1, x.lo = 0.0f;
@@ -139,6 +143,7 @@ static void merge_block(const float *t, float *c, int64_t ldc, int64_t rows, int
             if (last) {
                 if (e->row_bias) v += e->row_bias[i0 + r];
                 if (e->col_bias) v += e->col_bias[j0 + q];
+                if (e->res) v += e->res[d - e->c0];
                 if (e->clamp) v = cpu_clamp(v, e->lo, e->hi);
                 if (e->other) v = cpu_activate(v, e->attrs->activation, e->attrs);
             }
@@ -157,6 +162,7 @@ static void store_transposed(const float *t, int64_t tl, float *c, int64_t ldc, 
         for (int64_t i = i0; i < i1; i++) {
             float v = s[(i - i0) * tl] + cb;
             if (e->row_bias) v += e->row_bias[i];
+            if (e->res) v += e->res[d + i - e->c0];
             if (e->clamp) v = cpu_clamp(v, e->lo, e->hi);
             d[i] = v;
         }
@@ -221,15 +227,28 @@ static inline void store_row(float *row, __m256 v0, __m256 v1, int whole, int ru
 }
 
 /* The last pass's epilogue on a block row's 16 lanes: + its row's bias (*rb; rb NULL: none), +
- * the columns' biases cb, then the clamp (max(lo, v) and min(hi, v) return v when v is NaN). */
-static inline void finish_row(__m256 *v0, __m256 *v1, const float *rb, __m256 cb0, __m256 cb1, int clamp, __m256 lo,
-                              __m256 hi) {
+ * the columns' biases cb, + the residual's lanes (res: NULL for none), then the clamp (max(lo, v)
+ * and min(hi, v) return v when v is NaN). */
+static inline void finish_row(__m256 *v0, __m256 *v1, const float *rb, __m256 cb0, __m256 cb1, const float *res,
+                              int clamp, __m256 lo, __m256 hi) {
     if (rb) {
         const __m256 b = _mm256_set1_ps(*rb);
         *v0 = _mm256_add_ps(*v0, b), *v1 = _mm256_add_ps(*v1, b);
     }
     *v0 = _mm256_add_ps(*v0, cb0), *v1 = _mm256_add_ps(*v1, cb1);
+    if (res) *v0 = _mm256_add_ps(*v0, _mm256_loadu_ps(res)), *v1 = _mm256_add_ps(*v1, _mm256_loadu_ps(res + 8));
     if (clamp) *v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, *v0)), *v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, *v1));
+}
+
+/* The residual's 16 lanes for a block row stored into C's row `row` as store_row stores it: read
+ * in place (whole), or its runs' lanes set out in t (the other lanes 0). */
+static inline const float *residual_lanes(const epi *e, const float *row, int whole, int runs, const int *lo,
+                                          const int *hi, const int64_t *at, float *t) {
+    const float *r = e->res + (row - e->c0);
+    if (whole) return r + at[0];
+    _mm256_storeu_ps(t, _mm256_setzero_ps()), _mm256_storeu_ps(t + 8, _mm256_setzero_ps());
+    for (int s = 0; s < runs; s++) copy_run(t + lo[s], r + at[s], hi[s] - lo[s]);
+    return t;
 }
 
 /* The 6 x 16 block of A's panel a times B over kc steps: B's panel b (NR floats a step) or, with
@@ -263,8 +282,18 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
     if (e->transposed) { /* all of k in this pass (last): through the epilogue, column j0+q of C^T is C's row */
         for (int r = 0; r < MR; r++) {
             __m256 v0 = acc[r][0], v1 = acc[r][1];
-            finish_row(&v0, &v1, e->row_bias && r < rows ? e->row_bias + i0 + r : NULL, cb0, cb1, e->clamp, lo_v, hi_v);
+            finish_row(&v0, &v1, e->row_bias && r < rows ? e->row_bias + i0 + r : NULL, cb0, cb1, NULL,
+                       e->clamp && !e->res, lo_v, hi_v);
             _mm256_storeu_ps(t + r * NR, v0), _mm256_storeu_ps(t + r * NR + 8, v1);
+        }
+        if (e->res) { /* the residual lies transposed to the block: added element by element */
+            for (int q = 0; q < cols; q++) {
+                const float *rq = e->res + (c + (j0 + q) * ldc + i0 - e->c0);
+                for (int r = 0; r < rows; r++) {
+                    const float v = t[r * NR + q] + rq[r];
+                    t[r * NR + q] = e->clamp ? cpu_clamp(v, e->lo, e->hi) : v;
+                }
+            }
         }
         if (e->other) cpu_activate_rows16(t, MR, e->attrs);
         for (int q = 0; q < cols; q++) {
@@ -290,7 +319,9 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
             for (int s = 0; s < runs; s++) copy_run(tr + lo[s], row + at[s], hi[s] - lo[s]);
             v0 = _mm256_add_ps(v0, _mm256_loadu_ps(tr)), v1 = _mm256_add_ps(v1, _mm256_loadu_ps(tr + 8));
         }
-        if (last) finish_row(&v0, &v1, e->row_bias ? e->row_bias + i0 + r : NULL, cb0, cb1, e->clamp, lo_v, hi_v);
+        if (last)
+            finish_row(&v0, &v1, e->row_bias ? e->row_bias + i0 + r : NULL, cb0, cb1,
+                       e->res ? residual_lanes(e, row, whole, runs, lo, hi, at, tr) : NULL, e->clamp, lo_v, hi_v);
         if (act_after) _mm256_storeu_ps(tr, v0), _mm256_storeu_ps(tr + 8, v1);
         else store_row(row, v0, v1, whole, runs, lo, hi, at, tr);
     }
@@ -337,7 +368,7 @@ static void plan_blocks(int64_t a_panels, int64_t b_panels, int threads, int b_a
     *bm = tm, *bn = tn;
 }
 
-static const epi sums = {NULL, NULL, 0, 0, 0, 0.0f, 0.0f, NULL, 0, 0}; /* C as it lies, no epilogue */
+static const epi sums = {NULL, NULL, 0, 0, 0, 0.0f, 0.0f, NULL, 0, 0, NULL, NULL}; /* C as it lies, no epilogue */
 
 /* A's panel ip from k step p0 on, and the floats between its steps: packed (pa), or read in place
  * (a->base), its last panel, when partial, from the copy of it that pa then holds */
@@ -390,7 +421,7 @@ static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a
 void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const cpu_gemm_operand *b, float *c,
               int64_t ldc, const cpu_gemm_epilogue *e, float *scratch, int threads) {
     if (m <= 0 || n <= 0) return;
-    const epi x = epi_of(e);
+    const epi x = epi_of(e, c);
     if (k <= 0) { /* an empty sum: the epilogue of zeros */
         float t[MR * NR] = {0};
         if (x.transposed) { /* tl 0: every row reads t's first row */

@@ -61,10 +61,10 @@ typedef struct cpu_gemm_operand {
 } cpu_gemm_operand;
 
 /* What happens to C's elements once their sum is complete: + row_bias[i] and/or + col_bias[j]
- * (either may be NULL), then the activation attrs->activation (attrs may be NULL: none); stored
- * at c[i * ldc + j], or with `transposed` at c[j * ldc + i] (a conv computed with its pixels as
- * the rows of C stores its output channel by channel). A transposed C gathers each block's sums in
- * the thread's scratch and stores them once, at the end. */
+ * (either may be NULL), + the residual where there is one, then the activation attrs->activation (attrs may be NULL:
+ * none); stored at c[i * ldc + j], or with `transposed` at c[j * ldc + i] (a conv computed with its pixels as the rows
+ * of C stores its output channel by channel). A transposed C gathers each block's sums in the thread's scratch and
+ * stores them once, at the end. */
 typedef struct cpu_gemm_epilogue {
     const float *row_bias, *col_bias;
     const dl_op_attrs *attrs;
@@ -74,6 +74,9 @@ typedef struct cpu_gemm_epilogue {
      * dropped (a conv reading its padded image in place computes a gutter past each output row).
      * row_len 0: every column, as it lies. Not with `transposed`. */
     int64_t row_len, row_keep;
+    /* A residual to add (a fused add, ABI 1.8), NULL: none. It lies as C's output does: the
+     * element stored at c[o] gets + residual[o], after the biases and before the activation. */
+    const float *residual;
 } cpu_gemm_epilogue;
 
 /* Floats of scratch cpu_gemm needs on `threads` threads for the operands it packs and, for a

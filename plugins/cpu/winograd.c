@@ -118,8 +118,8 @@ static inline void output_transform(const v8 m[6][6], v8 y[4][4]) {
     }
 }
 
-void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, const dl_op_attrs *a, float *y,
-                      float *workspace) {
+void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, const float *res, const dl_op_attrs *a,
+                      float *y, float *workspace) {
     const int act = a->activation;
     const int c = wg->c, k = wg->k, h = wg->h, w = wg->w, oh = wg->oh, ow = wg->ow;
     const int tw = wg->tiles_w, per_image = wg->tiles_h * tw;
@@ -171,11 +171,15 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
                     int64_t t = t0 + gi * LANES + l;
                     int img = (int)(t / per_image), r = (int)(t % per_image);
                     int y0 = (r / tw) * 4, x0 = (r % tw) * 4;
-                    float *dst = y + ((size_t)img * k + ki) * (size_t)oh * ow;
+                    const size_t plane = ((size_t)img * k + ki) * (size_t)oh * ow;
+                    float *dst = y + plane;
+                    const float *rp = res ? res + plane : NULL;
                     for (int i = 0; i < 4 && y0 + i < oh; i++)
                         for (int j = 0; j < 4 && x0 + j < ow; j++) {
+                            const size_t o = (size_t)(y0 + i) * ow + x0 + j;
                             float val = out[i][j][l] + b;
-                            dst[(size_t)(y0 + i) * ow + x0 + j] = cpu_activate(val, act, a);
+                            if (rp) val += rp[o];
+                            dst[o] = cpu_activate(val, act, a);
                         }
                 }
             }

@@ -28,9 +28,9 @@ int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int group
 int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int pad_t, int pad_l, int oh, int ow,
                       const float *weight);
 size_t cpu_winograd_workspace(const cpu_winograd *wg);
-/* y[n, k, oh, ow] = conv(x) + bias (may be NULL), then the conv's fused activation (a->activation,
- * with its parameters from a). */
-void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, const dl_op_attrs *a, float *y,
-                      float *workspace);
+/* y[n, k, oh, ow] = conv(x) + bias (may be NULL) + res (a fused residual of y's shape; may be
+ * NULL), then the conv's fused activation (a->activation, with its parameters from a). */
+void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, const float *res, const dl_op_attrs *a,
+                      float *y, float *workspace);
 void cpu_winograd_free(cpu_winograd *wg);
 #endif

@@ -1,7 +1,7 @@
 /* conv.c — conv2d and conv3d on oneDNN: groups (depthwise included), stride, dilation, asymmetric
- * padding, bias, and the fused activations as an eltwise post-op. The weights are reordered once, at
- * prepare, into the layout oneDNN picks; the activations either stay NCHW or (the default, faster
- * on AVX2: docs/onednn.md) take oneDNN's blocked layout inside the kernel, reordered at its edges. */
+ * padding, bias, a fused residual as a binary add post-op and the fused activations as an eltwise post-op. The weights
+ * are reordered once, at prepare, into the layout oneDNN picks; the activations either stay NCHW or (the default,
+ * faster on AVX2: docs/onednn.md) take oneDNN's blocked layout inside the kernel, reordered at its edges. */
 #include "onednn.h"
 
 /* A convolution over nsp spatial dimensions (2 or 3), with these per-dimension attributes. */
@@ -12,7 +12,7 @@ static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_
     if (!odn_activation_ok(a->activation))
         return dl_fail(b->err, DL_E_UNSUPPORTED, "%s: activation %d has no oneDNN post-op", b->what, a->activation);
     const dl_tensor *x = &op->inputs[0], *w = &op->inputs[1], *y = &op->outputs[0];
-    const int g = a->groups, has_bias = op->n_inputs > 2, nd = nsp + 2;
+    const int res = dl_op_residual(op), g = a->groups, has_bias = op->n_inputs - (res > 0) > 2, nd = nsp + 2;
     dnnl_memory_desc_t x_md, w_md, b_md, y_md, x_any, y_any, w_any;
     ODN_TRY(b, "source", odn_plain_md(&x_md, nd, x->shape));
     ODN_TRY(b, "destination", odn_plain_md(&y_md, nd, y->shape));
@@ -38,17 +38,32 @@ static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_
             dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct,
                                                        blocked ? &x_any : &x_md, &w_any, has_bias ? &b_md : NULL,
                                                        blocked ? &y_any : &y_md, strides, dilates, pad_l, pad_r));
+    /* A residual is read in the destination's layout: oneDNN's jit kernels take a binary post-op's
+     * operand only in that layout (a plain one made it pick its slow gemm kernels: 10-20x), so the
+     * layout comes from the convolution without it, and the residual is reordered into it. */
+    dnnl_memory_desc_t r_md = y_md;
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, a));
     dnnl_primitive_desc_t pd;
-    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, b->s->engine, NULL);
+    dnnl_status_t st = dnnl_success;
+    if (res && blocked) {
+        ODN_TRY(b, "attributes", odn_attr_create(&attr, a, NULL));
+        st = dnnl_primitive_desc_create(&pd, &desc, attr, b->s->engine, NULL);
+        dnnl_primitive_attr_destroy(attr);
+        if (st != dnnl_success) return odn_fail(b, st, "convolution");
+        r_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        dnnl_primitive_desc_destroy(pd);
+    }
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, a, res ? &r_md : NULL));
+    st = dnnl_primitive_desc_create(&pd, &desc, attr, b->s->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success) return odn_fail(b, st, "convolution");
-    odn_tensor_arg args[4] = {{DNNL_ARG_SRC, ODN_INPUT, 0, x_md},
+    odn_tensor_arg args[5] = {{DNNL_ARG_SRC, ODN_INPUT, 0, x_md},
                               {DNNL_ARG_WEIGHTS, ODN_INPUT, 1, w_md},
                               {DNNL_ARG_DST, ODN_OUTPUT, 0, y_md},
-                              {DNNL_ARG_BIAS, ODN_INPUT, 2, b_md}};
-    return odn_add_primitive(b, pd, args, has_bias ? 4 : 3);
+                              {DNNL_ARG_BIAS, ODN_INPUT, 2, b_md},
+                              {ODN_ARG_RESIDUAL, ODN_INPUT, res, y_md}};
+    if (!has_bias) args[3] = args[4];
+    return odn_add_primitive(b, pd, args, 3 + has_bias + (res > 0));
 }
 
 dl_status odn_conv2d(odn_build *b) {

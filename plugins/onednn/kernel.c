@@ -31,7 +31,7 @@ dnnl_status_t odn_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shap
 
 int odn_activation_ok(int activation) { return activation >= DL_ACT_NONE && activation <= DL_ACT_SIGMOID; }
 
-dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a) {
+dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a, const dnnl_memory_desc_t *residual) {
     dnnl_alg_kind_t alg = dnnl_alg_kind_undef;
     float alpha = 0, beta = 0;
     switch (a ? a->activation : DL_ACT_NONE) {
@@ -49,11 +49,13 @@ dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a)
     dnnl_status_t st = dnnl_primitive_attr_create(attr);
     if (st != dnnl_success) return st;
     st = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success && alg != dnnl_alg_kind_undef) {
+    if (st == dnnl_success && (alg != dnnl_alg_kind_undef || residual)) {
         dnnl_post_ops_t po;
         st = dnnl_post_ops_create(&po);
         if (st == dnnl_success) {
-            st = dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, beta);
+            if (residual) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, residual); /* post-op 0 */
+            if (st == dnnl_success && alg != dnnl_alg_kind_undef)
+                st = dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, beta);
             if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(*attr, po);
             dnnl_post_ops_destroy(po);
         }
@@ -106,7 +108,7 @@ static dl_status push_reorder(odn_build *b, odn_arg from, const dnnl_memory_desc
                               const dnnl_memory_desc_t *to_md) {
     dnnl_primitive_attr_t attr;
     dnnl_primitive_desc_t pd;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
     dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from_md, b->s->engine, to_md, b->s->engine, attr);
     dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success) return odn_fail(b, s, "reorder");

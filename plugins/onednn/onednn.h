@@ -88,9 +88,13 @@ dl_status odn_fail(odn_build *b, dnnl_status_t st, const char *what);
 
 /* A dense row-major f32 descriptor of a dlrun shape (rank 0 as [1]). */
 dnnl_status_t odn_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shape);
-/* A primitive attribute with user scratchpad (run's workspace) and, for a fused dl_activation,
- * its eltwise post-op; NULL where oneDNN has no exact form of the activation. */
-dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a);
+/* A primitive attribute with user scratchpad (run's workspace) and, for a fused residual (its
+ * layout: NULL for none), a binary add post-op (post-op 0: its argument is
+ * DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1), then for a fused dl_activation its eltwise
+ * post-op; NULL where oneDNN has no exact form of the activation. */
+dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a, const dnnl_memory_desc_t *residual);
+/* The residual's argument of a kernel built with odn_attr_create's residual */
+#define ODN_ARG_RESIDUAL (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)
 /* 1 if the activation has an exact oneDNN eltwise form (relu, silu, hard_swish, gelu erf/tanh; ABI 1.5:
  * clip, leaky relu, sigmoid). */
 int odn_activation_ok(int activation);

@@ -77,7 +77,8 @@ static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, dl_error *er
     if (op->kind < 0 || op->kind >= DL_OP_COUNT || !builders[op->kind])
         return dl_fail(err, DL_E_UNSUPPORTED, "%s: no kernel in the onednn plugin", dl_op_kind_name(op->kind));
     /* f32 row-major only (no f16/bf16, no channels-last: refused by the check) */
-    if (!dl_op_check_as(op, DL_ACCEPT_ACTIVATIONS, err)) return DL_E_UNSUPPORTED;
+    const unsigned residual = op->kind == DL_OP_CONV2D || op->kind == DL_OP_LINEAR ? DL_ACCEPT_RESIDUAL : 0;
+    if (!dl_op_check_as(op, DL_ACCEPT_ACTIVATIONS | residual, err)) return DL_E_UNSUPPORTED;
     for (int i = 0; i < op->n_inputs; i++)
         if (dl_tensor_numel(&op->inputs[i]) == 0)
             return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty input (oneDNN primitives want elements)", what);

@@ -1,16 +1,17 @@
 /* ops.c — the oneDNN plugin's ops besides conv2d and the pools: linear (inner product), matmul,
- * the eltwise functions, softmax and log_softmax, concat, add (binary, with its fused activation)
- * inference batchnorm, and flatten / dropout / reshape as copies. Each builds one primitive descriptor on dlrun's
- * row-major f32 tensors and refuses, with the reason, the attributes oneDNN would compute differently. */
+ * (a fused residual as a binary add post-op), the eltwise functions, softmax and log_softmax, concat, add (binary, with
+ * its fused activation) inference batchnorm, and flatten / dropout / reshape as copies. Each builds one primitive
+ * descriptor on dlrun's row-major f32 tensors and refuses, with the reason, the attributes oneDNN would compute
+ * differently. */
 #include <math.h>
 
 #include "onednn.h"
 
 /* Creates pd from an op descriptor with user scratchpad and the activation as a post-op. */
-static dl_status make_pd(odn_build *b, const void *desc, const dl_op_attrs *a, const char *what,
-                         dnnl_primitive_desc_t *pd) {
+static dl_status make_pd(odn_build *b, const void *desc, const dl_op_attrs *a, const dnnl_memory_desc_t *residual,
+                         const char *what, dnnl_primitive_desc_t *pd) {
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, a));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, a, residual));
     dnnl_status_t st = dnnl_primitive_desc_create(pd, desc, attr, b->s->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
     return st == dnnl_success ? DL_OK : odn_fail(b, st, what);
@@ -23,7 +24,7 @@ dl_status odn_linear(odn_build *b) {
     if (!odn_activation_ok(op->attrs->activation))
         return dl_fail(b->err, DL_E_UNSUPPORTED, "%s: activation with no oneDNN post-op", b->what);
     const dl_tensor *x = &op->inputs[0], *w = &op->inputs[1], *y = &op->outputs[0];
-    const int has_bias = op->n_inputs > 2;
+    const int res = dl_op_residual(op), has_bias = op->n_inputs - (res > 0) > 2;
     dnnl_memory_desc_t x_md, w_md, w_any, b_md, y_md;
     ODN_TRY(b, "source", odn_plain_md(&x_md, 2, x->shape));
     ODN_TRY(b, "weights", odn_plain_md(&w_md, 2, w->shape));
@@ -36,13 +37,15 @@ dl_status odn_linear(odn_build *b) {
             dnnl_inner_product_forward_desc_init(&desc, dnnl_forward_inference, &x_md, &w_any, has_bias ? &b_md : NULL,
                                                  &y_md));
     dnnl_primitive_desc_t pd;
-    dl_status st = make_pd(b, &desc, op->attrs, "inner product", &pd);
+    dl_status st = make_pd(b, &desc, op->attrs, res ? &y_md : NULL, "inner product", &pd);
     if (st != DL_OK) return st;
-    odn_tensor_arg args[4] = {{DNNL_ARG_SRC, ODN_INPUT, 0, x_md},
+    odn_tensor_arg args[5] = {{DNNL_ARG_SRC, ODN_INPUT, 0, x_md},
                               {DNNL_ARG_WEIGHTS, ODN_INPUT, 1, w_md},
                               {DNNL_ARG_DST, ODN_OUTPUT, 0, y_md},
-                              {DNNL_ARG_BIAS, ODN_INPUT, 2, b_md}};
-    return odn_add_primitive(b, pd, args, has_bias ? 4 : 3);
+                              {DNNL_ARG_BIAS, ODN_INPUT, 2, b_md},
+                              {ODN_ARG_RESIDUAL, ODN_INPUT, res, y_md}};
+    if (!has_bias) args[3] = args[4];
+    return odn_add_primitive(b, pd, args, 3 + has_bias + (res > 0));
 }
 
 /* ---- matmul: y = alpha op(a) op(b) (+ c as oneDNN's bias where alpha and beta are 1) ---- */
@@ -84,7 +87,7 @@ dl_status odn_matmul(odn_build *b) {
     dnnl_matmul_desc_t desc;
     ODN_TRY(b, "matmul descriptor", dnnl_matmul_desc_init(&desc, &a_md, &b_md, has_c ? &c_md : NULL, &y_md));
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
     dnnl_status_t st = a->alpha != 1.0f ? dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a->alpha) : dnnl_success;
     dnnl_primitive_desc_t pd = NULL;
     if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &desc, attr, b->s->engine, NULL);
@@ -150,7 +153,7 @@ dl_status odn_eltwise(odn_build *b) {
     ODN_TRY(b, "eltwise descriptor",
             dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, m.alg, &md, m.alpha, m.beta));
     dnnl_primitive_desc_t pd;
-    dl_status st = make_pd(b, &desc, NULL, "eltwise", &pd);
+    dl_status st = make_pd(b, &desc, NULL, NULL, "eltwise", &pd);
     if (st != DL_OK) return st;
     odn_tensor_arg args[2] = {{DNNL_ARG_SRC, ODN_INPUT, 0, md}, {DNNL_ARG_DST, ODN_OUTPUT, 0, md}};
     return odn_add_primitive(b, pd, args, 2);
@@ -169,11 +172,11 @@ dl_status odn_softmax(odn_build *b) {
         dnnl_logsoftmax_desc_t desc;
         ODN_TRY(b, "logsoftmax descriptor",
                 dnnl_logsoftmax_forward_desc_init(&desc, dnnl_forward_inference, &md, axis));
-        st = make_pd(b, &desc, NULL, "logsoftmax", &pd);
+        st = make_pd(b, &desc, NULL, NULL, "logsoftmax", &pd);
     } else {
         dnnl_softmax_desc_t desc;
         ODN_TRY(b, "softmax descriptor", dnnl_softmax_forward_desc_init(&desc, dnnl_forward_inference, &md, axis));
-        st = make_pd(b, &desc, NULL, "softmax", &pd);
+        st = make_pd(b, &desc, NULL, NULL, "softmax", &pd);
     }
     if (st != DL_OK) return st;
     odn_tensor_arg args[2] = {{DNNL_ARG_SRC, ODN_INPUT, 0, md}, {DNNL_ARG_DST, ODN_OUTPUT, 0, md}};
@@ -195,7 +198,7 @@ dl_status odn_concat(odn_build *b) {
     ODN_TRY(b, "destination", odn_plain_md(&y_md, op->outputs[0].ndim, op->outputs[0].shape));
     args[op->n_inputs] = (odn_tensor_arg){DNNL_ARG_DST, ODN_OUTPUT, 0, y_md};
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
     dnnl_primitive_desc_t pd;
     dnnl_status_t st =
         dnnl_concat_primitive_desc_create(&pd, &y_md, op->n_inputs, op->attrs->axis, src, attr, b->s->engine);
@@ -224,7 +227,7 @@ dl_status odn_add(odn_build *b) {
     dnnl_binary_desc_t desc;
     ODN_TRY(b, "binary descriptor", dnnl_binary_desc_init(&desc, dnnl_binary_add, &md[first], &md[1 - first], &y_md));
     dnnl_primitive_desc_t pd;
-    dl_status st = make_pd(b, &desc, op->attrs, "binary add", &pd);
+    dl_status st = make_pd(b, &desc, op->attrs, NULL, "binary add", &pd);
     if (st != DL_OK) return st;
     odn_tensor_arg args[3] = {{DNNL_ARG_SRC_0, ODN_INPUT, first, md[first]},
                               {DNNL_ARG_SRC_1, ODN_INPUT, 1 - first, md[1 - first]},
@@ -250,7 +253,7 @@ dl_status odn_batchnorm(odn_build *b) {
         b, "batch normalization descriptor",
         dnnl_batch_normalization_forward_desc_init(&desc, dnnl_forward_inference, &x_md, op->attrs->epsilon, flags));
     dnnl_primitive_desc_t pd;
-    dl_status st = make_pd(b, &desc, NULL, "batch normalization", &pd);
+    dl_status st = make_pd(b, &desc, NULL, NULL, "batch normalization", &pd);
     if (st != DL_OK) return st;
     odn_tensor_arg args[6] = {{DNNL_ARG_SRC, ODN_INPUT, 0, x_md},      {DNNL_ARG_SCALE, ODN_INPUT, 1, c_md},
                               {DNNL_ARG_SHIFT, ODN_INPUT, 2, c_md},    {DNNL_ARG_MEAN, ODN_INPUT, 3, c_md},
@@ -266,7 +269,7 @@ dl_status odn_copy_op(odn_build *b) {
     dnnl_memory_desc_t md;
     ODN_TRY(b, "tensor", odn_plain_md(&md, 1, &n));
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
     dnnl_primitive_desc_t pd;
     dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, &md, b->s->engine, &md, b->s->engine, attr);
     dnnl_primitive_attr_destroy(attr);

@@ -51,6 +51,13 @@ static int n_weights(dl_op_kind kind, int n) {
     return 0;
 }
 
+/* Input i of n is a weight: one of the op's last n_weights, but never a fused residual (ABI 1.8:
+ * the last input when attrs.residual, an activation) */
+static int is_weight_input(dl_op_kind kind, const dl_op_attrs *a, int i, int n) {
+    const int res = a && a->residual;
+    return i >= n - res - n_weights(kind, n - res) && !(res && i == n - 1);
+}
+
 /* ---- storage formats (ABI 1.3) ----
  * The mode every op test runs in: the dtype of all its tensors, and whether 4-D activations and
  * outputs (and 4-D weights) are channels-last. run_op rounds the inputs to their storage dtype in
@@ -138,12 +145,11 @@ static size_t run_formats(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_i
     dl_tensor tin[16], tout;
     int64_t strides[17][4];
     void *bufs[16];
-    int nw = n_weights(kind, n_in);
     for (int i = 0; i < n_in; i++) {
         for (int64_t e = 0; e < in[i].n; e++) in[i].data[e] = round_to(dt[i], in[i].data[e]);
         tin[i] = store(&in[i], dt[i], cl[i], strides[i]);
         bufs[i] = tin[i].data;
-        if (i < n_in - nw || weights_late) tin[i].data = NULL; /* weights have data at prepare, activations not */
+        if (!is_weight_input(kind, a, i, n_in) || weights_late) tin[i].data = NULL; /* weights have data at prepare */
     }
     for (int64_t i = 0; i < y->n; i++) y->data[i] = NAN;
     tout = store(y, ydt, ycl, strides[16]);
@@ -175,10 +181,11 @@ static size_t run_formats(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_i
 /* Runs op in the current mode (see run_formats). */
 static size_t run_op_as(dl_op_kind kind, const dl_op_attrs *a, tt *in, int n_in, tt *y, int in_place) {
     dl_dtype dt[16];
-    int cl[16], nw = n_weights(kind, n_in);
+    int cl[16];
     for (int i = 0; i < n_in; i++) {
         dt[i] = is_index_input(kind, i) ? DL_I64 : mode.dtype;
-        cl[i] = mode.nhwc && in[i].nd == 4 && (i < n_in - nw || mode.nhwc_weights) && !is_index_input(kind, i);
+        cl[i] = mode.nhwc && in[i].nd == 4 && (!is_weight_input(kind, a, i, n_in) || mode.nhwc_weights) &&
+                !is_index_input(kind, i);
     }
     return run_formats(kind, a, in, n_in, y, dt, cl, mode.dtype, mode.nhwc && y->nd == 4, in_place);
 }

@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 7
+#define DL_ABI_MINOR 8
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -355,6 +355,12 @@ typedef struct dl_op_attrs {
     int32_t pad_begin3[3];     /* (1.7) conv3d: padding before [front, top, left] */
     int32_t pad_end3[3];       /* (1.7) conv3d: padding after [back, bottom, right] */
     int32_t dilation3[3];      /* (1.7) conv3d: [dd, dh, dw] */
+    int32_t residual;          /* (1.8) conv2d, linear: 1 = the op's last input is a tensor of the
+                                  output's shape, dtype and layout, added to the result after the
+                                  bias and before the fused activation: y = act(op(x) + b + r)
+                                  (a residual connection's add fused into the op before it; the
+                                  bias, if any, is then the input before it). Never an alias of
+                                  the output. 0 on a host older than 1.8. */
 } dl_op_attrs;
 
 /* One operator instance as the host shows it to a backend, starting with its size (its version

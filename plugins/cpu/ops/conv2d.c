@@ -7,8 +7,8 @@
  *     (CONV_PACKED) or, on small maps with many taps, the pixels (CONV_PACKED_T),
  * where that measured faster than OpenBLAS (cpu_gemm_conv_form). Otherwise, and for a weight
  * known only at run time, OpenBLAS: a plain GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM
- * for the others. Bias and the fused activation are applied to each block of output as the GEMM
- * produces it. */
+ * for the others. Bias, a fused residual and the fused activation are applied to each block of
+ * output as the GEMM produces it. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,8 +173,8 @@ static void im2col(const dl_kernel *k, const float *x, int cg, float *col) {
  * filters and each thread reads only its share of them. Each thread applies bias and the fused
  * activation to its own share (no second parallel region). bias may be NULL. */
 static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const float *b, float *y, const float *bias,
-                          const dl_op_attrs *a) {
-    const int epilogue = bias || a->activation != DL_ACT_NONE;
+                          const float *res, const dl_op_attrs *a) {
+    const int epilogue = bias || res || a->activation != DL_ACT_NONE;
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -185,7 +185,9 @@ static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const floa
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, kdim, b + c0,
                             (int)n, 0.0f, y + c0, (int)n);
                 if (epilogue)
-                    for (int r = 0; r < m; r++) cpu_bias_act(y + (size_t)r * n + c0, c1 - c0, bias ? bias[r] : 0.0f, a);
+                    for (int r = 0; r < m; r++)
+                        cpu_bias_res_act(y + (size_t)r * n + c0, res ? res + (size_t)r * n + c0 : NULL, c1 - c0,
+                                         bias ? bias[r] : 0.0f, a);
             }
         } else {
             int chunk = ((m + nt - 1) / nt + 7) / 8 * 8;
@@ -194,7 +196,9 @@ static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const floa
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, (int)n, kdim, 1.0f,
                             w + (size_t)r0 * kdim, kdim, b, (int)n, 0.0f, y + (size_t)r0 * n, (int)n);
                 if (epilogue)
-                    for (int r = r0; r < r1; r++) cpu_bias_act(y + (size_t)r * n, n, bias ? bias[r] : 0.0f, a);
+                    for (int r = r0; r < r1; r++)
+                        cpu_bias_res_act(y + (size_t)r * n, res ? res + (size_t)r * n : NULL, n, bias ? bias[r] : 0.0f,
+                                         a);
             }
         }
     }
@@ -297,7 +301,7 @@ static void pack_windows_a(const void *ctx, int64_t panel, int64_t p0, int64_t k
     }
 }
 
-static void conv_packed(const dl_kernel *k, const float *x, const float *b, float *y, float *ws) {
+static void conv_packed(const dl_kernel *k, const float *x, const float *b, const float *res, float *y, float *ws) {
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], plane = k->g.ys[2] * k->g.ys[3];
     const int64_t g = k->g.a.groups, cg = c / g, ocg = oc / g, kdim = cg * k->g.a.kernel[0] * k->g.a.kernel[1];
@@ -309,6 +313,7 @@ static void conv_packed(const dl_kernel *k, const float *x, const float *b, floa
         for (int64_t gi = 0; gi < g; gi++) {
             const float *xg = x + (i * c + gi * cg) * h * wd;
             float *yg = y + (i * oc + gi * ocg) * plane;
+            const float *rg = res ? res + (i * oc + gi * ocg) * plane : NULL;
             /* the image: its channels' rows as they lie (a 1x1 conv), or the windows tap by tap */
             const cpu_gemm_strided rows = {xg, plane, 1, cg, plane}, cols = {xg, 1, plane, plane, cg};
             const conv_windows win = {k, xg, kdim, plane};
@@ -319,12 +324,12 @@ static void conv_packed(const dl_kernel *k, const float *x, const float *b, floa
                     in_place ? (cpu_gemm_operand){NULL, NULL, NULL, xg, NULL, plane}
                              : (cpu_gemm_operand){NULL, plain ? cpu_gemm_pack_a_strided : pack_windows_a,
                                                   plain ? (const void *)&cols : (const void *)&win};
-                const cpu_gemm_epilogue e = {NULL, bg, &k->g.a, 1};
+                const cpu_gemm_epilogue e = {NULL, bg, &k->g.a, 1, 0, 0, rg};
                 cpu_gemm(plane, ocg, kdim, &img, &wt, yg, plane, &e, ws, k->threads);
             } else {
                 const cpu_gemm_operand img = {NULL, plain ? cpu_gemm_pack_b_strided : pack_windows_b,
                                               plain ? (const void *)&rows : (const void *)&win};
-                const cpu_gemm_epilogue e = {bg, NULL, &k->g.a, 0};
+                const cpu_gemm_epilogue e = {bg, NULL, &k->g.a, 0, 0, 0, rg};
                 cpu_gemm(ocg, plane, kdim, &wt, &img, yg, plane, &e, ws, k->threads);
             }
         }
@@ -369,7 +374,7 @@ static void pad_image(const dl_kernel *k, const float *x, float *dst) {
 /* CONV_DIRECT: the packed weight times the padded image read in place (cpu_gemm's B by row_at),
  * stored straight into y: the product's rows are wq long, and the gutter past each output row's ow
  * pixels is dropped by cpu_gemm's store (its gutter map). */
-static void conv_direct(const dl_kernel *k, const float *x, const float *b, float *y, float *ws) {
+static void conv_direct(const dl_kernel *k, const float *x, const float *b, const float *res, float *y, float *ws) {
     const cpu_direct *d = &k->dc;
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3], plane = oh * ow;
@@ -382,7 +387,8 @@ static void conv_direct(const dl_kernel *k, const float *x, const float *b, floa
             float *yg = y + (i * oc + gi * ocg) * plane;
             const cpu_gemm_operand wt = {k->packed + (size_t)gi * per, NULL, NULL, NULL, NULL};
             const cpu_gemm_operand win = {NULL, NULL, NULL, img + gi * cg * d->cs, d->row_at};
-            const cpu_gemm_epilogue e = {b ? b + gi * ocg : NULL, NULL, &k->g.a, 0, d->wq, ow};
+            const cpu_gemm_epilogue e = {
+                b ? b + gi * ocg : NULL, NULL, &k->g.a, 0, d->wq, ow, res ? res + (i * oc + gi * ocg) * plane : NULL};
             cpu_gemm(ocg, d->n, kdim, &wt, &win, yg, plane, &e, ws, k->threads);
         }
     }
@@ -390,21 +396,22 @@ static void conv_direct(const dl_kernel *k, const float *x, const float *b, floa
 
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace) {
     const float *x = in[0].data, *w = in[1].data, *b = k->g.has_bias ? in[2].data : NULL;
+    const float *res = k->g.residual ? in[k->g.residual].data : NULL;
     float *ws = workspace;
     if (k->conv_mode == CONV_DEPTHWISE) {
         cpu_depthwise(k, in, y, ws);
         return;
     }
     if (k->conv_mode == CONV_WINOGRAD) {
-        cpu_winograd_run(&k->wg, x, b, &k->g.a, y, ws);
+        cpu_winograd_run(&k->wg, x, b, res, &k->g.a, y, ws);
         return;
     }
     if (k->conv_mode == CONV_DIRECT) {
-        conv_direct(k, x, b, y, ws);
+        conv_direct(k, x, b, res, y, ws);
         return;
     }
     if (k->conv_mode == CONV_PACKED || k->conv_mode == CONV_PACKED_T || k->conv_mode == CONV_POINTWISE_T) {
-        conv_packed(k, x, b, y, ws);
+        conv_packed(k, x, b, res, y, ws);
         return;
     }
     const int64_t n = k->g.xs[0], c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
@@ -418,8 +425,9 @@ void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspa
             const float *wg = w + (size_t)gi * ocg * kdim;
             float *yg = y + ((size_t)i * oc + (size_t)gi * ocg) * (size_t)plane;
             const float *bg = b ? b + (size_t)gi * ocg : NULL;
+            const float *rg = res ? res + (yg - y) : NULL;
             if (k->conv_mode != CONV_GEMM_1X1) im2col(k, xg, cg, ws);
-            gemm_bias_act(ocg, plane, kdim, wg, k->conv_mode == CONV_GEMM_1X1 ? xg : ws, yg, bg, &k->g.a);
+            gemm_bias_act(ocg, plane, kdim, wg, k->conv_mode == CONV_GEMM_1X1 ? xg : ws, yg, bg, rg, &k->g.a);
         }
     }
 }

@@ -1,6 +1,6 @@
 /* linear.c — fully connected layer y = x W^T + b on the CPU. With two rows of x or more (a
  * transformer's tokens, a batch) and a constant W, the packed GEMM of gemm.c: W packed once at
- * prepare as cpu_gemm's B, x packed at each run, the bias and the activation applied to each block
+ * prepare as cpu_gemm's B, x packed at each run, the bias, a fused residual and the activation applied to each block
  * of y while it is in cache. One row (a CNN's head at batch 1) or a W given at run time: each
  * thread a single-threaded sgemv or sgemm on its slice of W's rows. */
 #include <cblas.h>
@@ -23,18 +23,19 @@ dl_status cpu_linear_prepare(dl_kernel *k, const dl_op *op) {
     return DL_OK;
 }
 
-static void linear_packed(const dl_kernel *k, const float *x, const float *b, float *y, void *ws) {
+static void linear_packed(const dl_kernel *k, const float *x, const float *b, const float *res, float *y, void *ws) {
     const int64_t n = k->g.xs[0], in = k->g.xs[1], out = k->g.ys[1];
     const cpu_gemm_strided xa = {x, in, 1, n, in};
     const cpu_gemm_operand a = {NULL, cpu_gemm_pack_a_strided, &xa}, w = {k->packed, NULL, NULL};
-    const cpu_gemm_epilogue e = {NULL, b, &k->g.a};
+    const cpu_gemm_epilogue e = {NULL, b, &k->g.a, 0, 0, 0, res};
     cpu_gemm(n, out, in, &a, &w, y, out, &e, ws, k->threads);
 }
 
 void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws) {
     const float *x = inputs[0].data, *w = inputs[1].data, *b = k->g.has_bias ? inputs[2].data : NULL;
+    const float *res = k->g.residual ? inputs[k->g.residual].data : NULL;
     if (k->packed) {
-        linear_packed(k, x, b, y, ws);
+        linear_packed(k, x, b, res, y, ws);
         return;
     }
     const int n = (int)k->g.xs[0], in = (int)k->g.xs[1], out = (int)k->g.ys[1];
@@ -50,11 +51,11 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o1 - o0, in, 1.0f, x, in, w + (size_t)o0 * in,
                             in, 0.0f, y + o0, out);
-            for (int i = 0; i < n; i++) { /* bias, then the activation's own vectorised loop */
+            for (int i = 0; i < n; i++) { /* bias, residual, then the activation's own vectorised loop */
                 float *row = y + (size_t)i * out + o0;
                 if (b)
                     for (int o = 0; o < o1 - o0; o++) row[o] += b[o0 + o];
-                cpu_bias_act(row, o1 - o0, 0.0f, &k->g.a);
+                cpu_bias_res_act(row, res ? res + (size_t)i * out + o0 : NULL, o1 - o0, 0.0f, &k->g.a);
             }
         }
     }

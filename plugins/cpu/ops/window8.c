@@ -240,8 +240,11 @@ static void conv_task(const dl_kernel *k, const band_plan *p, const dl_tensor *i
     const int64_t c = k->g.xs[1], h = k->g.xs[2], wd = k->g.xs[3];
     const int64_t oc = k->g.ys[1], oh = k->g.ys[2], ow = k->g.ys[3], mult = oc / c;
     const int64_t taps = (int64_t)a->kernel[0] * a->kernel[1];
-    /* relu and clip are a clamp in registers; the other activations a pass over the band's sums */
-    const int act = a->activation, clamped = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
+    /* relu and clip are a clamp in registers; the other activations a pass over the band's sums;
+     * with a fused residual, every activation comes after it, a pass over each output plane's band */
+    const float *res = k->g.residual ? in[k->g.residual].data : NULL;
+    const int act = res ? DL_ACT_NONE : a->activation;
+    const int clamped = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
     const v8 lo = splat8(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -INFINITY);
     const v8 hi = splat8(act == DL_ACT_CLIP ? a->clip_max : INFINITY);
     const int64_t groups = (oc + L - 1) / L;
@@ -267,6 +270,8 @@ static void conv_task(const dl_kernel *k, const band_plan *p, const dl_tensor *i
     band_any(p, buf, wt, 0, load8(bv), lo, hi, rows, ow, out);
     if (!clamped) cpu_bias_act(out, rows * ow * L, 0.0f, a); /* in L1, all 8 lanes in one run */
     deinterleave(out, rows * ow, dst, lanes, oy0 * ow);
+    for (int l = 0; res && l < lanes; l++)
+        cpu_bias_res_act(dst[l] + oy0 * ow, res + (dst[l] - y) + oy0 * ow, rows * ow, 0.0f, a);
 }
 
 void cpu_depthwise(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
