@@ -6,6 +6,7 @@
  * says no, with a reason, to what the plugin cannot run; in place and the workspace with storage
  * formats. */
 #define _GNU_SOURCE
+#include "op_check.h"
 #include "op_harness.h"
 
 /* ---- conv2d ---- */
@@ -627,6 +628,35 @@ static void expect_refused(dl_op *op, const char *reason) {
     dl_error why = {{0}};
     cr_expect_not(be->supports(be->self, op, &why), "should refuse (%s)", reason);
     cr_expect(strstr(why.msg, reason), "reason '%s' lacks '%s'", why.msg, reason);
+}
+
+/* A fused residual (ABI 1.8): refused where its tensor is not the output's shape; and a host of
+ * ABI 1.7 (attrs of its size) is never read as asking for one, whatever lies past its struct. */
+Test(cpu_ops, residual_attribute_checked_and_versioned) {
+    load();
+    dl_op_attrs a;
+    attrs(&a);
+    a.kernel[0] = a.kernel[1] = 1, a.residual = 1;
+    int64_t xs[4] = {1, 4, 5, 5}, ws[4] = {6, 4, 1, 1}, ys[4] = {1, 6, 5, 5}, rs[4] = {1, 6, 5, 4};
+    dl_tensor in[3] = {{NULL, {1, 0}, 4, DL_F32, xs, NULL, 0},
+                       {NULL, {1, 0}, 4, DL_F32, ws, NULL, 0},
+                       {NULL, {1, 0}, 4, DL_F32, rs, NULL, 0}};
+    dl_tensor out = {NULL, {1, 0}, 4, DL_F32, ys, NULL, 0};
+    dl_op op = {sizeof op, DL_OP_CONV2D, "c", &a, 3, in, 1, &out, 0};
+    dl_error why = {{0}};
+    cr_expect(!be->supports(be->self, &op, &why) && strstr(why.msg, "differs from the output"), "%s", why.msg);
+    rs[3] = 5;
+    cr_expect(be->supports(be->self, &op, &why), "a conv + residual refused: %s", why.msg);
+    in[2].dtype = DL_F16;
+    cr_expect(!be->supports(be->self, &op, &why) && strstr(why.msg, "differs from the output"), "%s", why.msg);
+    /* a 1.7 host: its attrs end where `residual` starts; the third input is the bias again */
+    cr_assert_eq(dl_op_attrs_size(7), offsetof(dl_op_attrs, residual));
+    a.struct_size = (uint32_t)dl_op_attrs_size(7);
+    int64_t bs[1] = {6};
+    in[2] = (dl_tensor){NULL, {1, 0}, 1, DL_F32, bs, NULL, 0};
+    cr_expect(be->supports(be->self, &op, &why), "a 1.7 host's conv with bias refused: %s", why.msg);
+    cr_expect_eq(dl_op_residual(&op), 0);
+    cr_expect_eq(dl_op_min_minor(&op), 0);
 }
 
 Test(cpu_ops, supports_refuses_with_reasons) {

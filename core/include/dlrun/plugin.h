@@ -355,6 +355,8 @@ typedef struct dl_op_attrs {
     int32_t pad_begin3[3];     /* (1.7) conv3d: padding before [front, top, left] */
     int32_t pad_end3[3];       /* (1.7) conv3d: padding after [back, bottom, right] */
     int32_t dilation3[3];      /* (1.7) conv3d: [dd, dh, dw] */
+    int32_t pad_1_7;           /* (1.8) the tail padding of the 1.7 struct, made a member so that
+                                  `residual` lies past a 1.7 host's struct_size; never read */
     int32_t residual;          /* (1.8) conv2d, linear: 1 = the op's last input is a tensor of the
                                   output's shape, dtype and layout, added to the result after the
                                   bias and before the fused activation: y = act(op(x) + b + r)
