@@ -198,6 +198,13 @@ Test(fold, residual_adds_fuse_into_the_conv_or_linear_before_them) {
                                "  - {name: l1, op: linear, units: 300}\n"
                                "  - {name: a6, op: add, inputs: [f, l1]}\n";
     check_residual(yaml, 3, "c2 (fused) c5 (fused) l1 (fused) ");
+    /* DLRUN_FUSE_RESIDUAL=0, the A/B switch, keeps every add; the relus then fuse into the adds */
+    setenv("DLRUN_FUSE_RESIDUAL", "0", 1);
+    int adds;
+    int64_t n;
+    free(run_steps(yaml, NULL, 0, "add", &adds, NULL, 0, &n));
+    unsetenv("DLRUN_FUSE_RESIDUAL");
+    cr_expect_eq(adds, 0, "DLRUN_FUSE_RESIDUAL=0 fused %d adds", adds);
 }
 
 Test(fold, residual_adds_that_must_not_fuse) {

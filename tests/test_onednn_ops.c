@@ -56,14 +56,19 @@ static void set_shape(op_case *c, int i, int nd, const int64_t *s) {
 #define SHAPE(c, i, ...) \
     set_shape(c, i, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
-/* The op as the host shows it (data NULL), its output shape inferred by the op table. */
+/* The op as the host shows it (data NULL), its output shape inferred by the op table (from the
+ * inputs before a fused residual, which is the last). */
 static dl_op describe(op_case *c, dl_tensor *in, dl_tensor *y, int64_t *yshape) {
     for (int i = 0; i < c->n_in; i++)
         in[i] = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, c->nd[i], DL_F32, c->shape[i], NULL, 0};
-    dl_op op = {sizeof op, c->kind, "t", &c->a, c->n_in, in, 1, y, DL_PRECISION_F32};
+    dl_op op = {sizeof op, c->kind, "t", &c->a, c->n_in, in, 1, y, DL_PRECISION_F32}, inner = op;
+    dl_op_attrs plain = c->a;
+    plain.residual = 0;
+    inner.attrs = &plain;
+    inner.n_inputs -= c->a.residual;
     dl_shape ys;
     dl_error why = {{0}};
-    cr_assert(dl_op_def_of(c->kind)->infer(&op, NULL, &ys, &why), "bad test case: %s", why.msg);
+    cr_assert(dl_op_def_of(c->kind)->infer(&inner, NULL, &ys, &why), "bad test case: %s", why.msg);
     memcpy(yshape, ys.d, (size_t)ys.ndim * sizeof *yshape);
     *y = (dl_tensor){NULL, {DL_DEVICE_CPU, 0}, ys.ndim, DL_F32, yshape, NULL, 0};
     return op;
@@ -76,7 +81,7 @@ static float *run_on(const dl_backend *b, op_case *c, float **data, int in_place
     dl_op op = describe(c, in, &y, ys);
     dl_error err = {{0}};
     cr_assert(b->supports(b->self, &op, &err), "%s refused %s: %s", b->name, dl_op_kind_name(c->kind), err.msg);
-    for (int i = c->n_in - c->n_weights; i < c->n_in; i++) in[i].data = data[i];
+    for (int i = c->n_in - c->a.residual - c->n_weights; i < c->n_in - c->a.residual; i++) in[i].data = data[i];
     dl_kernel *k = NULL;
     size_t ws = 0;
     cr_assert_eq(b->prepare(b->self, &op, &k, &ws, &err), DL_OK, "%s: %s", b->name, err.msg);
@@ -97,6 +102,16 @@ static float *run_on(const dl_backend *b, op_case *c, float **data, int in_place
     return out;
 }
 
+/* c with a fused residual (ABI 1.8) of its output's shape as its last input */
+static op_case with_residual(op_case c) {
+    dl_tensor in[8], y;
+    int64_t ys[8];
+    describe(&c, in, &y, ys);
+    set_shape(&c, c.n_in++, y.ndim, ys);
+    c.a.residual = 1;
+    return c;
+}
+
 /* Random inputs for c, the op on both plugins, NMSE at the table's f32 threshold. */
 static void check_vs_cpu(op_case c, const char *what, int in_place) {
     load();
@@ -105,7 +120,7 @@ static void check_vs_cpu(op_case c, const char *what, int in_place) {
         int64_t n = 1;
         for (int d = 0; d < c.nd[i]; d++) n *= c.shape[i][d];
         data[i] = malloc((size_t)n * sizeof(float) + 64);
-        int weight = i >= c.n_in - c.n_weights;
+        int weight = i >= c.n_in - c.a.residual - c.n_weights && i < c.n_in - c.a.residual;
         tu_fill_uniform(data[i], (size_t)n, seed++, weight ? -0.5f : c.lo, weight ? 0.5f : c.hi);
         if (c.kind == DL_OP_BATCHNORM && i == 4)
             for (int64_t e = 0; e < n; e++) data[i][e] += 1.0f; /* variances */
@@ -123,8 +138,8 @@ static void check_vs_cpu(op_case c, const char *what, int in_place) {
 
 /* ---- conv2d ---- */
 
-static void conv(int n, int c, int h, int w, int oc, int kh, int kw, int s, int p[4], int d, int g, int bias, int act,
-                 const char *what) {
+static op_case conv_case(int n, int c, int h, int w, int oc, int kh, int kw, int s, int p[4], int d, int g, int bias,
+                         int act) {
     op_case k = {DL_OP_CONV2D, {0}, bias ? 3 : 2, bias ? 2 : 1, {0}, {{0}}, -1, 1};
     attrs(&k.a);
     k.a.kernel[0] = kh, k.a.kernel[1] = kw, k.a.stride[0] = k.a.stride[1] = s;
@@ -134,7 +149,12 @@ static void conv(int n, int c, int h, int w, int oc, int kh, int kw, int s, int 
     SHAPE(&k, 0, n, c, h, w);
     SHAPE(&k, 1, oc, c / g, kh, kw);
     SHAPE(&k, 2, oc);
-    check_vs_cpu(k, what, 0);
+    return k;
+}
+
+static void conv(int n, int c, int h, int w, int oc, int kh, int kw, int s, int p[4], int d, int g, int bias, int act,
+                 const char *what) {
+    check_vs_cpu(conv_case(n, c, h, w, oc, kh, kw, s, p, d, g, bias, act), what, 0);
 }
 
 Test(onednn_ops, conv2d) {
@@ -152,6 +172,22 @@ Test(onednn_ops, conv2d) {
     conv(1, 16, 9, 11, 24, 1, 1, 1, p0, 1, 1, 1, DL_ACT_CLIP, "1x1 clip");
     conv(2, 5, 9, 8, 7, 3, 3, 2, p1, 1, 1, 1, DL_ACT_LEAKY_RELU, "stride 2 leaky relu");
     conv(1, 6, 8, 7, 5, 3, 3, 1, p1, 1, 1, 0, DL_ACT_SIGMOID, "sigmoid, no bias");
+}
+
+/* A fused residual (ABI 1.8): a binary add post-op, its operand reordered into the blocked
+ * layout the convolution writes (3x3, 1x1 stride 2, no bias, before relu and clip); linear too */
+Test(onednn_ops, fused_residual) {
+    int p1[4] = {1, 1, 1, 1}, p0[4] = {0, 0, 0, 0};
+    check_vs_cpu(with_residual(conv_case(2, 16, 9, 11, 16, 3, 3, 1, p1, 1, 1, 1, DL_ACT_RELU)), "3x3 + r, relu", 0);
+    check_vs_cpu(with_residual(conv_case(1, 12, 13, 11, 20, 1, 1, 2, p0, 1, 1, 0, DL_ACT_NONE)), "1x1/2 + r", 0);
+    check_vs_cpu(with_residual(conv_case(1, 5, 9, 8, 7, 3, 3, 1, p1, 1, 1, 1, DL_ACT_CLIP)), "3x3 + r, clip", 0);
+    op_case l = {DL_OP_LINEAR, {0}, 3, 2, {0}, {{0}}, -1, 1};
+    attrs(&l.a);
+    l.a.activation = DL_ACT_RELU;
+    SHAPE(&l, 0, 5, 37);
+    SHAPE(&l, 1, 29, 37);
+    SHAPE(&l, 2, 29);
+    check_vs_cpu(with_residual(l), "linear + r, relu", 0);
 }
 
 /* ---- pools ---- */

@@ -182,7 +182,7 @@ int dl_op_geom_init(dl_op_geom *g, const dl_op *op) {
     if (op->n_inputs > 2)
         g->cnd = op->inputs[2].ndim, memcpy(g->cs, op->inputs[2].shape, (size_t)g->cnd * sizeof(int64_t));
     g->numel = dl_tensor_numel(&op->outputs[0]);
-    g->residual = g->a.residual ? op->n_inputs - 1 : 0;
+    g->residual = dl_op_residual(op);
     g->has_bias = (g->kind == DL_OP_CONV2D || g->kind == DL_OP_LINEAR || g->kind == DL_OP_CONV_TRANSPOSE2D ||
                    g->kind == DL_OP_CONV3D) &&
                   op->n_inputs - (g->residual > 0) == 3;

@@ -153,7 +153,9 @@ static int fuse_residual(dl_session *s, int i) {
     const dl_graph *g = s->g;
     const dl_node *n = &g->nodes[i];
     dl_fusion *f = &s->fuse;
-    if (n->kind != DL_OP_ADD || n->n_inputs != 2 || n->backend || f->into[i] >= 0) return 0;
+    if (n->kind != DL_OP_ADD || n->n_inputs != 2 || n->backend || f->into[i] >= 0 ||
+        f->attrs[i].activation != DL_ACT_NONE) /* (activations fuse after this pass) */
+        return 0;
     const char *off = getenv("DLRUN_FUSE_RESIDUAL"); /* "0": off, for A/B runs (docs/architecture.md) */
     if (off && !strcmp(off, "0")) return 0;
     for (int j = 0; j < 2; j++) {
@@ -169,10 +171,6 @@ static int fuse_residual(dl_session *s, int i) {
         if (!same_domain(bp, s->place.be[i])) continue;
         dl_op_attrs fused = f->attrs[p];
         fused.residual = 1;
-        fused.activation = f->attrs[i].activation; /* the add's own, if the model fused one */
-        fused.clip_min = f->attrs[i].clip_min;
-        fused.clip_max = f->attrs[i].clip_max;
-        fused.alpha = f->attrs[i].alpha;
         f->residual[p] = r; /* the op view of p takes r from here */
         dl_error why;
         if (!dl_session_accepts(s, bp, p, &fused, &why)) {
