@@ -259,7 +259,7 @@ static inline const float *residual_lanes(const epi *e, const float *row, int wh
  * prefetcher, and `perf` put 20 % of a 16 -> 64 1x1 conv's samples on its stores). Measured on the
  * 2-core AMD EPYC VM, 2 threads (docs/performance.md): 1x1 convs as cpu_gemm alone, 8 images,
  * medians of 40 alternated, 16 -> 96 on 112x112 10.9 -> 7.7 ms, 24 -> 144 on 56x56 4.2 -> 3.1 ms;
- * inside models (`dlrun compare`) the same convs 1.05-1.2x, C in L2 (14x14) unchanged. */
+ * inside models (`dlrun compare`) the same convs 1.03-1.21x, C in L2 (14x14) unchanged. */
 #define PREFETCH_BLOCKS 2
 
 /* The 6 x 16 block of A's panel a times B over kc steps: B's panel b (NR floats a step) or, with
@@ -273,11 +273,10 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     if (!e->transposed) { /* written out here: GCC drops a call to a function of prefetches alone */
-        int64_t j = j0 + PREFETCH_BLOCKS * NR;
-        if (e->rl) j = j / e->rl * e->rk + (j % e->rl < e->rk ? j % e->rl : e->rk); /* through the gutter map */
+        const int64_t j = column_at(e, j0 + PREFETCH_BLOCKS * NR); /* -1: in the gutter, nothing stored */
         const uintptr_t to = (uintptr_t)c + (uintptr_t)j * sizeof(float);
         const uintptr_t res = e->res ? (uintptr_t)(e->res + (c - e->c0)) + (uintptr_t)j * sizeof(float) : 0;
-        for (int64_t r = 0; r < rows; r++) { /* addresses only: the lines may lie past C's end */
+        for (int64_t r = 0; j >= 0 && r < rows; r++) { /* addresses only: the lines may lie past C's end */
             __builtin_prefetch((const void *)(to + (uintptr_t)(r * ldc) * sizeof(float)), 1, 3);
             if (res) __builtin_prefetch((const void *)(res + (uintptr_t)(r * ldc) * sizeof(float)), 0, 3);
         }
