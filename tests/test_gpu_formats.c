@@ -126,6 +126,15 @@ static dl_op *linear_op(opb *b, dl_dtype d, int precision) {
     return op;
 }
 
+/* op (built above) with a residual add fused into it (ABI 1.8): one more input, last, of the
+ * output's shape, dtype d and layout (channels-last when cl). */
+static dl_op *with_residual(opb *b, dl_dtype d, int cl) {
+    int i = b->op.n_inputs++;
+    set_in(b, i, d, cl, b->out.ndim, b->out.shape);
+    b->a.residual = 1;
+    return &b->op;
+}
+
 static void expect_ok(int (*check)(const dl_op *, dl_error *), const dl_op *op, const char *what) {
     dl_error why = {{0}};
     cr_expect(check(op, &why), "%s: refused: %s", what, why.msg);
@@ -296,6 +305,27 @@ Test(cuda_formats, simple_kernels_take_16_bit_storage_gemms_f32_only) {
     cr_expect_not(cu_takes_channels_last(DL_OP_SOFTMAX));
 }
 
+/* A residual add fused into a GEMM (ABI 1.8): every GEMM's epilogue adds it, so conv2d and linear
+ * take one of the output's storage; another kind, or a residual unlike the output, is refused. */
+Test(cuda_formats, gemms_take_a_fused_residual_of_the_outputs_storage) {
+    opb b;
+    conv_op(&b, DL_F32, 0, DL_PRECISION_TF32);
+    expect_ok(cu_check, with_residual(&b, DL_F32, 0), "f32 conv + residual");
+    linear_op(&b, DL_F32, DL_PRECISION_TF32);
+    expect_ok(cu_check, with_residual(&b, DL_F32, 0), "f32 linear + residual");
+    dl_op *op = conv_op(&b, DL_F32, 0, DL_PRECISION_F32);
+    b.op.n_inputs = 2; /* no bias: the residual is the third input */
+    expect_ok(cu_check, with_residual(&b, DL_F32, 0), "conv without bias + residual");
+    conv_op(&b, DL_F32, 0, DL_PRECISION_F32);
+    expect_no(cu_check, with_residual(&b, DL_F16, 0), "takes f32 only", "f16 residual of an f32 conv");
+    conv_op(&b, DL_F32, 0, DL_PRECISION_F32);
+    with_residual(&b, DL_F32, 0);
+    b.s[3].shape[3] = 6;
+    expect_no(cu_check, op, "differs from the output", "residual of another shape");
+    unary_op(&b, DL_OP_SIGMOID, DL_F32, 0, DL_PRECISION_F32);
+    expect_no(cu_check, with_residual(&b, DL_F32, 0), "cannot be fused into", "sigmoid + residual");
+}
+
 /* A transpose [2,3,4,5] -> [2,4,5,3] and a reduce_mean over H and W -> [2,3,1,1] (keepdims). */
 static dl_op *transpose_op(opb *b, dl_dtype d, int cl) {
     dl_op *op = op_of(b, DL_OP_TRANSPOSE, 1, DL_PRECISION_F16);
@@ -362,6 +392,24 @@ Test(cudnn_formats, accepts_16_bit_and_nhwc_where_it_runs_them) {
     b.a.pad_end[0] = 0;
     b.s[5].shape[2] = 4;
     expect_no(dn_op_check, op, "pad symmetrically", "asymmetric padding");
+}
+
+/* A residual add fused into a conv (cuDNN's z input, or cudnnAddTensor) or a linear (cuBLASLt's C
+ * with beta = 1), in every dtype and layout the op takes; it must match the output. */
+Test(cudnn_formats, convs_and_linears_take_a_fused_residual) {
+    opb b;
+    for (int i = 0; i < 3; i++) {
+        for (int cl = 0; cl < 2; cl++) {
+            conv_op(&b, dtypes[i], cl, DL_PRECISION_F16);
+            expect_ok(dn_op_check, with_residual(&b, dtypes[i], cl), "conv + residual");
+        }
+        linear_op(&b, dtypes[i], DL_PRECISION_F16);
+        expect_ok(dn_op_check, with_residual(&b, dtypes[i], 0), "linear + residual");
+    }
+    conv_op(&b, DL_F16, 1, DL_PRECISION_F16);
+    expect_no(dn_op_check, with_residual(&b, DL_F16, 0), "differs from the output", "NCHW residual of an NHWC conv");
+    unary_op(&b, DL_OP_RELU, DL_F16, 0, DL_PRECISION_F16);
+    expect_no(dn_op_check, with_residual(&b, DL_F16, 0), "cannot be fused into", "relu + residual");
 }
 
 Test(cudnn_formats, prefers_nhwc_for_16_bit_convolutions_and_pools) {

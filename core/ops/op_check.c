@@ -55,10 +55,10 @@ static int residual_ok(const dl_op *op, const dl_op_def *d, unsigned formats, dl
     if (op->n_inputs < 2 || op->n_outputs != 1) DL_NO(why, "%s with a residual add lacks an input", d->name);
     const dl_tensor *r = &op->inputs[op->n_inputs - 1], *y = &op->outputs[0];
     char rs[128], ys[128];
-    int same = r->ndim == y->ndim && dl_dtype_eq(r->dtype, y->dtype) && !r->byte_offset &&
-               dl_tensor_layout(r) == dl_tensor_layout(y);
-    for (int k = 0; same && k < r->ndim; k++) same = r->shape[k] == y->shape[k];
-    if (!same)
+    dl_shape rshape = {0};
+    if (r->ndim >= 0 && r->ndim <= DL_MAX_DIMS) dl_shape_of(r, &rshape);
+    if (r->ndim != rshape.ndim || !dl_shape_eq(&rshape, y) || !dl_dtype_eq(r->dtype, y->dtype) || r->byte_offset ||
+        dl_tensor_layout(r) != dl_tensor_layout(y))
         DL_NO(why, "the residual %s %s differs from the output %s %s in shape, dtype or layout",
               dl_shape_txt(r, rs, sizeof rs), dl_dtype_name(r->dtype), dl_shape_txt(y, ys, sizeof ys),
               dl_dtype_name(y->dtype));

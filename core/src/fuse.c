@@ -18,11 +18,13 @@
  *
  * Before the activations (ABI 1.8), a residual connection's add y = a + r is fused into the conv2d
  * or linear p that computes a, as p's attrs.residual with r appended to p's inputs: p then computes
- * y = act(op(x) + b + r) in its epilogue, and the relu after the add (or the add's own activation)
- * fuses into p as well. Allowed where a has no other reader and no activation yet, r is an
- * activation of a's shape and dtype already computed when p runs (its producer comes before p: in
- * ResNet's downsampling blocks that picks the shortcut's conv, which comes last), both ops share a
- * memory domain and p's backend accepts the fused op. */
+ * y = act(op(x) + b + r) in its epilogue, and the relu after the add fuses into p as well (an add
+ * that already carries an activation is left alone). Allowed where a has no other reader and no
+ * activation yet, r is an activation of a's shape and dtype already computed when p runs (its
+ * producer comes before p: in ResNet's downsampling blocks that picks the shortcut's conv, which
+ * comes last), both ops share a memory domain (dl_same_domain) and p's backend accepts the fused
+ * op: the cpu and onednn plugins, and the cuda and cudnn plugins (their GEMM epilogues; cuDNN's z
+ * input, cuBLASLt's C). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,11 +137,6 @@ static int same_shape(const dl_shape *a, const dl_shape *b) {
     return a->ndim == b->ndim && !memcmp(a->d, b->d, (size_t)a->ndim * sizeof *a->d);
 }
 
-/* Two nodes' backends share a memory domain (the same backend, or the cpu and onednn plugins). */
-static int same_domain(const dl_backend *a, const dl_backend *b) {
-    return a == b || (a->device.device_type == b->device.device_type && a->device.device_id == b->device.device_id);
-}
-
 /* The node whose step computes value v: its producer, or the conv its batchnorm was folded into. */
 static int computed_by(const dl_session *s, int v) {
     int p = s->g->values[v].producer;
@@ -168,7 +165,7 @@ static int fuse_residual(dl_session *s, int i) {
         if (q >= p || !same_shape(&s->shape[a], &s->shape[r]) || !dl_dtype_eq(g->values[a].dtype, g->values[r].dtype))
             continue;
         const dl_backend *bp = s->place.be[p];
-        if (!same_domain(bp, s->place.be[i])) continue;
+        if (!dl_same_domain(bp, s->place.be[i])) continue;
         dl_op_attrs fused = f->attrs[p];
         fused.residual = 1;
         f->residual[p] = r; /* the op view of p takes r from here */
@@ -217,7 +214,7 @@ static void fuse_activation(dl_session *s, int i) {
     /* Placement timed the two ops apart: an activation placed on another backend of the same
      * memory domain (the cpu and onednn plugins) moves to its producer's, where it costs nothing. */
     const dl_backend *bp = s->place.be[p];
-    if (!same_domain(bp, s->place.be[i])) return;
+    if (!dl_same_domain(bp, s->place.be[i])) return;
     dl_op_attrs fused = f->attrs[p];
     fused.activation = act;
     fused.clip_min = r->params.attrs.clip_min;

@@ -38,7 +38,7 @@
 #define TIMING_RUNS 5
 
 static int on_host(const dl_backend *be) { return be->device.device_type == DL_DEVICE_CPU; }
-static int same_domain(const dl_backend *a, const dl_backend *b) {
+int dl_same_domain(const dl_backend *a, const dl_backend *b) {
     if (on_host(a) || on_host(b)) return on_host(a) && on_host(b);
     return a->device.device_type == b->device.device_type && a->device.device_id == b->device.device_id;
 }
@@ -296,7 +296,7 @@ static double cast(const planner *p, int a, int b, double n) {
  * host memory), each side moving its own storage, plus a cast where their dtypes differ. */
 static double move(const planner *p, int a, int b, size_t bytes) {
     double n = (double)bytes / 4, c = cast(p, a, b, n);
-    if (same_domain(p->be[a], p->be[b])) return c;
+    if (dl_same_domain(p->be[a], p->be[b])) return c;
     if (!on_host(p->be[a])) c += p->x[a].lat_ms + p->x[a].ms_per_byte * n * (double)p->esz[a];
     if (!on_host(p->be[b])) c += p->x[b].lat_ms + p->x[b].ms_per_byte * n * (double)p->esz[b];
     return c;
@@ -410,8 +410,8 @@ static void add_value_cost(const planner *p, const int *as, int v, double *c) {
     int all = !(p->tree && p->tree[v] >= 0), end = all ? g->reader_start[v + 1] : n_first;
     for (int q = all ? g->reader_start[v] : 0; q < end; q++) { /* the nodes reading v */
         int d = as[g->reader_node[all ? q : first[q]]], dup = 0;
-        for (int k = 0; k < p->nbe; k++) dup |= paid[k] && same_domain(p->be[k], p->be[d]);
-        if (dup || (src >= 0 ? same_domain(p->be[src], p->be[d]) : on_host(p->be[d]))) continue;
+        for (int k = 0; k < p->nbe; k++) dup |= paid[k] && dl_same_domain(p->be[k], p->be[d]);
+        if (dup || (src >= 0 ? dl_same_domain(p->be[src], p->be[d]) : on_host(p->be[d]))) continue;
         paid[d] = 1;
         *c += src < 0 ? to_host(p, d, bytes) : move(p, src, d, bytes);
         if (on_host(p->be[d])) host_has = 1;
@@ -681,7 +681,7 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
     if (cache && !dl_tcache_save(cache, warn, sizeof warn)) host_warn(s, warn);
     dl_tcache_free(cache);
     for (int a = 0; a < p.nbe; a++)
-        for (int b = 0; b < p.nbe; b++) p.domain_of[a] |= (uint64_t)same_domain(p.be[a], p.be[b]) << b;
+        for (int b = 0; b < p.nbe; b++) p.domain_of[a] |= (uint64_t)dl_same_domain(p.be[a], p.be[b]) << b;
     if (st == DL_OK) {
         span = dl_trace_begin(s->trace, "choose backends", "placement");
         if (is_chain(g)) choose_chain(&p, as);

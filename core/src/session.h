@@ -201,6 +201,9 @@ void dl_fusion_free(dl_fusion *f);
  * the session's shapes, weights and fusion, writes nothing else. */
 dl_status dl_place(const dl_session *s, dl_placement *out, dl_error *err);
 void dl_placement_free(dl_placement *p);
+/* 1 if backends a and b share a memory domain: both on the host (the cpu and onednn plugins), or
+ * the same device (the cuda and cudnn plugins on one GPU), so a tensor passes with no copy. */
+int dl_same_domain(const dl_backend *a, const dl_backend *b);
 
 /* ---- storage.c ---- */
 /* After relu fusion: the storage format of each node's activations on its backend. With

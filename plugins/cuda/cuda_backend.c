@@ -145,26 +145,32 @@ static int cu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwis
 
 typedef struct gemm_trial {
     dl_kernel *k;
-    const void *x, *w, *b;
+    const void *x, *w;
+    dlk_epilogue e;
     void *y, *ws;
     cudaStream_t s;
 } gemm_trial;
 
+/* A GEMM's epilogue from its kernel and inputs: the bias and the fused residual (ABI 1.8), each
+ * where the op has one, and relu. */
+static dlk_epilogue gemm_epilogue(const dl_kernel *k, const dl_tensor *in) {
+    return (dlk_epilogue){k->g.has_bias ? in[2].data : NULL, k->g.residual ? in[k->g.residual].data : NULL, k->relu};
+}
+
 /* ws: k->ws bytes (split-K's partial sums) */
-static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const void *b, void *y, void *ws,
+static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const dlk_epilogue *e, void *y, void *ws,
                        cudaStream_t s) {
     int conv = k->g.kind == DL_OP_CONV2D, v = k->variant, t = v - CU_GEMM_MMA;
-    if (v == CU_GEMM_GEMV) return dlk_gemv(&k->p.linear, k->type, x, w, b, y, k->relu, s);
-    if (v >= CU_GEMM_MMA && conv)
-        return dlk_mma_conv2d(&k->p.conv, k->type, x, w, b, y, k->ktab, k->relu, t, k->splits, ws, s);
-    if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, b, y, k->relu, t, k->splits, ws, s);
-    if (conv) return dlk_conv2d(&k->p.conv, x, w, b, y, k->relu, v, s);
-    return dlk_linear(&k->p.linear, x, w, b, y, k->relu, v, s);
+    if (v == CU_GEMM_GEMV) return dlk_gemv(&k->p.linear, k->type, x, w, e, y, s);
+    if (v >= CU_GEMM_MMA && conv) return dlk_mma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, t, k->splits, ws, s);
+    if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, e, y, t, k->splits, ws, s);
+    if (conv) return dlk_conv2d(&k->p.conv, x, w, e, y, v, s);
+    return dlk_linear(&k->p.linear, x, w, e, y, v, s);
 }
 
 static int trial_run(void *arg) {
     gemm_trial *t = arg;
-    return launch_gemm(t->k, t->x, t->w, t->b, t->y, t->ws, t->s);
+    return launch_gemm(t->k, t->x, t->w, &t->e, t->y, t->ws, t->s);
 }
 
 /* A conv's k-table for the tensor-core gather, on the device (k->ktab). */
@@ -234,8 +240,10 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
         if (forced ? v != s->sw.forced : !gemm_variant_ok(s, op, v, k->type)) continue;
         for (int i = 0, c = split_tries(s, k, v, tries); st == DL_OK && i < c; i++) {
             k->variant = v, k->splits = tries[i];
-            gemm_trial t = {k, x,  op->inputs[1].data, op->n_inputs > 2 ? op->inputs[2].data : NULL,
-                            y, ws, s->gpu.stream};
+            /* a fused residual is read from y itself: the same traffic as a tensor of its own */
+            dlk_epilogue epi = gemm_epilogue(k, op->inputs);
+            if (k->g.residual) epi.residual = y;
+            gemm_trial t = {k, x, op->inputs[1].data, epi, y, ws, s->gpu.stream};
             cudaError_t e = cudaSuccess;
             double ms = dl_gpu_time(&s->gpu, 3, trial_run, &t, &e);
             /* the error dl_gpu_time saw: the launch's status is consumed where it is read
@@ -370,7 +378,8 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
 /* conv2d and linear: cu_run calls launch_gemm itself, with the workspace; the entry in the table
  * below says the kinds have a kernel */
 static int run_gemm(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
-    return launch_gemm(k, in[0].data, in[1].data, k->g.has_bias ? in[2].data : NULL, y, NULL, st);
+    dlk_epilogue e = gemm_epilogue(k, in);
+    return launch_gemm(k, in[0].data, in[1].data, &e, y, NULL, st);
 }
 static int run_unary(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_unary(&k->p.unary, k->type, in[0].data, y, k->g.numel, st);
@@ -501,10 +510,10 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     dl_status status = dl_gpu_use(&s->gpu, err); /* launches need no lock: one stream, thread-safe queuing */
     if (status != DL_OK) return status;
     if (k->index_err) atomic_store(&s->index_armed, 1); /* before the launch: synchronize must look */
-    int rc =
-        is_gemm(k->g.kind) /* the one kind with a workspace (split-K) */
-            ? launch_gemm(k, in[0].data, in[1].data, k->g.has_bias ? in[2].data : NULL, out[0].data, ws, s->gpu.stream)
-            : launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
+    dlk_epilogue e = is_gemm(k->g.kind) ? gemm_epilogue(k, in) : (dlk_epilogue){0};
+    int rc = is_gemm(k->g.kind) /* the one kind with a workspace (split-K) */
+                 ? launch_gemm(k, in[0].data, in[1].data, &e, out[0].data, ws, s->gpu.stream)
+                 : launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
     if (rc) return dl_gpu_status((cudaError_t)rc, "kernel launch", err);
     return DL_OK;
 }

@@ -37,6 +37,7 @@ int cu_op_check_gemm16(const dl_op *op, int gemm16, dl_gpu_type *type, dl_layout
         }
     }
     unsigned formats = gemm && !gemm16 ? 0 : DL_ACCEPT_F16 | DL_ACCEPT_BF16;
+    if (gemm) formats |= DL_ACCEPT_RESIDUAL;
     if (cu_takes_channels_last(op->kind)) formats |= DL_ACCEPT_CHANNELS_LAST;
     if (!dl_op_check_as(op, formats, why)) return 0;
     /* gather's indices (its last input) are int64 and row-major whatever the storage

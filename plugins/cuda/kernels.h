@@ -32,11 +32,21 @@ typedef struct dlk_linear_p {
     int n, in, out; /* y[n, out] = x[n, in] w[out, in]^T + b */
 } dlk_linear_p;
 
+/* What every GEMM does with the sum v of output element y[at] (filter or output feature o) before
+ * storing it: v + bias[o] (NULL: no bias) + residual[at] (NULL: none; a residual add fused into the
+ * op, ABI 1.8), then relu where relu. bias and residual have y's storage type; the residual has y's
+ * shape and layout, so its element at y's own offset is the one added. It may be y itself (each
+ * element is read before it is written, by the thread that writes it). */
+typedef struct dlk_epilogue {
+    const void *bias, *residual;
+    int relu;
+} dlk_epilogue;
+
 enum { DLK_VARIANTS = 2 }; /* GEMM tile shapes: 0 = 64x64 (4x4 per thread), 1 = 32x32 (2x2) */
 
-int dlk_conv2d(const dlk_conv *p, const float *x, const float *w, const float *b, float *y, int relu, int variant,
+int dlk_conv2d(const dlk_conv *p, const float *x, const float *w, const dlk_epilogue *e, float *y, int variant,
                cudaStream_t s);
-int dlk_linear(const dlk_linear_p *p, const float *x, const float *w, const float *b, float *y, int relu, int variant,
+int dlk_linear(const dlk_linear_p *p, const float *x, const float *w, const dlk_epilogue *e, float *y, int variant,
                cudaStream_t s);
 
 /* ---- the same problems on the tensor cores (ops/mma_gemm.cu, mma_layout.h) ---- */
@@ -44,20 +54,20 @@ int dlk_linear(const dlk_linear_p *p, const float *x, const float *w, const floa
 /* Tile shapes of the mma GEMM: 0 = 128x128 (8 warps), 1 = 128x64, 2 = 64x64 (4 warps). */
 enum { DLK_MMA_TILES = 3 };
 
-/* Storage `type` for x, w, b, y: f32 computes as tf32 (m16n8k8), f16 and bf16 as themselves
- * (m16n8k16), all with f32 sums. conv2d's ktab: the device table of its K = (c / groups) * kh * kw
+/* Storage `type` for x, w, y and the epilogue's tensors: f32 computes as tf32 (m16n8k8), f16 and
+ * bf16 as themselves (m16n8k16), all with f32 sums. conv2d's ktab: the device table of its K = (c / groups) * kh * kw
  * columns (mma_ktap_of). splits > 1: split-K, k cut in that many slices whose f32 sums go to
  * `part` (dlk_mma_part_bytes), then added up with the epilogue by a second kernel; 1: none (part
  * unused). */
-int dlk_mma_conv2d(const dlk_conv *p, int type, const void *x, const void *w, const void *b, void *y,
-                   const mma_ktap *ktab, int relu, int tile, int splits, float *part, cudaStream_t s);
-int dlk_mma_linear(const dlk_linear_p *p, int type, const void *x, const void *w, const void *b, void *y, int relu,
+int dlk_mma_conv2d(const dlk_conv *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
+                   const mma_ktap *ktab, int tile, int splits, float *part, cudaStream_t s);
+int dlk_mma_linear(const dlk_linear_p *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
                    int tile, int splits, float *part, cudaStream_t s);
 
 /* linear of p->n <= DLK_GEMV_ROWS batch rows, bandwidth-bound (ops/gemv.cu): storage `type`, sums
  * in f32 */
 enum { DLK_GEMV_ROWS = 8 };
-int dlk_gemv(const dlk_linear_p *p, int type, const void *x, const void *w, const void *b, void *y, int relu,
+int dlk_gemv(const dlk_linear_p *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
              cudaStream_t s);
 
 /* ---- elementwise (ops/elementwise.cu) ---- */

@@ -2,6 +2,7 @@
  * their staged converting copies, checked without a GPU by tests/test_gpu_formats.c. */
 #include "gpu_storage.h"
 
+#include "op_check.h"
 #include "tensor_convert.h"
 
 dl_gpu_type dl_gpu_type_of(dl_dtype d) {
@@ -60,8 +61,10 @@ int dl_gpu_same_shape(const dl_tensor *a, const dl_tensor *b) {
 int dl_gpu_one_layout(const dl_op *op, int n_act, dl_layout *l, dl_error *why) {
     const dl_tensor *y = &op->outputs[0];
     dl_layout yl = dl_tensor_layout(y);
+    int r = dl_op_residual(op); /* a fused residual (ABI 1.8) is an activation too */
     for (int i = 0; i < op->n_inputs; i++) {
         dl_layout il = dl_tensor_layout(&op->inputs[i]);
+        if (r && i == r) continue; /* dl_op_check_as saw it in the output's layout */
         if (i >= n_act && il != DL_LAYOUT_ROW_MAJOR)
             return dl_fail(why, DL_E_UNSUPPORTED, "weight input %d is %s, weights are taken row-major", i + 1,
                            layout_name(il)),

@@ -75,7 +75,8 @@ void dl_gpu_filter_krsc(dl_gpu_xform *x, const int64_t *wshape);
  * dl_gpu_one_type: every tensor of op has one storage type (the kernels are instantiated per type,
  * not per mix); fills *t (may be NULL). Else 0 with the reason.
  * dl_gpu_one_layout: inputs [0, n_act) (the activations) and the output are in one layout; the
- * other inputs (weights) are row-major. Fills *l (may be NULL). Else 0 with the reason.
+ * other inputs (weights) are row-major, but a fused residual (dl_op_residual), which
+ * dl_op_check_as holds to the output's layout. Fills *l (may be NULL). Else 0 with the reason.
  * dl_gpu_same_shape: 1 if a and b have one shape. */
 int dl_gpu_one_type(const dl_op *op, dl_gpu_type *t, dl_error *why);
 int dl_gpu_one_layout(const dl_op *op, int n_act, dl_layout *l, dl_error *why);

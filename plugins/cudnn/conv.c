@@ -1,7 +1,8 @@
 /* conv.c — conv2d in the cudnn plugin: the cuDNN descriptors, the algorithm measured on the real
  * shapes and weights at prepare (cudnnFindConvolutionForwardAlgorithmEx, on a patterned scratch
- * input), run with the math type it was measured with, and the epilogue: conv + bias (+ relu) in
- * one fused call, or conv then cudnnAddTensor (+ activation), whichever prepare keeps (see
+ * input), run with the math type it was measured with, and the epilogue: conv + bias (+ a fused
+ * residual, ABI 1.8) (+ relu) in one fused call (the residual as its z input, alpha2 = 1), or conv
+ * then cudnnAddTensor of the bias and of the residual (+ activation), whichever prepare keeps (see
  * conv_choose: the fused call is kept only where it runs on scratch buffers and gives finite
  * values with y zeroed and with y full of NaN, and where there is a bias every way that runs is
  * timed: the fastest wins). The kernel's workspace is the kept plan's.
@@ -12,7 +13,7 @@
  * reordered once at prepare to KRSC ([O,KH,KW,I], cuDNN's NHWC filter) into memory the kernel owns
  * (the cast kernel). f16/bf16 use tensor-op math. Where cuDNN finds no algorithm at all for the
  * stored format, the kernel is staged as in ops.c: x is cast to f32 NCHW in the workspace, the
- * filter and bias to f32 once at prepare, and y is cast back at each run. */
+ * filter and bias to f32 once at prepare, a residual at each run, and y is cast back. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,17 +51,19 @@ static dl_status conv_weights(cudnn_state *s, dl_kernel *k, const void *w, const
     return rc ? dl_gpu_status((cudaError_t)rc, "cast kernel launch", err) : DL_OK;
 }
 
-/* The convolution on device pointers, with its epilogue (fused or not); ws holds k->lib_ws bytes. */
-static dl_status conv_call(cudnn_state *s, dl_kernel *k, const void *x, const void *w, const void *bias, void *y,
-                           void *ws, dl_error *err) {
+/* The convolution on device pointers, with its epilogue (fused or not); r: the fused residual, of
+ * y's shape and descriptor (NULL: none); ws holds k->lib_ws bytes. */
+static dl_status conv_call(cudnn_state *s, dl_kernel *k, const void *x, const void *w, const void *bias, const void *r,
+                           void *y, void *ws, dl_error *err) {
     const float one = 1.0f, zero = 0.0f; /* scaling factors are float for FLOAT, HALF and BFLOAT16 data */
-    if (k->fused) {
+    if (k->fused) {                      /* y = act(conv + alpha2 z + bias): z the residual, or y unread (alpha2 = 0) */
         DNN_TRY(cudnnConvolutionBiasActivationForward(s->dnn, &one, k->x, x, k->w, w, k->conv, k->algo, ws, k->lib_ws,
-                                                      &zero, k->y, y, k->b, bias, k->act, k->y, y));
+                                                      r ? &one : &zero, k->y, r ? r : y, k->b, bias, k->act, k->y, y));
         return DL_OK;
     }
     DNN_TRY(cudnnConvolutionForward(s->dnn, &one, k->x, x, k->w, w, k->conv, k->algo, ws, k->lib_ws, &zero, k->y, y));
     if (k->g.has_bias) DNN_TRY(cudnnAddTensor(s->dnn, &one, k->b, bias, &one, k->y, y));
+    if (r) DNN_TRY(cudnnAddTensor(s->dnn, &one, k->y, r, &one, k->y, y));
     if (k->g.a.activation == DL_ACT_RELU)
         DNN_TRY(cudnnActivationForward(s->dnn, k->act, &one, k->y, y, &zero, k->y, y));
     return DL_OK;
@@ -79,12 +82,14 @@ typedef struct conv_plan {
 } conv_plan;
 
 /* Device scratch for the search and the trials: input x and output y of the op's shapes, cuDNN's
- * workspace (ws_cap bytes), and the filter and bias: the op's own where they hold data at prepare,
- * else scratch. x, and a scratch filter and bias, hold dn_fill_pattern's values, not zeros: a
- * convolution of zeros gives zeros whatever the algorithm computes, so a check of its output would
- * mean nothing. */
+ * workspace (ws_cap bytes), the filter and bias: the op's own where they hold data at prepare,
+ * else scratch, and a residual of y's shape where the op has one. x, a scratch filter and bias and
+ * the residual hold dn_fill_pattern's values, not zeros: a convolution of zeros gives zeros
+ * whatever the algorithm computes, so a check of its output would mean nothing. */
+enum { CONV_SCRATCH = 6 };
 typedef struct conv_scratch {
-    void *buf[5]; /* x, y, workspace, scratch filter, scratch bias (dn_scratch; NULL: none) */
+    void *buf[CONV_SCRATCH]; /* x, y, workspace, scratch filter, scratch bias, residual (dn_scratch;
+                                NULL: none) */
     const void *w, *bias;
     size_t x_bytes, y_bytes, ws_cap;
     dl_gpu_type t; /* storage type of x, y, filter and bias in the call */
@@ -141,17 +146,18 @@ static int conv_finite(cudnn_state *s, const conv_scratch *sc) {
 }
 
 /* 1 if plan p runs on the scratch buffers; k is left set to p. The fused call must also give
- * finite values twice: once on a zeroed y, and once on a y full of NaN. It is called with z = y
- * and alpha2 = 0, and at run y holds whatever its arena slot held (dlrun check fills it with a NaN
- * poison); cuDNN documents that a zero beta leaves the output unread, but says no such thing of
- * alpha2, so a call that reads z (0 * NaN = NaN) is turned down here, for conv + cudnnAddTensor,
- * whose first call has beta = 0. */
+ * finite values twice: once on a zeroed y, and once on a y full of NaN. Without a residual it is
+ * called with z = y and alpha2 = 0, and at run y holds whatever its arena slot held (dlrun check
+ * fills it with a NaN poison); cuDNN documents that a zero beta leaves the output unread, but says
+ * no such thing of alpha2, so a call that reads z (0 * NaN = NaN) is turned down here, for conv +
+ * cudnnAddTensor, whose first call has beta = 0. With a residual, z is the scratch residual (the
+ * pattern) and y must still not be read. */
 static int conv_tried(cudnn_state *s, dl_kernel *k, conv_plan *p, const conv_scratch *sc) {
     dl_error ignored;
     int ok = conv_set(s, k, p, sc->ws_cap);
     for (int pass = 0; ok && pass < (p->fused ? 2 : 1); pass++)
         ok = cudaMemsetAsync(sc->buf[1], pass ? 0xff : 0, sc->y_bytes, s->gpu.stream) == cudaSuccess &&
-             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[1], sc->buf[2], &ignored) == DL_OK &&
+             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[5], sc->buf[1], sc->buf[2], &ignored) == DL_OK &&
              cudaStreamSynchronize(s->gpu.stream) == cudaSuccess && (!p->fused || conv_finite(s, sc));
     cudaGetLastError(); /* a refused launch must not be reported by a later, unrelated check */
     return ok;
@@ -166,10 +172,10 @@ static double conv_time(cudnn_state *s, dl_kernel *k, const conv_scratch *sc) {
     float t[CONV_TIMED_RUNS];
     dl_error ignored;
     int ok = cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess &&
-             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[1], sc->buf[2], &ignored) == DL_OK;
+             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[5], sc->buf[1], sc->buf[2], &ignored) == DL_OK;
     for (int i = 0; ok && i < CONV_TIMED_RUNS; i++)
         ok = cudaEventRecord(ev[0], s->gpu.stream) == cudaSuccess &&
-             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[1], sc->buf[2], &ignored) == DL_OK &&
+             conv_call(s, k, sc->buf[0], sc->w, sc->bias, sc->buf[5], sc->buf[1], sc->buf[2], &ignored) == DL_OK &&
              cudaEventRecord(ev[1], s->gpu.stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess &&
              cudaEventElapsedTime(&t[i], ev[0], ev[1]) == cudaSuccess;
     ok = cudaStreamSynchronize(s->gpu.stream) == cudaSuccess && ok;
@@ -180,8 +186,9 @@ static double conv_time(cudnn_state *s, dl_kernel *k, const conv_scratch *sc) {
 }
 
 /* The epilogue and algorithm kept, from the search's results perf[0..found) (pick: the fastest
- * usable one). No bias: that algorithm. With a bias, every way that runs is timed and the fastest
- * kept: that algorithm + cudnnAddTensor (+ activation); cuDNN's fused call with it (bias + relu;
+ * usable one). No bias: that algorithm (+ cudnnAddTensor of a residual). With a bias, every way
+ * that runs is timed and the fastest kept: that algorithm + cudnnAddTensor of the bias (and of a
+ * residual) (+ activation); cuDNN's fused call with it (bias (+ residual as z) + relu;
  * with the identity activation the fused call takes only IMPLICIT_PRECOMP_GEMM); and the fused call
  * with IMPLICIT_PRECOMP_GEMM. The fused call is not always the fastest: measured on an H100 (cuDNN
  * 9.19, VGG-16 at batch 32, f32), some layers ran 2.4x slower fused with the searched algorithm
@@ -216,7 +223,12 @@ static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_d
                        dn_conv_algo_name((int)best.algo));
     if (s->log_convs) {
         const int64_t *xs = k->g.xs, *ys = k->g.ys;
-        char times[200] = "", f[32] = "failed", u[32] = "failed", pc[32] = "failed";
+        char times[200] = "", f[32] = "failed", u[32] = "failed", pc[32] = "failed", epi[64];
+        snprintf(epi, sizeof epi, "%s%s%s",
+                 k->fused        ? "fused bias"
+                 : k->g.has_bias ? "conv + add bias"
+                                 : "conv",
+                 k->g.residual ? (k->fused ? " + residual" : " + add residual") : "", relu ? " + relu" : "");
         if (fused.ms >= 0) snprintf(f, sizeof f, "%.4f ms", fused.ms);
         if (best.ms >= 0) snprintf(u, sizeof u, "%.4f ms", best.ms);
         if (precomp.ms >= 0) snprintf(pc, sizeof pc, "%.4f ms", precomp.ms);
@@ -231,11 +243,7 @@ static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_d
                 (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], (long long)ys[0],
                 (long long)ys[1], (long long)ys[2], (long long)ys[3], dl_dtype_name(dt),
                 k->staged || k->layout == DL_LAYOUT_ROW_MAJOR ? "NCHW" : "NHWC", k->staged ? " (staged)" : "",
-                dn_conv_algo_name((int)k->algo), dn_math_name((int)kept.math),
-                k->fused        ? (relu ? "fused bias + relu" : "fused bias")
-                : k->g.has_bias ? (relu ? "conv + add bias + relu" : "conv + add bias")
-                                : (relu ? "conv + relu" : "conv"),
-                k->lib_ws, times);
+                dn_conv_algo_name((int)k->algo), dn_math_name((int)kept.math), epi, k->lib_ws, times);
     }
     return DL_OK;
 }
@@ -256,10 +264,14 @@ static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, cons
                        .y_bytes = (size_t)k->g.numel * es,
                        .ws_cap = ws_cap,
                        .t = t};
-    size_t bytes[5] = {sc.x_bytes, sc.y_bytes, ws_cap, w_scratch ? (size_t)dl_tensor_numel(&op->inputs[1]) * es : 0,
-                       b_scratch ? (size_t)k->g.ys[1] * es : 0};
-    dl_status st = dn_scratch(s, 5, bytes, sc.buf, err);
-    for (int i = 0; i < 5; i++) /* x and the scratch filter and bias: the pattern */
+    size_t bytes[CONV_SCRATCH] = {sc.x_bytes,
+                                  sc.y_bytes,
+                                  ws_cap,
+                                  w_scratch ? (size_t)dl_tensor_numel(&op->inputs[1]) * es : 0,
+                                  b_scratch ? (size_t)k->g.ys[1] * es : 0,
+                                  k->g.residual ? sc.y_bytes : 0};
+    dl_status st = dn_scratch(s, CONV_SCRATCH, bytes, sc.buf, err);
+    for (int i = 0; i < CONV_SCRATCH; i++) /* x, the scratch filter and bias, the residual: the pattern */
         if (st == DL_OK && i != 1 && i != 2) st = conv_fill(s, sc.buf[i], bytes[i], t, err);
     sc.w = w_scratch ? sc.buf[3] : w;
     sc.bias = b_scratch ? sc.buf[4] : bias;
@@ -277,7 +289,7 @@ static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, cons
         st = dl_fail(err, DL_E_UNSUPPORTED, "cuDNN found no convolution algorithm for this shape in %s %s",
                      dl_dtype_name(dt), k->staged || k->layout == DL_LAYOUT_ROW_MAJOR ? "NCHW" : "NHWC");
     if (st == DL_OK) st = conv_choose(s, k, op, dt, perf, found, pick, &sc, err);
-    dn_scratch_free(s, 5, sc.buf);
+    dn_scratch_free(s, CONV_SCRATCH, sc.buf);
     return st;
 }
 
@@ -324,6 +336,7 @@ dl_status dn_prepare_conv(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_erro
 
 dl_status dn_run_conv(cudnn_state *s, dl_kernel *k, const dl_tensor *in, void *y, void *ws, dl_error *err) {
     const void *x = in[0].data, *w = in[1].data, *bias = k->g.has_bias ? in[2].data : NULL;
+    const void *r = k->g.residual ? in[k->g.residual].data : NULL;
     dl_status st;
     if (k->wbuf) {
         if (k->w_at_run && (st = conv_weights(s, k, w, bias, err)) != DL_OK) return st;
@@ -333,8 +346,9 @@ dl_status dn_run_conv(cudnn_state *s, dl_kernel *k, const dl_tensor *in, void *y
     void *yy = y;
     if (k->staged) {
         if ((st = dn_stage_in(s, k, 0, x, ws, &x, err)) != DL_OK) return st;
+        if (r && (st = dn_stage_in(s, k, 1, r, ws, &r, err)) != DL_OK) return st;
         yy = (char *)ws + k->out.off;
     }
-    if ((st = conv_call(s, k, x, w, bias, yy, ws, err)) != DL_OK) return st;
+    if ((st = conv_call(s, k, x, w, bias, r, yy, ws, err)) != DL_OK) return st;
     return k->staged ? dn_stage_out(s, k, ws, y, err) : DL_OK;
 }

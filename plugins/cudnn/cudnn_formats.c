@@ -78,6 +78,9 @@ static int kind_ok(const dl_op *op, dl_error *why) {
 int dn_op_check(const dl_op *op, dl_error *why) {
     unsigned formats = DL_ACCEPT_F16 | DL_ACCEPT_BF16;
     if (dn_takes_channels_last(op->kind)) formats |= DL_ACCEPT_CHANNELS_LAST;
+    /* a fused residual add (ABI 1.8): cuDNN's z input of the fused convolution (or conv then
+     * cudnnAddTensor), cuBLASLt's C with beta = 1 */
+    if (op->kind == DL_OP_CONV2D || op->kind == DL_OP_LINEAR) formats |= DL_ACCEPT_RESIDUAL;
     if (!dl_op_check_as(op, formats, why)) return 0;
     int n_act = op->kind == DL_OP_ADD ? 2 : op->kind == DL_OP_CONCAT ? op->n_inputs : 1;
     if (!dl_gpu_one_type(op, NULL, why) || !dl_gpu_one_layout(op, n_act, NULL, why)) return 0;

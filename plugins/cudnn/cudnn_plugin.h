@@ -34,7 +34,8 @@ struct dl_kernel {
     dl_layout layout;    /* of its activations and output */
     int staged;          /* the cuDNN call runs on f32 NCHW copies in the workspace: cuDNN turned the
                             stored format down when tried at prepare (ops.c) */
-    dn_stage in[2], out; /* staging: activations in, the output back (when staged) */
+    dn_stage in[2], out; /* staging: activations in (a conv's fused residual in in[1]), the output
+                            back (when staged) */
     size_t params_off;   /* batchnorm on f16/bf16: its parameters cast to f32 in the workspace */
     void *wbuf;          /* conv2d: its own filter (KRSC for NHWC; f32 when staged, then the f32
                             bias at bias_off), kernel-owned device memory; NULL: the op's own */
@@ -48,7 +49,7 @@ struct dl_kernel {
     cudnnPoolingDescriptor_t pool;
     cudnnOpTensorDescriptor_t op;
     cudnnConvolutionFwdAlgo_t algo;
-    int fused;               /* conv + bias + relu in one call */
+    int fused;               /* conv + bias (+ residual) (+ relu) in one call */
     size_t workspace;        /* in all: cuDNN's or cuBLASLt's (at offset 0), then the staging regions */
     size_t lib_ws;           /* cuDNN's or cuBLASLt's part */
     cublasLtMatmulDesc_t mm; /* the kernel's own: run sets its bias pointer */
@@ -79,7 +80,8 @@ dl_status dn_activation(dl_kernel *k, cudnnActivationMode_t mode, double coef, d
 dl_status dn_scratch(cudnn_state *s, int n, const size_t *bytes, void **bufs, dl_error *err);
 void dn_scratch_free(cudnn_state *s, int n, void **bufs);
 /* Staging (ops.c): dn_plan_stages lays out, after `off` bytes of the workspace, f32 row-major
- * copies of op's first n_act inputs and of its output (k->in, k->out) and returns the end;
+ * copies of op's first n_act inputs, then of its fused residual where it has one (k->g.residual),
+ * and of its output (k->in, k->out) and returns the end;
  * dn_stage_in casts activation x (input i) into its region and points *staged at it;
  * dn_stage_out casts the staged output back into y. */
 size_t dn_plan_stages(dl_kernel *k, const dl_op *op, int n_act, size_t off);

@@ -1,8 +1,10 @@
 /* linear.c — linear in the cudnn plugin, through cuBLASLt: one matmul with the BIAS, RELU_BIAS or
  * RELU epilogue, its algorithm from cuBLASLt's heuristic at prepare (workspace up to
- * LT_WORKSPACE). x, W, the bias and y share one storage type: f32 (exact 32F compute at f32
- * precision, FAST_TF32 otherwise), or f16 / bf16 with f32 accumulation (32F compute, float
- * scaling factors; the bias epilogue reads the bias in y's type). */
+ * LT_WORKSPACE). A fused residual (ABI 1.8) is the matmul's C with beta = 1: cuBLASLt applies the
+ * epilogue to alpha A B + beta C, so y = relu(x W^T + r + b). x, W, the bias, the residual and y
+ * share one storage type: f32 (exact 32F compute at f32 precision, FAST_TF32 otherwise), or f16 /
+ * bf16 with f32 accumulation (32F compute, float scaling factors; the bias epilogue reads the bias
+ * in y's type). */
 #define _POSIX_C_SOURCE 200809L
 #include "cudnn_plugin.h"
 
@@ -46,12 +48,12 @@ dl_status dn_prepare_linear(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_er
 
 dl_status dn_run_linear(cudnn_state *s, dl_kernel *k, const dl_tensor *in, void *y, void *ws, dl_error *err) {
     const float one = 1.0f, zero = 0.0f; /* the scale type is 32F for every storage type */
-    const void *x = in[0].data;
+    const void *x = in[0].data, *r = k->g.residual ? in[k->g.residual].data : NULL;
     if (k->g.has_bias) {
         const void *bias = in[2].data;
         LT_TRY(cublasLtMatmulDescSetAttribute(k->mm, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
-    LT_TRY(cublasLtMatmul(s->lt, k->mm, &one, in[1].data, k->la, x, k->lb, &zero, y, k->lc, y, k->lc, &k->lt_algo, ws,
-                          k->lib_ws, s->gpu.stream));
+    LT_TRY(cublasLtMatmul(s->lt, k->mm, &one, in[1].data, k->la, x, k->lb, r ? &one : &zero, r ? r : y, k->lc, y, k->lc,
+                          &k->lt_algo, ws, k->lib_ws, s->gpu.stream));
     return DL_OK;
 }

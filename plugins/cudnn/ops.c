@@ -53,8 +53,9 @@ static size_t tensor_bytes(const int64_t *s, int nd, dl_gpu_type t) {
 }
 
 size_t dn_plan_stages(dl_kernel *k, const dl_op *op, int n_act, size_t off) {
-    for (int i = 0; i < n_act; i++) {
-        const dl_tensor *t = &op->inputs[i];
+    int n = n_act + (k->g.residual > 0); /* a fused residual: the region after the activations' */
+    for (int i = 0; i < n && i < (int)(sizeof k->in / sizeof k->in[0]); i++) {
+        const dl_tensor *t = &op->inputs[i < n_act ? i : k->g.residual];
         k->in[i].off = off = dn_align(off);
         dl_gpu_xform_init(&k->in[i].x, t->shape, t->ndim, DL_LAYOUT_ROW_MAJOR, k->layout);
         off += tensor_bytes(t->shape, t->ndim, DL_GPU_F32);

@@ -1,6 +1,6 @@
 // gemm.cu — the cuda plugin's tiled GEMM and its two problems: conv2d as an implicit GEMM and
-// linear, on one machinery (shared-memory tiles, register blocking, bias + relu fused in the
-// epilogue) with two tile shapes that cuda_backend.c chooses between by timing.
+// linear, on one machinery (shared-memory tiles, register blocking, bias, residual and relu fused
+// in the epilogue) with two tile shapes that cuda_backend.c chooses between by timing.
 #include "launch.cuh"
 
 namespace {
@@ -57,10 +57,11 @@ template <int BM, int BN, int BK, int TM, int TN, class P> __global__ void gemm_
 }
 
 struct ConvProblem {
-    const float *x, *w, *bias;
+    const float *x, *w;
     float *y;
+    dlk_epilogue e;
     dlk_conv c;
-    int cg, ocg, relu;
+    int cg, ocg;
     int M, N, K; // M = filters per group, N = images x output pixels, K = channels per group x kh x kw
     __device__ float a(int g, int m, int k) const { return w[(size_t)(g * ocg + m) * K + k]; }
     __device__ float b(int g, int k, int n) const {
@@ -72,23 +73,21 @@ struct ConvProblem {
     }
     __device__ void store(int g, int m, int n, float v) const {
         const int o = g * ocg + m, opix = c.oh * c.ow, img = n / opix, pix = n % opix;
-        if (bias) v += bias[o];
-        if (relu && v < 0.f) v = 0.f;
-        y[((size_t)img * c.oc + o) * opix + pix] = v;
+        const long long at = ((long long)img * c.oc + o) * opix + pix;
+        y[at] = epilogue<float>(e, o, at, v);
     }
 };
 
 struct LinearProblem {
-    const float *x, *w, *bias;
+    const float *x, *w;
     float *y;
-    int relu;
+    dlk_epilogue e;
     int M, N, K; // M = out features, N = batch, K = in features
     __device__ float a(int, int m, int k) const { return w[(size_t)m * K + k]; }
     __device__ float b(int, int k, int n) const { return x[(size_t)n * K + k]; }
     __device__ void store(int, int m, int n, float v) const {
-        if (bias) v += bias[m];
-        if (relu && v < 0.f) v = 0.f;
-        y[(size_t)n * M + m] = v;
+        const long long at = (long long)n * M + m;
+        y[at] = epilogue<float>(e, m, at, v);
     }
 };
 
@@ -105,17 +104,17 @@ template <class P> int run_gemm(const P &p, int groups, int variant, cudaStream_
 
 } // namespace
 
-extern "C" int dlk_conv2d(const dlk_conv *c, const float *x, const float *w, const float *b, float *y, int relu,
+extern "C" int dlk_conv2d(const dlk_conv *c, const float *x, const float *w, const dlk_epilogue *e, float *y,
                           int variant, cudaStream_t s) {
-    ConvProblem p{x, w, b, y, *c, c->c / c->groups, c->oc / c->groups, relu, 0, 0, 0};
+    ConvProblem p{x, w, y, *e, *c, c->c / c->groups, c->oc / c->groups, 0, 0, 0};
     p.M = p.ocg;
     p.N = c->n * c->oh * c->ow;
     p.K = p.cg * c->kh * c->kw;
     return run_gemm(p, c->groups, variant, s);
 }
 
-extern "C" int dlk_linear(const dlk_linear_p *l, const float *x, const float *w, const float *b, float *y, int relu,
+extern "C" int dlk_linear(const dlk_linear_p *l, const float *x, const float *w, const dlk_epilogue *e, float *y,
                           int variant, cudaStream_t s) {
-    LinearProblem p{x, w, b, y, relu, l->out, l->n, l->in};
+    LinearProblem p{x, w, y, *e, l->out, l->n, l->in};
     return run_gemm(p, 1, variant, s);
 }

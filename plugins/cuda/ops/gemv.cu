@@ -3,7 +3,7 @@
 // time it takes (VGG-16's fc6 reads 411 MB in f32 at batch 1), so it is written for bandwidth: one
 // warp per output feature, 16-byte loads of the weight row (4 f32 or 8 f16/bf16 in each), several
 // in flight per lane, every batch row's sum kept in registers, a warp shuffle to add the lanes up,
-// bias and relu on the way out. Sums in f32 whatever the storage: exact f32 FMA math, so it may run
+// bias, a residual and relu on the way out. Sums in f32 whatever the storage: exact f32 FMA math, so it may run
 // at every precision.
 #include "launch.cuh"
 
@@ -38,8 +38,7 @@ template <class T> __device__ inline void load16(const T *p, float *out) {
 
 template <class T, int NB>
 __global__ void __launch_bounds__(WARPS * 32)
-    gemv_rows(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, T *__restrict__ y, int in,
-              int out, int relu, int vec) {
+    gemv_rows(const T *__restrict__ x, const T *__restrict__ w, dlk_epilogue e, T *y, int in, int out, int vec) {
     const int o = blockIdx.x * WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (o >= out) return;
     const T *wr = w + (size_t)o * in;
@@ -76,37 +75,35 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
         for (int r = 0; r < NB; r++)
             if (r == lane) v = acc[r];
-        if (b) v += to_f(b[o]);
-        if (relu && v < 0.f) v = 0.f;
-        y[(size_t)lane * out + o] = from_f<T>(v);
+        const long long at = (long long)lane * out + o;
+        y[at] = from_f<T>(epilogue<T>(e, o, at, v));
     }
 }
 
 template <class T, int NB>
-int launch(const dlk_linear_p *l, const void *x, const void *w, const void *b, void *y, int relu, cudaStream_t s) {
+int launch(const dlk_linear_p *l, const void *x, const void *w, const dlk_epilogue *e, void *y, cudaStream_t s) {
     const int V = 16 / (int)sizeof(T);
     int vec = l->in % V == 0 && ((size_t)x & 15) == 0 && ((size_t)w & 15) == 0;
     gemv_rows<T, NB><<<blocks_for(l->out, WARPS), WARPS * 32, 0, s>>>(
-        static_cast<const T *>(x), static_cast<const T *>(w), static_cast<const T *>(b), static_cast<T *>(y), l->in,
-        l->out, relu, vec);
+        static_cast<const T *>(x), static_cast<const T *>(w), *e, static_cast<T *>(y), l->in, l->out, vec);
     return launched();
 }
 
 } // namespace
 
-extern "C" int dlk_gemv(const dlk_linear_p *l, int type, const void *x, const void *w, const void *b, void *y, int relu,
+extern "C" int dlk_gemv(const dlk_linear_p *l, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
                         cudaStream_t s) {
     return by_type(type, [&](auto t) {
         using T = decltype(t);
         switch (l->n) {
-        case 1: return launch<T, 1>(l, x, w, b, y, relu, s);
-        case 2: return launch<T, 2>(l, x, w, b, y, relu, s);
-        case 3: return launch<T, 3>(l, x, w, b, y, relu, s);
-        case 4: return launch<T, 4>(l, x, w, b, y, relu, s);
-        case 5: return launch<T, 5>(l, x, w, b, y, relu, s);
-        case 6: return launch<T, 6>(l, x, w, b, y, relu, s);
-        case 7: return launch<T, 7>(l, x, w, b, y, relu, s);
-        case 8: return launch<T, 8>(l, x, w, b, y, relu, s);
+        case 1: return launch<T, 1>(l, x, w, e, y, s);
+        case 2: return launch<T, 2>(l, x, w, e, y, s);
+        case 3: return launch<T, 3>(l, x, w, e, y, s);
+        case 4: return launch<T, 4>(l, x, w, e, y, s);
+        case 5: return launch<T, 5>(l, x, w, e, y, s);
+        case 6: return launch<T, 6>(l, x, w, e, y, s);
+        case 7: return launch<T, 7>(l, x, w, e, y, s);
+        case 8: return launch<T, 8>(l, x, w, e, y, s);
         default: return (int)cudaErrorInvalidValue;
         }
     });

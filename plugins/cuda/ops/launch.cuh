@@ -1,6 +1,7 @@
 // launch.cuh — what the cuda plugin's kernel files (ops/*.cu) share: grid sizing, the
-// grid-stride loop's start and step, the launch status, and the storage types (storage.cuh from
-// plugins/cuda_common: to_f, from_f, by_type). Internal to plugins/cuda/ops.
+// grid-stride loop's start and step, the launch status, the GEMMs' epilogue, and the storage
+// types (storage.cuh from plugins/cuda_common: to_f, from_f, by_type). Internal to
+// plugins/cuda/ops.
 #ifndef DLRUN_CUDA_LAUNCH_CUH
 #define DLRUN_CUDA_LAUNCH_CUH
 #include <cstdint>
@@ -29,6 +30,14 @@ inline unsigned grid_for(int64_t n) {
 // for (int64_t i = grid_first(); i < n; i += grid_step()): this thread's indices of [0, n)
 __device__ inline int64_t grid_first() { return blockIdx.x * (int64_t)blockDim.x + threadIdx.x; }
 __device__ inline int64_t grid_step() { return (int64_t)gridDim.x * blockDim.x; }
+
+// A GEMM's sum v of output element y[at], filter or output feature o, with the epilogue applied
+// (kernels.h, dlk_epilogue: + bias[o], + residual[at], relu), for storage type T.
+template <class T> __device__ inline float epilogue(const dlk_epilogue &e, int o, long long at, float v) {
+    if (e.bias) v += dlg::to_f(static_cast<const T *>(e.bias)[o]);
+    if (e.residual) v += dlg::to_f(static_cast<const T *>(e.residual)[at]);
+    return e.relu && v < 0.f ? 0.f : v;
+}
 
 } // namespace dlk
 

@@ -2,7 +2,7 @@
 // GEMM and linear (issue 14): warp-level mma.sync with f32 accumulators (m16n8k8 .tf32 on f32
 // tensors, m16n8k16 .f16/.bf16 on f16/bf16 tensors, both read from shared memory by ldmatrix), a
 // STAGES-deep cp.async pipeline through padded shared memory (mma_layout.h says where every element
-// lives; tests/test_cuda_mma.c replays it on the host), and bias + relu in the epilogue. A conv
+// lives; tests/test_cuda_mma.c replays it on the host), and bias, a residual and relu in the epilogue. A conv
 // gathers its B operand from the image with no division in the loop: a per-k table built at
 // prepare (mma_ktap) and a per-pixel table built once per block. Three tile shapes, and split-K
 // (slices of k summed by a second kernel) for grids too small to fill the GPU; cuda_backend.c picks
@@ -180,9 +180,9 @@ template <class T, int ROWS, int THREADS> __device__ inline void put_gather(T *s
 template <class T> struct LinearP {
     static constexpr bool REG_B = false; // B by cp.async or plain loads into the stage (load_b)
     Dense<T> a, b;                       // a: w [out, in]; b: x [n, in]
-    const T *bias;
     T *y;
-    int relu, M, N, K;
+    dlk_epilogue e;
+    int M, N, K;
     template <int BN> __device__ void prologue(Pix *, int, int) const {}
     template <int BM, int THREADS> __device__ void load_a(T *s, int, int m0, int k0, const Pix *, int tid) const {
         load_dense<T, BM, THREADS>(s, a, m0, k0, tid);
@@ -193,19 +193,19 @@ template <class T> struct LinearP {
     template <int BN, int THREADS> __device__ void fetch_b(T *, int, const Pix *, int) const {}
     template <int BN, int THREADS> __device__ void put_b(T *, const T *, int) const {}
     __device__ void store(int, int m, int n, const Pix *, int, float v) const {
-        if (bias) v += to_f(bias[m]);
-        if (relu && v < 0.f) v = 0.f;
-        y[(size_t)n * M + m] = from_f<T>(v);
+        const long long at = (long long)n * M + m;
+        y[at] = from_f<T>(epilogue<T>(e, m, at, v));
     }
 };
 
 template <class T> struct ConvP {
     static constexpr bool REG_B = sizeof(T) == 2; // B through registers a stage ahead (fetch_b, put_b)
     Dense<T> a; // the weights of group 0: [ocg, K]; group g's start g * ocg rows further
-    const T *x, *bias;
+    const T *x;
     T *y;
+    dlk_epilogue e;
     ConvShape cs;
-    int relu, M, N, K;
+    int M, N, K;
     // the block's pixels n0 ... n0 + BN - 1, one thread each
     template <int BN> __device__ void prologue(Pix *pix, int n0, int g) const {
         const dlk_conv &c = cs.c;
@@ -238,9 +238,8 @@ template <class T> struct ConvP {
         put_gather<T, BN, THREADS>(s, r, tid);
     }
     __device__ void store(int g, int m, int, const Pix *pix, int nl, float v) const {
-        if (bias) v += to_f(bias[g * cs.ocg + m]);
-        if (relu && v < 0.f) v = 0.f;
-        y[pix[nl].yoff + (long long)m * cs.c.oh * cs.c.ow] = from_f<T>(v);
+        const long long at = pix[nl].yoff + (long long)m * cs.c.oh * cs.c.ow;
+        y[at] = from_f<T>(epilogue<T>(e, g * cs.ocg + m, at, v));
     }
 };
 
@@ -362,18 +361,16 @@ static_assert(sizeof(Pix) * 128 == MMA_PIX_BYTES, "the pixel table holds 128 pix
 // splits + sp) M N ...]; one thread per output, in the GEMM's (g, m, n) order. conv: n is (image,
 // pixel) of opix pixels and y is NCHW; linear: y[n, m].
 template <class T>
-__global__ void splitk_sum(const float *part, int splits, int groups, int M, int N, const T *bias, T *y, int relu,
-                           int conv, int opix, int oc) {
+__global__ void splitk_sum(const float *part, int splits, int groups, int M, int N, dlk_epilogue ep, T *y, int conv,
+                           int opix, int oc) {
     const long long mn = (long long)M * N, total = mn * groups;
     for (long long e = grid_first(); e < total; e += grid_step()) {
         const int g = (int)(e / mn), m = (int)(e % mn / N), n = (int)(e % N);
         float v = 0.f;
         for (int sp = 0; sp < splits; sp++) v += part[((long long)g * splits + sp) * mn + e % mn];
         const int o = g * M + m; // the filter (conv) or output feature
-        if (bias) v += to_f(bias[o]);
-        if (relu && v < 0.f) v = 0.f;
         const long long at = conv ? ((long long)(n / opix) * oc + o) * opix + n % opix : (long long)n * M + m;
-        y[at] = from_f<T>(v);
+        y[at] = from_f<T>(epilogue<T>(ep, o, at, v));
     }
 }
 
@@ -409,12 +406,11 @@ template <class T, class P> int launch(const P &p, int groups, int tile, int spl
 }
 
 template <class T>
-int reduce(const float *part, int splits, int groups, int M, int N, const void *bias, void *y, int relu,
-           const dlk_conv *c, cudaStream_t s) {
+int reduce(const float *part, int splits, int groups, int M, int N, const dlk_epilogue *e, void *y, const dlk_conv *c,
+           cudaStream_t s) {
     const long long total = (long long)M * N * groups;
-    splitk_sum<T><<<grid_for(total), THREADS, 0, s>>>(part, splits, groups, M, N, static_cast<const T *>(bias),
-                                                      static_cast<T *>(y), relu, c != nullptr, c ? c->oh * c->ow : 0,
-                                                      c ? c->oc : 0);
+    splitk_sum<T><<<grid_for(total), THREADS, 0, s>>>(part, splits, groups, M, N, *e, static_cast<T *>(y), c != nullptr,
+                                                      c ? c->oh * c->ow : 0, c ? c->oc : 0);
     return launched();
 }
 
@@ -429,8 +425,8 @@ template <class T> Dense<T> dense(const void *p, int rows, int K, long long grou
 
 } // namespace
 
-extern "C" int dlk_mma_conv2d(const dlk_conv *c, int type, const void *x, const void *w, const void *b, void *y,
-                              const mma_ktap *ktab, int relu, int tile, int splits, float *part, cudaStream_t s) {
+extern "C" int dlk_mma_conv2d(const dlk_conv *c, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
+                              const mma_ktap *ktab, int tile, int splits, float *part, cudaStream_t s) {
     return by_type(type, [&](auto t) {
         using T = decltype(t);
         ConvP<T> p;
@@ -440,28 +436,26 @@ extern "C" int dlk_mma_conv2d(const dlk_conv *c, int type, const void *x, const 
         p.K = p.cs.K = p.cs.cg * c->kh * c->kw;
         p.a = dense<T>(w, p.M, p.K, p.M);
         p.x = static_cast<const T *>(x);
-        p.bias = static_cast<const T *>(b);
         p.y = static_cast<T *>(y);
-        p.relu = relu;
+        p.e = *e;
         int rc = launch<T>(p, c->groups, tile, splits, part, s);
         if (rc || splits == 1) return rc;
-        return reduce<T>(part, splits, c->groups, p.M, p.N, b, y, relu, c, s);
+        return reduce<T>(part, splits, c->groups, p.M, p.N, e, y, c, s);
     });
 }
 
-extern "C" int dlk_mma_linear(const dlk_linear_p *l, int type, const void *x, const void *w, const void *b, void *y,
-                              int relu, int tile, int splits, float *part, cudaStream_t s) {
+extern "C" int dlk_mma_linear(const dlk_linear_p *l, int type, const void *x, const void *w, const dlk_epilogue *e,
+                              void *y, int tile, int splits, float *part, cudaStream_t s) {
     return by_type(type, [&](auto t) {
         using T = decltype(t);
         LinearP<T> p;
         p.a = dense<T>(w, l->out, l->in, 0);
         p.b = dense<T>(x, l->n, l->in, 0);
-        p.bias = static_cast<const T *>(b);
         p.y = static_cast<T *>(y);
-        p.relu = relu;
+        p.e = *e;
         p.M = l->out, p.N = l->n, p.K = l->in;
         int rc = launch<T>(p, 1, tile, splits, part, s);
         if (rc || splits == 1) return rc;
-        return reduce<T>(part, splits, 1, p.M, p.N, b, y, relu, nullptr, s);
+        return reduce<T>(part, splits, 1, p.M, p.N, e, y, nullptr, s);
     });
 }
