@@ -507,6 +507,34 @@ Test(cudnn_formats, search_results_picked_fastest_usable_first) {
     cr_expect_str_eq(dn_conv_algo_name(CUDNN_CONVOLUTION_FWD_ALGO_COUNT), "?");
 }
 
+/* DLRUN_CUDNN_SEARCH: find (the default) or heuristic, anything else refused by name; the
+ * heuristic's answers too big for the workspace offered are passed over. */
+Test(cudnn_formats, search_switch_and_the_heuristics_workspace_limit) {
+    int mode = -1;
+    char why[120] = "";
+    cr_expect(dn_search_parse(NULL, &mode, why, sizeof why) && mode == DN_SEARCH_FIND);
+    cr_expect(dn_search_parse("", &mode, why, sizeof why) && mode == DN_SEARCH_FIND);
+    cr_expect(dn_search_parse("find", &mode, why, sizeof why) && mode == DN_SEARCH_FIND);
+    cr_expect(dn_search_parse("heuristic", &mode, why, sizeof why) && mode == DN_SEARCH_HEURISTIC);
+    cr_expect_not(dn_search_parse("fast", &mode, why, sizeof why));
+    cr_expect(strstr(why, "DLRUN_CUDNN_SEARCH is \"fast\": it takes find or heuristic"), "%s", why);
+    cudnnConvolutionFwdAlgoPerf_t perf[3];
+    memset(perf, 0, sizeof perf);
+    const size_t mem[3] = {(size_t)2 << 30, 4096, 0};
+    for (int i = 0; i < 3; i++) {
+        perf[i].algo = (cudnnConvolutionFwdAlgo_t)(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD + i % 2);
+        perf[i].status = CUDNN_STATUS_SUCCESS;
+        perf[i].mathType = CUDNN_FMA_MATH;
+        perf[i].memory = mem[i];
+    }
+    dn_conv_drop_oversized(perf, 3, (size_t)1 << 30);
+    cr_expect_eq(perf[0].status, CUDNN_STATUS_NOT_SUPPORTED, "2 GiB past a 1 GiB cap");
+    cr_expect_eq(perf[1].status, CUDNN_STATUS_SUCCESS);
+    cr_expect_eq(dn_conv_pick(perf, 3, DL_PRECISION_F32, DL_F32, -1), 1, "the first that fits");
+    dn_conv_drop_oversized(perf, 3, 0);
+    cr_expect_eq(dn_conv_pick(perf, 3, DL_PRECISION_F32, DL_F32, -1), 2, "only the one needing no workspace");
+}
+
 Test(cudnn_formats, a_conv_with_bias_keeps_the_fastest_measured_way) {
     /* conv + add, fused PRECOMP_GEMM, fused with the searched algorithm */
     const int fused[3] = {0, 1, 1};

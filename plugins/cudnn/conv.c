@@ -200,8 +200,8 @@ static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_d
     conv_plan best = {perf[pick].algo, dn_conv_run_math(prec, dt, perf[pick].mathType), 0, 0, -1}, kept = best;
     conv_plan fused = best, precomp = best; /* fused with the searched algorithm; fused with PRECOMP_GEMM */
     fused.fused = precomp.fused = 1;
-    int ok;
-    if (!k->g.has_bias) ok = conv_tried(s, k, &kept, sc);
+    int ok, timed = k->g.has_bias && s->search == DN_SEARCH_FIND; /* heuristic: nothing timed */
+    if (!timed) ok = conv_tried(s, k, &kept, sc);
     else {
         /* the fused call's math with PRECOMP_GEMM: what the search measured it with, where it did */
         int i = dn_conv_pick(perf, found, prec, dt, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
@@ -232,7 +232,7 @@ static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_d
         if (fused.ms >= 0) snprintf(f, sizeof f, "%.4f ms", fused.ms);
         if (best.ms >= 0) snprintf(u, sizeof u, "%.4f ms", best.ms);
         if (precomp.ms >= 0) snprintf(pc, sizeof pc, "%.4f ms", precomp.ms);
-        if (k->g.has_bias)
+        if (timed)
             snprintf(times, sizeof times, "; timed: %s + add %s, fused IMPLICIT_PRECOMP_GEMM %s%s%s%s",
                      dn_conv_algo_name((int)best.algo), u, pc, relu && best.algo != precomp.algo ? ", fused " : "",
                      relu && best.algo != precomp.algo ? dn_conv_algo_name((int)best.algo) : "",
@@ -277,7 +277,12 @@ static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, cons
     sc.bias = b_scratch ? sc.buf[4] : bias;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0, pick = -1;
-    if (st == DL_OK) {
+    if (st == DL_OK && s->search == DN_SEARCH_HEURISTIC) { /* cuDNN's guess, ordered, nothing run */
+        if (cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, k->x, k->w, k->conv, k->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                   &found, perf) != CUDNN_STATUS_SUCCESS)
+            found = 0;
+        dn_conv_drop_oversized(perf, found, ws_cap);
+    } else if (st == DL_OK) {
         cudnnStatus_t r =
             cudnnFindConvolutionForwardAlgorithmEx(s->dnn, k->x, sc.buf[0], k->w, sc.w, k->conv, k->y, sc.buf[1],
                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, sc.buf[2], ws_cap);

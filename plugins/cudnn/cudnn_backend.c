@@ -11,7 +11,8 @@
  * f32 tensors at f16/bf16 precision compute like tf32, which is at least as accurate as asked.
  * Convolution algorithms are chosen by measurement on the real shapes at prepare
  * (cudnnFindConvolutionForwardAlgorithmEx, then conv.c's trials of the fused epilogue) and the
- * kept plan's workspace is the kernel's; DLRUN_CUDNN_LOG=1 prints each choice on stderr.
+ * kept plan's workspace is the kernel's (DLRUN_CUDNN_SEARCH=heuristic: cuDNN's heuristic instead,
+ * nothing timed, for compute-sanitizer runs); DLRUN_CUDNN_LOG=1 prints each choice on stderr.
  *
  * Threads (see gpu.h): the cuDNN and cuBLASLt handles are the plugin's one pair and may serve one
  * thread at a time, so prepare and run hold the plugin's lock around everything they do with them
@@ -136,8 +137,15 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
                 CUDNN_MAJOR);
         return NULL;
     }
+    int search; /* a bad value: said with or without a device */
+    char why[120];
+    if (!dn_search_parse(getenv("DLRUN_CUDNN_SEARCH"), &search, why, sizeof why)) {
+        dl_fail(err, DL_E_INVALID, "%s", why);
+        return NULL;
+    }
     cudnn_state *s = dl_gpu_plugin_new(host, sizeof *s, err);
     if (!s) return NULL;
+    s->search = search;
     cudnnStatus_t ds = cudnnCreate(&s->dnn);
     if (ds == CUDNN_STATUS_SUCCESS) ds = cudnnSetStream(s->dnn, s->gpu.stream);
     if (ds != CUDNN_STATUS_SUCCESS) {

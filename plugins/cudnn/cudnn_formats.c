@@ -1,6 +1,7 @@
 /* cudnn_formats.c — see cudnn_formats.h. */
 #include "cudnn_formats.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "tensor_convert.h"
@@ -134,6 +135,18 @@ int dn_conv_fastest(const double *ms, const int *fused, int n) {
     for (int i = 0; i < n; i++)
         if (ms[i] >= 0 && (b < 0 || ms[i] < ms[b] || (ms[i] == ms[b] && fused[i] && !fused[b]))) b = i;
     return b;
+}
+
+int dn_search_parse(const char *v, int *mode, char *why, size_t len) {
+    *mode = DN_SEARCH_FIND;
+    if (!v || !*v || !strcmp(v, "find")) return 1;
+    if (!strcmp(v, "heuristic")) return *mode = DN_SEARCH_HEURISTIC, 1;
+    return snprintf(why, len, "DLRUN_CUDNN_SEARCH is \"%s\": it takes find or heuristic", v), 0;
+}
+
+void dn_conv_drop_oversized(cudnnConvolutionFwdAlgoPerf_t *perf, int n, size_t cap) {
+    for (int i = 0; i < n; i++)
+        if (perf[i].memory > cap) perf[i].status = CUDNN_STATUS_NOT_SUPPORTED;
 }
 
 const char *dn_conv_algo_name(int algo) {

@@ -58,6 +58,17 @@ int dn_conv_pick(const cudnnConvolutionFwdAlgoPerf_t *perf, int n, int precision
  * cannot be used) and whether each is cuDNN's fused call: the fastest, a tie going to a fused call
  * (one call, no second pass over y); -1 if none can be used. */
 int dn_conv_fastest(const double *ms, const int *fused, int n);
+/* How prepare chooses a convolution's algorithm and epilogue, from DLRUN_CUDNN_SEARCH (read once
+ * at load): DN_SEARCH_FIND (unset, empty or "find": cudnnFindConvolutionForwardAlgorithmEx times
+ * every algorithm, then the epilogues are timed) or DN_SEARCH_HEURISTIC ("heuristic":
+ * cudnnGetConvolutionForwardAlgorithm_v7's first usable answer whose workspace fits, conv +
+ * cudnnAddTensor, nothing timed; a handful of launches per conv instead of dozens, for runs
+ * under compute-sanitizer racecheck, which replays every launch). 1, or 0 with the reason. */
+enum { DN_SEARCH_FIND = 0, DN_SEARCH_HEURISTIC = 1 };
+int dn_search_parse(const char *v, int *mode, char *why, size_t len);
+/* The heuristic's answers whose workspace exceeds cap bytes marked unusable (their status set to
+ * CUDNN_STATUS_NOT_SUPPORTED), so dn_conv_pick passes over them. */
+void dn_conv_drop_oversized(cudnnConvolutionFwdAlgoPerf_t *perf, int n, size_t cap);
 /* Names for the log line: "IMPLICIT_PRECOMP_GEMM", "TENSOR_OP", ...; "?" for an unknown value. */
 const char *dn_conv_algo_name(int algo);
 const char *dn_math_name(int math);

@@ -19,6 +19,7 @@ typedef struct cudnn_state {
     cudnnHandle_t dnn;   /* under gpu.lock: one thread at a time */
     cublasLtHandle_t lt; /* under gpu.lock */
     int log_convs;       /* DLRUN_CUDNN_LOG set: one stderr line per convolution prepared (conv.c) */
+    int search;          /* DLRUN_CUDNN_SEARCH: DN_SEARCH_FIND or DN_SEARCH_HEURISTIC (conv.c) */
     char description[768];
 } cudnn_state;
 
