@@ -1,7 +1,8 @@
 /* test_device_inputs.c — inputs given in device memory (a DLPack device pointer, as from a
  * PyTorch CUDA tensor): copied on the device straight into the buffers the ops there read, the
  * host buffer untouched; downloaded once where a host op reads them too; refused with one line
- * where no backend of the session works in that memory. The "fakedev" test plugin's device memory
+ * where no backend of the session works in that memory. And host inputs that only uploads read:
+ * uploaded from the caller's memory, their host buffer untouched. The "fakedev" test plugin's device memory
  * is host memory, so the device path runs here without a GPU. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -75,6 +76,37 @@ Test(device_inputs, copied_on_the_device_without_touching_host_memory) {
     cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg); /* and back to a host input */
     expect_output(s, x);
     close_all(s, m, ctx);
+}
+
+/* A host input that only uploads read is read by them where the caller keeps it: its host buffer
+ * is neither written nor read. Where a host op reads it too, it is copied into that buffer. */
+Test(device_inputs, a_host_input_only_uploaded_is_read_where_the_caller_keeps_it) {
+    static const char yaml[] = "model: dev\ninputs:\n  - {name: x, shape: [1, 389]}\nlayers:\n"
+                               "  - {name: a, op: relu, backend: fakedev}\n"
+                               "  - {name: b, op: add, inputs: [a, x], backend: fakedev}\n";
+    static const char mixed[] = "model: dev\ninputs:\n  - {name: x, shape: [1, 389]}\nlayers:\n"
+                                "  - {name: a, op: relu, backend: fakedev}\n"
+                                "  - {name: b, op: add, inputs: [a, x], backend: cpu}\n";
+    for (int host_reads = 0; host_reads < 2; host_reads++) {
+        dl_context *ctx;
+        dl_model *m;
+        dl_session *s = open_model(FAKEDEV ":" CPU, host_reads ? mixed : yaml, 1, &ctx, &m);
+        float x[N], *host = BUF(s, s->g->inputs[0], 0);
+        for (int i = 0; i < N; i++) host[i] = -7.0f; /* poison: only a copy may replace it */
+        dl_error err = {{0}};
+        for (int run = 0; run < 2; run++) {
+            tu_fill_uniform(x, N, 11 + (uint64_t)run, -1, 1);
+            dl_tensor in = *dl_session_input(s, 0);
+            in.data = x;
+            cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+            expect_output(s, x);
+        }
+        int touched = 0;
+        for (int i = 0; i < N; i++) touched += host[i] != -7.0f;
+        if (host_reads) cr_expect_eq(touched, N, "a host op reads the input: its host buffer holds it");
+        else cr_expect_eq(touched, 0, "an input only uploaded went through its host buffer (%d values)", touched);
+        close_all(s, m, ctx);
+    }
 }
 
 Test(device_inputs, downloaded_once_where_a_host_op_reads_them) {

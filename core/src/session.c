@@ -252,9 +252,10 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
     s->outputs = calloc((size_t)g->n_outputs, sizeof *s->outputs);
     s->inputs = calloc((size_t)g->n_inputs, sizeof *s->inputs);
     s->in_dev = calloc((size_t)g->n_inputs, sizeof *s->in_dev);
+    s->in_src = calloc((size_t)g->n_inputs, sizeof *s->in_src);
     s->in_dom = calloc((size_t)g->n_inputs, sizeof *s->in_dom);
     s->in_host_mask = calloc((size_t)g->n_inputs, sizeof *s->in_host_mask);
-    if (!s->outputs || !s->inputs || !s->in_dev || !s->in_dom || !s->in_host_mask)
+    if (!s->outputs || !s->inputs || !s->in_dev || !s->in_src || !s->in_dom || !s->in_host_mask)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_outputs; i++) {
         if (ensure_in(s, root(s, g->outputs[i]), 0, err) < 0) return DL_E_NOMEM;
@@ -430,6 +431,7 @@ void dl_session_free(dl_session *s) {
     dl_placement_free(&s->place);
     free(s->inputs);
     free(s->in_dev);
+    free(s->in_src);
     free(s->in_dom);
     free(s->in_host_mask);
     free(s->outputs);
@@ -487,7 +489,7 @@ dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, d
         if (st->kind == DL_STEP_COPY) { /* the domains' owners copy */
             rc = hand_over(last, st->src_dom, s->doms[st->src_dom].be, err);
             if (rc == DL_OK) rc = hand_over(last, st->dom, s->doms[st->dom].be, err);
-            if (rc == DL_OK && !dl_session_device_input_copy(s, st, &rc, err)) rc = dl_step_transfer(s, st, err);
+            if (rc == DL_OK && !dl_session_input_copy(s, st, &rc, err)) rc = dl_step_transfer(s, st, err);
         } else {
             dl_error e = {{0}};
             rc = hand_over(last, st->dom, st->be, err);

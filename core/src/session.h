@@ -156,7 +156,12 @@ struct dl_session {
     const void **in_dev;   /* during a run, per model input: its data in device memory, or NULL (host) */
     int *in_dom;           /* ... and that memory's domain (session_inputs.c) */
     int n_dev_in;          /* how many inputs of the run are in device memory */
-    uint8_t *in_host_mask; /* per model input: bit d, a device input in domain d is also read on the host */
+    const void **in_src;   /* during a run, per model input: the caller's host data, where only
+                              transfers from its host place read it (they read it there), or NULL */
+    int n_src_in;          /* how many inputs of the run are read so */
+    uint8_t *in_host_mask; /* per model input: bit d > 0, a device input in domain d is also read on
+                              the host; bit 0, a host input is read from its host buffer (by a host
+                              op, as a model output, or through a view), so it is copied there */
     dl_tensor *outputs;    /* model outputs (host), data in buf[...][0] */
     int profiling;
     int first_op, last_op; /* steps: the first and last op (n_steps and -1 if none); phases */
@@ -232,18 +237,23 @@ dl_tensor dl_place_view(const dl_session *s, int v, int p, int64_t *strides);
 /* Plans a COPY step's transfer (st->xfer, staging) from its places; run by dl_step_transfer. */
 dl_status dl_step_plan_transfer(dl_session *s, dl_step *st, dl_error *err);
 dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err);
+/* The same, reading the value from src instead of its buffer in st's source place. */
+dl_status dl_step_transfer_from(dl_session *s, const dl_step *st, const void *src, dl_error *err);
 /* Stores weight v in place p, once, outside the plan: used where it is (host memory, same dtype),
  * else allocated there and converted / copied from its stored dtype (no f32 detour). */
 dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err);
 /* session_inputs.c. After the steps are built: for each input, the device domains where something
- * besides a plain upload reads it from host memory (in_host_mask). */
+ * besides a plain upload reads it from host memory, and whether its host buffer is read at all
+ * (in_host_mask). */
 void dl_session_plan_inputs(dl_session *s);
-/* Checks a run's inputs and copies host ones into their host buffers; a device input is
- * remembered, and downloaded only where in_host_mask says the host reads it. */
+/* Checks a run's inputs and copies host ones into their host buffers where something reads them
+ * there (else their transfers read the caller's memory: in_src); a device input is remembered,
+ * and downloaded only where in_host_mask says the host reads it. */
 dl_status dl_session_take_inputs(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
-/* For copy step st: 1 if it uploads a device input, which it then copied on the device (*rc the
- * status); 0 if the step is an ordinary transfer. */
-int dl_session_device_input_copy(dl_session *s, const dl_step *st, dl_status *rc, dl_error *err);
+/* For copy step st: 1 if it moves an input from where the caller gave it (a device input copied
+ * on the device; a host input's transfer reading the caller's memory), *rc the status; 0 if the
+ * step is an ordinary transfer. */
+int dl_session_input_copy(dl_session *s, const dl_step *st, dl_status *rc, dl_error *err);
 /* Copies n bytes from domain `from` to domain `to` (staging through host memory between two devices). */
 dl_status dl_dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n, void *staging,
                       dl_error *err);

@@ -244,10 +244,14 @@ static dl_status transfer(dl_session *s, int v, int a, const void *src, int b, v
     return rc;
 }
 
-dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err) {
+dl_status dl_step_transfer_from(dl_session *s, const dl_step *st, const void *src, dl_error *err) {
     int v = st->value;
-    return transfer(s, v, st->src_place, BUF(s, v, st->src_place), st->place, BUF(s, v, st->place), st->xfer,
-                    st->staging, st->staging2, err);
+    return transfer(s, v, st->src_place, src, st->place, BUF(s, v, st->place), st->xfer, st->staging, st->staging2,
+                    err);
+}
+
+dl_status dl_step_transfer(dl_session *s, const dl_step *st, dl_error *err) {
+    return dl_step_transfer_from(s, st, BUF(s, st->value, st->src_place), err);
 }
 
 dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err) {
