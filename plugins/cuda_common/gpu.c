@@ -48,6 +48,7 @@ dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err) {
 void dl_gpu_close(dl_gpu *g) {
     if (g->stream) cudaSetDevice(g->device); /* destroy may come from any thread */
     if (g->staging) cudaFreeHost(g->staging);
+    if (g->scratch) cudaFree(g->scratch);
     if (g->ev_start) cudaEventDestroy(g->ev_start);
     if (g->ev_stop) cudaEventDestroy(g->ev_stop);
     for (int b = 0; b < 2; b++)
@@ -163,9 +164,49 @@ static void drain_converted(const void *ctx, void *buf, int64_t lo, int64_t coun
     dl_gpu_scatter_host(h->dst, buf, h->p, lo, count);
 }
 
-/* The staged converting copy, the caller holding the lock. */
+/* The plugin's device scratch, at least `bytes` of it; the caller holds the lock. A buffer that
+ * must grow is freed only once the stream is done with it (a queued cast may still read it). */
+static dl_status scratch_at_least(dl_gpu *g, size_t bytes, dl_error *err) {
+    if (g->scratch_bytes >= bytes) return DL_OK;
+    if (g->scratch) {
+        DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
+        cudaFree(g->scratch);
+        g->scratch = NULL, g->scratch_bytes = 0;
+    }
+    DL_GPU_TRY(cudaMalloc(&g->scratch, bytes), err);
+    g->scratch_bytes = bytes;
+    return DL_OK;
+}
+
+/* A converting copy across the bus that reorders: gathering element by element on the host was
+ * slow (an f32 NCHW batch of 32 images to f16 NHWC: 45 ms on the GPU machine), so the host side's
+ * bytes cross as they are, through the device scratch, and the cast kernel reorders and casts on
+ * the device: after the upload into the scratch, or before the download out of it. The stream
+ * orders the scratch's uses. The caller holds the lock and has made the scratch big enough. */
+static dl_status convert_on_device(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, const dl_gpu_convert_plan *p,
+                                   dl_copy_kind kind, dl_error *err) {
+    int up = kind == DL_COPY_HOST_TO_DEVICE;
+    size_t bytes = (size_t)p->x.n * (size_t)dl_gpu_type_size(up ? p->st : p->dt); /* the host side's */
+    dl_status st = up ? copy_staged(g, g->scratch, src->data, bytes, kind, err) : DL_OK;
+    if (st != DL_OK) return st;
+    int rc = up ? dl_gpu_cast(dst->data, p->dt, g->scratch, p->st, &p->x, g->stream)
+                : dl_gpu_cast(g->scratch, p->dt, src->data, p->st, &p->x, g->stream);
+    if (rc) return dl_gpu_status((cudaError_t)rc, "cast kernel launch", err);
+    return up ? DL_OK : copy_staged(g, dst->data, g->scratch, bytes, kind, err);
+}
+
+/* The staged converting copy, the caller holding the lock: reordering ones on the device, the
+ * others (dtype only), and reordering ones where the device has no room for the scratch, on the
+ * host, chunk by chunk through the staging buffer. */
 static dl_status convert_staged(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, const dl_gpu_convert_plan *p,
                                 dl_copy_kind kind, dl_error *err) {
+    if (p->x.relayout != DL_GPU_SAME_ORDER) {
+        dl_gpu_type host_side = kind == DL_COPY_HOST_TO_DEVICE ? p->st : p->dt;
+        dl_error no_room;
+        if (scratch_at_least(g, (size_t)p->x.n * (size_t)dl_gpu_type_size(host_side), &no_room) == DL_OK)
+            return convert_on_device(g, dst, src, p, kind, err);
+        cudaGetLastError(); /* the failed allocation is not this copy's error: it goes the host's way */
+    }
     convert_host h = {p, dst->data, src->data};
     if (kind == DL_COPY_HOST_TO_DEVICE)
         return staged(g, 1, dst->data, p->x.n, dl_gpu_type_size(p->dt), fill_converted, &h, err);

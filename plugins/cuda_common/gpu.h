@@ -36,9 +36,12 @@ typedef struct dl_gpu {
     cudaStream_t stream;
     cudaEvent_t ev_start, ev_stop; /* dl_gpu_time's, under `lock` */
     void *staging;                 /* pinned host buffer for uploads and downloads, under `lock` */
-    cudaEvent_t ev_staged[2];      /* the last DMA of each half of `staging` is done, under `lock` */
-    pthread_mutex_t lock;          /* see the thread rules above */
-    int has_lock;                  /* `lock` was initialised (dl_gpu_close destroys it) */
+    void *scratch;                 /* device memory for the reordering converting copies (gpu.c),
+                                      under `lock`; grown to the largest, freed at close */
+    size_t scratch_bytes;
+    cudaEvent_t ev_staged[2]; /* the last DMA of each half of `staging` is done, under `lock` */
+    pthread_mutex_t lock;     /* see the thread rules above */
+    int has_lock;             /* `lock` was initialised (dl_gpu_close destroys it) */
     char name[256];
     size_t total_mem;
     int cc_major, cc_minor;
@@ -92,7 +95,9 @@ dl_status dl_gpu_copy(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_co
  * (ABI 1.3 convert; dl_gpu_convert_plan_of says what it takes). A copy with nothing to convert is
  * dl_gpu_copy. DEVICE_TO_DEVICE is the cast kernel on the stream; HOST_TO_DEVICE converts on the
  * host into the pinned staging buffer, chunk by chunk, which then goes up as dl_gpu_copy's does;
- * DEVICE_TO_HOST brings chunks down and converts them out of the staging buffer. Ordered and
+ * DEVICE_TO_HOST brings chunks down and converts them out of the staging buffer. A copy that
+ * reorders (row-major <-> channels-last) across the bus moves the host side's bytes as they are,
+ * through the plugin's device scratch, and the cast kernel reorders on the device. Ordered and
  * complete as dl_gpu_copy. */
 dl_status dl_gpu_convert(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err);
 /* The cast kernel (cast.cu): dst[j] = src[dl_gpu_src_of(x, j)] for j < x->n, converted from
