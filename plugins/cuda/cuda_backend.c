@@ -230,7 +230,8 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     dl_status st = dl_gpu_alloc(&s->gpu, xb, &x, err);
     if (st == DL_OK) st = dl_gpu_alloc(&s->gpu, yb, &y, err);
     if (st == DL_OK && wsb) st = dl_gpu_alloc(&s->gpu, wsb, &ws, err);
-    if (st == DL_OK && cudaMemsetAsync(x, 0x3c, xb, s->gpu.stream) != cudaSuccess)
+    if (st == DL_OK && (cudaMemsetAsync(x, 0x3c, xb, s->gpu.stream) != cudaSuccess ||
+                        cudaMemsetAsync(y, 0, yb, s->gpu.stream) != cudaSuccess)) /* y: a residual's too */
         st = dl_fail(err, DL_E_RUNTIME, "cudaMemsetAsync failed");
     double best = -1;
     int best_v = k->variant, best_s = k->splits;

@@ -186,7 +186,8 @@ static double conv_time(cudnn_state *s, dl_kernel *k, const conv_scratch *sc) {
 }
 
 /* The epilogue and algorithm kept, from the search's results perf[0..found) (pick: the fastest
- * usable one). No bias: that algorithm (+ cudnnAddTensor of a residual). With a bias, every way
+ * usable one). No bias, or DLRUN_CUDNN_SEARCH=heuristic: that algorithm, or the next usable one
+ * where it does not run (+ cudnnAddTensor of the bias and a residual). With a bias, every way
  * that runs is timed and the fastest kept: that algorithm + cudnnAddTensor of the bias (and of a
  * residual) (+ activation); cuDNN's fused call with it (bias (+ residual as z) + relu;
  * with the identity activation the fused call takes only IMPLICIT_PRECOMP_GEMM); and the fused call
@@ -200,9 +201,14 @@ static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_d
     conv_plan best = {perf[pick].algo, dn_conv_run_math(prec, dt, perf[pick].mathType), 0, 0, -1}, kept = best;
     conv_plan fused = best, precomp = best; /* fused with the searched algorithm; fused with PRECOMP_GEMM */
     fused.fused = precomp.fused = 1;
-    int ok, timed = k->g.has_bias && s->search == DN_SEARCH_FIND; /* heuristic: nothing timed */
-    if (!timed) ok = conv_tried(s, k, &kept, sc);
-    else {
+    int ok = 0, timed = k->g.has_bias && s->search == DN_SEARCH_FIND; /* heuristic: nothing timed */
+    if (!timed) { /* the first usable answer that runs (Find's all ran; the heuristic's may not) */
+        for (int i = pick; i < found && !ok; i++)
+            if (dn_conv_pick(perf + i, 1, prec, dt, -1) == 0) {
+                kept = (conv_plan){perf[i].algo, dn_conv_run_math(prec, dt, perf[i].mathType), 0, 0, -1};
+                ok = conv_tried(s, k, &kept, sc);
+            }
+    } else {
         /* the fused call's math with PRECOMP_GEMM: what the search measured it with, where it did */
         int i = dn_conv_pick(perf, found, prec, dt, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
         precomp.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;

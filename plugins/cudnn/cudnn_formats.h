@@ -61,7 +61,7 @@ int dn_conv_fastest(const double *ms, const int *fused, int n);
 /* How prepare chooses a convolution's algorithm and epilogue, from DLRUN_CUDNN_SEARCH (read once
  * at load): DN_SEARCH_FIND (unset, empty or "find": cudnnFindConvolutionForwardAlgorithmEx times
  * every algorithm, then the epilogues are timed) or DN_SEARCH_HEURISTIC ("heuristic":
- * cudnnGetConvolutionForwardAlgorithm_v7's first usable answer whose workspace fits, conv +
+ * cudnnGetConvolutionForwardAlgorithm_v7's first usable answer that fits and runs, conv +
  * cudnnAddTensor, nothing timed; a handful of launches per conv instead of dozens, for runs
  * under compute-sanitizer racecheck, which replays every launch). 1, or 0 with the reason. */
 enum { DN_SEARCH_FIND = 0, DN_SEARCH_HEURISTIC = 1 };

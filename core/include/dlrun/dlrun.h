@@ -139,7 +139,9 @@ DL_API const char *dl_session_input_name(const dl_session *s, int i);
  * memory of a device a backend of the session works in (a CUDA pointer on the session's GPU, as a
  * PyTorch CUDA tensor gives through DLPack): that input is then copied on the device into the
  * buffers the ops there read, and only downloaded where an op on the host reads it too. A device
- * input's data must be ready when this is called (its producer's stream synchronized). */
+ * input's data must be ready when this is called (its producer's stream synchronized). Every
+ * input's memory must stay valid and unchanged until this returns: a host input that only uploads
+ * read is read where it is, during the run, not copied at its start. */
 DL_API dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 DL_API int dl_session_output_count(const dl_session *s);
 /* Output i after the last run: host f32, owned by the session, valid until the next run. */
