@@ -2,9 +2,10 @@
  * where something reads them there (an op on the host, a model output, a view); where only
  * transfers from the input's host place read it (an upload to a GPU, a conversion for another
  * backend), those read the caller's memory instead, and the copy is saved (it is part of the
- * 6.3 ms VGG-16's 19 MB batch of 32 took to upload on an H100; not yet timed alone). Device tensors (a DLPack
- * pointer into the memory of a GPU the session uses, e.g. a PyTorch CUDA tensor) are copied on
- * that device, straight into the buffers its ops read there, without a trip through host memory.
+ * 6.3 ms VGG-16's 19 MB batch of 32 took to upload on an H100; not yet timed alone). Device
+ * tensors (a DLPack pointer into the memory of a GPU the session uses, e.g. a PyTorch CUDA tensor)
+ * are copied on that device, straight into the buffers its ops read there, without a trip through
+ * host memory.
  * Only where an op on the host (or a copy that converts) also reads such an input is it
  * downloaded once into its host buffer. The caller's memory is only read during the run, which
  * synchronizes every backend before it returns (a plugin's copy may read its source until then). */

@@ -511,10 +511,13 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     dl_status status = dl_gpu_use(&s->gpu, err); /* launches need no lock: one stream, thread-safe queuing */
     if (status != DL_OK) return status;
     if (k->index_err) atomic_store(&s->index_armed, 1); /* before the launch: synchronize must look */
-    dlk_epilogue e = is_gemm(k->g.kind) ? gemm_epilogue(k, in) : (dlk_epilogue){0};
-    int rc = is_gemm(k->g.kind) /* the one kind with a workspace (split-K) */
-                 ? launch_gemm(k, in[0].data, in[1].data, &e, out[0].data, ws, s->gpu.stream)
-                 : launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
+    int rc;
+    if (is_gemm(k->g.kind)) { /* the one kind with a workspace (split-K) */
+        dlk_epilogue e = gemm_epilogue(k, in);
+        rc = launch_gemm(k, in[0].data, in[1].data, &e, out[0].data, ws, s->gpu.stream);
+    } else {
+        rc = launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
+    }
     if (rc) return dl_gpu_status((cudaError_t)rc, "kernel launch", err);
     return DL_OK;
 }

@@ -55,8 +55,8 @@ int dlk_linear(const dlk_linear_p *p, const float *x, const float *w, const dlk_
 enum { DLK_MMA_TILES = 3 };
 
 /* Storage `type` for x, w, y and the epilogue's tensors: f32 computes as tf32 (m16n8k8), f16 and
- * bf16 as themselves (m16n8k16), all with f32 sums. conv2d's ktab: the device table of its K = (c / groups) * kh * kw
- * columns (mma_ktap_of). splits > 1: split-K, k cut in that many slices whose f32 sums go to
+ * bf16 as themselves (m16n8k16), all with f32 sums. conv2d's ktab: the device table of its
+ * K = (c / groups) * kh * kw columns (mma_ktap_of). splits > 1: split-K, k cut in that many slices whose f32 sums go to
  * `part` (dlk_mma_part_bytes), then added up with the epilogue by a second kernel; 1: none (part
  * unused). */
 int dlk_mma_conv2d(const dlk_conv *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,

@@ -182,11 +182,11 @@ static dl_status scratch_at_least(dl_gpu *g, size_t bytes, dl_error *err) {
  * slow (an f32 NCHW batch of 32 images to f16 NHWC: 45 ms on the GPU machine), so the host side's
  * bytes cross as they are, through the device scratch, and the cast kernel reorders and casts on
  * the device: after the upload into the scratch, or before the download out of it. The stream
- * orders the scratch's uses. The caller holds the lock and has made the scratch big enough. */
+ * orders the scratch's uses. The caller holds the lock and has made the scratch hold the host
+ * side's `bytes`. */
 static dl_status convert_on_device(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, const dl_gpu_convert_plan *p,
-                                   dl_copy_kind kind, dl_error *err) {
+                                   dl_copy_kind kind, size_t bytes, dl_error *err) {
     int up = kind == DL_COPY_HOST_TO_DEVICE;
-    size_t bytes = (size_t)p->x.n * (size_t)dl_gpu_type_size(up ? p->st : p->dt); /* the host side's */
     dl_status st = up ? copy_staged(g, g->scratch, src->data, bytes, kind, err) : DL_OK;
     if (st != DL_OK) return st;
     int rc = up ? dl_gpu_cast(dst->data, p->dt, g->scratch, p->st, &p->x, g->stream)
@@ -202,9 +202,9 @@ static dl_status convert_staged(dl_gpu *g, const dl_tensor *dst, const dl_tensor
                                 dl_copy_kind kind, dl_error *err) {
     if (p->x.relayout != DL_GPU_SAME_ORDER) {
         dl_gpu_type host_side = kind == DL_COPY_HOST_TO_DEVICE ? p->st : p->dt;
+        size_t bytes = (size_t)p->x.n * (size_t)dl_gpu_type_size(host_side);
         dl_error no_room;
-        if (scratch_at_least(g, (size_t)p->x.n * (size_t)dl_gpu_type_size(host_side), &no_room) == DL_OK)
-            return convert_on_device(g, dst, src, p, kind, err);
+        if (scratch_at_least(g, bytes, &no_room) == DL_OK) return convert_on_device(g, dst, src, p, kind, bytes, err);
         cudaGetLastError(); /* the failed allocation is not this copy's error: it goes the host's way */
     }
     convert_host h = {p, dst->data, src->data};

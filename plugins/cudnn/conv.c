@@ -56,7 +56,8 @@ static dl_status conv_weights(cudnn_state *s, dl_kernel *k, const void *w, const
 static dl_status conv_call(cudnn_state *s, dl_kernel *k, const void *x, const void *w, const void *bias, const void *r,
                            void *y, void *ws, dl_error *err) {
     const float one = 1.0f, zero = 0.0f; /* scaling factors are float for FLOAT, HALF and BFLOAT16 data */
-    if (k->fused) {                      /* y = act(conv + alpha2 z + bias): z the residual, or y unread (alpha2 = 0) */
+    /* fused: y = act(conv + alpha2 z + bias), z the residual, or y unread (alpha2 = 0) */
+    if (k->fused) {
         DNN_TRY(cudnnConvolutionBiasActivationForward(s->dnn, &one, k->x, x, k->w, w, k->conv, k->algo, ws, k->lib_ws,
                                                       r ? &one : &zero, k->y, r ? r : y, k->b, bias, k->act, k->y, y));
         return DL_OK;

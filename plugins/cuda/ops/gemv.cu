@@ -3,8 +3,8 @@
 // time it takes (VGG-16's fc6 reads 411 MB in f32 at batch 1), so it is written for bandwidth: one
 // warp per output feature, 16-byte loads of the weight row (4 f32 or 8 f16/bf16 in each), several
 // in flight per lane, every batch row's sum kept in registers, a warp shuffle to add the lanes up,
-// bias, a residual and relu on the way out. Sums in f32 whatever the storage: exact f32 FMA math, so it may run
-// at every precision.
+// bias, a residual and relu on the way out. Sums in f32 whatever the storage: exact f32 FMA math,
+// so it may run at every precision.
 #include "launch.cuh"
 
 namespace {

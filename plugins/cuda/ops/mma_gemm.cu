@@ -2,9 +2,9 @@
 // GEMM and linear (issue 14): warp-level mma.sync with f32 accumulators (m16n8k8 .tf32 on f32
 // tensors, m16n8k16 .f16/.bf16 on f16/bf16 tensors, both read from shared memory by ldmatrix), a
 // STAGES-deep cp.async pipeline through padded shared memory (mma_layout.h says where every element
-// lives; tests/test_cuda_mma.c replays it on the host), and bias, a residual and relu in the epilogue. A conv
-// gathers its B operand from the image with no division in the loop: a per-k table built at
-// prepare (mma_ktap) and a per-pixel table built once per block. Three tile shapes, and split-K
+// lives; tests/test_cuda_mma.c replays it on the host), and bias, a residual and relu in the
+// epilogue. A conv gathers its B operand from the image with no division in the loop: a per-k
+// table built at prepare (mma_ktap) and a per-pixel table built once per block. Three tile shapes, and split-K
 // (slices of k summed by a second kernel) for grids too small to fill the GPU; cuda_backend.c picks
 // the tile and the split by timing, or takes those DLRUN_CUDA_GEMM_VARIANT forces.
 #include <atomic>
