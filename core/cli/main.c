@@ -314,13 +314,16 @@ static void progress_line(void *user, int i, int n, const char *layer, const cha
     fflush(stderr);
 }
 
+/* --profile keeps at most this many op times (8 bytes each) to take each op's median from */
+#define OP_SAMPLES (1 << 22)
+
 static int run_model(const cli_options *o, dl_context *ctx) {
     dl_error err = {{0}};
     dl_model *m = NULL;
     dl_session *s = NULL;
     void *bufs[64] = {0};
     dl_tensor ins[64];
-    double *times = NULL;
+    double *times = NULL, *op_ms = NULL, *op_median = NULL;
     int rc = 0;
     dl_status st = dl_model_load(o->model, &m, &err);
     if (st != DL_OK) return fail(st, &err);
@@ -377,6 +380,15 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         rc = EXIT_RUNTIME;
         goto done;
     }
+    /* --profile: each op's time in each run, for its median; at most OP_SAMPLES in all, so a long
+     * run keeps each op's last `keep` runs */
+    const int steps = o->profile ? dl_session_step_count(s) : 0;
+    const int keep = steps ? (o->iterations < OP_SAMPLES / steps ? o->iterations : OP_SAMPLES / steps) : 0;
+    if (keep > 0 && (!(op_ms = malloc((size_t)keep * (size_t)steps * sizeof *op_ms)) ||
+                     !(op_median = malloc((size_t)steps * sizeof *op_median)))) {
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
     for (int i = 0; i < o->iterations; i++) {
         double t0 = cli_now_ms();
         st = dl_session_run(s, ins, nin, &err);
@@ -384,6 +396,11 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         if (st != DL_OK) {
             rc = fail(st, &err);
             goto done;
+        }
+        for (int k = 0; keep > 0 && k < steps; k++) {
+            dl_step_info si;
+            dl_session_step(s, k, &si);
+            op_ms[(size_t)k * (size_t)keep + (size_t)(i % keep)] = si.last_ms;
         }
         dl_run_times ph;
         dl_session_last_run_times(s, &ph);
@@ -401,6 +418,13 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         if (q == 0) t.min_ms = v[0], t.max_ms = v[n - 1];
         if (q == 2) t.compute_min_ms = v[0], t.compute_max_ms = v[n - 1];
     }
+    for (int k = 0; keep > 0 && k < steps; k++) {
+        const int n = o->iterations < keep ? o->iterations : keep;
+        double *v = op_ms + (size_t)k * (size_t)keep;
+        qsort(v, (size_t)n, sizeof *v, cli_cmp_double);
+        op_median[k] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    }
+    t.op_median_ms = op_median;
     t.runs = o->iterations;
     t.batch = ins[0].shape[0];
     t.gpu = dl_session_memory_count(s) > 1;
@@ -416,6 +440,8 @@ static int run_model(const cli_options *o, dl_context *ctx) {
                 (long long)dl_session_trace_event_count(s));
 done:
     free(times);
+    free(op_ms);
+    free(op_median);
     for (int i = 0; i < 64; i++) free(bufs[i]);
     dl_session_free(s);
     dl_model_free(m);

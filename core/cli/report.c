@@ -18,7 +18,12 @@ static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
 
 static void mib(uint64_t bytes, char out[32]) { snprintf(out, 32, "%.1f MiB", (double)bytes / 1048576.0); }
 
-static double mean_ms(const dl_step_info *i) { return i->runs ? i->total_ms / (double)i->runs : i->last_ms; }
+/* Step k's time in the profile: its median over the timed runs, or (none kept) its mean. A mean
+ * would carry one slow run into every op's figure (the first run's page faults, a JIT's build). */
+static double step_ms(const cli_timing *t, int k, const dl_step_info *i) {
+    if (t && t->op_median_ms) return t->op_median_ms[k];
+    return i->runs ? i->total_ms / (double)i->runs : i->last_ms;
+}
 
 /* Top-k of row `item` of a [N, C] output, as probabilities (softmax applied unless already one). */
 static int top_k(const dl_tensor *y, int64_t item, int k, int *idx, double *prob) {
@@ -179,7 +184,7 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
         for (int i = 0; i < dl_session_step_count(s); i++) {
             dl_step_info st;
             dl_session_step(s, i, &st);
-            if (st.kind != DL_STEP_FUSED) total += mean_ms(&st);
+            if (st.kind != DL_STEP_FUSED) total += step_ms(t, i, &st);
         }
         for (int i = 0; i < dl_session_step_count(s); i++) {
             dl_step_info st;
@@ -194,7 +199,7 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
                 printf("%-28s %-15s elided: its inputs were written into it\n", st.layer, st.op);
                 continue;
             }
-            double ms = mean_ms(&st);
+            double ms = step_ms(t, i, &st);
             char rate[16] = "-";
             if (st.kind == DL_STEP_COPY && ms > 0) snprintf(rate, sizeof rate, "%.1f GB/s", st.bytes / ms * 1e-6);
             else if (st.flops > 0 && ms > 0) snprintf(rate, sizeof rate, "%.1f", st.flops / ms * 1e-6);
@@ -269,7 +274,7 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
         cJSON_AddItemToObject(e, "output_shape", shape_json(st.shape, st.ndim));
         if (st.kind != DL_STEP_FUSED && st.kind != DL_STEP_ELIDED) {
             /* per-op times only when profiled: otherwise a GPU op's time is only its enqueueing */
-            double ms = mean_ms(&st);
+            double ms = step_ms(t, i, &st);
             if (o->profile) cJSON_AddNumberToObject(e, "time_ms", ms);
             if (st.kind == DL_STEP_COPY) cJSON_AddNumberToObject(e, "bytes", st.bytes);
             else {

@@ -17,6 +17,8 @@
  *                             these durations for its ops, whatever the host measures.
  *   DLFAKE_<NAME>_SYNC_US     time synchronize() takes besides waiting for the queue (default 0):
  *                             the latency of a real device's synchronize
+ *   DLFAKE_<NAME>_FIRST_US    time each prepared op's first run takes besides its own (default 0):
+ *                             a JIT building its code, or the first touch of its memory
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
  * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
  * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). */
@@ -46,6 +48,7 @@ struct dl_kernel {
     int kind;
     int64_t n;
     int n_inputs;
+    int ran; /* it has run once */
 };
 
 typedef struct pending { /* a queued op (async mode) */
@@ -63,6 +66,7 @@ typedef struct fake {
     pending queue[64];
     double event_ms, clock_ms; /* EVENT_US in ms; the fake device clock */
     double sync_us;
+    double first_us; /* added to each kernel's first run */
 } fake;
 
 static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D",         "RELU",   "MAXPOOL2D", "AVGPOOL2D",
@@ -164,11 +168,14 @@ static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *
     (*k)->kind = op->kind;
     (*k)->n = dl_tensor_numel(&op->outputs[0]);
     (*k)->n_inputs = op->n_inputs;
+    (*k)->ran = 0;
     *ws = 0;
     return DL_OK;
 }
 static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     fake *f = self;
+    if (!k->ran) wait_us(f->first_us);
+    k->ran = 1;
     if (k->kind == DL_OP_CONCAT) { /* the inputs one after another, in order after what is queued */
         flush(f);
         char *y = out[0].data;
@@ -246,6 +253,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     if (env_num(key, 0) != 0) f->table.supports_in_place = fk_in_place;
     snprintf(key, sizeof key, "DLFAKE_%s_SYNC_US", up);
     f->sync_us = env_num(key, 0);
+    snprintf(key, sizeof key, "DLFAKE_%s_FIRST_US", up);
+    f->first_us = env_num(key, 0);
     snprintf(key, sizeof key, "DLFAKE_%s_EVENT_US", up);
     if (getenv(key)) {
         f->event_ms = env_num(key, 0) * 1e-3;
