@@ -38,8 +38,8 @@ typedef struct cli_timing {
     long long batch;
     dl_run_times median; /* each phase's median over the runs (dl_session_last_run_times) */
     double compute_min_ms, compute_max_ms;
-    int gpu;                   /* some memory domain is not the host's: the phases are worth showing */
-    const char *const *images; /* batch item k came from the image file images[k] (--image), or NULL */
+    int gpu;                    /* some memory domain is not the host's: the phases are worth showing */
+    const char *const *images;  /* batch item k came from the image file images[k] (--image), or NULL */
     const double *op_median_ms; /* --profile: step k's median time over the timed runs (NULL: none) */
 } cli_timing;
 
