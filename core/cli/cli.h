@@ -40,7 +40,8 @@ typedef struct cli_timing {
     double compute_min_ms, compute_max_ms;
     int gpu;                    /* some memory domain is not the host's: the phases are worth showing */
     const char *const *images;  /* batch item k came from the image file images[k] (--image), or NULL */
-    const double *op_median_ms; /* --profile: step k's median time over the timed runs (NULL: none) */
+    const double *op_median_ms; /* --profile: step k's median time over its last op_median_runs runs (NULL: none) */
+    int op_median_runs;         /* the timed runs, or the last of them when there are very many */
 } cli_timing;
 
 /* Text report: summary line, placement, top-5, latency; and the per-op table with --profile. */

@@ -72,7 +72,9 @@ static const cli_opt run_opts[] = {
      .wants = "a byte count such as 4000000, 512M or 2G",
      .help = "cap each memory domain (suffixes K, M, G); a plan that does not\n"
              "fit is refused before anything runs"},
-    {"profile", CLI_FLAG, FIELD(profile), .help = "per-op table: layer, op, backend, shape, time, GFLOP/s, share"},
+    {"profile", CLI_FLAG, FIELD(profile),
+     .help = "per-op table: layer, op, backend, shape, median time, GFLOP/s,\n"
+             "share"},
     {"trace", CLI_STRING, FIELD(trace), .value_name = "FILE.json",
      .help = "write a Chrome trace of session creation and the runs\n"
              "(open in https://ui.perfetto.dev; docs/trace.md)"},
@@ -381,14 +383,12 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         goto done;
     }
     /* --profile: each op's time in each run, for its median; at most OP_SAMPLES in all, so a long
-     * run keeps each op's last `keep` runs */
+     * run keeps each op's last `keep` runs (without the memory: each op's mean, as before) */
     const int steps = o->profile ? dl_session_step_count(s) : 0;
-    const int keep = steps ? (o->iterations < OP_SAMPLES / steps ? o->iterations : OP_SAMPLES / steps) : 0;
+    int keep = steps ? (o->iterations < OP_SAMPLES / steps ? o->iterations : OP_SAMPLES / steps) : 0;
     if (keep > 0 && (!(op_ms = malloc((size_t)keep * (size_t)steps * sizeof *op_ms)) ||
-                     !(op_median = malloc((size_t)steps * sizeof *op_median)))) {
-        rc = EXIT_RUNTIME;
-        goto done;
-    }
+                     !(op_median = malloc((size_t)steps * sizeof *op_median))))
+        keep = 0;
     for (int i = 0; i < o->iterations; i++) {
         double t0 = cli_now_ms();
         st = dl_session_run(s, ins, nin, &err);
@@ -424,7 +424,8 @@ static int run_model(const cli_options *o, dl_context *ctx) {
         qsort(v, (size_t)n, sizeof *v, cli_cmp_double);
         op_median[k] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
     }
-    t.op_median_ms = op_median;
+    t.op_median_ms = keep > 0 ? op_median : NULL;
+    t.op_median_runs = keep;
     t.runs = o->iterations;
     t.batch = ins[0].shape[0];
     t.gpu = dl_session_memory_count(s) > 1;

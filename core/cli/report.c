@@ -206,8 +206,11 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
             printf("%-28s %-15s %-18s %-20s %10.3f %9s %5.1f%%\n", st.layer, st.op, st.backend, sh, ms, rate,
                    total > 0 ? 100.0 * ms / total : 0.0);
         }
-        printf("%-28s %-15s %-18s %-20s %10.3f %9.1f\n\n", "total", "", "", "", total,
+        printf("%-28s %-15s %-18s %-20s %10.3f %9.1f\n", "total", "", "", "", total,
                total > 0 ? sum.flops / total * 1e-6 : 0.0);
+        if (t && t->op_median_ms && t->op_median_runs < t->runs)
+            printf("(each op's median over its last %d of the %d runs)\n", t->op_median_runs, t->runs);
+        printf("\n");
     }
     if (o->profile) {
         printf("memory plan (per domain): %-6s %12s %12s %12s %12s\n", "", "planned", "lower bound", "no reuse",

@@ -18,7 +18,8 @@
  *   DLFAKE_<NAME>_SYNC_US     time synchronize() takes besides waiting for the queue (default 0):
  *                             the latency of a real device's synchronize
  *   DLFAKE_<NAME>_FIRST_US    time each prepared op's first run takes besides its own (default 0):
- *                             a JIT building its code, or the first touch of its memory
+ *                             a JIT building its code, or the first touch of its memory (waited
+ *                             on the host in run(): a device clock of EVENT_US does not see it)
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
  * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
  * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). */
