@@ -54,10 +54,11 @@ int cli_check_main(int argc, char **argv, int test_ops);
 /* `dlrun compare` (compare_cmd.c); argv[0] is the subcommand. */
 int cli_compare_main(int argc, char **argv);
 
-/* Shared by the commands (main.c): a monotonic clock in ms; qsort's order of doubles; the
- * seeded input of `dlrun MODEL`: uniform in [-1, 1) as f32, or int64 ids in [0, bound) (ids
- * non-NULL). */
+/* Shared by the commands (main.c): a monotonic clock in ms; qsort's order of doubles; the median
+ * of v[0 .. n) (n > 0), sorting v; the seeded input of `dlrun MODEL`: uniform in [-1, 1) as f32,
+ * or int64 ids in [0, bound) (ids non-NULL). */
 double cli_now_ms(void);
 int cli_cmp_double(const void *a, const void *b);
+double cli_median(double *v, int n);
 void cli_fill_random(float *x, int64_t *ids, int64_t bound, size_t n, unsigned long long seed);
 #endif

@@ -61,11 +61,6 @@ typedef struct side {
     double *run_ms;  /* [run] */
 } side;
 
-static double median_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cli_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static int open_side(side *d, const compare_args *a, dl_model *m, dl_error *err) {
     dl_context_options co = {sizeof co, a->threads, 0, d->dir, 0};
     dl_status st = dl_context_create(&co, &d->ctx, err);
@@ -145,7 +140,7 @@ static void print_report(const compare_args *a, side *sd, int steps, int same_st
             double med[2];
             for (int q = 0; q < 2; q++) {
                 for (int r = 0; r < runs; r++) v[r] = sd[q].step_ms[(size_t)r * (size_t)steps + (size_t)i];
-                med[q] = median_of(v, runs);
+                med[q] = cli_median(v, runs);
             }
             const double ratio = med[1] > 0 ? med[0] / med[1] : NAN;
             if (!a->all && !(fabs(ratio - 1) >= 0.02)) continue;
@@ -159,7 +154,7 @@ static void print_report(const compare_args *a, side *sd, int steps, int same_st
     double total[2];
     for (int q = 0; q < 2; q++) {
         memcpy(v, sd[q].run_ms, (size_t)runs * sizeof *v);
-        total[q] = median_of(v, runs);
+        total[q] = cli_median(v, runs);
     }
     printf("%-44s %-14s %9.3f %9.3f %9.2f\n", "whole run", "", total[0], total[1], total[0] / total[1]);
     free(v);

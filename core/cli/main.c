@@ -124,6 +124,11 @@ int cli_cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+double cli_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cli_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Seeded input: uniform in [-1, 1) from a xorshift stream, as f32; or as int64 ids in [0, bound)
  * drawn from the same stream (ids != NULL). */
 void cli_fill_random(float *x, int64_t *ids, int64_t bound, size_t n, unsigned long long seed) {
@@ -413,17 +418,11 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     for (int q = 0; q < 4; q++) {
         double *v = times + (size_t)q * (size_t)o->iterations;
         int n = o->iterations;
-        qsort(v, (size_t)n, sizeof *v, cli_cmp_double);
-        *phase[q] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        *phase[q] = cli_median(v, n); /* v sorted */
         if (q == 0) t.min_ms = v[0], t.max_ms = v[n - 1];
         if (q == 2) t.compute_min_ms = v[0], t.compute_max_ms = v[n - 1];
     }
-    for (int k = 0; keep > 0 && k < steps; k++) {
-        const int n = o->iterations < keep ? o->iterations : keep;
-        double *v = op_ms + (size_t)k * (size_t)keep;
-        qsort(v, (size_t)n, sizeof *v, cli_cmp_double);
-        op_median[k] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    }
+    for (int k = 0; keep > 0 && k < steps; k++) op_median[k] = cli_median(op_ms + (size_t)k * (size_t)keep, keep);
     t.op_median_ms = keep > 0 ? op_median : NULL;
     t.op_median_runs = keep;
     t.runs = o->iterations;
