@@ -831,7 +831,8 @@ Test(cpu_storage, in_place_matches_out_of_place) {
 static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 
 /* The workspace grows by the f32 staging of the converted activations and output only (weights
- * are converted once, at prepare, outside it); all f32 row-major: exactly the f32 kernel's. */
+ * are converted once, at prepare, outside it); all f32 row-major, or f32 channels-last for an op
+ * with an NHWC kernel: exactly the f32 kernel's. */
 Test(cpu_storage, workspace_is_the_kernels_plus_staging) {
     const size_t x = align64(3 * 5 * 11 * 13 * 4), y = align64(3 * 7 * 11 * 13 * 4), r = align64(3 * 5 * 11 * 13 * 4);
     size_t conv_ws = 0; /* the f32 kernel's own, from the first round */
@@ -853,11 +854,85 @@ Test(cpu_storage, workspace_is_the_kernels_plus_staging) {
         attrs(&a);
         tt rout = MAKE(0, 1, 3, 5, 11, 13);
         ws = run_op_as(DL_OP_RELU, &a, in, 1, &rout, 0);
-        cr_expect_eq(ws, staged ? 2 * r : 0, "relu workspace %zu (%s)", ws, mode.name);
+        /* relu has an NHWC kernel: f32 channels-last is not staged */
+        cr_expect_eq(ws, mode.dtype.bits == 16 ? 2 * r : 0, "relu workspace %zu (%s)", ws, mode.name);
         for (int i = 0; i < 3; i++) free(in[i].data);
         free(out.data);
         free(rout.data);
     }
+}
+
+/* The ops with NHWC kernels (ops/nhwc.c) run on f32 channels-last tensors where they lie: no
+ * staging in their workspace (the NCHW depthwise kernel's own workspace is not asked for either).
+ * Their results are checked against the naive references by every OP_TEST in "f32 nhwc" mode. */
+Test(cpu_storage, nhwc_kernels_run_in_place_of_staging) {
+    mode = modes[4];
+    dl_op_attrs a;
+    attrs(&a);
+    a.groups = 6, a.kernel[0] = a.kernel[1] = 3, a.pad_begin[0] = a.pad_begin[1] = a.pad_end[0] = a.pad_end[1] = 1;
+    tt dw[3] = {MAKE(-1, 1, 2, 6, 9, 7), MAKE(-1, 1, 6, 1, 3, 3), MAKE(-1, 1, 6)};
+    tt y = MAKE(0, 1, 2, 6, 9, 7);
+    cr_expect_eq(run_op_as(DL_OP_CONV2D, &a, dw, 3, &y, 0), 0, "depthwise staged or in NCHW");
+    attrs(&a);
+    a.activation = DL_ACT_HARD_SWISH, a.kernel[0] = a.kernel[1] = 1;
+    tt pw[3] = {MAKE(-1, 1, 2, 6, 9, 7), MAKE(-1, 1, 17, 6, 1, 1), MAKE(-1, 1, 17)};
+    tt y2 = MAKE(0, 1, 2, 17, 9, 7);
+    cr_expect_eq(run_op_as(DL_OP_CONV2D, &a, pw, 3, &y2, 0), 0, "1x1 conv staged");
+    attrs(&a);
+    tt gp = MAKE(0, 1, 2, 6, 1, 1), mul[2] = {MAKE(-1, 1, 2, 6, 9, 7), MAKE(-1, 1, 2, 6, 1, 1)};
+    cr_expect_eq(run_op_as(DL_OP_GLOBAL_AVGPOOL, &a, dw, 1, &gp, 0), 0, "global_avgpool staged");
+    cr_expect_eq(run_op_as(DL_OP_MUL, &a, mul, 2, &y, 0), 0, "mul staged");
+    /* a 3x3 conv has no NHWC kernel: converted around the NCHW one */
+    attrs(&a);
+    a.kernel[0] = a.kernel[1] = 3;
+    tt c3[2] = {MAKE(-1, 1, 1, 6, 9, 7), MAKE(-1, 1, 4, 6, 3, 3)};
+    tt y3 = MAKE(0, 1, 1, 4, 7, 5);
+    cr_expect_gt(run_op_as(DL_OP_CONV2D, &a, c3, 2, &y3, 0), (size_t)(6 * 9 * 7 + 4 * 7 * 5) * 4, "3x3 not staged");
+    for (int i = 0; i < 3; i++) free(dw[i].data), free(pw[i].data);
+    for (int i = 0; i < 2; i++) free(mul[i].data), free(c3[i].data);
+    free(y.data), free(y2.data), free(y3.data), free(gp.data);
+}
+
+/* Without DLRUN_CPU_NHWC=1 the plugin never asks for channels-last: it follows its input where it
+ * has an NHWC kernel (the depthwise conv below), row-major elsewhere. */
+Test(cpu_storage, preferred_layouts_by_default) {
+    unsetenv("DLRUN_CPU_NHWC");
+    load();
+    dl_op_attrs a;
+    attrs(&a);
+    a.groups = 16, a.kernel[0] = a.kernel[1] = 3;
+    int64_t xs[4] = {1, 16, 30, 28}, ws[4] = {16, 1, 3, 3}, ys[4] = {1, 16, 28, 26};
+    dl_tensor in[2] = {{NULL, {1, 0}, 4, DL_F32, xs, NULL, 0}, {NULL, {1, 0}, 4, DL_F32, ws, NULL, 0}};
+    dl_tensor out = {NULL, {1, 0}, 4, DL_F32, ys, NULL, 0};
+    dl_op op = {sizeof op, DL_OP_CONV2D, "c", &a, 2, in, 1, &out, DL_PRECISION_F32};
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT);
+}
+
+/* The layout the plugin asks for (ABI 1.9) with DLRUN_CPU_NHWC=1: channels-last for a depthwise
+ * conv on a map of 28x28 or more at f32, the input's for the other ops with NHWC kernels, row-major for the rest and at
+ * 16 bits. */
+Test(cpu_storage, preferred_layouts) {
+    setenv("DLRUN_CPU_NHWC", "1", 1); /* read at the plugin's init */
+    load();
+    dl_op_attrs a;
+    attrs(&a);
+    a.groups = 16, a.kernel[0] = a.kernel[1] = 3;
+    int64_t xs[4] = {1, 16, 30, 28}, ws[4] = {16, 1, 3, 3}, ys[4] = {1, 16, 28, 26};
+    dl_tensor in[2] = {{NULL, {1, 0}, 4, DL_F32, xs, NULL, 0}, {NULL, {1, 0}, 4, DL_F32, ws, NULL, 0}};
+    dl_tensor out = {NULL, {1, 0}, 4, DL_F32, ys, NULL, 0};
+    dl_op op = {sizeof op, DL_OP_CONV2D, "c", &a, 2, in, 1, &out, DL_PRECISION_F32};
+    cr_assert(DL_BACKEND_HAS(be, preferred_layout));
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_CHANNELS_LAST, "depthwise on 30x28");
+    xs[2] = 27, ys[2] = 25;
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "depthwise on 27x28");
+    op.precision = DL_PRECISION_BF16;
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "bf16");
+    op.precision = DL_PRECISION_F32, a.groups = 1, ws[1] = 16; /* a 3x3 conv */
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "3x3 conv");
+    op.kind = DL_OP_MAXPOOL2D, op.n_inputs = 1;
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "maxpool");
+    op.kind = DL_OP_HARD_SWISH;
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "hard_swish");
 }
 
 /* Every tensor in its own format: each input is converted on its own, the output rounded once. */

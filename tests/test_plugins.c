@@ -222,6 +222,47 @@ Test(plugins, older_plugins_never_see_newer_ops) {
     cr_expect(dl_backend_accepts(&be, &op, &why), "%s", why.msg);
 }
 
+/* ---- preferred_layout's three answers (1.9), and what a 1.8 plugin's row-major meant ---- */
+
+static int answer; /* what layout_pref says */
+static int layout_pref(void *self, const dl_op *op) {
+    (void)self, (void)op;
+    return answer;
+}
+
+/* The layout the host offers first to a backend of ABI minor `minor` for a relu whose input is
+ * (input_cl) or is not channels-last already. */
+static int first_layout(unsigned minor, int input_cl) {
+    dl_backend be = {.abi_version = (DL_ABI_MAJOR << 16) | minor,
+                     .struct_size = sizeof be,
+                     .supports = accept_all,
+                     .preferred_layout = layout_pref};
+    dl_op_attrs a = {.struct_size = sizeof a, .dilation = {1, 1}};
+    int64_t s4[4] = {2, 3, 4, 5}, strides[8];
+    dl_tensor in[1] = {{NULL, {1, 0}, 4, DL_F32, s4, NULL, 0}};
+    dl_tensor out = {NULL, {1, 0}, 4, DL_F32, s4, NULL, 0};
+    dl_op op = {sizeof op, DL_OP_RELU, "r", &a, 1, in, 1, &out, 0};
+    unsigned char isw[1] = {0};
+    dl_format f = {DL_F32, -5};
+    dl_error why = {{0}};
+    cr_assert(dl_backend_accepts_as(&be, DL_PRECISION_F32, input_cl, &op, in, &out, isw, strides, &f, &why), "%s",
+              why.msg);
+    return f.layout;
+}
+
+Test(plugins, preferred_layout_row_major_as_input_and_channels_last) {
+    for (int input_cl = 0; input_cl < 2; input_cl++) {
+        answer = DL_LAYOUT_CHANNELS_LAST;
+        cr_expect_eq(first_layout(9, input_cl), DL_LAYOUT_CHANNELS_LAST);
+        answer = DL_LAYOUT_AS_INPUT;
+        cr_expect_eq(first_layout(9, input_cl), input_cl ? DL_LAYOUT_CHANNELS_LAST : DL_LAYOUT_ROW_MAJOR);
+        answer = DL_LAYOUT_ROW_MAJOR; /* 1.9: row-major even after a channels-last op */
+        cr_expect_eq(first_layout(9, input_cl), DL_LAYOUT_ROW_MAJOR, "input_cl %d", input_cl);
+        /* a 1.8 plugin's row-major followed the input, as it always had */
+        cr_expect_eq(first_layout(8, input_cl), input_cl ? DL_LAYOUT_CHANNELS_LAST : DL_LAYOUT_ROW_MAJOR);
+    }
+}
+
 /* ---- a plugin checks the host: the helper every in-tree plugin's init uses ---- */
 
 #include <dlfcn.h>

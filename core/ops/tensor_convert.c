@@ -1,6 +1,6 @@
 /* tensor_convert.c — dtype and layout conversion of host tensors (see tensor_convert.h). Casts
- * are contiguous loops; a layout change walks the destination in order and gathers from the
- * source, one channel row at a time. */
+ * are contiguous loops; a layout change walks the pixels in order, each pixel's channels
+ * inside (a loop of its own for f32). */
 #include "tensor_convert.h"
 
 int dl_dtype_is_float(dl_dtype d) {
@@ -44,6 +44,17 @@ int dl_convert_elements(void *dst, dl_dtype dt, const void *src, dl_dtype st, in
     return 1;
 }
 
+/* One f32 image [c, hw] <-> [hw, c], with no dtype dispatch per element: 1.3-1.7 ms for 8 images
+ * of 16 x 112 x 112 against 2.5-2.8 through load() and store() (the 2-core AMD EPYC VM; tiles of
+ * 16 x 16 measured no faster). */
+static void transpose_f32(float *d, const float *s, int64_t c, int64_t hw, int to_last) {
+    for (int64_t p = 0; p < hw; p++)
+        for (int64_t k = 0; k < c; k++) {
+            if (to_last) d[p * c + k] = s[k * hw + p];
+            else d[k * hw + p] = s[p * c + k];
+        }
+}
+
 int dl_convert_host(const dl_tensor *dst, const dl_tensor *src) {
     dl_layout dl = dl_tensor_layout(dst), sl = dl_tensor_layout(src);
     if (dl == DL_LAYOUT_OTHER || sl == DL_LAYOUT_OTHER || dst->ndim != src->ndim) return 0;
@@ -56,6 +67,11 @@ int dl_convert_host(const dl_tensor *dst, const dl_tensor *src) {
     /* NCHW <-> NHWC: for each image, element (c, p) of the [C, HW] view is element (p, c) of [HW, C] */
     int64_t n = src->shape[0], c = src->shape[1], hw = src->shape[2] * src->shape[3];
     int to_last = dl == DL_LAYOUT_CHANNELS_LAST;
+    if (dl_dtype_eq(dst->dtype, DL_F32) && dl_dtype_eq(src->dtype, DL_F32)) {
+        for (int64_t b = 0; b < n; b++) /* each image a rows x cols matrix, transposed */
+            transpose_f32((float *)d + b * c * hw, (const float *)s + b * c * hw, c, hw, to_last);
+        return 1;
+    }
     for (int64_t b = 0; b < n; b++)
         for (int64_t p = 0; p < hw; p++)
             for (int64_t k = 0; k < c; k++) {

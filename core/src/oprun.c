@@ -56,6 +56,13 @@ void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned
     }
 }
 
+int dl_backend_layout_pref(const dl_backend *be, const dl_op *op) {
+    if (DL_ABI_MINOR_OF(be->abi_version) < 3 || !DL_BACKEND_HAS(be, preferred_layout)) return DL_LAYOUT_AS_INPUT;
+    int pref = be->preferred_layout(be->self, op);
+    if (pref == DL_LAYOUT_ROW_MAJOR && DL_ABI_MINOR_OF(be->abi_version) < 9) return DL_LAYOUT_AS_INPUT;
+    return pref == DL_LAYOUT_ROW_MAJOR || pref == DL_LAYOUT_CHANNELS_LAST ? pref : DL_LAYOUT_AS_INPUT;
+}
+
 int dl_backend_accepts_as(const dl_backend *be, int precision, int input_cl, dl_op *op, dl_tensor *in, dl_tensor *out,
                           const unsigned char *is_weight, int64_t *strides, dl_format *f, dl_error *why) {
     dl_format tries[4];
@@ -63,8 +70,8 @@ int dl_backend_accepts_as(const dl_backend *be, int precision, int input_cl, dl_
     if (DL_ABI_MINOR_OF(be->abi_version) >= 3) {
         int has4d = out->ndim == 4;
         for (int j = 0; j < op->n_inputs; j++) has4d |= in[j].ndim == 4 && !is_weight[j];
-        int want_cl = has4d && (input_cl || (DL_BACKEND_HAS(be, preferred_layout) &&
-                                             be->preferred_layout(be->self, op) == DL_LAYOUT_CHANNELS_LAST));
+        int pref = dl_backend_layout_pref(be, op);
+        int want_cl = has4d && (pref == DL_LAYOUT_CHANNELS_LAST || (pref == DL_LAYOUT_AS_INPUT && input_cl));
         dl_dtype low = precision == DL_PRECISION_F16 ? DL_F16 : DL_BF16;
         if (precision == DL_PRECISION_F16 || precision == DL_PRECISION_BF16) {
             if (want_cl) tries[n++] = (dl_format){low, DL_LAYOUT_CHANNELS_LAST};

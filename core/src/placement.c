@@ -142,7 +142,7 @@ static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, 
 }
 
 /* Times node i on backend be with random activations and the real weights. */
-static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error *err) {
+static double time_op(const dl_session *s, int i, const dl_backend *be, int input_cl, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
     dl_tensor in[DL_MAX_OP_INPUTS], out;
     unsigned char isw[DL_MAX_OP_INPUTS];
@@ -155,7 +155,7 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, dl_error
     int64_t strides[4 * (DL_MAX_OP_INPUTS + 1)];
     dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
     dl_session_weight_flags(s, i, isw);
-    if (dl_session_accepts_as(s, be, i, &s->fuse.attrs[i], &f, &why)) /* timed in the storage it will run in */
+    if (dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], input_cl, &f, &why)) /* in the storage it will run in */
         dl_op_apply_format(&op, in, &out, isw, f, strides);
     double ms = -1;
     int ok = 1;
@@ -250,6 +250,11 @@ typedef struct planner {
     size_t esz[MAX_CAND * 4];         /* per backend: bytes per element it stores (4, or 2 at f16/bf16) */
     double cast_ms_per_elem;          /* converting between dtypes, measured in host memory */
     uint64_t domain_of[MAX_CAND * 4]; /* per backend: the backends sharing its memory domain (bits) */
+    /* cl[node * nbe + b]: node's output would be channels-last on backend b if the ops before it
+     * ran there too (its preferred_layout, followed along the chain), or NULL where no backend
+     * asks for channels-last; a value read in the other layout costs a transpose */
+    unsigned char *cl;
+    double transpose_ms_per_elem; /* converting f32 NCHW <-> NHWC, measured in host memory */
     /* Values read by more than MANY_READERS nodes: per value, a segment tree over its readers (in
      * node order) of the backends they run on (bit masks), kept by set_backend, so the first
      * reader in each domain is found without walking all readers (one input read by 10^5 layers). */
@@ -259,6 +264,64 @@ typedef struct planner {
 } planner;
 
 #define MANY_READERS 32
+
+/* Time per element of an f32 NCHW -> NHWC conversion in host memory (as the host converts
+ * between two ops in host memory that want different layouts). */
+static double time_transpose(void) {
+    enum { C = 16, HW = 64 * 64, N = C * HW };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    int64_t shape[4] = {1, C, 64, 64}, strides[4];
+    dl_channels_last_strides(shape, strides);
+    dl_tensor src = {x, {DL_DEVICE_CPU, 0}, 4, DL_F32, shape, NULL, 0}, dst = src;
+    dst.data = y, dst.strides = strides;
+    double best = 1e-6;
+    for (int i = 0; x && i < N; i++) x[i] = (float)i * 0.001f;
+    for (int k = 0; x && y && k < 3; k++) {
+        double t0 = dl_now_ms();
+        dl_convert_host(&dst, &src);
+        double t = (dl_now_ms() - t0) / N;
+        if (k == 0 || t < best) best = t;
+    }
+    free(x), free(y);
+    return best;
+}
+
+static int be_index(planner *p, const dl_backend *be);
+
+/* p->cl (see planner), or left NULL where no candidate asks for channels-last anywhere. */
+static void layouts_plan(planner *p, const dl_placement *pl) {
+    const dl_session *s = p->s;
+    unsigned char *cl = calloc((size_t)p->n * (size_t)p->nbe + 1, 1);
+    int any = 0;
+    for (int i = 0; cl && i < p->n; i++) {
+        dl_tensor in[DL_MAX_OP_INPUTS], out;
+        dl_op op;
+        dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
+        if (out.ndim != 4) continue;
+        const dl_node *nd = &s->g->nodes[i];
+        int from = -1; /* the producer of its first 4-D activation input */
+        for (int j = 0; j < nd->n_inputs && from < 0; j++) {
+            const dl_value *v = &s->g->values[nd->inputs[j]];
+            if (v->kind != DL_VALUE_WEIGHT && s->shape[nd->inputs[j]].ndim == 4)
+                from = v->producer >= 0 ? v->producer : -2;
+        }
+        for (int c = 0; c < pl->choice[i].n; c++) {
+            const dl_backend *be = dl_context_backend(s->ctx, pl->choice[i].cand[c].backend);
+            int b = be_index(p, be), pref = dl_backend_layout_pref(be, &op);
+            /* 2: it asks for channels-last; 1: it follows an input that is */
+            cl[i * p->nbe + b] = pref == DL_LAYOUT_CHANNELS_LAST                                    ? 2
+                                 : pref == DL_LAYOUT_AS_INPUT && from >= 0 && cl[from * p->nbe + b] ? 1
+                                                                                                    : 0;
+            any |= pref == DL_LAYOUT_CHANNELS_LAST;
+        }
+    }
+    if (!any) {
+        free(cl);
+        return;
+    }
+    p->cl = cl;
+    p->transpose_ms_per_elem = time_transpose();
+}
 
 /* Time per element of an f32 -> bf16 conversion in host memory (the host converts where a backend
  * cannot; a device converting is faster, so this errs on the side of fewer casts). */
@@ -408,8 +471,13 @@ static void add_value_cost(const planner *p, const int *as, int v, double *c) {
         }
     }
     int all = !(p->tree && p->tree[v] >= 0), end = all ? g->reader_start[v + 1] : n_first;
+    int have = src >= 0 && p->cl && p->cl[val->producer * p->nbe + src] != 0, transposed = 0;
     for (int q = all ? g->reader_start[v] : 0; q < end; q++) { /* the nodes reading v */
-        int d = as[g->reader_node[all ? q : first[q]]], dup = 0;
+        int r = g->reader_node[all ? q : first[q]], d = as[r], dup = 0;
+        if (p->cl && !transposed && p->s->shape[v].ndim == 4 && (p->cl[r * p->nbe + d] != 0) != have) {
+            *c += (double)bytes / 4 * p->transpose_ms_per_elem; /* once: later readers share it */
+            transposed = 1;
+        }
         for (int k = 0; k < p->nbe; k++) dup |= paid[k] && dl_same_domain(p->be[k], p->be[d]);
         if (dup || (src >= 0 ? dl_same_domain(p->be[src], p->be[d]) : on_host(p->be[d]))) continue;
         paid[d] = 1;
@@ -417,6 +485,7 @@ static void add_value_cost(const planner *p, const int *as, int v, double *c) {
         if (on_host(p->be[d])) host_has = 1;
     }
     if (dl_graph_is_output(g, v) && !host_has) *c += to_host(p, src, bytes);
+    if (dl_graph_is_output(g, v) && have) *c += (double)bytes / 4 * p->transpose_ms_per_elem;
 }
 
 /* Total cost of an assignment: op times plus every value's copies (add_value_cost). */
@@ -579,6 +648,10 @@ static int free_view(const dl_session *s, int i, const dl_backend *be) {
 }
 
 /* Times (or finds in the cache) every candidate of every node with more than one: p->t. */
+/* Node i on backend b reads a channels-last input in the chain assumption of p->cl (its own output
+ * channels-last without asking for it: it follows its input). */
+static int is_follower(const planner *p, int i, int b) { return p->cl[i * p->nbe + b] == 1; }
+
 static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, dl_tcache *cache, dl_error *err) {
     const dl_graph *g = s->g;
     int timing_index = 0, to_time = 0;
@@ -592,7 +665,10 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
             int b = be_index(p, be);
             double ms = 0;
             char key[2048];
+            /* timed with its input channels-last where the ops before it on be would leave it so */
+            int in_cl = p->cl && is_follower(p, i, b);
             if (c->n > 1) key_of(s, i, be, key, sizeof key);
+            if (c->n > 1 && in_cl) strncat(key, ";input=nhwc", sizeof key - strlen(key) - 1);
             if (c->n > 1 && dl_tcache_get(cache, key, &ms)) {
                 c->cand[k].cached = 1;
                 pl->cached++;
@@ -600,7 +676,7 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 if ((st = check_timing_fits(s, i, err)) != DL_OK) return st;
                 if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, layer, be->name);
                 int span = dl_trace_begin(s->trace, layer, "placement timing");
-                ms = time_op(s, i, be, err);
+                ms = time_op(s, i, be, in_cl, err);
                 dl_trace_end(s->trace, span);
                 dl_trace_arg_str(s->trace, span, "layer", layer);
                 dl_trace_arg_str(s->trace, span, "op", op);
@@ -673,6 +749,7 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
     for (int b = 0; b < p.nbe && need_timing; b++)
         if (!on_host(p.be[b])) measure_transfer(&p.x[b], cache);
     dl_trace_end(s->trace, span);
+    if (need_timing) layouts_plan(&p, pl);
     span = dl_trace_begin(s->trace, "time ops", "placement");
     dl_status st = measure_ops(s, pl, &p, cache, err);
     dl_trace_arg_num(s->trace, span, "timed", pl->timed);
@@ -690,6 +767,7 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
         dl_trace_end(s->trace, span);
     }
     free(p.t);
+    free(p.cl);
     free(as);
     return st;
 }

@@ -224,6 +224,10 @@ void dl_session_weight_flags(const dl_session *s, int node, unsigned char *is_we
  * backend's reason for f32 row-major in why. dl_session_accepts is the same without *f. */
 int dl_session_accepts_as(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_format *f,
                           dl_error *why);
+/* The same, with the op's input channels-last (input_cl) or not, whatever the places say:
+ * placement times an op in the layout it would have after the ops before it. */
+int dl_session_accepts_from(const dl_session *s, const struct dl_backend *be, int node, const dl_op_attrs *attrs,
+                            int input_cl, dl_format *f, dl_error *why);
 int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why);
 /* The place index for (dom, fmt), added if new; -1 when there are too many. */
 int dl_place_index(dl_session *s, int dom, dl_format fmt);

@@ -89,6 +89,11 @@ static int input_channels_last(const dl_session *s, const dl_backend *be, int i)
 
 int dl_session_accepts_as(const dl_session *s, const dl_backend *be, int i, const dl_op_attrs *attrs, dl_format *f,
                           dl_error *why) {
+    return dl_session_accepts_from(s, be, i, attrs, input_channels_last(s, be, i), f, why);
+}
+
+int dl_session_accepts_from(const dl_session *s, const dl_backend *be, int i, const dl_op_attrs *attrs, int input_cl,
+                            dl_format *f, dl_error *why) {
     dl_tensor in[DL_MAX_OP_INPUTS], out;
     int64_t strides[4 * (DL_MAX_OP_INPUTS + 1)];
     unsigned char is_weight[DL_MAX_OP_INPUTS];
@@ -97,8 +102,7 @@ int dl_session_accepts_as(const dl_session *s, const dl_backend *be, int i, cons
     dl_session_weight_flags(s, i, is_weight);
     for (int j = 0; j < op.n_inputs; j++) in[j].device = be->device;
     out.device = be->device;
-    return dl_backend_accepts_as(be, s->opt.precision, input_channels_last(s, be, i), &op, in, &out, is_weight, strides,
-                                 f, why);
+    return dl_backend_accepts_as(be, s->opt.precision, input_cl, &op, in, &out, is_weight, strides, f, why);
 }
 
 int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {

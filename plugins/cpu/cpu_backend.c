@@ -110,13 +110,15 @@ static dl_status cpu_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     k->threads = s->threads;
     dl_op op32; /* op itself, or its f32 row-major view when it has other storage formats */
-    dl_status st = cpu_storage_prepare(&k->st, op, &op32, err);
+    k->cl = cpu_nhwc_runs(op);
+    dl_status st = cpu_storage_prepare(&k->st, op, &op32, k->cl, err);
     if (st != DL_OK) {
         free(k);
         return st;
     }
     st = dl_op_geom_init(&k->g, &op32) ? DL_OK : DL_E_NOMEM;
-    if (st == DL_OK && k->g.kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, &op32);
+    if (st == DL_OK && k->cl) st = cpu_nhwc_prepare(k, &op32);
+    else if (st == DL_OK && k->g.kind == DL_OP_CONV2D) st = cpu_conv2d_prepare(k, &op32);
     if (st == DL_OK && k->g.kind == DL_OP_LINEAR) st = cpu_linear_prepare(k, &op32);
     if (st == DL_OK && k->g.kind == DL_OP_MAXPOOL2D && (k->workspace = cpu_maxpool2d_workspace(k)) == SIZE_MAX)
         st = DL_E_NOMEM;
@@ -171,6 +173,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         return NULL;
     }
     s->threads = host->n_threads > 0 ? host->n_threads : 1;
+    cpu_nhwc_init();
     openblas_set_num_threads(1);
     omp_set_num_threads(s->threads);
     snprintf(s->description, sizeof s->description, "CPU reference: %d thread%s (%s), %s", s->threads,
@@ -192,6 +195,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         .release = cpu_release,
         .synchronize = cpu_synchronize,
         .supports_in_place = cpu_in_place,
+        .preferred_layout = cpu_preferred_layout,
         .memory_info = NULL, /* host memory: the core checks it */
     };
     return &s->table;

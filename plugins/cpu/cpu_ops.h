@@ -98,6 +98,7 @@ struct dl_kernel {
     cpu_direct dc;    /* CONV_DIRECT's geometry */
     size_t workspace; /* bytes the f32 kernel needs (the staging of storage formats not counted) */
     int threads;
+    int cl;         /* 1: the op runs on its channels-last f32 tensors where they lie (ops/nhwc.c) */
     cpu_storage st; /* f16/bf16 and channels-last tensors: inactive when all are f32 row-major */
 };
 
@@ -106,6 +107,17 @@ struct dl_kernel {
 typedef void (*cpu_op_fn)(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
+/* ops/nhwc.c: the channels-last kernels. cpu_nhwc_runs: 1 where op has one and every 4-D
+ * activation and the output are f32 channels-last (k->cl); cpu_nhwc_prepare then packs its weight
+ * (conv_mode CONV_GEMM_1X1 or CONV_DEPTHWISE) or permutes a binary op's shapes; conv2d and
+ * global_avgpool call the kernels below when k->cl. cpu_preferred_layout: the plugin's answer to
+ * preferred_layout (ABI 1.9). */
+int cpu_nhwc_runs(const dl_op *op);
+int cpu_preferred_layout(void *self, const dl_op *op);
+void cpu_nhwc_init(void); /* reads DLRUN_CPU_NHWC (ops/nhwc.c) */
+dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op);
+void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
+void cpu_global_avgpool_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
 size_t cpu_maxpool2d_workspace(const dl_kernel *k); /* bytes cpu_maxpool2d needs as ws */
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 /* ops/window8.c: depthwise conv (groups == input channels; conv2d picks it at prepare) and max

@@ -11,6 +11,11 @@
 static int is_native(const dl_tensor *t) {
     return (dl_dtype_is_f32(t->dtype) || t->dtype.code == DL_DTYPE_INT) && dl_tensor_layout(t) == DL_LAYOUT_ROW_MAJOR;
 }
+/* ... or, for an op with an NHWC kernel (keep_cl), an f32 channels-last activation */
+static int is_native_for(const dl_tensor *t, int keep_cl) {
+    return is_native(t) ||
+           (keep_cl && !t->data && dl_dtype_is_f32(t->dtype) && dl_tensor_layout(t) == DL_LAYOUT_CHANNELS_LAST);
+}
 
 /* t as an f32 row-major tensor of the same shape, at data (an integer tensor keeps its dtype). */
 static dl_tensor f32_view(const dl_tensor *t, void *data) {
@@ -35,11 +40,11 @@ void cpu_storage_free(cpu_storage *s) {
     *s = (cpu_storage){0};
 }
 
-dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, dl_error *err) {
+dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, int keep_cl, dl_error *err) {
     *s = (cpu_storage){0};
     *op32 = *op;
-    int active = !is_native(&op->outputs[0]);
-    for (int i = 0; i < op->n_inputs; i++) active |= !is_native(&op->inputs[i]);
+    int active = !is_native_for(&op->outputs[0], keep_cl);
+    for (int i = 0; i < op->n_inputs; i++) active |= !is_native_for(&op->inputs[i], keep_cl);
     if (!active) return DL_OK; /* today's path, untouched */
     const int n = op->n_inputs;
     s->active = 1;
@@ -55,8 +60,8 @@ dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, dl_e
         const dl_tensor *t = &op->inputs[i];
         s->stage[i] = CPU_NO_STAGE;
         s->t32[i] = f32_view(t, t->data);
-        if (is_native(t)) continue; /* the kernel reads it where it is */
-        if (!t->data) {             /* an activation: staged at run */
+        if (is_native_for(t, keep_cl)) continue; /* the kernel reads it where it is */
+        if (!t->data) {                          /* an activation: staged at run */
             s->stage[i] = s->staging;
             s->staging += staging_bytes(t);
             continue;
@@ -71,7 +76,7 @@ dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, dl_e
         }
     }
     s->out_stage = CPU_NO_STAGE;
-    if (!is_native(&op->outputs[0])) {
+    if (!is_native_for(&op->outputs[0], keep_cl)) {
         s->out_stage = s->staging;
         s->staging += staging_bytes(&op->outputs[0]);
     }

@@ -29,9 +29,11 @@ typedef struct cpu_storage {
 
 /* Fills s from op (already accepted by supports). When some tensor is not f32 row-major, converts
  * the weights that need it and sets *op32 to op with f32 row-major tensors (valid until
- * cpu_storage_free), for the f32 kernel's prepare; otherwise *op32 = op. DL_E_NOMEM or
+ * cpu_storage_free), for the f32 kernel's prepare; otherwise *op32 = op. keep_cl: the op has an
+ * NHWC kernel (ops/nhwc.c), so its f32 channels-last activations and output stay where they are
+ * (its channels-last weight is still converted). DL_E_NOMEM or
  * DL_E_INVALID (a weight that cannot be converted) with err filled. */
-dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, dl_error *err);
+dl_status cpu_storage_prepare(cpu_storage *s, const dl_op *op, dl_op *op32, int keep_cl, dl_error *err);
 /* The workspace the wrapped kernel needs given the f32 kernel's: kernel_ws itself when inactive. */
 size_t cpu_storage_workspace(cpu_storage *s, size_t kernel_ws);
 /* Runs fn (an f32 row-major kernel of k) on the inputs and output in their own formats, as

@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 8
+#define DL_ABI_MINOR 9
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -137,7 +137,8 @@ typedef struct dl_tensor {
 typedef enum dl_layout {
     DL_LAYOUT_ROW_MAJOR = 0,     /* strides NULL: dense row-major (NCHW for a 4-D activation) */
     DL_LAYOUT_CHANNELS_LAST = 1, /* 4-D only: strides {H*W*C, 1, W*C, C}, NHWC in memory */
-    DL_LAYOUT_OTHER = -1         /* any other strides: dlrun never passes these */
+    DL_LAYOUT_OTHER = -1,        /* any other strides: dlrun never passes these */
+    DL_LAYOUT_AS_INPUT = 2       /* (1.9) only as preferred_layout's answer: see there */
 } dl_layout;
 
 /* ---- operators ----------------------------------------------------------------------------- */
@@ -455,7 +456,12 @@ typedef struct dl_backend {
 
     /* (1.3) Optional: the layout (dl_layout) this backend prefers for op's 4-D activations and
      * output, e.g. DL_LAYOUT_CHANNELS_LAST where its fastest convolutions read NHWC. The host then
-     * asks supports() with that layout first and keeps row-major if refused. NULL: row-major. */
+     * asks supports() with that layout first and keeps row-major if refused. From 1.9 there are
+     * three answers: DL_LAYOUT_CHANNELS_LAST; DL_LAYOUT_ROW_MAJOR, row-major even where the op's
+     * input is channels-last already (the host converts it first); DL_LAYOUT_AS_INPUT, the layout
+     * the op's first 4-D activation input already has in this domain (an op as fast in either, a
+     * relu between two NHWC convs). NULL, and DL_LAYOUT_ROW_MAJOR from a plugin built before 1.9,
+     * mean DL_LAYOUT_AS_INPUT. */
     int (*preferred_layout)(void *self, const dl_op *op);
     /* (1.3) Optional: 1 if convert() can copy src to dst in this direction (their data NULL),
      * changing dtype and/or layout on the way; 0 and the host converts in host memory instead.

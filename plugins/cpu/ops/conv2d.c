@@ -395,6 +395,10 @@ static void conv_direct(const dl_kernel *k, const float *x, const float *b, cons
 }
 
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace) {
+    if (k->cl) {
+        cpu_conv2d_nhwc(k, in, y);
+        return;
+    }
     const float *x = in[0].data, *w = in[1].data, *b = k->g.has_bias ? in[2].data : NULL;
     const float *res = k->g.residual ? in[k->g.residual].data : NULL;
     float *ws = workspace;

@@ -68,6 +68,10 @@ void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
 void cpu_global_avgpool(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
+    if (k->cl) {
+        cpu_global_avgpool_nhwc(k, in, y);
+        return;
+    }
     const int64_t planes = k->g.xs[0] * k->g.xs[1], plane = k->g.xs[2] * k->g.xs[3];
     CPU_FOR(planes * plane, p, planes, y[p] = (float)(cpu_sum_f64(x + p * plane, plane) / (double)plane););
 }

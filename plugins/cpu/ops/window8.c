@@ -18,32 +18,10 @@
 #include <string.h>
 
 #include "cpu_ops.h"
-
-/* The 32-byte vectors are passed between static functions only: a build without AVX changes no
- * ABI anyone else sees. */
-#pragma GCC diagnostic ignored "-Wpsabi"
+#include "vec8.h"
 
 #define L 8                   /* channels per task, the lanes of a vector */
 #define BAND_BYTES (48 << 10) /* the interleaved input of a band: about 48 KiB (L2 resident) */
-
-typedef float v8 __attribute__((vector_size(L * sizeof(float))));
-typedef int32_t v8i __attribute__((vector_size(L * sizeof(float))));
-
-static inline v8 load8(const float *p) {
-    v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void store8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
-static inline v8 splat8(float f) { return (v8){f, f, f, f, f, f, f, f}; }
-
-/* v clamped to [lo, hi] lane by lane; a NaN stays NaN (both compares are false) */
-static inline v8 clamp8(v8 v, v8 lo, v8 hi) {
-    v8i m = v < lo;
-    v = (v8)((m & (v8i)lo) | (~m & (v8i)v));
-    m = v > hi;
-    return (v8)((m & (v8i)hi) | (~m & (v8i)v));
-}
 
 /* r[i][j] -> r[j][i] for an 8 x 8 block held as 8 vectors (unpack, shuffle, swap of halves) */
 static inline void transpose8(v8 r[L]) {

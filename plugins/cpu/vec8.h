@@ -1,0 +1,43 @@
+/* vec8.h — 8-lane float vectors for the CPU plugin's direct kernels (window8.c, nhwc.c): GCC/Clang
+ * vector extensions, AVX2 where the build targets it and narrower code elsewhere, the same
+ * arithmetic. Include it from .c files only: the 32-byte vectors are passed between static
+ * functions, so a build without AVX changes no ABI anyone else sees. */
+#ifndef DLRUN_CPU_VEC8_H
+#define DLRUN_CPU_VEC8_H
+#include <stdint.h>
+#include <string.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
+typedef int32_t v8i __attribute__((vector_size(8 * sizeof(float))));
+
+static inline v8 load8(const float *p) {
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void store8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
+static inline v8 splat8(float f) { return (v8){f, f, f, f, f, f, f, f}; }
+
+/* a * b + c: one rounding where the machine has FMA (our ISO C build does not contract a * b + c
+ * by itself), a multiply and an add elsewhere */
+static inline v8 fma8(v8 a, v8 b, v8 c) {
+#if defined(__AVX2__) && defined(__FMA__)
+    return (v8)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    return a * b + c;
+#endif
+}
+
+/* v clamped to [lo, hi] lane by lane; a NaN stays NaN (both compares are false) */
+static inline v8 clamp8(v8 v, v8 lo, v8 hi) {
+    v8i m = v < lo;
+    v = (v8)((m & (v8i)lo) | (~m & (v8i)v));
+    m = v > hi;
+    return (v8)((m & (v8i)hi) | (~m & (v8i)v));
+}
+#endif
