@@ -893,26 +893,12 @@ Test(cpu_storage, nhwc_kernels_run_in_place_of_staging) {
     free(y.data), free(y2.data), free(y3.data), free(gp.data);
 }
 
-/* Without DLRUN_CPU_NHWC=1 the plugin never asks for channels-last: it follows its input where it
- * has an NHWC kernel (the depthwise conv below), row-major elsewhere. */
-Test(cpu_storage, preferred_layouts_by_default) {
-    unsetenv("DLRUN_CPU_NHWC");
-    load();
-    dl_op_attrs a;
-    attrs(&a);
-    a.groups = 16, a.kernel[0] = a.kernel[1] = 3;
-    int64_t xs[4] = {1, 16, 30, 28}, ws[4] = {16, 1, 3, 3}, ys[4] = {1, 16, 28, 26};
-    dl_tensor in[2] = {{NULL, {1, 0}, 4, DL_F32, xs, NULL, 0}, {NULL, {1, 0}, 4, DL_F32, ws, NULL, 0}};
-    dl_tensor out = {NULL, {1, 0}, 4, DL_F32, ys, NULL, 0};
-    dl_op op = {sizeof op, DL_OP_CONV2D, "c", &a, 2, in, 1, &out, DL_PRECISION_F32};
-    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT);
-}
-
-/* The layout the plugin asks for (ABI 1.9) with DLRUN_CPU_NHWC=1: channels-last for a depthwise
- * conv on a map of 28x28 or more at f32, the input's for the other ops with NHWC kernels, row-major for the rest and at
- * 16 bits. */
-Test(cpu_storage, preferred_layouts) {
-    setenv("DLRUN_CPU_NHWC", "1", 1); /* read at the plugin's init */
+/* The plugin's preferred_layout (ABI 1.9) over a depthwise conv 3x3 on 16 channels, its map h x 28,
+ * then (kinds) the same op as a 3x3 conv, a maxpool and a hard_swish; nhwc: DLRUN_CPU_NHWC=1 (read
+ * at the plugin's init, in this test's own process). */
+static void expect_preferences(int nhwc, const int *want) {
+    if (nhwc) setenv("DLRUN_CPU_NHWC", "1", 1);
+    else unsetenv("DLRUN_CPU_NHWC");
     load();
     dl_op_attrs a;
     attrs(&a);
@@ -922,9 +908,9 @@ Test(cpu_storage, preferred_layouts) {
     dl_tensor out = {NULL, {1, 0}, 4, DL_F32, ys, NULL, 0};
     dl_op op = {sizeof op, DL_OP_CONV2D, "c", &a, 2, in, 1, &out, DL_PRECISION_F32};
     cr_assert(DL_BACKEND_HAS(be, preferred_layout));
-    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_CHANNELS_LAST, "depthwise on 30x28");
+    cr_expect_eq(be->preferred_layout(be->self, &op), want[0], "depthwise on 30x28");
     xs[2] = 27, ys[2] = 25;
-    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "depthwise on 27x28");
+    cr_expect_eq(be->preferred_layout(be->self, &op), want[1], "depthwise on 27x28");
     op.precision = DL_PRECISION_BF16;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "bf16");
     op.precision = DL_PRECISION_F32, a.groups = 1, ws[1] = 16; /* a 3x3 conv */
@@ -933,6 +919,17 @@ Test(cpu_storage, preferred_layouts) {
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "maxpool");
     op.kind = DL_OP_HARD_SWISH;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "hard_swish");
+}
+
+/* By default the plugin never asks for channels-last: it follows its input where it has an NHWC
+ * kernel, row-major elsewhere and at 16 bits. */
+Test(cpu_storage, preferred_layouts_by_default) {
+    expect_preferences(0, (int[]){DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
+}
+
+/* With DLRUN_CPU_NHWC=1: channels-last for a depthwise conv on a map of 28x28 or more at f32. */
+Test(cpu_storage, preferred_layouts_with_nhwc_chains) {
+    expect_preferences(1, (int[]){DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_AS_INPUT});
 }
 
 /* Every tensor in its own format: each input is converted on its own, the output rounded once. */
