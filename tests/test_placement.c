@@ -508,6 +508,53 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
  * memory) costs it nothing, however slowly it copies when timed alone: the dropout between two
  * relus pinned to fakecpu stays there (timed at 3 ms) rather than going to fakedev (0.1 ms,
  * transfers free), where it went before. */
+/* A value read in another layout costs a transpose (ABI 1.9). With DLRUN_CPU_NHWC=1 the cpu plugin
+ * asks for channels-last at a depthwise conv on 64x64, and the ops after it follow. The dropout
+ * between is free on either backend (a view in place); the fake backend (host memory, row-major
+ * only) is listed first and wins the tie, unless the two transposes around it count. */
+static const char nhwc_chain[] = "model: nhwc\ninputs:\n  - {name: x, shape: [1, 16, 64, 64]}\nlayers:\n"
+                                 "  - {name: r0, op: dropout}\n"
+                                 "  - {name: d1, op: conv2d, filters: 16, kernel: 3, padding: 1, groups: 16}\n"
+                                 "  - {name: r1, op: dropout}\n"
+                                 "  - {name: c2, op: conv2d, filters: 16, kernel: 1}\n";
+
+static void nhwc_chain_placement(const char *nhwc, const char *want) {
+    fresh_env();
+    setenv("DLFAKE_FAKECPU_IN_PLACE", "1", 1);
+    setenv("DLRUN_CPU_NHWC", nhwc, 1);
+    plugin_path = DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so:" DLRUN_PLUGIN_DIR "/libdlrun-cpu.so";
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.no_fuse = 1;
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(nhwc_chain, &so, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    char got[64] = "";
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", pi.chosen);
+    }
+    cr_expect_str_eq(got, want, "DLRUN_CPU_NHWC=%s: %s", nhwc, got);
+    dl_tensor in = *dl_session_input(s, 0);
+    float *x = malloc(16 * 64 * 64 * sizeof *x);
+    tu_fill_uniform(x, 16 * 64 * 64, 3, -1, 1);
+    in.data = x;
+    cr_expect_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    free(x);
+    close_all(s, m, ctx);
+    unsetenv("DLRUN_CPU_NHWC"), unsetenv("DLFAKE_FAKECPU_IN_PLACE");
+    plugin_path = FAKES;
+}
+
+Test(placement, transposes_count_where_a_backend_asks_for_channels_last) {
+    nhwc_chain_placement("0", "fakecpu cpu fakecpu cpu");
+    nhwc_chain_placement("1", "fakecpu cpu cpu cpu");
+}
+
 Test(placement, views_stay_where_they_run_in_place) {
     fresh_env();
     setenv("DLFAKE_FAKECPU_IN_PLACE", "1", 1);

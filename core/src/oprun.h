@@ -27,15 +27,15 @@ void dl_format_str(dl_format f, char *buf, size_t len);
  * (strides: room for 4 per tensor, inputs then output); all else is row-major. */
 void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned char *is_weight, dl_format f,
                         int64_t *strides);
-/* Tries op on be in the storage formats of `precision`, best first (ABI 1.3): its dtype (f16,
- * bf16) channels-last when the op has a 4-D activation and be prefers channels-last for it or
- * input_cl says its input already is, that dtype row-major, f32 channels-last (same condition),
- * f32 row-major. A plugin of ABI 1.2 or older is asked f32 row-major only. Leaves op in the first
- * format accepted and returns 1 (*f says which), else 0 with be's reason for f32 row-major. */
 /* be's preferred_layout answer for op as ABI 1.9 reads it: DL_LAYOUT_ROW_MAJOR (whatever the
  * input), DL_LAYOUT_CHANNELS_LAST or DL_LAYOUT_AS_INPUT (no answer, or row-major from a plugin
  * built before 1.9). */
 int dl_backend_layout_pref(const struct dl_backend *be, const dl_op *op);
+/* Tries op on be in the storage formats of `precision`, best first (ABI 1.3): its dtype (f16,
+ * bf16) channels-last when the op has a 4-D activation and be prefers channels-last for it (or
+ * answers AS_INPUT and input_cl says its input already is), that dtype row-major, f32 channels-last (same condition),
+ * f32 row-major. A plugin of ABI 1.2 or older is asked f32 row-major only. Leaves op in the first
+ * format accepted and returns 1 (*f says which), else 0 with be's reason for f32 row-major. */
 int dl_backend_accepts_as(const struct dl_backend *be, int precision, int input_cl, dl_op *op, dl_tensor *in,
                           dl_tensor *out, const unsigned char *is_weight, int64_t *strides, dl_format *f,
                           dl_error *why);

@@ -250,10 +250,9 @@ typedef struct planner {
     size_t esz[MAX_CAND * 4];         /* per backend: bytes per element it stores (4, or 2 at f16/bf16) */
     double cast_ms_per_elem;          /* converting between dtypes, measured in host memory */
     uint64_t domain_of[MAX_CAND * 4]; /* per backend: the backends sharing its memory domain (bits) */
-    /* cl[node * nbe + b]: node's output would be channels-last on backend b if the ops before it
-     * ran there too (its preferred_layout, followed along the chain), or NULL where no backend
+    /* lay[node * nbe + b]: the node's layout on backend b (LAY_* bits), or NULL where no backend
      * asks for channels-last; a value read in the other layout costs a transpose */
-    unsigned char *cl;
+    unsigned char *lay;
     double transpose_ms_per_elem; /* converting f32 NCHW <-> NHWC, measured in host memory */
     /* Values read by more than MANY_READERS nodes: per value, a segment tree over its readers (in
      * node order) of the backends they run on (bit masks), kept by set_backend, so the first
@@ -288,16 +287,27 @@ static double time_transpose(void) {
 
 static int be_index(planner *p, const dl_backend *be);
 
-/* p->cl (see planner), or left NULL where no candidate asks for channels-last anywhere. */
+/* planner.lay: LAY_CL, the node's 4-D output is channels-last on that backend (for a follower:
+ * if the ops before it ran there too); LAY_FOLLOWS, it takes its input in either layout
+ * (preferred_layout AS_INPUT and supports() accepts channels-last), so it never pays a transpose
+ * at its input. */
+enum { LAY_CL = 1, LAY_FOLLOWS = 2 };
+
+/* p->lay, or left NULL where no candidate asks for channels-last anywhere. */
 static void layouts_plan(planner *p, const dl_placement *pl) {
     const dl_session *s = p->s;
-    unsigned char *cl = calloc((size_t)p->n * (size_t)p->nbe + 1, 1);
     int any = 0;
-    for (int i = 0; cl && i < p->n; i++) {
+    for (int i = 0; i < p->n && !any; i++) {
         dl_tensor in[DL_MAX_OP_INPUTS], out;
         dl_op op;
         dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
-        if (out.ndim != 4) continue;
+        for (int c = 0; c < pl->choice[i].n && !any; c++)
+            any = dl_backend_layout_pref(dl_context_backend(s->ctx, pl->choice[i].cand[c].backend), &op) ==
+                  DL_LAYOUT_CHANNELS_LAST;
+    }
+    unsigned char *lay = any ? calloc((size_t)p->n * (size_t)p->nbe + 1, 1) : NULL;
+    for (int i = 0; lay && i < p->n; i++) {
+        if (s->shape[s->g->nodes[i].output].ndim != 4) continue;
         const dl_node *nd = &s->g->nodes[i];
         int from = -1; /* the producer of its first 4-D activation input */
         for (int j = 0; j < nd->n_inputs && from < 0; j++) {
@@ -307,20 +317,19 @@ static void layouts_plan(planner *p, const dl_placement *pl) {
         }
         for (int c = 0; c < pl->choice[i].n; c++) {
             const dl_backend *be = dl_context_backend(s->ctx, pl->choice[i].cand[c].backend);
-            int b = be_index(p, be), pref = dl_backend_layout_pref(be, &op);
-            /* 2: it asks for channels-last; 1: it follows an input that is */
-            cl[i * p->nbe + b] = pref == DL_LAYOUT_CHANNELS_LAST                                    ? 2
-                                 : pref == DL_LAYOUT_AS_INPUT && from >= 0 && cl[from * p->nbe + b] ? 1
-                                                                                                    : 0;
-            any |= pref == DL_LAYOUT_CHANNELS_LAST;
+            int b = be_index(p, be);
+            dl_format f0, f1; /* its layout after a row-major input, and after a channels-last one */
+            dl_error why;
+            if (!dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], 0, &f0, &why) ||
+                !dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], 1, &f1, &why))
+                continue;
+            int cl0 = f0.layout == DL_LAYOUT_CHANNELS_LAST, cl1 = f1.layout == DL_LAYOUT_CHANNELS_LAST;
+            if (cl0 == cl1) lay[i * p->nbe + b] = (unsigned char)(cl0 ? LAY_CL : 0);
+            else lay[i * p->nbe + b] = LAY_FOLLOWS | (from >= 0 && (lay[from * p->nbe + b] & LAY_CL) ? LAY_CL : 0);
         }
     }
-    if (!any) {
-        free(cl);
-        return;
-    }
-    p->cl = cl;
-    p->transpose_ms_per_elem = time_transpose();
+    p->lay = lay;
+    if (lay) p->transpose_ms_per_elem = time_transpose();
 }
 
 /* Time per element of an f32 -> bf16 conversion in host memory (the host converts where a backend
@@ -371,6 +380,17 @@ static double to_host(const planner *p, int d, size_t bytes) {
     double n = (double)bytes / 4, c = p->esz[d] == 4 ? 0 : n * p->cast_ms_per_elem;
     return c + (on_host(p->be[d]) ? 0 : p->x[d].lat_ms + p->x[d].ms_per_byte * n * (double)p->esz[d]);
 }
+
+/* Cost of handing a value of `bytes` f32 bytes, channels-last if have_cl, to node r on backend d:
+ * a host transpose where r takes the other layout and does not follow its input (planner.lay). */
+static double relayout(const planner *p, int have_cl, int r, int d, size_t bytes) {
+    const int lr = p->lay ? p->lay[r * p->nbe + d] : 0;
+    if (!p->lay || (lr & LAY_FOLLOWS) || (lr & LAY_CL) == have_cl) return 0;
+    return (double)bytes / 4 * p->transpose_ms_per_elem;
+}
+
+/* 1 if node i's output is channels-last on backend b (planner.lay) */
+static int out_cl(const planner *p, int i, int b) { return p->lay && (p->lay[i * p->nbe + b] & LAY_CL); }
 
 /* ---- readers by backend (planner.tree) ---- */
 
@@ -471,13 +491,11 @@ static void add_value_cost(const planner *p, const int *as, int v, double *c) {
         }
     }
     int all = !(p->tree && p->tree[v] >= 0), end = all ? g->reader_start[v + 1] : n_first;
-    int have = src >= 0 && p->cl && p->cl[val->producer * p->nbe + src] != 0, transposed = 0;
+    int have = src >= 0 && out_cl(p, val->producer, src), transposed = 0;
     for (int q = all ? g->reader_start[v] : 0; q < end; q++) { /* the nodes reading v */
         int r = g->reader_node[all ? q : first[q]], d = as[r], dup = 0;
-        if (p->cl && !transposed && p->s->shape[v].ndim == 4 && (p->cl[r * p->nbe + d] != 0) != have) {
-            *c += (double)bytes / 4 * p->transpose_ms_per_elem; /* once: later readers share it */
-            transposed = 1;
-        }
+        double t = transposed || p->s->shape[v].ndim != 4 ? 0 : relayout(p, have, r, d, bytes);
+        *c += t, transposed |= t > 0; /* once: later readers share it */
         for (int k = 0; k < p->nbe; k++) dup |= paid[k] && dl_same_domain(p->be[k], p->be[d]);
         if (dup || (src >= 0 ? dl_same_domain(p->be[src], p->be[d]) : on_host(p->be[d]))) continue;
         paid[d] = 1;
@@ -485,7 +503,7 @@ static void add_value_cost(const planner *p, const int *as, int v, double *c) {
         if (on_host(p->be[d])) host_has = 1;
     }
     if (dl_graph_is_output(g, v) && !host_has) *c += to_host(p, src, bytes);
-    if (dl_graph_is_output(g, v) && have) *c += (double)bytes / 4 * p->transpose_ms_per_elem;
+    if (dl_graph_is_output(g, v) && have) *c += (double)bytes / 4 * p->transpose_ms_per_elem; /* back to NCHW */
 }
 
 /* Total cost of an assignment: op times plus every value's copies (add_value_cost). */
@@ -544,11 +562,13 @@ static void choose_chain(planner *p, int *as) {
             if (t < 0) continue;
             if (i == 0) {
                 best[b] = t + to_host(p, b, in_bytes);
+                if (p->s->shape[g->nodes[0].inputs[0]].ndim == 4) best[b] += relayout(p, 0, 0, b, in_bytes);
                 continue;
             }
             for (int a = 0; a < nb; a++) {
                 if (best[(i - 1) * nb + a] == DBL_MAX) continue;
                 double c = best[(i - 1) * nb + a] + move(p, a, b, in_bytes) + t;
+                if (p->s->shape[g->nodes[i].inputs[0]].ndim == 4) c += relayout(p, out_cl(p, i - 1, a), i, b, in_bytes);
                 if (c < best[i * nb + b]) best[i * nb + b] = c, from[i * nb + b] = a;
             }
         }
@@ -559,6 +579,7 @@ static void choose_chain(planner *p, int *as) {
     for (int b = 0; b < nb; b++) {
         if (best[(n - 1) * nb + b] == DBL_MAX) continue;
         double c = best[(n - 1) * nb + b] + to_host(p, b, out_bytes);
+        if (out_cl(p, n - 1, b)) c += (double)out_bytes / 4 * p->transpose_ms_per_elem;
         if (c < bc) bc = c, bb = b;
     }
     for (int i = n - 1; i >= 0 && bb >= 0; i--) {
@@ -648,10 +669,6 @@ static int free_view(const dl_session *s, int i, const dl_backend *be) {
 }
 
 /* Times (or finds in the cache) every candidate of every node with more than one: p->t. */
-/* Node i on backend b reads a channels-last input in the chain assumption of p->cl (its own output
- * channels-last without asking for it: it follows its input). */
-static int is_follower(const planner *p, int i, int b) { return p->cl[i * p->nbe + b] == 1; }
-
 static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, dl_tcache *cache, dl_error *err) {
     const dl_graph *g = s->g;
     int timing_index = 0, to_time = 0;
@@ -665,8 +682,8 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
             int b = be_index(p, be);
             double ms = 0;
             char key[2048];
-            /* timed with its input channels-last where the ops before it on be would leave it so */
-            int in_cl = p->cl && is_follower(p, i, b);
+            /* a follower is timed channels-last where the ops before it on be would leave it so */
+            int in_cl = p->lay && p->lay[i * p->nbe + b] == (LAY_FOLLOWS | LAY_CL);
             if (c->n > 1) key_of(s, i, be, key, sizeof key);
             if (c->n > 1 && in_cl) strncat(key, ";input=nhwc", sizeof key - strlen(key) - 1);
             if (c->n > 1 && dl_tcache_get(cache, key, &ms)) {
@@ -767,7 +784,7 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
         dl_trace_end(s->trace, span);
     }
     free(p.t);
-    free(p.cl);
+    free(p.lay);
     free(as);
     return st;
 }

@@ -107,6 +107,8 @@ struct dl_kernel {
 typedef void (*cpu_op_fn)(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 
 dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
+/* 1x1, stride 1, no padding: the image's channels are the product's operand as they lie */
+int cpu_conv_plain_1x1(const dl_op_attrs *a);
 /* ops/nhwc.c: the channels-last kernels. cpu_nhwc_runs: 1 where op has one and every 4-D
  * activation and the output are f32 channels-last (k->cl); cpu_nhwc_prepare then packs its weight
  * (conv_mode CONV_GEMM_1X1 or CONV_DEPTHWISE) or permutes a binary op's shapes; conv2d and

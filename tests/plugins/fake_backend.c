@@ -22,7 +22,8 @@
  *                             on the host in run(): a device clock of EVENT_US does not see it)
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
  * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
- * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). */
+ * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). It takes row-major
+ * tensors only (placement tests of the cost of transposes). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <stdio.h>
@@ -157,10 +158,12 @@ static int fk_supports(void *self, const dl_op *op, dl_error *why) {
         for (int i = 0; i < op->attrs->axis; i++) outer *= op->outputs[0].shape[i];
         return outer == 1 ? 1 : (dl_fail(why, DL_E_UNSUPPORTED, "concat of one run per input only"), 0);
     }
-    for (int i = 0; i < op->n_inputs; i++)
-        if ((!ANY_DTYPE && !dl_dtype_eq(op->inputs[i].dtype, FAKE_DTYPE)) ||
-            dl_tensor_numel(&op->inputs[i]) != dl_tensor_numel(&op->outputs[0]))
-            return dl_fail(why, DL_E_UNSUPPORTED, "elementwise f32 only"), 0;
+    for (int i = 0; i <= op->n_inputs; i++) {
+        const dl_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->outputs[0];
+        if ((!ANY_DTYPE && !dl_dtype_eq(t->dtype, FAKE_DTYPE)) || t->strides ||
+            dl_tensor_numel(t) != dl_tensor_numel(&op->outputs[0]))
+            return dl_fail(why, DL_E_UNSUPPORTED, "elementwise f32 row-major only"), 0;
+    }
     return (op->kind == DL_OP_ADD) == (op->n_inputs == 2) ? 1 : (dl_fail(why, DL_E_UNSUPPORTED, "input count"), 0);
 }
 static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *ws, dl_error *err) {

@@ -15,8 +15,7 @@
 
 #include "cpu_ops.h"
 
-/* 1x1, stride 1, no padding: the image's channels are the GEMM's operand as they lie */
-static int plain_1x1(const dl_op_attrs *a) {
+int cpu_conv_plain_1x1(const dl_op_attrs *a) {
     return a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 && a->stride[1] == 1 && a->pad_begin[0] == 0 &&
            a->pad_begin[1] == 0 && a->pad_end[0] == 0 && a->pad_end[1] == 0;
 }
@@ -100,7 +99,7 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
     /* a 1x1 conv whose weight is at most 1 MiB: never OpenBLAS (cpu_gemm alone measured 1.5-2x
      * faster on 7x7 and 14x14 maps); a larger weight, read from memory at each run, keeps the
      * choice above (ResNet-50's 1024 -> 512 on 14x14 measured 15 % slower in place) */
-    const int own_1x1 = packs && plain_1x1(a) && kdim > 0 && ocg <= 262144 / kdim;
+    const int own_1x1 = packs && cpu_conv_plain_1x1(a) && kdim > 0 && ocg <= 262144 / kdim;
     const int pointwise = own_1x1 && pixel_rows_in_place(ocg, plane, kdim);
     if (own_1x1) form = pointwise ? CPU_GEMM_PIXEL_ROWS : CPU_GEMM_FILTER_ROWS;
     if (form != CPU_GEMM_NOT) {
@@ -128,7 +127,7 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
         k->workspace = scratch * sizeof(float);
         return DL_OK;
     }
-    if (plain_1x1(a)) {
+    if (cpu_conv_plain_1x1(a)) {
         k->conv_mode = CONV_GEMM_1X1;
         k->workspace = 0;
         return DL_OK;
@@ -308,7 +307,7 @@ static void conv_packed(const dl_kernel *k, const float *x, const float *b, cons
     const int t = k->conv_mode != CONV_PACKED; /* the pixels as the product's rows */
     const int in_place = k->conv_mode == CONV_POINTWISE_T;
     const size_t per = t ? cpu_gemm_packed_b_floats(kdim, ocg) : cpu_gemm_packed_a_floats(ocg, kdim);
-    const int plain = plain_1x1(&k->g.a);
+    const int plain = cpu_conv_plain_1x1(&k->g.a);
     for (int64_t i = 0; i < n; i++)
         for (int64_t gi = 0; gi < g; gi++) {
             const float *xg = x + (i * c + gi * cg) * h * wd;

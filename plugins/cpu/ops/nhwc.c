@@ -72,10 +72,7 @@ static int is_binary(int kind) {
 }
 
 static int is_pointwise(const dl_op *op) {
-    const dl_op_attrs *a = op->attrs;
-    return op->kind == DL_OP_CONV2D && a->groups == 1 && a->kernel[0] == 1 && a->kernel[1] == 1 && a->stride[0] == 1 &&
-           a->stride[1] == 1 && a->pad_begin[0] == 0 && a->pad_begin[1] == 0 && a->pad_end[0] == 0 &&
-           a->pad_end[1] == 0;
+    return op->kind == DL_OP_CONV2D && op->attrs->groups == 1 && cpu_conv_plain_1x1(op->attrs);
 }
 
 static int is_depthwise(const dl_op *op) {
