@@ -79,13 +79,16 @@ static void expect_placement(const char *yaml, const char *want, dl_session_opti
         dl_session_placement(s, i, &pi);
         snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", pi.chosen);
     }
-    cr_expect_str_eq(got, want);
+    cr_expect_str_eq(got, want, "%s", got);
     /* and it runs: relu/dropout/add computed by the fakes match a plain loop */
     dl_tensor in = *dl_session_input(s, 0);
-    float x[512];
-    tu_fill_uniform(x, 512, 3, -1, 1);
+    const size_t n = (size_t)dl_tensor_numel(&in);
+    float *x = malloc(n * sizeof *x);
+    cr_assert(x);
+    tu_fill_uniform(x, n, 3, -1, 1);
     in.data = x;
     cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    free(x);
     close_all(s, m, ctx);
 }
 
@@ -526,26 +529,7 @@ static void nhwc_chain_placement(const char *nhwc, const char *want) {
     dl_session_options so;
     dl_session_options_init(&so);
     so.no_fuse = 1;
-    dl_context *ctx;
-    dl_model *m;
-    dl_error err;
-    dl_status st;
-    dl_session *s = session(nhwc_chain, &so, &ctx, &m, &err, &st);
-    cr_assert_eq(st, DL_OK, "%s", err.msg);
-    char got[64] = "";
-    for (int i = 0; i < dl_session_placement_count(s); i++) {
-        dl_placement_info pi;
-        dl_session_placement(s, i, &pi);
-        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", pi.chosen);
-    }
-    cr_expect_str_eq(got, want, "DLRUN_CPU_NHWC=%s: %s", nhwc, got);
-    dl_tensor in = *dl_session_input(s, 0);
-    float *x = malloc(16 * 64 * 64 * sizeof *x);
-    tu_fill_uniform(x, 16 * 64 * 64, 3, -1, 1);
-    in.data = x;
-    cr_expect_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
-    free(x);
-    close_all(s, m, ctx);
+    expect_placement(nhwc_chain, want, &so);
     unsetenv("DLRUN_CPU_NHWC"), unsetenv("DLFAKE_FAKECPU_IN_PLACE");
     plugin_path = FAKES;
 }
