@@ -850,7 +850,9 @@ Test(cpu_storage, workspace_is_the_kernels_plus_staging) {
         size_t ws = run_op_as(DL_OP_CONV2D, &a, in, 3, &out, 0);
         if (m < 0) conv_ws = ws;
         cr_expect(conv_ws > 0);
-        cr_expect_eq(ws, conv_ws + (staged ? x + y : 0), "conv workspace %zu (%s)", ws, mode.name);
+        /* f32 channels-last: the NHWC kernel, with no workspace of its own and nothing staged */
+        const size_t want = mode.nhwc && mode.dtype.bits == 32 ? 0 : conv_ws + (staged ? x + y : 0);
+        cr_expect_eq(ws, want, "conv workspace %zu (%s)", ws, mode.name);
         attrs(&a);
         tt rout = MAKE(0, 1, 3, 5, 11, 13);
         ws = run_op_as(DL_OP_RELU, &a, in, 1, &rout, 0);
@@ -882,22 +884,34 @@ Test(cpu_storage, nhwc_kernels_run_in_place_of_staging) {
     tt gp = MAKE(0, 1, 2, 6, 1, 1), mul[2] = {MAKE(-1, 1, 2, 6, 9, 7), MAKE(-1, 1, 2, 6, 1, 1)};
     cr_expect_eq(run_op_as(DL_OP_GLOBAL_AVGPOOL, &a, dw, 1, &gp, 0), 0, "global_avgpool staged");
     cr_expect_eq(run_op_as(DL_OP_MUL, &a, mul, 2, &y, 0), 0, "mul staged");
-    /* a 3x3 conv has no NHWC kernel: converted around the NCHW one */
+    /* a 3x3 conv, max pooling and a concat of 4-D tensors run in place too */
     attrs(&a);
     a.kernel[0] = a.kernel[1] = 3;
     tt c3[2] = {MAKE(-1, 1, 1, 6, 9, 7), MAKE(-1, 1, 4, 6, 3, 3)};
     tt y3 = MAKE(0, 1, 1, 4, 7, 5);
-    cr_expect_gt(run_op_as(DL_OP_CONV2D, &a, c3, 2, &y3, 0), (size_t)(6 * 9 * 7 + 4 * 7 * 5) * 4, "3x3 not staged");
+    cr_expect_eq(run_op_as(DL_OP_CONV2D, &a, c3, 2, &y3, 0), 0, "3x3 conv staged");
+    a.stride[0] = a.stride[1] = 2;
+    tt mp = MAKE(0, 1, 2, 6, 4, 3);
+    cr_expect_eq(run_op_as(DL_OP_MAXPOOL2D, &a, dw, 1, &mp, 0), 0, "maxpool staged or in NCHW");
+    attrs(&a);
+    a.axis = 1;
+    tt cat = MAKE(0, 1, 2, 12, 9, 7);
+    cr_expect_eq(run_op_as(DL_OP_CONCAT, &a, (tt[]){dw[0], mul[0]}, 2, &cat, 0), 0, "concat staged");
+    /* average pooling has no NHWC kernel: converted around the NCHW one */
+    a.kernel[0] = a.kernel[1] = 3, a.stride[0] = a.stride[1] = 2;
+    cr_expect_eq(run_op_as(DL_OP_AVGPOOL2D, &a, dw, 1, &mp, 0), align64(2 * 6 * 9 * 7 * 4) + align64(2 * 6 * 4 * 3 * 4),
+                 "avgpool not staged");
     for (int i = 0; i < 3; i++) free(dw[i].data), free(pw[i].data);
     for (int i = 0; i < 2; i++) free(mul[i].data), free(c3[i].data);
-    free(y.data), free(y2.data), free(y3.data), free(gp.data);
+    free(y.data), free(y2.data), free(y3.data), free(gp.data), free(mp.data), free(cat.data);
 }
 
 /* The plugin's preferred_layout (ABI 1.9) over a depthwise conv 3x3 on 16 channels, its map h x 28,
- * then (kinds) the same op as a 3x3 conv, a maxpool and a hard_swish; nhwc: DLRUN_CPU_NHWC=1 (read
- * at the plugin's init, in this test's own process). */
-static void expect_preferences(int nhwc, const int *want) {
-    if (nhwc) setenv("DLRUN_CPU_NHWC", "1", 1);
+ * then (want[2]) the same op as a 3x3 conv; a max pooling and a hard_swish follow their input, an
+ * average pooling is row-major; nhwc: the value of DLRUN_CPU_NHWC (read at the plugin's init, in
+ * this test's own process). */
+static void expect_preferences(const char *nhwc, const int *want) {
+    if (nhwc) setenv("DLRUN_CPU_NHWC", nhwc, 1);
     else unsetenv("DLRUN_CPU_NHWC");
     load();
     dl_op_attrs a;
@@ -914,9 +928,11 @@ static void expect_preferences(int nhwc, const int *want) {
     op.precision = DL_PRECISION_BF16;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "bf16");
     op.precision = DL_PRECISION_F32, a.groups = 1, ws[1] = 16; /* a 3x3 conv */
-    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "3x3 conv");
+    cr_expect_eq(be->preferred_layout(be->self, &op), want[2], "3x3 conv");
     op.kind = DL_OP_MAXPOOL2D, op.n_inputs = 1;
-    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "maxpool");
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "maxpool");
+    op.kind = DL_OP_AVGPOOL2D;
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "avgpool");
     op.kind = DL_OP_HARD_SWISH;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "hard_swish");
 }
@@ -924,12 +940,18 @@ static void expect_preferences(int nhwc, const int *want) {
 /* By default the plugin never asks for channels-last: it follows its input where it has an NHWC
  * kernel, row-major elsewhere and at 16 bits. */
 Test(cpu_storage, preferred_layouts_by_default) {
-    expect_preferences(0, (int[]){DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
+    expect_preferences(NULL, (int[]){DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
+    expect_preferences("3", (int[]){DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
 }
 
 /* With DLRUN_CPU_NHWC=1: channels-last for a depthwise conv on a map of 28x28 or more at f32. */
 Test(cpu_storage, preferred_layouts_with_nhwc_chains) {
-    expect_preferences(1, (int[]){DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_AS_INPUT});
+    expect_preferences("1", (int[]){DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
+}
+
+/* With DLRUN_CPU_NHWC=2: channels-last for every conv at f32. */
+Test(cpu_storage, preferred_layouts_with_nhwc_everywhere) {
+    expect_preferences("2", (int[]){DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_CHANNELS_LAST});
 }
 
 /* Every tensor in its own format: each input is converted on its own, the output rounded once. */

@@ -78,7 +78,8 @@ enum {
     CONV_PACKED = 4,
     CONV_PACKED_T = 5,
     CONV_DIRECT = 6,
-    CONV_POINTWISE_T = 7
+    CONV_POINTWISE_T = 7,
+    CONV_NHWC_DENSE = 8 /* ops/nhwc.c: a conv of one group on channels-last tensors */
 };
 
 /* CONV_DIRECT's padded image, split into stride[0] x stride[1] phase planes of hq x wq (stride 1:
@@ -120,6 +121,7 @@ void cpu_nhwc_init(void); /* reads DLRUN_CPU_NHWC (ops/nhwc.c) */
 dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op);
 void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
 void cpu_global_avgpool_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
+void cpu_maxpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
 size_t cpu_maxpool2d_workspace(const dl_kernel *k); /* bytes cpu_maxpool2d needs as ws */
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 /* ops/window8.c: depthwise conv (groups == input channels; conv2d picks it at prepare) and max

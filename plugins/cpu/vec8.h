@@ -33,6 +33,12 @@ static inline v8 fma8(v8 a, v8 b, v8 c) {
 #endif
 }
 
+/* max of m and v lane by lane, NaN winning: a NaN v is taken (v != v), a NaN m kept (v > m false) */
+static inline v8 max8(v8 m, v8 v) {
+    const v8i take = (v > m) | (v != v);
+    return (v8)((take & (v8i)v) | (~take & (v8i)m));
+}
+
 /* v clamped to [lo, hi] lane by lane; a NaN stays NaN (both compares are false) */
 static inline v8 clamp8(v8 v, v8 lo, v8 hi) {
     v8i m = v < lo;

@@ -80,11 +80,15 @@ static int is_depthwise(const dl_op *op) {
            op->outputs[0].shape[1] == op->inputs[0].shape[1];
 }
 
+/* any other conv of one group: window, stride, dilation and padding of any size */
+static int is_dense(const dl_op *op) { return op->kind == DL_OP_CONV2D && op->attrs->groups == 1; }
+
 /* op's kind (and, for a conv, its shape) has an NHWC kernel here */
 static int has_kernel(const dl_op *op) {
-    if (is_unary(op->kind) || op->kind == DL_OP_GLOBAL_AVGPOOL) return 1;
+    if (is_unary(op->kind) || op->kind == DL_OP_GLOBAL_AVGPOOL || op->kind == DL_OP_MAXPOOL2D) return 1;
+    if (op->kind == DL_OP_CONCAT) return op->outputs[0].ndim == 4;
     if (is_binary(op->kind)) return op->n_inputs == 2 && op->inputs[0].ndim == 4 && op->inputs[1].ndim == 4;
-    return is_pointwise(op) || is_depthwise(op);
+    return is_dense(op) || is_depthwise(op);
 }
 
 int cpu_nhwc_runs(const dl_op *op) {
@@ -103,16 +107,19 @@ int cpu_nhwc_runs(const dl_op *op) {
     return 1;
 }
 
-static int asks_nhwc; /* DLRUN_CPU_NHWC=1, read at the plugin's init */
+/* DLRUN_CPU_NHWC, read at the plugin's init: 0 (or unset) never asks for channels-last; 1 asks at
+ * depthwise convs on large maps; 2 at every conv */
+static int asks_nhwc;
 
 void cpu_nhwc_init(void) {
     const char *v = getenv("DLRUN_CPU_NHWC");
-    asks_nhwc = v && strcmp(v, "1") == 0;
+    asks_nhwc = !v ? 0 : strcmp(v, "1") == 0 ? 1 : strcmp(v, "2") == 0 ? 2 : 0;
 }
 
 int cpu_preferred_layout(void *self, const dl_op *op) {
     (void)self;
     if (op->precision != DL_PRECISION_F32 || op->n_outputs < 1 || !has_kernel(op)) return DL_LAYOUT_ROW_MAJOR;
+    if (asks_nhwc == 2 && op->kind == DL_OP_CONV2D) return DL_LAYOUT_CHANNELS_LAST;
     if (asks_nhwc && is_depthwise(op) && op->inputs[0].shape[2] * op->inputs[0].shape[3] >= 28 * 28)
         return DL_LAYOUT_CHANNELS_LAST;
     return DL_LAYOUT_AS_INPUT;
@@ -130,23 +137,33 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
         }
         return DL_OK;
     }
+    if (g->kind == DL_OP_CONCAT) { /* along N, H, W or C of what lies in memory as [N, H, W, C] */
+        const int64_t c = g->ys[1];
+        g->ys[1] = g->ys[2], g->ys[2] = g->ys[3], g->ys[3] = c;
+        g->a.axis = g->a.axis == 0 ? 0 : g->a.axis == 1 ? 3 : g->a.axis - 1;
+        return DL_OK;
+    }
     if (g->kind != DL_OP_CONV2D) return DL_OK;
     const float *w = op->inputs[1].data;
     const int64_t m = g->ys[1], c = g->xs[1];
-    k->conv_mode = is_pointwise(op) ? CONV_GEMM_1X1 : CONV_DEPTHWISE;
-    if (k->conv_mode ==
-        CONV_GEMM_1X1) { /* panels of 16 filters: packed[(panel * c + ch) * 16 + j] = w[panel * 16 + j][ch] */
+    const int64_t taps = g->a.kernel[0] * g->a.kernel[1];
+    if (!is_depthwise(op) || g->a.groups == 1) {
+        /* panels of 16 filters, tap by tap: packed[((panel * taps + t) * c + ch) * 16 + j] =
+         * w[panel * 16 + j][ch][t], then c zeros that the dense conv reads for taps outside the image */
+        k->conv_mode = is_pointwise(op) ? CONV_GEMM_1X1 : CONV_NHWC_DENSE;
         const int64_t panels = (m + PW_COLS - 1) / PW_COLS;
-        if (panels > INT64_MAX / PW_COLS / c) return DL_E_NOMEM;
-        k->packed = calloc((size_t)(panels * PW_COLS * c), sizeof(float));
+        if (panels > INT64_MAX / PW_COLS / taps / c - 1) return DL_E_NOMEM;
+        k->packed = calloc((size_t)((panels * PW_COLS * taps + 1) * c), sizeof(float));
         if (!k->packed) return DL_E_NOMEM;
         for (int64_t o = 0; o < m; o++)
             for (int64_t ch = 0; ch < c; ch++)
-                k->packed[(o / PW_COLS * c + ch) * PW_COLS + o % PW_COLS] = w[o * c + ch];
+                for (int64_t t = 0; t < taps; t++)
+                    k->packed[((o / PW_COLS * taps + t) * c + ch) * PW_COLS + o % PW_COLS] = w[(o * c + ch) * taps + t];
         return DL_OK;
     }
     /* depthwise: tap by tap, the channels padded to whole vectors: packed[tap * cp + ch] */
-    const int64_t taps = g->a.kernel[0] * g->a.kernel[1], cp = (c + DW_LANES - 1) / DW_LANES * DW_LANES;
+    k->conv_mode = CONV_DEPTHWISE;
+    const int64_t cp = (c + DW_LANES - 1) / DW_LANES * DW_LANES;
     if (cp > INT64_MAX / taps) return DL_E_NOMEM;
     k->packed = calloc((size_t)(taps * cp), sizeof(float));
     if (!k->packed) return DL_E_NOMEM;
@@ -155,7 +172,7 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
     return DL_OK;
 }
 
-/* ---- 1x1 conv ---- */
+/* ---- 1x1 and dense convs: blocks of 6 pixels x 16 filters ---- */
 
 /* The block of `rows` pixels (x: rows x c, ld c) times one panel of 16 filters (wp: c x 16) */
 static inline __attribute__((always_inline)) void pw_block(const float *x, int64_t c, const float *wp, int rows,
@@ -171,10 +188,63 @@ static inline __attribute__((always_inline)) void pw_block(const float *x, int64
     }
 }
 
-/* Bias, residual, activation and store of a block: y and res hold `rows` pixels of ld floats, of
- * which this panel's `cols` (16, or fewer in the last panel) are written. */
-static void pw_store(v8 acc[PW_ROWS][2], int rows, int cols, const float *bias, const float *res, float *y, int64_t ld,
-                     const dl_op_attrs *a) {
+/* One tap of the dense conv added to a block: pixel r's c channels at xr[r] (a row of zeros where
+ * the tap falls outside the image) times the tap's c x 16 weights */
+static inline __attribute__((always_inline)) void tap_block(const float *const xr[PW_ROWS], int64_t c, const float *wp,
+                                                            v8 acc[PW_ROWS][2]) {
+    for (int64_t ch = 0; ch < c; ch++) {
+        const v8 w0 = load8(wp + ch * PW_COLS), w1 = load8(wp + ch * PW_COLS + 8);
+        for (int r = 0; r < PW_ROWS; r++) {
+            const v8 xv = splat8(xr[r][ch]);
+            acc[r][0] = fma8(xv, w0, acc[r][0]);
+            acc[r][1] = fma8(xv, w1, acc[r][1]);
+        }
+    }
+}
+
+/* Where a conv's blocks go: bias, fused residual, activation, the output (m channels a pixel) */
+typedef struct pw_out {
+    const float *bias, *res;
+    float *y;
+    int64_t m;
+    int in_registers; /* none, relu and clip: a clamp to [lo, hi] applied in registers */
+    v8 lo, hi;
+    const dl_op_attrs *a;
+} pw_out;
+
+static pw_out pw_out_init(const dl_kernel *k, const dl_tensor *in, float *y) {
+    const dl_op_geom *g = &k->g;
+    const int act = g->a.activation;
+    return (pw_out){.bias = g->has_bias ? in[2].data : NULL,
+                    .res = g->residual ? in[g->residual].data : NULL,
+                    .y = y,
+                    .m = g->ys[1],
+                    .in_registers = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP,
+                    .lo = splat8(act == DL_ACT_RELU   ? 0.0f
+                                 : act == DL_ACT_CLIP ? g->a.clip_min
+                                                      : -__builtin_inff()),
+                    .hi = splat8(act == DL_ACT_CLIP ? g->a.clip_max : __builtin_inff()),
+                    .a = &g->a};
+}
+
+/* Bias, residual, activation and store of the block of `rows` pixels from output pixel p, filters
+ * of panel q (16, or fewer in the last panel) */
+static inline __attribute__((always_inline)) void pw_finish(const pw_out *o, v8 acc[PW_ROWS][2], int rows, int64_t p,
+                                                            int64_t q) {
+    const int64_t m = o->m, at = p * m + q * PW_COLS;
+    const int cols = (int)(m - q * PW_COLS < PW_COLS ? m - q * PW_COLS : PW_COLS);
+    const float *bias = o->bias ? o->bias + q * PW_COLS : NULL, *res = o->res ? o->res + at : NULL;
+    float *y = o->y + at;
+    if (cols == PW_COLS && o->in_registers) { /* the common case: from the registers to y */
+        const v8 b0 = bias ? load8(bias) : splat8(0), b1 = bias ? load8(bias + 8) : splat8(0);
+        for (int r = 0; r < rows; r++) {
+            v8 v0 = acc[r][0] + b0, v1 = acc[r][1] + b1;
+            if (res) v0 += load8(res + r * m), v1 += load8(res + r * m + 8);
+            store8(y + r * m, clamp8(v0, o->lo, o->hi));
+            store8(y + r * m + 8, clamp8(v1, o->lo, o->hi));
+        }
+        return;
+    }
     float t[PW_ROWS * PW_COLS] __attribute__((aligned(32)));
     float bb[PW_COLS] = {0};
     if (bias) memcpy(bb, bias, (size_t)cols * sizeof(float));
@@ -185,58 +255,77 @@ static void pw_store(v8 acc[PW_ROWS][2], int rows, int cols, const float *bias, 
     }
     if (res)
         for (int r = 0; r < rows; r++)
-            for (int j = 0; j < cols; j++) t[r * PW_COLS + j] += res[r * ld + j];
-    if (a->activation == DL_ACT_RELU || a->activation == DL_ACT_CLIP) {
-        const v8 lo = splat8(a->activation == DL_ACT_RELU ? 0.0f : a->clip_min),
-                 hi = splat8(a->activation == DL_ACT_RELU ? __builtin_inff() : a->clip_max);
-        for (int i = 0; i < rows * PW_COLS; i += 8) store8(t + i, clamp8(load8(t + i), lo, hi));
-    } else if (a->activation != DL_ACT_NONE) {
-        cpu_activate_rows16(t, rows, a);
-    }
-    for (int r = 0; r < rows; r++) memcpy(y + r * ld, t + r * PW_COLS, (size_t)cols * sizeof(float));
+            for (int j = 0; j < cols; j++) t[r * PW_COLS + j] += res[r * m + j];
+    if (o->in_registers)
+        for (int i = 0; i < rows * PW_COLS; i += 8) store8(t + i, clamp8(load8(t + i), o->lo, o->hi));
+    else cpu_activate_rows16(t, rows, o->a);
+    for (int r = 0; r < rows; r++) memcpy(y + r * m, t + r * PW_COLS, (size_t)cols * sizeof(float));
 }
 
 static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
     const dl_op_geom *g = &k->g;
-    const float *x = in[0].data, *bias = g->has_bias ? in[2].data : NULL;
-    const float *res = g->residual ? in[g->residual].data : NULL;
+    const float *x = in[0].data;
     const int64_t c = g->xs[1], m = g->ys[1], pixels = g->xs[0] * g->xs[2] * g->xs[3];
     const int64_t chunks = (pixels + PW_CHUNK - 1) / PW_CHUNK, panels = (m + PW_COLS - 1) / PW_COLS;
     /* few chunks (a small map, or the 1x1 maps of squeeze-and-excitation): share out the panels too */
     const int64_t split = chunks >= 8 ? 1 : panels, per = (panels + split - 1) / split;
-    /* none, relu and clip are a clamp, applied in registers (NaN passes through clamp8) */
-    const int act = g->a.activation, in_registers = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
-    const v8 lo = splat8(act == DL_ACT_RELU   ? 0.0f
-                         : act == DL_ACT_CLIP ? g->a.clip_min
-                                              : -__builtin_inff()),
-             hi = splat8(act == DL_ACT_CLIP ? g->a.clip_max : __builtin_inff());
+    const pw_out o = pw_out_init(k, in, y);
     CPU_FOR(pixels * m * c, t, chunks * split, {
         const int64_t p0 = t / split * PW_CHUNK, p1 = p0 + PW_CHUNK < pixels ? p0 + PW_CHUNK : pixels;
         const int64_t q0 = t % split * per, q1 = q0 + per < panels ? q0 + per : panels;
-        for (int64_t q = q0; q < q1; q++) {
-            const float *wp = k->packed + q * c * PW_COLS;
-            const int cols = (int)(m - q * PW_COLS < PW_COLS ? m - q * PW_COLS : PW_COLS);
-            for (int64_t p = p0; p < p1; p += PW_ROWS) {
-                const int rows = (int)(p1 - p < PW_ROWS ? p1 - p : PW_ROWS);
+        for (int64_t p = p0; p < p1; p += PW_ROWS) { /* each block's pixels read once for all panels */
+            const int rows = (int)(p1 - p < PW_ROWS ? p1 - p : PW_ROWS);
+            for (int64_t q = q0; q < q1; q++) {
                 v8 acc[PW_ROWS][2];
-                if (rows == PW_ROWS) pw_block(x + p * c, c, wp, PW_ROWS, acc);
-                else pw_block(x + p * c, c, wp, rows, acc);
-                const int64_t at = p * m + q * PW_COLS;
-                if (cols == PW_COLS && in_registers) { /* the common case: from the registers to y */
-                    const v8 b0 = bias ? load8(bias + q * PW_COLS) : splat8(0),
-                             b1 = bias ? load8(bias + q * PW_COLS + 8) : splat8(0);
-                    for (int r = 0; r < rows; r++) {
-                        v8 v0 = acc[r][0] + b0, v1 = acc[r][1] + b1;
-                        if (res) v0 += load8(res + at + r * m), v1 += load8(res + at + r * m + 8);
-                        store8(y + at + r * m, clamp8(v0, lo, hi));
-                        store8(y + at + r * m + 8, clamp8(v1, lo, hi));
-                    }
-                    continue;
-                }
-                pw_store(acc, rows, cols, bias ? bias + q * PW_COLS : NULL, res ? res + at : NULL, y + at, m, &g->a);
+                if (rows == PW_ROWS) pw_block(x + p * c, c, k->packed + q * c * PW_COLS, PW_ROWS, acc);
+                else pw_block(x + p * c, c, k->packed + q * c * PW_COLS, rows, acc);
+                pw_finish(&o, acc, rows, p, q);
             }
         }
     });
+}
+
+/* Output row oy of image n of a dense conv: 16 filters at a time, blocks of 6 pixels. In a
+ * block whose windows all lie inside the image's columns (and no dilation across them), a row of
+ * a window is kw * c consecutive floats: one run of the product per row of taps. Elsewhere each
+ * tap of each pixel on its own, a row of zeros standing in for taps outside the image and for the
+ * missing pixels of a partial last block. Rows of taps above or below the image are skipped. */
+static void dense_row(const dl_kernel *k, const dl_tensor *in, const pw_out *o, int64_t n, int64_t oy) {
+    const dl_op_geom *g = &k->g;
+    const dl_op_attrs *a = &g->a;
+    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], oh = g->ys[2], ow = g->ys[3], m = g->ys[1];
+    const int64_t kh = a->kernel[0], kw = a->kernel[1], taps = kh * kw, panels = (m + PW_COLS - 1) / PW_COLS;
+    const int64_t sw = a->stride[1], pl = a->pad_begin[1], dw = a->dilation[1];
+    const float *x = (const float *)in[0].data + n * h * w * c, *zero = k->packed + panels * PW_COLS * taps * c;
+    const int64_t iy0 = oy * a->stride[0] - a->pad_begin[0];
+    for (int64_t q = 0; q < panels; q++) { /* a panel's weights stay in L1 along the row */
+        for (int64_t ox = 0; ox < ow; ox += PW_ROWS) {
+            const int rows = (int)(ow - ox < PW_ROWS ? ow - ox : PW_ROWS);
+            const int runs = rows == PW_ROWS && (dw == 1 || kw == 1) && ox * sw - pl >= 0 &&
+                             (ox + PW_ROWS - 1) * sw - pl + (kw - 1) * dw < w;
+            v8 acc[PW_ROWS][2];
+            for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
+            for (int64_t i = 0; i < kh; i++) {
+                const int64_t iy = iy0 + i * a->dilation[0];
+                if (iy < 0 || iy >= h) continue;
+                const float *wp = k->packed + (q * taps + i * kw) * c * PW_COLS;
+                const float *xr[PW_ROWS];
+                if (runs) {
+                    for (int r = 0; r < PW_ROWS; r++) xr[r] = x + (iy * w + (ox + r) * sw - pl) * c;
+                    tap_block(xr, kw * c, wp, acc);
+                    continue;
+                }
+                for (int64_t j = 0; j < kw; j++) {
+                    for (int r = 0; r < PW_ROWS; r++) {
+                        const int64_t ix = (ox + r) * sw - pl + j * dw;
+                        xr[r] = r < rows && ix >= 0 && ix < w ? x + (iy * w + ix) * c : zero;
+                    }
+                    tap_block(xr, c, wp + j * c * PW_COLS, acc);
+                }
+            }
+            pw_finish(o, acc, rows, (n * oh + oy) * ow + ox, q);
+        }
+    }
 }
 
 /* ---- depthwise conv ---- */
@@ -350,8 +439,53 @@ void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
         pointwise(k, in, y);
         return;
     }
+    if (k->conv_mode == CONV_NHWC_DENSE) {
+        const pw_out o = pw_out_init(k, in, y);
+        const int64_t taps = g->a.kernel[0] * g->a.kernel[1];
+        CPU_FOR(g->numel * taps * g->xs[1], r, g->ys[0] * g->ys[2], dense_row(k, in, &o, r / g->ys[2], r % g->ys[2]););
+        return;
+    }
     const int64_t rows = g->ys[0] * g->ys[2];
     CPU_FOR(g->numel * g->a.kernel[0] * g->a.kernel[1], r, rows, depthwise_row(k, in, y, r / g->ys[2], r % g->ys[2]););
+}
+
+/* ---- max pooling: each output pixel's window, 8 channels at a time, NaN winning as in NCHW ---- */
+
+static void maxpool_row(const dl_kernel *k, const float *x, float *y, int64_t n, int64_t oy) {
+    const dl_op_geom *g = &k->g;
+    const dl_op_attrs *a = &g->a;
+    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], ow = g->ys[3];
+    const int64_t iy0 = oy * a->stride[0] - a->pad_begin[0], dh = a->dilation[0], dw = a->dilation[1];
+    int64_t i0 = 0, i1 = a->kernel[0];
+    while (i0 < i1 && iy0 + i0 * dh < 0) i0++;
+    while (i1 > i0 && iy0 + (i1 - 1) * dh >= h) i1--;
+    x += n * h * w * c;
+    float *yr = y + (n * g->ys[2] + oy) * ow * c;
+    for (int64_t ox = 0; ox < ow; ox++, yr += c) {
+        const int64_t ix0 = ox * a->stride[1] - a->pad_begin[1];
+        int64_t j0 = 0, j1 = a->kernel[1];
+        while (j0 < j1 && ix0 + j0 * dw < 0) j0++;
+        while (j1 > j0 && ix0 + (j1 - 1) * dw >= w) j1--;
+        int64_t ch = 0;
+        for (; ch + DW_LANES <= c; ch += DW_LANES) {
+            v8 m = splat8(-__builtin_inff());
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t j = j0; j < j1; j++) m = max8(m, load8(x + ((iy0 + i * dh) * w + ix0 + j * dw) * c + ch));
+            store8(yr + ch, m);
+        }
+        for (; ch < c; ch++) {
+            float m = -__builtin_inff();
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t j = j0; j < j1; j++) m = cpu_max_nan(m, x[((iy0 + i * dh) * w + ix0 + j * dw) * c + ch]);
+            yr[ch] = m;
+        }
+    }
+}
+
+void cpu_maxpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
+    const dl_op_geom *g = &k->g;
+    CPU_FOR(g->numel * g->a.kernel[0] * g->a.kernel[1], r, g->ys[0] * g->ys[2],
+            maxpool_row(k, in[0].data, y, r / g->ys[2], r % g->ys[2]););
 }
 
 /* ---- global average pooling: y[n, c] = mean of x[n, :, :, c], summed in double ---- */

@@ -15,10 +15,14 @@ static int vgg_pool(const dl_kernel *k) {
            2 * k->g.ys[3] <= k->g.xs[3];
 }
 
-size_t cpu_maxpool2d_workspace(const dl_kernel *k) { return vgg_pool(k) ? 0 : cpu_window8_workspace(k); }
+size_t cpu_maxpool2d_workspace(const dl_kernel *k) { return k->cl || vgg_pool(k) ? 0 : cpu_window8_workspace(k); }
 
 void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
+    if (k->cl) {
+        cpu_maxpool2d_nhwc(k, in, y);
+        return;
+    }
     if (!vgg_pool(k)) {
         cpu_maxpool8(k, x, y, ws);
         return;

@@ -145,12 +145,6 @@ static void fill_band(const dl_kernel *k, const band_plan *p, const float *const
     }
 }
 
-/* max of m and v lane by lane, NaN winning: a NaN v is taken (v != v), a NaN m kept (v > m false) */
-static inline v8 max8(v8 m, v8 v) {
-    const v8i take = (v > m) | (v != v);
-    return (v8)((take & (v8i)v) | (~take & (v8i)m));
-}
-
 /* The band's outputs (rows x ow pixels of 8 channels) from its interleaved input buf (pitch pw
  * pixels): with max, the largest value of each window; else init (the bias) plus the sum over the
  * window of its values times the taps' 8-lane weights wt, clamped to [lo, hi]. Inlined with
