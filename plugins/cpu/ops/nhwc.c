@@ -8,21 +8,27 @@
  *     weight, packed at prepare in panels of 16 filters; each block keeps 6 pixels x 16 filters in
  *     12 vector registers over all C channels, then adds the bias and a fused residual, applies
  *     the fused activation and stores 16 consecutive floats a pixel;
+ *   - any other conv of one group (any window, stride, dilation and padding): the same blocks,
+ *     summed over the window's taps; where a block's windows lie inside the image's columns, a
+ *     row of the window is kw x C consecutive floats, one run of the product (the weight packed
+ *     tap by tap to match), and elsewhere each tap on its own, reading a row of zeros outside;
  *   - a depthwise conv (groups == channels, any window, stride, dilation and padding): each output
  *     pixel sums its window's taps over 32, then 8, channels at a time (the weight packed tap by
  *     tap at prepare);
- *   - global average pooling (sums in double, as in NCHW);
+ *   - max pooling (any window, stride, dilation and padding; NaN wins, as in NCHW), global
+ *     average pooling (sums in double, as in NCHW) and concat of 4-D tensors (the NCHW kernel on
+ *     the shapes as they lie, [N, H, W, C], along the matching axis);
  *   - the elementwise ops of one input (same order in and out: their NCHW kernels as they are) and
  *     the binary ops with 4-D operands (their NCHW kernels on shapes permuted to [N, H, W, C]).
  * Everything else stays row-major: f16/bf16 or mixed layouts go through storage.c as before.
  *
  * The plugin asks (preferred_layout, ABI 1.9) for the input's layout where an op has a kernel
- * here, and for row-major everywhere else. With DLRUN_CPU_NHWC=1 it also asks for channels-last
- * where a depthwise conv reads a map of 28x28 or more at f32 (MobileNet's and EfficientNet's thin,
- * large layers): a network with no depthwise conv (ResNet, VGG) never leaves row-major, and one
- * with them stays in NHWC from its first large depthwise conv to the first op with no NHWC kernel.
- * That is off by default until these kernels beat the NCHW ones on the large maps in whole
- * models (docs/performance.md, "Channels-last kernels"). */
+ * here, and for row-major everywhere else. DLRUN_CPU_NHWC (read at the plugin's init) makes it
+ * ask for channels-last at f32: with 1 where a depthwise conv reads a map of 28x28 or more
+ * (MobileNet's and EfficientNet's thin, large layers; a network with none, like ResNet, never
+ * leaves row-major), with 2 at every conv (a whole CNN in NHWC from its stem to its classifier).
+ * Both are off by default: with both CPU backends, placement still mixes the layouts badly
+ * (docs/performance.md, "Whole networks in NHWC"). */
 #include <stdlib.h>
 #include <string.h>
 
