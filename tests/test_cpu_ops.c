@@ -767,20 +767,22 @@ OP_TEST(maxpool_propagates_nan) {
         a.pad_begin[0] = a.pad_begin[1] = a.pad_end[0] = a.pad_end[1] = cfg[c][2];
         a.dilation[0] = a.dilation[1] = cfg[c][3];
         int ext = cfg[c][3] * (cfg[c][0] - 1) + 1, o = (9 + 2 * cfg[c][2] - ext) / cfg[c][1] + 1;
-        tt x = MAKE(-1, 1, 1, 1, 9, 9), y = MAKE(0, 1, 1, 1, o, o);
-        x.data[4 * 9 + 5] = NAN; /* row 4, column 5 */
+        /* 9 channels: in NHWC channel 2 is a vector's lane, channel 8 the scalar tail */
+        tt x = MAKE(-1, 1, 1, 9, 9, 9), y = MAKE(0, 1, 1, 9, o, o);
+        x.data[(2 * 9 + 4) * 9 + 5] = x.data[(8 * 9 + 4) * 9 + 5] = NAN; /* row 4, column 5 */
         run_op(DL_OP_MAXPOOL2D, &a, &x, 1, &y);
-        for (int oy = 0; oy < o; oy++)
-            for (int ox = 0; ox < o; ox++) {
-                int hit = 0; /* does this output's window hold (4, 5)? */
-                for (int i = 0; i < cfg[c][0]; i++)
-                    for (int j = 0; j < cfg[c][0]; j++)
-                        hit |= oy * cfg[c][1] - cfg[c][2] + i * cfg[c][3] == 4 &&
-                               ox * cfg[c][1] - cfg[c][2] + j * cfg[c][3] == 5;
-                float v = y.data[oy * o + ox];
-                cr_expect(hit ? isnan(v) : !isnan(v), "config %d output (%d, %d): %g, window %s the NaN", c, oy, ox, v,
-                          hit ? "holds" : "does not hold");
-            }
+        for (int ch = 0; ch < 9; ch++)
+            for (int oy = 0; oy < o; oy++)
+                for (int ox = 0; ox < o; ox++) {
+                    int hit = 0; /* does this output's window hold (4, 5) of a channel with the NaN? */
+                    for (int i = 0; i < cfg[c][0]; i++)
+                        for (int j = 0; j < cfg[c][0]; j++)
+                            hit |= (ch == 2 || ch == 8) && oy * cfg[c][1] - cfg[c][2] + i * cfg[c][3] == 4 &&
+                                   ox * cfg[c][1] - cfg[c][2] + j * cfg[c][3] == 5;
+                    float v = y.data[(ch * o + oy) * o + ox];
+                    cr_expect(hit ? isnan(v) : !isnan(v), "config %d channel %d output (%d, %d): %g, window %s the NaN",
+                              c, ch, oy, ox, v, hit ? "holds" : "does not hold");
+                }
         free(x.data);
         free(y.data);
     }
@@ -941,6 +943,11 @@ static void expect_preferences(const char *nhwc, const int *want) {
  * kernel, row-major elsewhere and at 16 bits. */
 Test(cpu_storage, preferred_layouts_by_default) {
     expect_preferences(NULL, (int[]){DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
+}
+
+/* A value of DLRUN_CPU_NHWC other than 1 or 2 is read as unset (each Test runs in its own process,
+ * so the plugin's init reads the variable afresh). */
+Test(cpu_storage, preferred_layouts_with_an_unknown_nhwc_value) {
     expect_preferences("3", (int[]){DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
 }
 

@@ -152,7 +152,7 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
     if (g->kind != DL_OP_CONV2D) return DL_OK;
     const float *w = op->inputs[1].data;
     const int64_t m = g->ys[1], c = g->xs[1];
-    const int64_t taps = g->a.kernel[0] * g->a.kernel[1];
+    const int64_t taps = (int64_t)g->a.kernel[0] * g->a.kernel[1];
     if (!is_depthwise(op) || g->a.groups == 1) {
         /* panels of 16 filters, tap by tap: packed[((panel * taps + t) * c + ch) * 16 + j] =
          * w[panel * 16 + j][ch][t], then c zeros that the dense conv reads for taps outside the image */
@@ -447,12 +447,13 @@ void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
     }
     if (k->conv_mode == CONV_NHWC_DENSE) {
         const pw_out o = pw_out_init(k, in, y);
-        const int64_t taps = g->a.kernel[0] * g->a.kernel[1];
+        const int64_t taps = (int64_t)g->a.kernel[0] * g->a.kernel[1];
         CPU_FOR(g->numel * taps * g->xs[1], r, g->ys[0] * g->ys[2], dense_row(k, in, &o, r / g->ys[2], r % g->ys[2]););
         return;
     }
     const int64_t rows = g->ys[0] * g->ys[2];
-    CPU_FOR(g->numel * g->a.kernel[0] * g->a.kernel[1], r, rows, depthwise_row(k, in, y, r / g->ys[2], r % g->ys[2]););
+    CPU_FOR(g->numel * (int64_t)g->a.kernel[0] * g->a.kernel[1], r, rows,
+            depthwise_row(k, in, y, r / g->ys[2], r % g->ys[2]););
 }
 
 /* ---- max pooling: each output pixel's window, 8 channels at a time, NaN winning as in NCHW ---- */
@@ -490,7 +491,7 @@ static void maxpool_row(const dl_kernel *k, const float *x, float *y, int64_t n,
 
 void cpu_maxpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
     const dl_op_geom *g = &k->g;
-    CPU_FOR(g->numel * g->a.kernel[0] * g->a.kernel[1], r, g->ys[0] * g->ys[2],
+    CPU_FOR(g->numel * (int64_t)g->a.kernel[0] * g->a.kernel[1], r, g->ys[0] * g->ys[2],
             maxpool_row(k, in[0].data, y, r / g->ys[2], r % g->ys[2]););
 }
 
