@@ -180,22 +180,9 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
 
 /* ---- 1x1 and dense convs: blocks of 6 pixels x 16 filters ---- */
 
-/* The block of `rows` pixels (x: rows x c, ld c) times one panel of 16 filters (wp: c x 16) */
-static inline __attribute__((always_inline)) void pw_block(const float *x, int64_t c, const float *wp, int rows,
-                                                           v8 acc[PW_ROWS][2]) {
-    for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
-    for (int64_t ch = 0; ch < c; ch++) {
-        const v8 w0 = load8(wp + ch * PW_COLS), w1 = load8(wp + ch * PW_COLS + 8);
-        for (int r = 0; r < rows; r++) {
-            const v8 xv = splat8(x[r * c + ch]);
-            acc[r][0] = fma8(xv, w0, acc[r][0]);
-            acc[r][1] = fma8(xv, w1, acc[r][1]);
-        }
-    }
-}
-
-/* One tap of the dense conv added to a block: pixel r's c channels at xr[r] (a row of zeros where
- * the tap falls outside the image) times the tap's c x 16 weights */
+/* One tap added to a block (a 1x1 conv has one): pixel r's c channels at xr[r] (a row of zeros
+ * where the tap falls outside the image, or past a partial last block) times the tap's c x 16
+ * weights */
 static inline __attribute__((always_inline)) void tap_block(const float *const xr[PW_ROWS], int64_t c, const float *wp,
                                                             v8 acc[PW_ROWS][2]) {
     for (int64_t ch = 0; ch < c; ch++) {
@@ -273,6 +260,7 @@ static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
     const float *x = in[0].data;
     const int64_t c = g->xs[1], m = g->ys[1], pixels = g->xs[0] * g->xs[2] * g->xs[3];
     const int64_t chunks = (pixels + PW_CHUNK - 1) / PW_CHUNK, panels = (m + PW_COLS - 1) / PW_COLS;
+    const float *zero = k->packed + panels * PW_COLS * c; /* the row of zeros after the weight */
     /* few chunks (a small map, or the 1x1 maps of squeeze-and-excitation): share out the panels too */
     const int64_t split = chunks >= 8 ? 1 : panels, per = (panels + split - 1) / split;
     const pw_out o = pw_out_init(k, in, y);
@@ -281,10 +269,12 @@ static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
         const int64_t q0 = t % split * per, q1 = q0 + per < panels ? q0 + per : panels;
         for (int64_t p = p0; p < p1; p += PW_ROWS) { /* each block's pixels read once for all panels */
             const int rows = (int)(p1 - p < PW_ROWS ? p1 - p : PW_ROWS);
+            const float *xr[PW_ROWS];
+            for (int r = 0; r < PW_ROWS; r++) xr[r] = r < rows ? x + (p + r) * c : zero;
             for (int64_t q = q0; q < q1; q++) {
                 v8 acc[PW_ROWS][2];
-                if (rows == PW_ROWS) pw_block(x + p * c, c, k->packed + q * c * PW_COLS, PW_ROWS, acc);
-                else pw_block(x + p * c, c, k->packed + q * c * PW_COLS, rows, acc);
+                for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
+                tap_block(xr, c, k->packed + q * c * PW_COLS, acc);
                 pw_finish(&o, acc, rows, p, q);
             }
         }
@@ -342,12 +332,19 @@ typedef struct dw_row {
     int64_t c, cp, w, kw, sw, dw, pl, iy0, i0, i1, dh;
 } dw_row;
 
+/* The taps [*t0, *t1) of a window of n taps, d apart from position at, that fall inside [0, len) */
+static void taps_inside(int64_t at, int64_t n, int64_t d, int64_t len, int64_t *t0, int64_t *t1) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi && at + lo * d < 0) lo++;
+    while (hi > lo && at + (hi - 1) * d >= len) hi--;
+    *t0 = lo, *t1 = hi;
+}
+
 /* One output pixel, its taps checked against the image's edges (bias included, no activation) */
 static void dw_pixel(const dw_row *r, int64_t ox, float *yp) {
     const int64_t ix0 = ox * r->sw - r->pl, c = r->c;
-    int64_t j0 = 0, j1 = r->kw;
-    while (j0 < r->kw && ix0 + j0 * r->dw < 0) j0++;
-    while (j1 > j0 && ix0 + (j1 - 1) * r->dw >= r->w) j1--;
+    int64_t j0, j1;
+    taps_inside(ix0, r->kw, r->dw, r->w, &j0, &j1);
     int64_t ch = 0;
     for (; ch + DW_LANES <= c; ch += DW_LANES) {
         v8 acc = r->bias ? load8(r->bias + ch) : splat8(0);
@@ -419,11 +416,8 @@ static void depthwise_row(const dl_kernel *k, const dl_tensor *in, float *y, int
                 .dw = a->dilation[1],
                 .pl = a->pad_begin[1],
                 .iy0 = oy * a->stride[0] - a->pad_begin[0],
-                .i0 = 0,
-                .i1 = a->kernel[0],
                 .dh = a->dilation[0]};
-    while (r.i0 < r.i1 && r.iy0 + r.i0 * r.dh < 0) r.i0++;
-    while (r.i1 > r.i0 && r.iy0 + (r.i1 - 1) * r.dh >= h) r.i1--;
+    taps_inside(r.iy0, a->kernel[0], r.dh, h, &r.i0, &r.i1);
     /* the columns [lo, hi) whose every tap is inside the image */
     int64_t lo = (r.pl + r.sw - 1) / r.sw, hi = (w - 1 - (r.kw - 1) * r.dw + r.pl) / r.sw + 1;
     if (w - 1 - (r.kw - 1) * r.dw + r.pl < 0) hi = 0;
@@ -463,16 +457,14 @@ static void maxpool_row(const dl_kernel *k, const float *x, float *y, int64_t n,
     const dl_op_attrs *a = &g->a;
     const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], ow = g->ys[3];
     const int64_t iy0 = oy * a->stride[0] - a->pad_begin[0], dh = a->dilation[0], dw = a->dilation[1];
-    int64_t i0 = 0, i1 = a->kernel[0];
-    while (i0 < i1 && iy0 + i0 * dh < 0) i0++;
-    while (i1 > i0 && iy0 + (i1 - 1) * dh >= h) i1--;
+    int64_t i0, i1;
+    taps_inside(iy0, a->kernel[0], dh, h, &i0, &i1);
     x += n * h * w * c;
     float *yr = y + (n * g->ys[2] + oy) * ow * c;
     for (int64_t ox = 0; ox < ow; ox++, yr += c) {
         const int64_t ix0 = ox * a->stride[1] - a->pad_begin[1];
-        int64_t j0 = 0, j1 = a->kernel[1];
-        while (j0 < j1 && ix0 + j0 * dw < 0) j0++;
-        while (j1 > j0 && ix0 + (j1 - 1) * dw >= w) j1--;
+        int64_t j0, j1;
+        taps_inside(ix0, a->kernel[1], dw, w, &j0, &j1);
         int64_t ch = 0;
         for (; ch + DW_LANES <= c; ch += DW_LANES) {
             v8 m = splat8(-__builtin_inff());
