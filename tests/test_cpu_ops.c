@@ -124,6 +124,9 @@ OP_TEST(conv2d_direct_cases) {
     check_conv((conv_case){2, 19, 9, 11, 70, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0}); /* 3x1, no gutter */
     check_conv((conv_case){1, 6, 10, 12, 7, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1});  /* 1x3 */
     check_conv((conv_case){1, 3, 64, 66, 17, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0}); /* 5x5, threads */
+    /* in NHWC: a task per output row (70 rows, 40 columns); the small maps above take blocks of
+     * 6 pixels across rows and images */
+    check_conv((conv_case){1, 21, 70, 40, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, DL_ACT_CLIP});
     /* strided, windows of 5x5 and more: the padded image in stride x stride phase planes */
     check_conv((conv_case){1, 3, 45, 47, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1}); /* a stem */
     check_conv((conv_case){1, 4, 40, 41, 9, 5, 5, 3, 3, 2, 1, 2, 3, 1, 1, 1, 0, 0});  /* stride 3, asymmetric */

@@ -35,10 +35,10 @@
 #include "cpu_ops.h"
 #include "vec8.h"
 
-#define PW_ROWS 6   /* pixels per block of the 1x1 conv */
-#define PW_COLS 16  /* filters per block (two vectors) */
-#define PW_CHUNK 48 /* pixels a task takes: 8 blocks */
-#define DW_LANES 8  /* channels per vector of the depthwise conv */
+#define PW_ROWS 6         /* pixels per block of the 1x1 conv */
+#define PW_COLS 16        /* filters per block (two vectors) */
+#define PW_CHUNK_BLOCKS 8 /* blocks a task of the 1x1 conv takes on large maps */
+#define DW_LANES 8        /* channels per vector of the depthwise conv */
 
 static int is_unary(int kind) {
     switch (kind) {
@@ -255,73 +255,128 @@ static inline __attribute__((always_inline)) void pw_finish(const pw_out *o, v8 
     for (int r = 0; r < rows; r++) memcpy(y + r * m, t + r * PW_COLS, (size_t)cols * sizeof(float));
 }
 
+/* One block of 6 pixels from pixel p (fewer at the end of the map) times panel q */
+static inline __attribute__((always_inline)) void pw_block(const dl_kernel *k, const pw_out *o, const float *x,
+                                                           int64_t pixels, int64_t p, int64_t q) {
+    const int64_t c = k->g.xs[1], panels = (o->m + PW_COLS - 1) / PW_COLS;
+    const int rows = (int)(pixels - p < PW_ROWS ? pixels - p : PW_ROWS);
+    const float *xr[PW_ROWS], *zero = k->packed + panels * PW_COLS * c; /* the row of zeros after the weight */
+    for (int r = 0; r < PW_ROWS; r++) xr[r] = r < rows ? x + (p + r) * c : zero;
+    v8 acc[PW_ROWS][2];
+    for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
+    tap_block(xr, c, k->packed + q * c * PW_COLS, acc);
+    pw_finish(o, acc, rows, p, q);
+}
+
+/* The 1x1 conv: a product of the pixels (rows of c channels, in place) and the packed weight.
+ * Shared out in equal parts, a whole number of them per thread, so that no thread waits on
+ * another's extra block (7x7 maps: 49 pixels, 9 blocks, of which chunks of 8 blocks gave one
+ * thread 8 and the other 1). Many blocks: each task takes about 8 blocks and runs every panel on
+ * each (a block's pixels read once, from L1, for all panels). Few blocks (small maps, where the
+ * weights are largest): tasks of one panel and one block, panel by panel, so that each thread
+ * keeps its panels' weights in cache across the blocks. */
 static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
     const dl_op_geom *g = &k->g;
     const float *x = in[0].data;
     const int64_t c = g->xs[1], m = g->ys[1], pixels = g->xs[0] * g->xs[2] * g->xs[3];
-    const int64_t chunks = (pixels + PW_CHUNK - 1) / PW_CHUNK, panels = (m + PW_COLS - 1) / PW_COLS;
-    const float *zero = k->packed + panels * PW_COLS * c; /* the row of zeros after the weight */
-    /* few chunks (a small map, or the 1x1 maps of squeeze-and-excitation): share out the panels too */
-    const int64_t split = chunks >= 8 ? 1 : panels, per = (panels + split - 1) / split;
+    const int64_t blocks = (pixels + PW_ROWS - 1) / PW_ROWS, panels = (m + PW_COLS - 1) / PW_COLS;
+    const int64_t threads = k->threads > 1 ? k->threads : 1;
     const pw_out o = pw_out_init(k, in, y);
-    CPU_FOR(pixels * m * c, t, chunks * split, {
-        const int64_t p0 = t / split * PW_CHUNK, p1 = p0 + PW_CHUNK < pixels ? p0 + PW_CHUNK : pixels;
-        const int64_t q0 = t % split * per, q1 = q0 + per < panels ? q0 + per : panels;
-        for (int64_t p = p0; p < p1; p += PW_ROWS) { /* each block's pixels read once for all panels */
-            const int rows = (int)(p1 - p < PW_ROWS ? p1 - p : PW_ROWS);
-            const float *xr[PW_ROWS];
-            for (int r = 0; r < PW_ROWS; r++) xr[r] = r < rows ? x + (p + r) * c : zero;
-            for (int64_t q = q0; q < q1; q++) {
-                v8 acc[PW_ROWS][2];
-                for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
-                tap_block(xr, c, k->packed + q * c * PW_COLS, acc);
-                pw_finish(&o, acc, rows, p, q);
-            }
-        }
+    if (blocks < PW_CHUNK_BLOCKS * 2 * threads) {
+        CPU_FOR(pixels * m * c, t, panels * blocks, pw_block(k, &o, x, pixels, t % blocks * PW_ROWS, t / blocks););
+        return;
+    }
+    int64_t tasks = (blocks + PW_CHUNK_BLOCKS - 1) / PW_CHUNK_BLOCKS;
+    tasks = (tasks + threads - 1) / threads * threads;
+    CPU_FOR(pixels * m * c, t, tasks, {
+        for (int64_t b = t * blocks / tasks; b < (t + 1) * blocks / tasks; b++) /* a block read once for all panels */
+            for (int64_t q = 0; q < panels; q++) pw_block(k, &o, x, pixels, b * PW_ROWS, q);
     });
 }
 
-/* Output row oy of image n of a dense conv: 16 filters at a time, blocks of 6 pixels. In a
- * block whose windows all lie inside the image's columns (and no dilation across them), a row of
- * a window is kw * c consecutive floats: one run of the product per row of taps. Elsewhere each
- * tap of each pixel on its own, a row of zeros standing in for taps outside the image and for the
- * missing pixels of a partial last block. Rows of taps above or below the image are skipped. */
-static void dense_row(const dl_kernel *k, const dl_tensor *in, const pw_out *o, int64_t n, int64_t oy) {
+/* Output pixels p .. p + rows - 1 of a dense conv (counted over images, rows and columns) times
+ * panel q. Where the block lies in one output row, its windows share their rows of taps: rows of
+ * taps above or below the image are skipped, and where all its windows lie inside the image's
+ * columns (and no dilation across them), a row of a window is kw * c consecutive floats, one run
+ * of the product. Elsewhere each tap of each pixel on its own, a row of zeros standing in for taps
+ * outside the image and for the missing pixels of a partial block. */
+static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int64_t p, int rows, int64_t q) {
     const dl_op_geom *g = &k->g;
     const dl_op_attrs *a = &g->a;
-    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], oh = g->ys[2], ow = g->ys[3], m = g->ys[1];
-    const int64_t kh = a->kernel[0], kw = a->kernel[1], taps = kh * kw, panels = (m + PW_COLS - 1) / PW_COLS;
-    const int64_t sw = a->stride[1], pl = a->pad_begin[1], dw = a->dilation[1];
-    const float *x = (const float *)in[0].data + n * h * w * c, *zero = k->packed + panels * PW_COLS * taps * c;
-    const int64_t iy0 = oy * a->stride[0] - a->pad_begin[0];
-    for (int64_t q = 0; q < panels; q++) { /* a panel's weights stay in L1 along the row */
-        for (int64_t ox = 0; ox < ow; ox += PW_ROWS) {
-            const int rows = (int)(ow - ox < PW_ROWS ? ow - ox : PW_ROWS);
-            const int runs = rows == PW_ROWS && (dw == 1 || kw == 1) && ox * sw - pl >= 0 &&
-                             (ox + PW_ROWS - 1) * sw - pl + (kw - 1) * dw < w;
-            v8 acc[PW_ROWS][2];
-            for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
-            for (int64_t i = 0; i < kh; i++) {
-                const int64_t iy = iy0 + i * a->dilation[0];
-                if (iy < 0 || iy >= h) continue;
-                const float *wp = k->packed + (q * taps + i * kw) * c * PW_COLS;
-                const float *xr[PW_ROWS];
-                if (runs) {
-                    for (int r = 0; r < PW_ROWS; r++) xr[r] = x + (iy * w + (ox + r) * sw - pl) * c;
-                    tap_block(xr, kw * c, wp, acc);
-                    continue;
-                }
-                for (int64_t j = 0; j < kw; j++) {
-                    for (int r = 0; r < PW_ROWS; r++) {
-                        const int64_t ix = (ox + r) * sw - pl + j * dw;
-                        xr[r] = r < rows && ix >= 0 && ix < w ? x + (iy * w + ix) * c : zero;
-                    }
-                    tap_block(xr, c, wp + j * c * PW_COLS, acc);
-                }
+    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], oh = g->ys[2], ow = g->ys[3];
+    const int64_t kh = a->kernel[0], kw = a->kernel[1], taps = kh * kw, panels = (o->m + PW_COLS - 1) / PW_COLS;
+    const int64_t sh = a->stride[0], sw = a->stride[1], pt = a->pad_begin[0], pl = a->pad_begin[1];
+    const int64_t dh = a->dilation[0], dw = a->dilation[1], ox = p % ow;
+    const float *zero = k->packed + panels * PW_COLS * taps * c, *wq = k->packed + q * taps * c * PW_COLS;
+    const float *xr[PW_ROWS];
+    v8 acc[PW_ROWS][2];
+    for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
+    if (ox + rows <= ow) { /* one output row */
+        const float *xn = x + p / (ow * oh) * h * w * c;
+        const int64_t iy0 = p / ow % oh * sh - pt;
+        const int runs = rows == PW_ROWS && (dw == 1 || kw == 1) && ox * sw - pl >= 0 &&
+                         (ox + PW_ROWS - 1) * sw - pl + (kw - 1) * dw < w;
+        for (int64_t i = 0; i < kh; i++) {
+            const int64_t iy = iy0 + i * dh;
+            if (iy < 0 || iy >= h) continue;
+            const float *wp = wq + i * kw * c * PW_COLS;
+            if (runs) {
+                for (int r = 0; r < PW_ROWS; r++) xr[r] = xn + (iy * w + (ox + r) * sw - pl) * c;
+                tap_block(xr, kw * c, wp, acc);
+                continue;
             }
-            pw_finish(o, acc, rows, (n * oh + oy) * ow + ox, q);
+            for (int64_t j = 0; j < kw; j++) {
+                for (int r = 0; r < PW_ROWS; r++) {
+                    const int64_t ix = (ox + r) * sw - pl + j * dw;
+                    xr[r] = r < rows && ix >= 0 && ix < w ? xn + (iy * w + ix) * c : zero;
+                }
+                tap_block(xr, c, wp + j * c * PW_COLS, acc);
+            }
         }
+    } else { /* across output rows (small maps): each pixel's window on its own */
+        const float *xn[PW_ROWS];
+        int64_t iy0[PW_ROWS], ix0[PW_ROWS];
+        for (int r = 0; r < rows; r++) {
+            const int64_t pr = p + r;
+            xn[r] = x + pr / (ow * oh) * h * w * c, iy0[r] = pr / ow % oh * sh - pt, ix0[r] = pr % ow * sw - pl;
+        }
+        for (int64_t i = 0; i < kh; i++)
+            for (int64_t j = 0; j < kw; j++) {
+                for (int r = 0; r < PW_ROWS; r++) {
+                    const int64_t iy = r < rows ? iy0[r] + i * dh : -1, ix = r < rows ? ix0[r] + j * dw : -1;
+                    xr[r] = iy >= 0 && iy < h && ix >= 0 && ix < w ? xn[r] + (iy * w + ix) * c : zero;
+                }
+                tap_block(xr, c, wq + (i * kw + j) * c * PW_COLS, acc);
+            }
     }
+    pw_finish(o, acc, rows, p, q);
+}
+
+/* A dense conv. Large maps: a task per output row, panel by panel (a panel's weights stay in L1
+ * along the row), blocks of 6 pixels within the row. Small maps (fewer than 16 columns, or too
+ * few rows to share out): blocks of 6 pixels running on across rows and images (7 pixels a row at
+ * 7x7 made two blocks, one of them with 1 pixel in 6), a task per panel and block, panel by
+ * panel, so that the work shares out evenly and each thread keeps its panels' weights in cache. */
+static void dense(const dl_kernel *k, const dl_tensor *in, float *y) {
+    const dl_op_geom *g = &k->g;
+    const float *x = in[0].data;
+    const pw_out o = pw_out_init(k, in, y);
+    const int64_t ow = g->ys[3], rows = g->ys[0] * g->ys[2], pixels = rows * ow;
+    const int64_t panels = (g->ys[1] + PW_COLS - 1) / PW_COLS, blocks = (pixels + PW_ROWS - 1) / PW_ROWS;
+    const int64_t work = g->numel * g->a.kernel[0] * g->a.kernel[1] * g->xs[1];
+    const int64_t threads = k->threads > 1 ? k->threads : 1;
+    if (ow < 16 || rows < 16 * threads) {
+        CPU_FOR(work, t, panels * blocks, {
+            const int64_t p = t % blocks * PW_ROWS;
+            dense_block(k, x, &o, p, (int)(pixels - p < PW_ROWS ? pixels - p : PW_ROWS), t / blocks);
+        });
+        return;
+    }
+    CPU_FOR(work, r, rows, {
+        for (int64_t q = 0; q < panels; q++)
+            for (int64_t ox = 0; ox < ow; ox += PW_ROWS)
+                dense_block(k, x, &o, r * ow + ox, (int)(ow - ox < PW_ROWS ? ow - ox : PW_ROWS), q);
+    });
 }
 
 /* ---- depthwise conv ---- */
@@ -440,9 +495,7 @@ void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
         return;
     }
     if (k->conv_mode == CONV_NHWC_DENSE) {
-        const pw_out o = pw_out_init(k, in, y);
-        const int64_t taps = (int64_t)g->a.kernel[0] * g->a.kernel[1];
-        CPU_FOR(g->numel * taps * g->xs[1], r, g->ys[0] * g->ys[2], dense_row(k, in, &o, r / g->ys[2], r % g->ys[2]););
+        dense(k, in, y);
         return;
     }
     const int64_t rows = g->ys[0] * g->ys[2];
