@@ -12,6 +12,8 @@
  *     summed over the window's taps; where a block's windows lie inside the image's columns, a
  *     row of the window is kw x C consecutive floats, one run of the product (the weight packed
  *     tap by tap to match), and elsewhere each tap on its own, reading a row of zeros outside;
+ *     on small maps (7x7, 14x14) the blocks run on across rows and images, and the work of both
+ *     convs is shared out in equal parts, panel by panel, so that no thread waits on another;
  *   - a depthwise conv (groups == channels, any window, stride, dilation and padding): each output
  *     pixel sums its window's taps over 32, then 8, channels at a time (the weight packed tap by
  *     tap at prepare);
