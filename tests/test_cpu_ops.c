@@ -124,9 +124,12 @@ OP_TEST(conv2d_direct_cases) {
     check_conv((conv_case){2, 19, 9, 11, 70, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0}); /* 3x1, no gutter */
     check_conv((conv_case){1, 6, 10, 12, 7, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1});  /* 1x3 */
     check_conv((conv_case){1, 3, 64, 66, 17, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, 0, 0}); /* 5x5, threads */
-    /* in NHWC: a task per output row (70 rows, 40 columns); the small maps above take blocks of
-     * 6 pixels across rows and images */
+    /* in NHWC, with the harness's 2 threads: a task per output row (70 rows of 40 columns: 16
+     * columns and 32 rows or more), and (most maps of these tests) blocks of 6 pixels running on
+     * across rows and images; a 4x2 output of 2 images: 16 pixels, the second block crossing
+     * from one image to the next, the last a partial block over two rows */
     check_conv((conv_case){1, 21, 70, 40, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, DL_ACT_CLIP});
+    check_conv((conv_case){2, 5, 4, 3, 9, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0});
     /* strided, windows of 5x5 and more: the padded image in stride x stride phase planes */
     check_conv((conv_case){1, 3, 45, 47, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1}); /* a stem */
     check_conv((conv_case){1, 4, 40, 41, 9, 5, 5, 3, 3, 2, 1, 2, 3, 1, 1, 1, 0, 0});  /* stride 3, asymmetric */

@@ -12,11 +12,14 @@
  *     summed over the window's taps; where a block's windows lie inside the image's columns, a
  *     row of the window is kw x C consecutive floats, one run of the product (the weight packed
  *     tap by tap to match), and elsewhere each tap on its own, reading a row of zeros outside;
- *     on small maps (7x7, 14x14) the blocks run on across rows and images, and the work of both
- *     convs is shared out in equal parts, panel by panel, so that no thread waits on another;
+ *     where the map is small for the threads (under 16 columns, or under 16 rows a thread) a
+ *     task is one panel of 16 filters times one block of 6 pixels, the blocks running on across
+ *     rows and images, so that the work shares out evenly; elsewhere a task is a run of blocks
+ *     (1x1) or an output row (the others), for all panels;
  *   - a depthwise conv (groups == channels, any window, stride, dilation and padding): each output
- *     pixel sums its window's taps over 32, then 8, channels at a time (the weight packed tap by
- *     tap at prepare);
+ *     pixel sums its window's taps over 8 channels at a time, 4 neighbouring pixels at once
+ *     where their windows lie inside the image's columns (the weight packed tap by tap at
+ *     prepare);
  *   - max pooling (any window, stride, dilation and padding; NaN wins, as in NCHW), global
  *     average pooling (sums in double, as in NCHW) and concat of 4-D tensors (the NCHW kernel on
  *     the shapes as they lie, [N, H, W, C], along the matching axis);
@@ -270,13 +273,13 @@ static inline __attribute__((always_inline)) void pw_block(const dl_kernel *k, c
     pw_finish(o, acc, rows, p, q);
 }
 
-/* The 1x1 conv: a product of the pixels (rows of c channels, in place) and the packed weight.
- * Shared out in equal parts, a whole number of them per thread, so that no thread waits on
- * another's extra block (7x7 maps: 49 pixels, 9 blocks, of which chunks of 8 blocks gave one
- * thread 8 and the other 1). Many blocks: each task takes about 8 blocks and runs every panel on
- * each (a block's pixels read once, from L1, for all panels). Few blocks (small maps, where the
- * weights are largest): tasks of one panel and one block, panel by panel, so that each thread
- * keeps its panels' weights in cache across the blocks. */
+/* The 1x1 conv: a product of the pixels (rows of c channels, in place) and the packed weight,
+ * shared out so that no thread waits on another's extra blocks (7x7 maps: 49 pixels, 9 blocks;
+ * tasks of 8 blocks gave one thread 8 and the other 1). Many blocks (16 a thread or more): a
+ * whole number of tasks a thread, each of about 8 blocks, running every panel on each block (its
+ * pixels read once, from L1, for all panels). Fewer: tasks of one panel and one block, panel by
+ * panel, so that the threads' shares differ by one task at most and each thread keeps its
+ * panels' weights in cache across the blocks (small maps, where the weights are largest). */
 static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
     const dl_op_geom *g = &k->g;
     const float *x = in[0].data;
@@ -354,11 +357,12 @@ static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int
     pw_finish(o, acc, rows, p, q);
 }
 
-/* A dense conv. Large maps: a task per output row, panel by panel (a panel's weights stay in L1
- * along the row), blocks of 6 pixels within the row. Small maps (fewer than 16 columns, or too
- * few rows to share out): blocks of 6 pixels running on across rows and images (7 pixels a row at
- * 7x7 made two blocks, one of them with 1 pixel in 6), a task per panel and block, panel by
- * panel, so that the work shares out evenly and each thread keeps its panels' weights in cache. */
+/* A dense conv. Maps of 16 columns or more and 16 rows a thread or more: a task per output row,
+ * panel by panel (a panel's weights stay in L1 along the row), blocks of 6 pixels within the
+ * row. Otherwise: blocks of 6 pixels running on across rows and images (7 pixels a row at 7x7
+ * made two blocks, one of them with 1 pixel in 6), a task per panel and block, panel by panel, so
+ * that the threads' shares differ by one task at most and each keeps its panels' weights in
+ * cache. */
 static void dense(const dl_kernel *k, const dl_tensor *in, float *y) {
     const dl_op_geom *g = &k->g;
     const float *x = in[0].data;
