@@ -1,7 +1,7 @@
 /* test_check.c — `dlrun check` and `dlrun test-ops`: the CPU reference passes against itself;
  * deliberately broken plugins (relu a little off, half unwritten, a write past the end, a NaN)
  * are each caught by both commands; unsupported ops are listed, not counted as passes; a seed
- * replays a run exactly. */
+ * replays a run exactly; a reference in channels-last storage is checked against as it lies. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -35,6 +35,21 @@ Test(check, cpu_reference_passes_against_itself, .timeout = 120) {
     cr_expect_eq(dlrun("test-ops --backend cpu", &out), 0, "%s", out);
     cr_expect(strstr(out, " passed, 0 failed, 0 not supported"), "%s", out);
     cr_expect(strstr(out, "conv dilation 2"), "%s", out);
+    free(out);
+}
+
+/* With DLRUN_CPU_NHWC=2 the reference keeps its convs' tensors channels-last. The backend checked
+ * (onednn, which takes an op in whichever layout its input has) must get each op's inputs as they
+ * are, not the reference's NHWC bytes read as NCHW (every conv then failed with NMSE ~2). */
+Test(check, a_channels_last_reference_is_read_as_it_lies, .timeout = 120) {
+    if (!DLRUN_HAVE_ONEDNN) cr_skip_test("the onednn plugin is not built (no oneDNN)");
+    setenv("DLRUN_CPU_NHWC", "2", 1); /* this test's own process */
+    char *out;
+    cr_expect_eq(dlrun("check " LENET " --backend onednn", &out), 0, "%s", out);
+    cr_expect(strstr(out, " passed, 0 failed"), "%s", out);
+    free(out);
+    cr_expect_eq(dlrun(LENET " --backend cpu --placement", &out), 0, "%s", out);
+    cr_expect(strstr(out, "f32 nhwc"), "the reference should run its convs channels-last: %s", out);
     free(out);
 }
 

@@ -1,8 +1,10 @@
 /* test_onednn_ops.c — the onednn plugin against the cpu plugin, op by op: every op it claims, on
  * random inputs with odd sizes, driven through the plugin ABI as the host drives it (supports,
  * prepare with the weights, run with the workspace it asked for, output poisoned with NaN), and
- * compared by NMSE at the op table's f32 threshold. Also: supports() refuses, with a reason, what
- * oneDNN would compute differently (16-bit and channels-last storage, the averages and clips it
+ * compared by NMSE at the op table's f32 threshold; the ops that take channels-last tensors (conv,
+ * pools, add, concat, batchnorm, eltwise) once more with their 4-D activations NHWC. Also:
+ * supports() refuses, with a reason, what oneDNN would compute differently (16-bit storage,
+ * channels-last for the other ops or mixed with row-major in one op, the averages and clips it
  * defines otherwise); eltwise ops run in place; values far out (exp, sigmoid, softplus ... of
  * -100 to 100) match the reference element by element. Skipped where the plugin is not built. */
 #define _GNU_SOURCE
@@ -74,14 +76,44 @@ static dl_op describe(op_case *c, dl_tensor *in, dl_tensor *y, int64_t *yshape) 
     return op;
 }
 
-/* Runs the op on backend b with inputs data[]; the output (poisoned first) in a new array. */
-static float *run_on(const dl_backend *b, op_case *c, float **data, int in_place) {
+/* x [N, C, H, W] row-major as channels-last [N, H, W, C] in a new array, or back (to_last 0) */
+static float *relaid(const float *x, const int64_t *s, int to_last) {
+    const int64_t n = s[0], c = s[1], hw = s[2] * s[3];
+    float *y = malloc((size_t)(n * c * hw) * sizeof *y + 64);
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t k = 0; k < c; k++)
+            for (int64_t p = 0; p < hw; p++) {
+                const int64_t rm = (b * c + k) * hw + p, cl = (b * hw + p) * c + k;
+                if (to_last) y[cl] = x[rm];
+                else y[rm] = x[cl];
+            }
+    return y;
+}
+
+/* 1 if input i of c is a weight (carries data at prepare) */
+static int is_weight(const op_case *c, int i) {
+    return i >= c->n_in - c->a.residual - c->n_weights && i < c->n_in - c->a.residual;
+}
+
+/* Runs the op on backend b with inputs data[]; the output (poisoned first) in a new array. With
+ * nhwc, every 4-D activation (not a weight) and a 4-D output are given channels-last (strides and
+ * data), and the output is turned back to row-major before it is returned. */
+static float *run_as(const dl_backend *b, op_case *c, float **data, int in_place, int nhwc) {
     dl_tensor in[8], y;
-    int64_t ys[8];
+    int64_t ys[8], st[9][4];
+    float *mine[8] = {0};
     dl_op op = describe(c, in, &y, ys);
+    for (int i = 0; nhwc && i < c->n_in; i++)
+        if (c->nd[i] == 4 && !is_weight(c, i)) {
+            dl_channels_last_strides(c->shape[i], st[i]);
+            in[i].strides = st[i];
+            mine[i] = relaid(data[i], c->shape[i], 1);
+        }
+    if (nhwc && y.ndim == 4) dl_channels_last_strides(ys, st[8]), y.strides = st[8];
     dl_error err = {{0}};
     cr_assert(b->supports(b->self, &op, &err), "%s refused %s: %s", b->name, dl_op_kind_name(c->kind), err.msg);
-    for (int i = c->n_in - c->a.residual - c->n_weights; i < c->n_in - c->a.residual; i++) in[i].data = data[i];
+    for (int i = 0; i < c->n_in; i++)
+        if (is_weight(c, i)) in[i].data = data[i];
     dl_kernel *k = NULL;
     size_t ws = 0;
     cr_assert_eq(b->prepare(b->self, &op, &k, &ws, &err), DL_OK, "%s: %s", b->name, err.msg);
@@ -89,17 +121,32 @@ static float *run_on(const dl_backend *b, op_case *c, float **data, int in_place
     float *out = malloc((size_t)n * sizeof *out + 64);
     for (int64_t i = 0; i < n; i++) out[i] = NAN;
     void *w = ws ? malloc(ws) : NULL;
-    for (int i = 0; i < c->n_in; i++) in[i].data = data[i];
+    for (int i = 0; i < c->n_in; i++) in[i].data = mine[i] ? mine[i] : data[i];
     y.data = out;
     if (in_place) { /* over a copy of input 0, which is then the output */
         cr_assert(b->supports_in_place(b->self, &op), "%s: %s is not in place", b->name, dl_op_kind_name(c->kind));
-        memcpy(out, data[0], (size_t)n * sizeof *out);
+        memcpy(out, in[0].data, (size_t)n * sizeof *out);
         in[0].data = out;
     }
     cr_assert_eq(b->run(b->self, k, in, &y, w, &err), DL_OK, "%s: %s", b->name, err.msg);
     b->release(b->self, k);
     free(w);
+    for (int i = 0; i < c->n_in; i++) free(mine[i]);
+    if (y.strides) {
+        float *rm = relaid(out, ys, 0);
+        free(out);
+        out = rm;
+    }
     return out;
+}
+
+static float *run_on(const dl_backend *b, op_case *c, float **data, int in_place) {
+    return run_as(b, c, data, in_place, 0);
+}
+
+/* The kinds the plugin takes channels-last (docs/onednn.md): the others are checked refusing it */
+static int channels_last_kind(dl_op_kind k) {
+    return k != DL_OP_LINEAR && k != DL_OP_MATMUL && k != DL_OP_SOFTMAX && k != DL_OP_LOG_SOFTMAX;
 }
 
 /* c with a fused residual (ABI 1.8) of its output's shape as its last input */
@@ -112,16 +159,16 @@ static op_case with_residual(op_case c) {
     return c;
 }
 
-/* Random inputs for c, the op on both plugins, NMSE at the table's f32 threshold. */
-static void check_vs_cpu(op_case c, const char *what, int in_place) {
+/* Random inputs for c, the op on both plugins (the onednn one channels-last where nhwc), NMSE at
+ * the table's f32 threshold. */
+static void check_as(op_case c, const char *what, int in_place, int nhwc) {
     load();
     float *data[8];
     for (int i = 0; i < c.n_in; i++) {
         int64_t n = 1;
         for (int d = 0; d < c.nd[i]; d++) n *= c.shape[i][d];
         data[i] = malloc((size_t)n * sizeof(float) + 64);
-        int weight = i >= c.n_in - c.a.residual - c.n_weights && i < c.n_in - c.a.residual;
-        tu_fill_uniform(data[i], (size_t)n, seed++, weight ? -0.5f : c.lo, weight ? 0.5f : c.hi);
+        tu_fill_uniform(data[i], (size_t)n, seed++, is_weight(&c, i) ? -0.5f : c.lo, is_weight(&c, i) ? 0.5f : c.hi);
         if (c.kind == DL_OP_BATCHNORM && i == 4)
             for (int64_t e = 0; e < n; e++) data[i][e] += 1.0f; /* variances */
     }
@@ -129,11 +176,23 @@ static void check_vs_cpu(op_case c, const char *what, int in_place) {
     int64_t ys[8];
     describe(&c, in, &y, ys);
     int64_t n = dl_tensor_numel(&y);
-    float *ref = run_on(cpu, &c, data, 0), *got = run_on(odn, &c, data, in_place);
+    float *ref = run_on(cpu, &c, data, 0), *got = run_as(odn, &c, data, in_place, nhwc);
     double nmse = tu_nmse(ref, got, (size_t)n), tol = dl_op_nmse(c.kind, DL_PRECISION_F32);
-    cr_expect(nmse <= tol, "%s: NMSE %.3g > %.1g (seed %llu)", what, nmse, tol, (unsigned long long)seed);
+    cr_expect(nmse <= tol, "%s%s: NMSE %.3g > %.1g (seed %llu)", what, nhwc ? " (nhwc)" : "", nmse, tol,
+              (unsigned long long)seed);
     free(ref), free(got);
     for (int i = 0; i < c.n_in; i++) free(data[i]);
+}
+
+/* check_as row-major, then (where the op has a 4-D activation) channels-last */
+static void check_vs_cpu(op_case c, const char *what, int in_place) {
+    check_as(c, what, in_place, 0);
+    dl_tensor in[8], y;
+    int64_t ys[8];
+    describe(&c, in, &y, ys);
+    int all4 = y.ndim == 4; /* one layout for all activations: each of them 4-D */
+    for (int i = 0; i < c.n_in; i++) all4 &= c.nd[i] == 4 || is_weight(&c, i);
+    if (all4 && channels_last_kind(c.kind)) check_as(c, what, in_place, 1);
 }
 
 /* ---- conv2d ---- */
@@ -367,7 +426,12 @@ Test(onednn_ops, refusals) {
     attrs(&r.a);
     SHAPE(&r, 0, 2, 3, 5, 7);
     expect_refused(r, "f16", "f16");
-    expect_refused(r, "nhwc", "channels-last");
+    expect_refused(r, "nhwc", "channels-last and row-major activations mixed");
+    op_case sm = {DL_OP_SOFTMAX, {0}, 1, 0, {0}, {{0}}, -1, 1};
+    attrs(&sm.a);
+    sm.a.axis = 1;
+    SHAPE(&sm, 0, 2, 3, 5, 7);
+    expect_refused(sm, "nhwc", "channels-last");
 
     op_case p = {DL_OP_AVGPOOL2D, {0}, 1, 0, {0}, {{0}}, -1, 1};
     attrs(&p.a);

@@ -212,6 +212,27 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     return st;
 }
 
+/* The reference's step op with its channels-last tensors (DLRUN_CPU_NHWC) copied row-major into
+ * owned[] (freed by the caller): check_case hands its backends f32 row-major data, each converting
+ * it into the storage it takes, so the reference's own layout must not reach them unnamed. */
+static dl_status row_major_op(const dl_op *op, dl_op *rm, dl_tensor *in, dl_tensor *out, void **owned, dl_error *err) {
+    *rm = *op;
+    memcpy(in, op->inputs, (size_t)op->n_inputs * sizeof *in);
+    *out = op->outputs[0];
+    rm->inputs = in, rm->outputs = out;
+    for (int i = 0; i <= op->n_inputs; i++) {
+        dl_tensor *t = i < op->n_inputs ? &in[i] : out;
+        if (!t->strides || !t->data) continue;
+        dl_tensor want = *t;
+        want.strides = NULL, want.byte_offset = 0;
+        want.data = owned[i] = malloc((size_t)dl_tensor_numel(t) * dl_dtype_size(t->dtype) + 1);
+        if (!want.data) return dl_fail(err, DL_E_NOMEM, "out of memory");
+        if (!dl_convert_host(&want, t)) return dl_fail(err, DL_E_UNSUPPORTED, "cannot read a step's tensor row-major");
+        *t = want;
+    }
+    return DL_OK;
+}
+
 /* The backends to check: the ones named, or every loaded one but cpu (cpu alone if no other). */
 static dl_status pick_backends(dl_context *ctx, const dl_check_options *o, const dl_backend **out, int *n,
                                dl_error *err) {
@@ -354,8 +375,14 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
             if (!op) continue;
             dl_step_info info;
             dl_session_step(ref, k, &info);
-            st = check_case(c.bes[b], c.cpu, op, constant, op->outputs[0].data, info.layer, o->precision, 0, info.flops,
-                            &rep, err);
+            dl_op rm;
+            dl_tensor rin[DL_MAX_OP_INPUTS], rout;
+            void *owned[DL_MAX_OP_INPUTS + 1] = {0};
+            st = row_major_op(op, &rm, rin, &rout, owned, err);
+            if (st == DL_OK)
+                st = check_case(c.bes[b], c.cpu, &rm, constant, rout.data, info.layer, o->precision, 0, info.flops,
+                                &rep, err);
+            for (int i = 0; i <= DL_MAX_OP_INPUTS; i++) free(owned[i]);
         }
         /* end to end: the model placed on this backend wherever it can run, cpu elsewhere; op by op,
          * then as dlrun runs it (activations fused, batchnorms folded, concats elided) where that differs */

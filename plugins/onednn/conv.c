@@ -14,15 +14,17 @@ static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_
     const dl_tensor *x = &op->inputs[0], *w = &op->inputs[1], *y = &op->outputs[0];
     const int res = dl_op_residual(op), g = a->groups, has_bias = op->n_inputs - (res > 0) > 2, nd = nsp + 2;
     dnnl_memory_desc_t x_md, w_md, b_md, y_md, x_any, y_any, w_any;
-    ODN_TRY(b, "source", odn_plain_md(&x_md, nd, x->shape));
-    ODN_TRY(b, "destination", odn_plain_md(&y_md, nd, y->shape));
+    ODN_TRY(b, "source", odn_tensor_md(&x_md, x));
+    ODN_TRY(b, "destination", odn_tensor_md(&y_md, y));
     /* grouped weights [G, OC/G, C/G, k...]: the same bytes as dlrun's [OC, C/G, k...] */
     int64_t ws[6] = {g, w->shape[0] / g};
     for (int i = 1; i < nd; i++) ws[i + 1] = w->shape[i];
     if (g > 1) ODN_TRY(b, "weights", odn_plain_md(&w_md, nd + 1, ws));
     else ODN_TRY(b, "weights", odn_plain_md(&w_md, nd, w->shape));
     if (has_bias) ODN_TRY(b, "bias", odn_plain_md(&b_md, 1, op->inputs[2].shape));
-    const int blocked = b->s->blocked;
+    /* channels-last activations are given to oneDNN as they lie (its jit kernels take NHWC): no
+     * reorder at the kernel's edges, which is what a chain of NHWC ops is for */
+    const int blocked = b->s->blocked && !x->strides;
     dnnl_dims_t xd, yd, wd, strides, dilates, pad_l, pad_r;
     for (int i = 0; i < nd; i++) xd[i] = x->shape[i], yd[i] = y->shape[i];
     ODN_TRY(b, "source", dnnl_memory_desc_init_by_tag(&x_any, nd, xd, dnnl_f32, dnnl_format_tag_any));

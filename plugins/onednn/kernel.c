@@ -29,6 +29,14 @@ dnnl_status_t odn_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shap
     return dnnl_memory_desc_init_by_strides(md, ndim, dims, dnnl_f32, strides);
 }
 
+dnnl_status_t odn_tensor_md(dnnl_memory_desc_t *md, const dl_tensor *t) {
+    if (!t->strides) return odn_plain_md(md, t->ndim, t->shape);
+    if (t->ndim < 1 || t->ndim > DNNL_MAX_NDIMS) return dnnl_invalid_arguments;
+    dnnl_dims_t dims, strides;
+    for (int d = 0; d < t->ndim; d++) dims[d] = t->shape[d], strides[d] = t->strides[d];
+    return dnnl_memory_desc_init_by_strides(md, t->ndim, dims, dnnl_f32, strides);
+}
+
 int odn_activation_ok(int activation) { return activation >= DL_ACT_NONE && activation <= DL_ACT_SIGMOID; }
 
 dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a, const dnnl_memory_desc_t *residual) {

@@ -88,6 +88,8 @@ dl_status odn_fail(odn_build *b, dnnl_status_t st, const char *what);
 
 /* A dense row-major f32 descriptor of a dlrun shape (rank 0 as [1]). */
 dnnl_status_t odn_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shape);
+/* The f32 descriptor of tensor t as it lies: row-major, or by its strides (channels-last). */
+dnnl_status_t odn_tensor_md(dnnl_memory_desc_t *md, const dl_tensor *t);
 /* A primitive attribute with user scratchpad (run's workspace) and, for a fused residual (its
  * layout: NULL for none), a binary add post-op (post-op 0: its argument is
  * DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1), then for a fused dl_activation its eltwise

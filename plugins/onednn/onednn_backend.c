@@ -69,6 +69,34 @@ static dl_status odn_copy(void *self, void *dst, const void *src, size_t bytes, 
     return DL_OK;
 }
 
+/* The kinds that take channels-last (NHWC) activations: their primitives read each tensor's
+ * layout from its strides (docs/onednn.md, "Channels-last"). Not linear, matmul, softmax or the
+ * copies (flatten, reshape), whose meaning is the row-major order. */
+static int takes_channels_last(int kind) {
+    switch (kind) {
+    case DL_OP_CONV2D:
+    case DL_OP_MAXPOOL2D:
+    case DL_OP_AVGPOOL2D:
+    case DL_OP_GLOBAL_AVGPOOL:
+    case DL_OP_ADD:
+    case DL_OP_CONCAT:
+    case DL_OP_BATCHNORM: return 1;
+    default: return odn_is_eltwise(kind);
+    }
+}
+
+/* 1 if the op's activations (every input but a conv's weight and bias and batchnorm's statistics,
+ * and the output) are all channels-last or all not: one layout in, the same out. */
+static int one_layout(const dl_op *op) {
+    const int cl = dl_tensor_layout(&op->outputs[0]) == DL_LAYOUT_CHANNELS_LAST, res = dl_op_residual(op);
+    for (int i = 0; i < op->n_inputs; i++) {
+        if (op->kind == DL_OP_CONV2D && (i == 1 || (i == 2 && i != res))) continue;
+        if (op->kind == DL_OP_BATCHNORM && i > 0) continue;
+        if ((dl_tensor_layout(&op->inputs[i]) == DL_LAYOUT_CHANNELS_LAST) != cl) return 0;
+    }
+    return 1;
+}
+
 /* The checks of supports() and prepare(), then the builder: with k NULL it stops at the primitive
  * descriptors (oneDNN's own yes or no), with a kernel it creates the primitives. */
 static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, dl_error *err) {
@@ -76,9 +104,12 @@ static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, dl_error *er
     snprintf(what, sizeof what, "%s (%s)", op->name ? op->name : "op", dl_op_kind_name(op->kind));
     if (op->kind < 0 || op->kind >= DL_OP_COUNT || !builders[op->kind])
         return dl_fail(err, DL_E_UNSUPPORTED, "%s: no kernel in the onednn plugin", dl_op_kind_name(op->kind));
-    /* f32 row-major only (no f16/bf16, no channels-last: refused by the check) */
+    /* f32 only (no f16/bf16: refused by the check); channels-last where takes_channels_last */
     const unsigned residual = op->kind == DL_OP_CONV2D || op->kind == DL_OP_LINEAR ? DL_ACCEPT_RESIDUAL : 0;
-    if (!dl_op_check_as(op, DL_ACCEPT_ACTIVATIONS | residual, err)) return DL_E_UNSUPPORTED;
+    const unsigned cl = takes_channels_last(op->kind) ? DL_ACCEPT_CHANNELS_LAST : 0;
+    if (!dl_op_check_as(op, DL_ACCEPT_ACTIVATIONS | residual | cl, err)) return DL_E_UNSUPPORTED;
+    if (cl && !one_layout(op))
+        return dl_fail(err, DL_E_UNSUPPORTED, "%s: channels-last and row-major activations mixed in one op", what);
     for (int i = 0; i < op->n_inputs; i++)
         if (dl_tensor_numel(&op->inputs[i]) == 0)
             return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty input (oneDNN primitives want elements)", what);

@@ -148,7 +148,7 @@ dl_status odn_eltwise(odn_build *b) {
         m.alpha = a->clip_min, m.beta = a->clip_max;
     }
     dnnl_memory_desc_t md;
-    ODN_TRY(b, "tensor", odn_plain_md(&md, op->inputs[0].ndim, op->inputs[0].shape));
+    ODN_TRY(b, "tensor", odn_tensor_md(&md, &op->inputs[0]));
     dnnl_eltwise_desc_t desc;
     ODN_TRY(b, "eltwise descriptor",
             dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, m.alg, &md, m.alpha, m.beta));
@@ -192,10 +192,10 @@ dl_status odn_concat(odn_build *b) {
     dnnl_memory_desc_t src[MAX_IN], y_md;
     odn_tensor_arg args[MAX_IN + 1];
     for (int i = 0; i < op->n_inputs; i++) {
-        ODN_TRY(b, "source", odn_plain_md(&src[i], op->inputs[i].ndim, op->inputs[i].shape));
+        ODN_TRY(b, "source", odn_tensor_md(&src[i], &op->inputs[i]));
         args[i] = (odn_tensor_arg){DNNL_ARG_MULTIPLE_SRC + i, ODN_INPUT, i, src[i]};
     }
-    ODN_TRY(b, "destination", odn_plain_md(&y_md, op->outputs[0].ndim, op->outputs[0].shape));
+    ODN_TRY(b, "destination", odn_tensor_md(&y_md, &op->outputs[0]));
     args[op->n_inputs] = (odn_tensor_arg){DNNL_ARG_DST, ODN_OUTPUT, 0, y_md};
     dnnl_primitive_attr_t attr;
     ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
@@ -217,10 +217,11 @@ dl_status odn_add(odn_build *b) {
     dnnl_memory_desc_t md[2], y_md;
     int full[2];
     for (int i = 0; i < 2; i++) {
-        ODN_TRY(b, "source", matmul_md(&md[i], &op->inputs[i], y->ndim ? y->ndim : 1, 0));
-        full[i] = dl_tensor_numel(&op->inputs[i]) == dl_tensor_numel(y);
+        const dl_tensor *t = &op->inputs[i];
+        ODN_TRY(b, "source", t->strides ? odn_tensor_md(&md[i], t) : matmul_md(&md[i], t, y->ndim ? y->ndim : 1, 0));
+        full[i] = dl_tensor_numel(t) == dl_tensor_numel(y);
     }
-    ODN_TRY(b, "destination", odn_plain_md(&y_md, y->ndim, y->shape));
+    ODN_TRY(b, "destination", odn_tensor_md(&y_md, y));
     /* oneDNN broadcasts its second source only: a + b = b + a puts the full one first */
     int first = full[0] ? 0 : full[1] ? 1 : -1;
     if (first < 0) return dl_fail(b->err, DL_E_UNSUPPORTED, "%s: both inputs broadcast", b->what);
@@ -244,7 +245,7 @@ dl_status odn_batchnorm(odn_build *b) {
         return dl_fail(b->err, DL_E_UNSUPPORTED, "%s: oneDNN fuses only relu into batchnorm", b->what);
     const dl_tensor *x = &op->inputs[0];
     dnnl_memory_desc_t x_md, c_md;
-    ODN_TRY(b, "tensor", odn_plain_md(&x_md, x->ndim, x->shape));
+    ODN_TRY(b, "tensor", odn_tensor_md(&x_md, x));
     ODN_TRY(b, "statistics", odn_plain_md(&c_md, 1, &x->shape[1]));
     unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift;
     if (act == DL_ACT_RELU) flags |= dnnl_fuse_norm_relu;

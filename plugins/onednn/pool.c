@@ -50,11 +50,12 @@ dl_status odn_pool(odn_build *b) {
         }
     }
     dnnl_memory_desc_t x_md, y_md, x_blk, y_blk;
-    ODN_TRY(b, "source", odn_plain_md(&x_md, 4, x->shape));
-    ODN_TRY(b, "destination", odn_plain_md(&y_md, 4, y->shape));
+    ODN_TRY(b, "source", odn_tensor_md(&x_md, x));
+    ODN_TRY(b, "destination", odn_tensor_md(&y_md, y));
     /* on NCHW oneDNN 2.6 pools with a plain C loop (simple_nchw, 0.2 GFLOP/s on ResNet-18's max
-     * pool); in the 8-channel blocked layout with its JIT kernel, reordered in and out */
-    const int blocked = b->s->blocked;
+     * pool); in the 8-channel blocked layout with its JIT kernel, reordered in and out, unless the
+     * tensors are channels-last (its JIT kernel takes NHWC as it lies) */
+    const int blocked = b->s->blocked && !x->strides;
     dnnl_dims_t xd = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]};
     dnnl_dims_t yd = {y->shape[0], y->shape[1], y->shape[2], y->shape[3]};
     ODN_TRY(b, "source", dnnl_memory_desc_init_by_tag(&x_blk, 4, xd, dnnl_f32, dnnl_aBcd8b));
