@@ -1,7 +1,8 @@
 /* test_check.c — `dlrun check` and `dlrun test-ops`: the CPU reference passes against itself;
  * deliberately broken plugins (relu a little off, half unwritten, a write past the end, a NaN)
  * are each caught by both commands; unsupported ops are listed, not counted as passes; a seed
- * replays a run exactly; a reference in channels-last storage is checked against as it lies. */
+ * replays a run exactly; a reference in channels-last storage reaches the checked backend converted
+ * to the layout that backend takes. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -38,19 +39,25 @@ Test(check, cpu_reference_passes_against_itself, .timeout = 120) {
     free(out);
 }
 
-/* With DLRUN_CPU_NHWC=2 the reference keeps its convs' tensors channels-last. The backend checked
- * (onednn, which takes an op in whichever layout its input has) must get each op's inputs as they
- * are, not the reference's NHWC bytes read as NCHW (every conv then failed with NMSE ~2). */
-Test(check, a_channels_last_reference_is_read_as_it_lies, .timeout = 120) {
-    if (!DLRUN_HAVE_ONEDNN) cr_skip_test("the onednn plugin is not built (no oneDNN)");
+/* With DLRUN_CPU_NHWC=2 the reference keeps its convs' and pools' tensors channels-last. A checked
+ * backend that takes an op in another layout than the reference's (onednn, and the cpu plugin's
+ * pools, which follow their input) must get each op's inputs converted, not the reference's NHWC
+ * bytes read as NCHW (convs and pools then failed with an NMSE near 2). */
+Test(check, a_channels_last_reference_is_converted_for_the_checked_backend, .timeout = 120) {
     setenv("DLRUN_CPU_NHWC", "2", 1); /* this test's own process */
     char *out;
-    cr_expect_eq(dlrun("check " LENET " --backend onednn", &out), 0, "%s", out);
-    cr_expect(strstr(out, " passed, 0 failed"), "%s", out);
-    free(out);
     cr_expect_eq(dlrun(LENET " --backend cpu --placement", &out), 0, "%s", out);
     cr_expect(strstr(out, "f32 nhwc"), "the reference should run its convs channels-last: %s", out);
     free(out);
+    const char *backends[] = {"cpu", "onednn"};
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !DLRUN_HAVE_ONEDNN) continue; /* the onednn plugin is not built (no oneDNN) */
+        char args[256];
+        snprintf(args, sizeof args, "check " LENET " --backend %s", backends[b]);
+        cr_expect_eq(dlrun(args, &out), 0, "%s: %s", args, out);
+        cr_expect(strstr(out, " passed, 0 failed"), "%s: %s", args, out);
+        free(out);
+    }
 }
 
 /* Every op's 16-bit rows hold on the CPU, against the CPU at the same storage and against f32: a

@@ -389,6 +389,11 @@ Test(onednn_ops, softmax_concat_add_batchnorm) {
     SHAPE(&a, 0, 7, 1, 3);
     SHAPE(&a, 1, 2, 7, 5, 3);
     check_vs_cpu(a, "add broadcast first", 0);
+    SHAPE(&a, 0, 3, 7, 5, 3); /* 4-D broadcasts: also run channels-last, strides and all */
+    SHAPE(&a, 1, 3, 7, 1, 1);
+    check_vs_cpu(a, "add broadcast 4-D per channel", 0);
+    SHAPE(&a, 1, 1, 7, 1, 3);
+    check_vs_cpu(a, "add broadcast 4-D over batch and rows", 0);
 
     op_case b = {DL_OP_BATCHNORM, {0}, 5, 4, {0}, {{0}}, -2, 2};
     attrs(&b.a);
@@ -406,14 +411,21 @@ Test(onednn_ops, softmax_concat_add_batchnorm) {
 static void expect_refused(op_case c, const char *tensor_dtype, const char *needle) {
     load();
     dl_tensor in[8], y;
-    int64_t ys[8], st[4];
+    int64_t ys[8], st[4], yst[4];
     dl_op op = describe(&c, in, &y, ys);
     if (tensor_dtype && !strcmp(tensor_dtype, "f16")) {
         for (int i = 0; i < c.n_in; i++) in[i].dtype = DL_F16;
         y.dtype = DL_F16;
-    } else if (tensor_dtype && !strcmp(tensor_dtype, "nhwc")) {
+    } else if (tensor_dtype && !strcmp(tensor_dtype, "nhwc")) { /* input 0 only */
         dl_channels_last_strides(c.shape[0], st);
         in[0].strides = st;
+    } else if (tensor_dtype && !strcmp(tensor_dtype, "nhwc weight")) { /* input 1 only */
+        dl_channels_last_strides(c.shape[1], st);
+        in[1].strides = st;
+    } else if (tensor_dtype && !strcmp(tensor_dtype, "nhwc in and out")) { /* input 0 and the output */
+        dl_channels_last_strides(c.shape[0], st);
+        dl_channels_last_strides(ys, yst);
+        in[0].strides = st, y.strides = yst;
     }
     dl_error why = {{0}};
     cr_expect_not(odn->supports(odn->self, &op, &why), "%s accepted, expected: %s", dl_op_kind_name(c.kind), needle);
@@ -427,6 +439,14 @@ Test(onednn_ops, refusals) {
     SHAPE(&r, 0, 2, 3, 5, 7);
     expect_refused(r, "f16", "f16");
     expect_refused(r, "nhwc", "channels-last and row-major activations mixed");
+    int p1[4] = {1, 1, 1, 1};
+    op_case cw = conv_case(1, 4, 6, 5, 3, 3, 3, 1, p1, 1, 1, 1, DL_ACT_NONE);
+    expect_refused(cw, "nhwc weight", "a strided weight"); /* its builder reads it OIHW */
+    op_case am = {DL_OP_ADD, {0}, 2, 0, {0}, {{0}}, -1, 1};
+    attrs(&am.a);
+    SHAPE(&am, 0, 2, 3, 5, 7);
+    SHAPE(&am, 1, 5, 7);
+    expect_refused(am, "nhwc in and out", "mixed"); /* a 2-D operand beside a channels-last one */
     op_case sm = {DL_OP_SOFTMAX, {0}, 1, 0, {0}, {{0}}, -1, 1};
     attrs(&sm.a);
     sm.a.axis = 1;

@@ -1,7 +1,8 @@
 /* conv.c — conv2d and conv3d on oneDNN: groups (depthwise included), stride, dilation, asymmetric
  * padding, bias, a fused residual as a binary add post-op and the fused activations as an eltwise post-op. The weights
- * are reordered once, at prepare, into the layout oneDNN picks; the activations either stay NCHW or (the default,
- * faster on AVX2: docs/onednn.md) take oneDNN's blocked layout inside the kernel, reordered at its edges. */
+ * are reordered once, at prepare, into the layout oneDNN picks. Row-major activations either stay NCHW or (the
+ * default, faster on AVX2: docs/onednn.md) take oneDNN's blocked layout inside the kernel, reordered at its edges;
+ * channels-last ones are given to oneDNN as they lie (its NHWC kernels, no reorder). */
 #include "onednn.h"
 
 /* A convolution over nsp spatial dimensions (2 or 3), with these per-dimension attributes. */

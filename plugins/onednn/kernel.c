@@ -1,6 +1,7 @@
 /* kernel.c — a prepared oneDNN kernel: its steps built from primitive descriptors (with reorders
- * where oneDNN wants another layout than dlrun's row-major f32), run by binding each argument to
- * the op's tensors or the workspace, and released. Also the small helpers the op builders share. */
+ * where oneDNN wants another layout than the tensor's own, row-major or channels-last f32), run by
+ * binding each argument to the op's tensors or the workspace, and released. Also the small helpers
+ * the op builders share. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

@@ -86,13 +86,15 @@ static int takes_channels_last(int kind) {
 }
 
 /* 1 if the op's activations (every input but a conv's weight and bias and batchnorm's statistics,
- * and the output) are all channels-last or all not: one layout in, the same out. */
+ * and the output) are all channels-last or all not, one layout in and the same out; and those
+ * others row-major, as their builders read them. */
 static int one_layout(const dl_op *op) {
     const int cl = dl_tensor_layout(&op->outputs[0]) == DL_LAYOUT_CHANNELS_LAST, res = dl_op_residual(op);
     for (int i = 0; i < op->n_inputs; i++) {
-        if (op->kind == DL_OP_CONV2D && (i == 1 || (i == 2 && i != res))) continue;
-        if (op->kind == DL_OP_BATCHNORM && i > 0) continue;
-        if ((dl_tensor_layout(&op->inputs[i]) == DL_LAYOUT_CHANNELS_LAST) != cl) return 0;
+        int param =
+            (op->kind == DL_OP_CONV2D && (i == 1 || (i == 2 && i != res))) || (op->kind == DL_OP_BATCHNORM && i > 0);
+        if (param ? op->inputs[i].strides != NULL : (dl_tensor_layout(&op->inputs[i]) == DL_LAYOUT_CHANNELS_LAST) != cl)
+            return 0;
     }
     return 1;
 }
@@ -109,7 +111,8 @@ static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, dl_error *er
     const unsigned cl = takes_channels_last(op->kind) ? DL_ACCEPT_CHANNELS_LAST : 0;
     if (!dl_op_check_as(op, DL_ACCEPT_ACTIVATIONS | residual | cl, err)) return DL_E_UNSUPPORTED;
     if (cl && !one_layout(op))
-        return dl_fail(err, DL_E_UNSUPPORTED, "%s: channels-last and row-major activations mixed in one op", what);
+        return dl_fail(err, DL_E_UNSUPPORTED,
+                       "%s: channels-last and row-major activations mixed in one op, or a strided weight", what);
     for (int i = 0; i < op->n_inputs; i++)
         if (dl_tensor_numel(&op->inputs[i]) == 0)
             return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty input (oneDNN primitives want elements)", what);

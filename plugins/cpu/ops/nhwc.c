@@ -33,8 +33,9 @@
  * (MobileNet's and EfficientNet's thin, large layers; a network with none, like ResNet, never
  * leaves row-major), with 2 at every conv (a whole CNN in NHWC from its stem to its classifier).
  * Both are off by default: 2 is now the fastest setting on depthwise networks (MobileNet,
- * EfficientNet), with the onednn plugin taking NHWC too, but not on the ResNets or GoogLeNet, and
- * the plugin sees one op, not the model (docs/performance.md, "oneDNN in NHWC chains"). */
+ * EfficientNet), with the onednn plugin taking NHWC too, but not on the ResNets, GoogLeNet or
+ * SqueezeNet at batch 8, and the plugin sees one op, not the model (docs/performance.md, "oneDNN
+ * in NHWC chains"). */
 #include <stdlib.h>
 #include <string.h>
 
