@@ -78,15 +78,12 @@ static dl_op describe(op_case *c, dl_tensor *in, dl_tensor *y, int64_t *yshape) 
 
 /* x [N, C, H, W] row-major as channels-last [N, H, W, C] in a new array, or back (to_last 0) */
 static float *relaid(const float *x, const int64_t *s, int to_last) {
-    const int64_t n = s[0], c = s[1], hw = s[2] * s[3];
-    float *y = malloc((size_t)(n * c * hw) * sizeof *y + 64);
-    for (int64_t b = 0; b < n; b++)
-        for (int64_t k = 0; k < c; k++)
-            for (int64_t p = 0; p < hw; p++) {
-                const int64_t rm = (b * c + k) * hw + p, cl = (b * hw + p) * c + k;
-                if (to_last) y[cl] = x[rm];
-                else y[rm] = x[cl];
-            }
+    const int64_t n = s[0] * s[1] * s[2] * s[3];
+    float *y = malloc((size_t)n * sizeof *y + 64);
+    for (int64_t i = 0; i < n; i++) {
+        if (to_last) y[tu_channels_last_at(s, i)] = x[i];
+        else y[i] = x[tu_channels_last_at(s, i)];
+    }
     return y;
 }
 

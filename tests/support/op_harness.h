@@ -97,14 +97,9 @@ static float round_to(dl_dtype d, float v) {
     return d.code == DL_DTYPE_BFLOAT ? dl_bf16_to_f32(dl_f32_to_bf16(v)) : dl_f16_to_f32(dl_f32_to_f16(v));
 }
 
-/* Where row-major element i of tensor t is in its storage (channels-last: written out here, not
+/* Where row-major element i of tensor t is in its storage (channels-last: tu_channels_last_at, not
  * the plugin's conversion). */
-static int64_t stored_at(const dl_tensor *t, int64_t i) {
-    if (!t->strides) return i;
-    const int64_t *s = t->shape;
-    int64_t w = i % s[3], h = i / s[3] % s[2], c = i / (s[3] * s[2]) % s[1], n = i / (s[3] * s[2] * s[1]);
-    return ((n * s[2] + h) * s[3] + w) * s[1] + c;
-}
+static int64_t stored_at(const dl_tensor *t, int64_t i) { return t->strides ? tu_channels_last_at(t->shape, i) : i; }
 static void put(const dl_tensor *t, int64_t i, float v) {
     int64_t o = stored_at(t, i);
     if (t->dtype.code == DL_DTYPE_INT) ((int64_t *)t->data)[o] = (int64_t)v;

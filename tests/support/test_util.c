@@ -11,6 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+int64_t tu_channels_last_at(const int64_t *s, int64_t i) {
+    int64_t w = i % s[3], h = i / s[3] % s[2], c = i / (s[3] * s[2]) % s[1], n = i / (s[3] * s[2] * s[1]);
+    return ((n * s[2] + h) * s[3] + w) * s[1] + c;
+}
+
 void tu_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t i = 0; i < n; i++) {

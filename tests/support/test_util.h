@@ -7,6 +7,9 @@
 
 /* Fill with uniform values in [lo, hi) from a seed (printed by the caller on failure). */
 void tu_fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi);
+/* Where row-major element i of a 4-D [N, C, H, W] tensor of this shape lies in its channels-last
+ * ([N, H, W, C]) storage: written out here, independent of the plugins' conversions. */
+int64_t tu_channels_last_at(const int64_t *shape, int64_t i);
 /* Normalized mean squared error sum((a-b)^2) / sum(a^2); NaN anywhere gives +inf. */
 double tu_nmse(const float *ref, const float *got, size_t n);
 /* Write bytes to a new temporary file whose name ends in suffix; returns its malloc'd path. */
