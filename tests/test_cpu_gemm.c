@@ -3,14 +3,17 @@
  * operands, transposed (strided) sources, k past one pass (256 steps), blocks with edges on both
  * sides, each epilogue (row or column bias, relu, clip, gelu), C stored as it lies or transposed,
  * A read in place,
- * NaN kept by the clamp, k = 0, and the packed sizes' overflow check. tests/CMakeLists.txt builds it twice: with the
+ * NaN kept by the clamp, k = 0, and the packed sizes' overflow check; and cpu_sgemm (plugins/cpu/blas.c),
+ * OpenBLAS with the plugin's own sums where OpenBLAS would allocate. tests/CMakeLists.txt builds it twice: with the
  * AVX2 kernel where the machine has it (-march=native) and with the portable C kernel (CPU_GEMM_PORTABLE). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "activate.h"
+#include "blas.h"
 #include "gemm.h"
 
 static float frand(unsigned *s) {
@@ -248,4 +251,52 @@ Test(cpu_gemm, packed_sizes) {
     cr_assert_eq(cpu_gemm_scratch_floats(7, 17, 5, 0, 1, 1, 3), 3 * (16 * 16 * 5 + 288 * 256));
     cr_assert_eq(cpu_gemm_scratch_floats((int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40, 0, 0, 1, 2),
                  2 * 96 * 256);
+}
+
+/* ---- cpu_sgemm (plugins/cpu/blas.c): OpenBLAS with the plugin's own sums for a small product's
+ * last 1 to 8 columns ---- */
+
+/* c = alpha op(a) op(b) + beta c against a sum in double; op(a) m x k, op(b) k x n, every matrix
+ * with a pitch past its row (lda, ldb, ldc: 3 more). beta 0: c starts as NaN, never read. */
+static void check_sgemm(int m, int n, int k, int ta, int tb, float alpha, float beta) {
+    unsigned seed = (unsigned)(m * 131 + n * 17 + k + ta * 7 + tb * 3);
+    const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 3, ldc = n + 3;
+    float *a = malloc(sizeof(float) * (size_t)((ta ? k : m) * lda)),
+          *b = malloc(sizeof(float) * (size_t)((tb ? n : k) * ldb));
+    float *c = malloc(sizeof(float) * (size_t)(m * ldc)), *c0 = malloc(sizeof(float) * (size_t)(m * ldc));
+    cr_assert(a && b && c && c0);
+    for (int i = 0; i < (ta ? k : m) * lda; i++) a[i] = frand(&seed);
+    for (int i = 0; i < (tb ? n : k) * ldb; i++) b[i] = frand(&seed);
+    for (int i = 0; i < m * ldc; i++) c0[i] = c[i] = beta != 0 ? frand(&seed) : NAN;
+    cpu_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++)
+                s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+            const double want = alpha * s + (beta != 0 ? beta * (double)c0[i * ldc + j] : 0);
+            cr_assert(fabs(c[i * ldc + j] - want) <= 1e-5 * (1 + fabs(want)),
+                      "%dx%dx%d ta %d tb %d: (%d, %d) %g, not %g", m, n, k, ta, tb, i, j, (double)c[i * ldc + j], want);
+        }
+    for (int i = 0; i < m; i++) /* the pitch's gap untouched */
+        for (int j = n; j < ldc; j++)
+            cr_assert(memcmp(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float)) == 0, "gap (%d, %d) written", i, j);
+    free(a), free(b), free(c), free(c0);
+}
+
+Test(cpu_sgemm, small_products_with_a_tail_of_columns) {
+    /* n % 16 in 1..8 with k >= 32: the tail summed by the plugin; with and without columns before it */
+    static const int shapes[][3] = {{5, 21, 40}, {7, 8, 33}, {3, 36, 100}, {1, 1, 32}, {6, 24, 77}, {9, 17, 500}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        check_sgemm(shapes[s][0], shapes[s][1], shapes[s][2], 0, 0, 1.0f, 0.0f);
+        check_sgemm(shapes[s][0], shapes[s][1], shapes[s][2], 0, 0, 1.5f, 0.5f);
+    }
+    /* the others: OpenBLAS as it is (tails of 9..15 or 0, k < 32, large, transposed operands) */
+    check_sgemm(4, 27, 40, 0, 0, 1.0f, 0.0f);
+    check_sgemm(4, 32, 40, 0, 0, 1.0f, 1.0f);
+    check_sgemm(4, 21, 31, 0, 0, 1.0f, 0.0f);
+    check_sgemm(130, 133, 70, 0, 0, 1.0f, 0.0f);
+    check_sgemm(5, 19, 37, 0, 1, 1.0f, 0.0f);
+    check_sgemm(5, 19, 37, 1, 0, 0.5f, 0.0f);
+    check_sgemm(5, 19, 37, 1, 1, 1.0f, 1.0f);
 }

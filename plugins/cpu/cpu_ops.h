@@ -5,6 +5,7 @@
 #ifndef DLRUN_CPU_OPS_H
 #define DLRUN_CPU_OPS_H
 #include "activate.h"
+#include "blas.h"
 #include "dlrun/plugin.h"
 #include "gemm.h"
 #include "op_check.h"

@@ -1,11 +1,11 @@
 /* winograd.c — Winograd F(4x4, 3x3) convolution for the CPU plugin; see winograd.h. */
 #include "winograd.h"
 
-#include "activate.h"
-
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "activate.h"
+#include "blas.h"
 
 #define TILE 6 /* input tile edge: 4 outputs + 3 - 1 */
 #define NPOS 36
@@ -157,8 +157,8 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
          * plugin runs OpenBLAS with one thread so that only OpenMP's pool is ever busy). */
 #pragma omp parallel for schedule(dynamic, 1)
         for (int p = 0; p < NPOS; p++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, k, nb, c, 1.0f, wg->u + (size_t)p * k * c, c,
-                        v + (size_t)p * vstride, (int)block, 0.0f, m + (size_t)p * mstride, (int)block);
+            cpu_sgemm(0, 0, k, nb, c, 1.0f, wg->u + (size_t)p * k * c, c, v + (size_t)p * vstride, block, 0.0f,
+                      m + (size_t)p * mstride, block);
 #pragma omp parallel for collapse(2) schedule(static)
         for (int ki = 0; ki < k; ki++) {
             for (int gi = 0; gi < ngroups; gi++) {

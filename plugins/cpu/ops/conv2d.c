@@ -9,7 +9,6 @@
  * known only at run time, OpenBLAS: a plain GEMM for 1x1 stride-1 unpadded convs, im2col + GEMM
  * for the others. Bias, a fused residual and the fused activation are applied to each block of
  * output as the GEMM produces it. */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,8 +180,7 @@ static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const floa
             int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
             int64_t c0 = (int64_t)t * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
             if (c1 > c0) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f, w, kdim, b + c0,
-                            (int)n, 0.0f, y + c0, (int)n);
+                cpu_sgemm(0, 0, m, c1 - c0, kdim, 1.0f, w, kdim, b + c0, n, 0.0f, y + c0, n);
                 if (epilogue)
                     for (int r = 0; r < m; r++)
                         cpu_bias_res_act(y + (size_t)r * n + c0, res ? res + (size_t)r * n + c0 : NULL, c1 - c0,
@@ -192,8 +190,7 @@ static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const floa
             int chunk = ((m + nt - 1) / nt + 7) / 8 * 8;
             int r0 = t * chunk, r1 = r0 + chunk < m ? r0 + chunk : m;
             if (r1 > r0) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, (int)n, kdim, 1.0f,
-                            w + (size_t)r0 * kdim, kdim, b, (int)n, 0.0f, y + (size_t)r0 * n, (int)n);
+                cpu_sgemm(0, 0, r1 - r0, n, kdim, 1.0f, w + (size_t)r0 * kdim, kdim, b, n, 0.0f, y + (size_t)r0 * n, n);
                 if (epilogue)
                     for (int r = r0; r < r1; r++)
                         cpu_bias_res_act(y + (size_t)r * n, res ? res + (size_t)r * n : NULL, n, bias ? bias[r] : 0.0f,

@@ -2,7 +2,6 @@
  * and group, one GEMM gives every input pixel's contribution to each (output channel, tap), and
  * col2im adds those into the output at stride, padding and dilation; then bias and a fused
  * activation. */
-#include <cblas.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -22,9 +21,7 @@ void cpu_sgemm_columns(int trans_w, int m, int64_t n, int kdim, const float *w, 
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
         int64_t c0 = (int64_t)t * chunk, c1 = c0 + chunk < n ? c0 + chunk : n;
-        if (c1 > c0)
-            cblas_sgemm(CblasRowMajor, trans_w ? CblasTrans : CblasNoTrans, CblasNoTrans, m, (int)(c1 - c0), kdim, 1.0f,
-                        w, trans_w ? m : kdim, x + c0, (int)n, 0.0f, y + c0, (int)ldy);
+        if (c1 > c0) cpu_sgemm(trans_w, 0, m, c1 - c0, kdim, 1.0f, w, trans_w ? m : kdim, x + c0, n, 0.0f, y + c0, ldy);
     }
 }
 

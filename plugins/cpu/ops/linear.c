@@ -48,9 +48,7 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
             if (n == 1)
                 cblas_sgemv(CblasRowMajor, CblasNoTrans, o1 - o0, in, 1.0f, w + (size_t)o0 * in, in, x, 1, 0.0f, y + o0,
                             1);
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o1 - o0, in, 1.0f, x, in, w + (size_t)o0 * in,
-                            in, 0.0f, y + o0, out);
+            else cpu_sgemm(0, 1, n, o1 - o0, in, 1.0f, x, in, w + (size_t)o0 * in, in, 0.0f, y + o0, out);
             for (int i = 0; i < n; i++) { /* bias, residual, then the activation's own vectorised loop */
                 float *row = y + (size_t)i * out + o0;
                 if (b)

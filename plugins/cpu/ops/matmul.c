@@ -1,7 +1,6 @@
 /* matmul.c — batched matrix product y = alpha * op(a) op(b) + beta * c on the CPU (ONNX MatMul
  * and Gemm): leading dimensions broadcast as numpy's matmul, c broadcasts to y. Work is split
  * into (batch, column block) tasks, each one single-threaded sgemm. */
-#include <cblas.h>
 #include <limits.h>
 
 #include "cpu_ops.h"
@@ -49,7 +48,6 @@ void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
         const float *pa = a + dl_bcast_offset(bi, bat_nd, g->ys, sa) * amat;
         const float *pb = b + dl_bcast_offset(bi, bat_nd, g->ys, sb) * bmat + (tb ? n0 * kk : n0);
         float *py = y + bi * m * n + n0;
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m,
-                    (int)(n1 - n0), (int)kk, alpha, pa, (int)lda, pb, (int)ldb, c ? 1.0f : 0.0f, py, (int)n);
+        cpu_sgemm(ta, tb, m, n1 - n0, kk, alpha, pa, lda, pb, ldb, c ? 1.0f : 0.0f, py, n);
     }
 }
