@@ -39,23 +39,23 @@ Test(check, cpu_reference_passes_against_itself, .timeout = 120) {
     free(out);
 }
 
-/* With DLRUN_CPU_NHWC=2 the reference keeps its convs' and pools' tensors channels-last. A checked
- * backend that takes an op in another layout than the reference's (onednn, and the cpu plugin's
- * pools, which follow their input) must get each op's inputs converted, not the reference's NHWC
- * bytes read as NCHW (convs and pools then failed with an NMSE near 2). */
-Test(check, a_channels_last_reference_is_converted_for_the_checked_backend, .timeout = 120) {
-    setenv("DLRUN_CPU_NHWC", "2", 1); /* this test's own process */
-    char *out;
-    cr_expect_eq(dlrun(LENET " --backend cpu --placement", &out), 0, "%s", out);
-    cr_expect(strstr(out, "f32 nhwc"), "the reference should run its convs channels-last: %s", out);
-    free(out);
+/* --layout nhwc: the checked backend takes LeNet's convs (and what follows them) channels-last,
+ * from the reference's row-major tensors; the reference itself stays row-major. Rows name the
+ * storage ("cpu f32 nhwc"), and every one passes on cpu and onednn. */
+Test(check, the_checked_backend_runs_channels_last_with_layout_nhwc, .timeout = 120) {
     const char *backends[] = {"cpu", "onednn"};
     for (int b = 0; b < 2; b++) {
         if (b == 1 && !DLRUN_HAVE_ONEDNN) continue; /* the onednn plugin is not built (no oneDNN) */
-        char args[256];
-        snprintf(args, sizeof args, "check " LENET " --backend %s", backends[b]);
+        char args[256], want[64], *out;
+        snprintf(args, sizeof args, "check " LENET " --backend %s --layout nhwc --seed 4", backends[b]);
+        snprintf(want, sizeof want, "conv2d         %s f32 nhwc", backends[b]);
         cr_expect_eq(dlrun(args, &out), 0, "%s: %s", args, out);
+        cr_expect(strstr(out, want), "%s: no '%s' row: %s", args, want, out);
         cr_expect(strstr(out, " passed, 0 failed"), "%s: %s", args, out);
+        free(out);
+        snprintf(args, sizeof args, "check " LENET " --backend %s --layout nchw --seed 4", backends[b]);
+        cr_expect_eq(dlrun(args, &out), 0, "%s: %s", args, out);
+        cr_expect_null(strstr(out, "nhwc"), "%s: %s", args, out);
         free(out);
     }
 }

@@ -94,6 +94,45 @@ Test(cli, compare_times_two_builds_in_turn) {
     free(out);
 }
 
+/* One build, two layouts (--base-layout, no --base): LeNet in NCHW against NHWC on the cpu
+ * plugin. The steps differ (the NHWC side transposes at its edges), so only whole runs pair up;
+ * the outputs agree to rounding. */
+Test(cli, compare_times_two_layouts_of_one_build) {
+    char *out;
+    cr_assert_eq(
+        tu_dlrun("compare " MODEL("lenet.yaml") " --base-layout nchw --layout nhwc --backend cpu --iterations 2 "
+                                                "--warmup 0 --threads 1",
+                 &out),
+        0, "%s", out);
+    cr_expect(strstr(out, "layout: base nchw; new nhwc at every conv"), "%s", out);
+    cr_expect(strstr(out, "(the two sessions run different steps: whole runs only)"), "%s", out);
+    double max_abs = 1;
+    const char *at = strstr(out, "max |new - base| ");
+    cr_assert(at, "%s", out);
+    cr_expect(sscanf(at, "max |new - base| %lf", &max_abs) == 1 && max_abs < 1e-5, "%s", out);
+    free(out);
+    cr_expect_eq(tu_dlrun("compare " MODEL("lenet.yaml") " --layout nhwc", &out), 2);
+    cr_expect(strstr(out, "or --base-layout other than --layout"), "%s", out);
+    free(out);
+}
+
+/* --layout: said on a line of its own where the host asks something (given, or auto on a model
+ * with depthwise convs; LeNet has none, so auto says nothing), and in --json always. */
+Test(cli, layout_is_reported) {
+    char *out;
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --layout nhwc --placement", &out), 0, "%s", out);
+    cr_expect(strstr(out, "\nlayout: nhwc at every conv\n"), "%s", out);
+    cr_expect(strstr(out, "f32 nhwc"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --placement", &out), 0, "%s", out);
+    cr_expect_null(strstr(out, "layout:"), "%s", out);
+    cr_expect_null(strstr(out, "nhwc"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --json", &out), 0, "%s", out);
+    cr_expect(strstr(out, "\"layout\":\t\"each backend's own (auto: no depthwise conv)\""), "%s", out);
+    free(out);
+}
+
 Test(cli, lenet_runs_and_prints_summary) {
     char *out;
     cr_assert_eq(tu_dlrun(MODEL("lenet.yaml"), &out), 0, "%s", out);
@@ -193,20 +232,21 @@ Test(cli, output_is_deterministic_and_input_round_trips) {
     unlink(x);
 }
 
-/* Runs the model fused (the default) and with --no-fuse; the fused run's report must contain
- * `fused_report`, the unfused run's none, and both outputs ([2, 7]) must agree. */
-static void expect_fusion_keeps_output(const char *text, const char *fused_report) {
+/* Runs the model fused (the default) and with --no-fuse, both with the options `opts`; the fused
+ * run's report must contain `fused_report`, the unfused run's none, and both outputs ([2, 7])
+ * must agree. */
+static void expect_fusion_keeps_output_with(const char *text, const char *opts, const char *fused_report) {
     char *model = tu_write_temp(".yaml", text, strlen(text));
     char a[] = "/tmp/dlrun-fuse-a-XXXXXX.npy", b[] = "/tmp/dlrun-fuse-b-XXXXXX.npy";
     cr_assert(mkstemps(a, 4) >= 0 && mkstemps(b, 4) >= 0);
     char *out, *args;
     /* pinned to the cpu plugin: which activations can fuse depends on the backend of their
      * producer (onednn's batchnorm takes no clip), and placement's choice on measured times */
-    cr_assert(asprintf(&args, "%s --backend cpu --seed 3 --output %s", model, a) > 0);
+    cr_assert(asprintf(&args, "%s --backend cpu --seed 3 --output %s%s", model, a, opts) > 0);
     cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     cr_expect(strstr(out, fused_report), "%s", out);
     free(out), free(args);
-    cr_assert(asprintf(&args, "%s --backend cpu --seed 3 --output %s --no-fuse", model, b) > 0);
+    cr_assert(asprintf(&args, "%s --backend cpu --seed 3 --output %s --no-fuse%s", model, b, opts) > 0);
     cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     cr_expect_null(strstr(out, "fused"), "--no-fuse fuses nothing: %s", out);
     free(out), free(args);
@@ -219,6 +259,10 @@ static void expect_fusion_keeps_output(const char *text, const char *fused_repor
     free(ya), free(yb);
     unlink(a), unlink(b), unlink(model);
     free(model);
+}
+
+static void expect_fusion_keeps_output(const char *text, const char *fused_report) {
+    expect_fusion_keeps_output_with(text, "", fused_report);
 }
 
 /* silu, hard_swish and gelu (both forms) fuse into the conv, linear, add and batchnorm before
@@ -276,7 +320,8 @@ Test(cli, elided_concat_is_reported) {
 
 /* ABI 1.5: clip (relu6 and two-sided), leaky_relu and sigmoid fuse into the depthwise, 1x1, im2col
  * and Winograd convs, add, batchnorm and linear before them on the cpu plugin, and the fused run
- * gives the unfused run's output. */
+ * gives the unfused run's output; in NHWC (--layout auto, the model having a depthwise conv) into
+ * the channels-last convs the same, with the transposes at the edges of the NHWC chain. */
 Test(cli, clip_leaky_relu_and_sigmoid_fuse_into_their_producer) {
     const char text[] = "model: m\ninputs:\n  - {name: x, shape: [2, 16, 11, 11]}\nlayers:\n"
                         "  - {name: dw, op: conv2d, filters: 16, kernel: 3, padding: 1, groups: 16}\n"
@@ -294,7 +339,12 @@ Test(cli, clip_leaky_relu_and_sigmoid_fuse_into_their_producer) {
                         "  - {name: f, op: flatten}\n"
                         "  - {name: fc, op: linear, units: 7}\n"
                         "  - {name: s2, op: sigmoid}\n";
-    expect_fusion_keeps_output(text, "cpu 8 ops (+3 clip fused) (+2 leaky_relu fused) (+2 sigmoid fused)\n");
+    const char *fused = "cpu 8 ops (+3 clip fused) (+2 leaky_relu fused) (+2 sigmoid fused)";
+    char want[160];
+    snprintf(want, sizeof want, "%s\n", fused);
+    expect_fusion_keeps_output_with(text, " --layout nchw", want);
+    snprintf(want, sizeof want, "%s; 3 conversions of storage format\n", fused);
+    expect_fusion_keeps_output(text, want);
 }
 
 /* Token ids: an int64 input feeds gather (an embedding lookup); read from an int64 .npy exactly,
@@ -522,6 +572,8 @@ Test(cli, option_errors_name_the_option_and_exit_2) {
     expect_usage_error("test-ops --threads 0", "dlrun: --threads wants a positive integer, not '0'", check);
     expect_usage_error("check " MODEL("lenet.yaml") " --precision half", "--precision wants f32, tf32, f16 or bf16",
                        check);
+    expect_usage_error(MODEL("lenet.yaml") " --layout nchwc", "--layout wants auto, nchw or nhwc, not 'nchwc'", run);
+    expect_usage_error("test-ops --layout NHWC", "--layout wants auto, nchw or nhwc, not 'NHWC'", check);
 }
 
 Test(cli, values_in_both_spellings_and_max_memory_suffixes) {
@@ -571,6 +623,7 @@ Test(cli, help_lists_every_option) {
                                       "threads",
                                       "device",
                                       "precision f32|tf32|f16|bf16",
+                                      "layout auto|nchw|nhwc",
                                       "no-fuse",
                                       "placement",
                                       "retune",
@@ -580,10 +633,15 @@ Test(cli, help_lists_every_option) {
                                       "json",
                                       "list-backends",
                                       "version"};
-    static const char *const check[] = {"backend NAME",   "precision f32|tf32|f16|bf16",
-                                        "seed N",         "op NAME",
-                                        "mode test|perf", "iterations N",
-                                        "threads N",      "json"};
+    static const char *const check[] = {"backend NAME",
+                                        "precision f32|tf32|f16|bf16",
+                                        "layout auto|nchw|nhwc",
+                                        "seed N",
+                                        "op NAME",
+                                        "mode test|perf",
+                                        "iterations N",
+                                        "threads N",
+                                        "json"};
     expect_help_lists("--help", "usage: dlrun MODEL.yaml [options]", run, sizeof run / sizeof *run);
     expect_help_lists("check --help", "usage: dlrun check MODEL.yaml", check, sizeof check / sizeof *check);
     expect_help_lists("test-ops --help", "dlrun test-ops [--backend NAME]...", check, sizeof check / sizeof *check);

@@ -914,13 +914,11 @@ Test(cpu_storage, nhwc_kernels_run_in_place_of_staging) {
     free(y.data), free(y2.data), free(y3.data), free(gp.data), free(mp.data), free(cat.data);
 }
 
-/* The plugin's preferred_layout (ABI 1.9) over a depthwise conv 3x3 on 16 channels, its map h x 28,
- * then (want[2]) the same op as a 3x3 conv; a max pooling and a hard_swish follow their input, an
- * average pooling is row-major; nhwc: the value of DLRUN_CPU_NHWC (read at the plugin's init, in
- * this test's own process). */
-static void expect_preferences(const char *nhwc, const int *want) {
-    if (nhwc) setenv("DLRUN_CPU_NHWC", nhwc, 1);
-    else unsetenv("DLRUN_CPU_NHWC");
+/* The plugin's preferred_layout (ABI 1.9): it never asks for channels-last itself (the host does,
+ * seeing the model: dl_session_options.layout). A depthwise conv 3x3 on 16 channels and the same
+ * op as a 3x3 conv, a max pooling and a hard_swish follow their input; an average pooling (no NHWC
+ * kernel) and anything at 16 bits are row-major. */
+Test(cpu_storage, preferred_layouts) {
     load();
     dl_op_attrs a;
     attrs(&a);
@@ -930,41 +928,17 @@ static void expect_preferences(const char *nhwc, const int *want) {
     dl_tensor out = {NULL, {1, 0}, 4, DL_F32, ys, NULL, 0};
     dl_op op = {sizeof op, DL_OP_CONV2D, "c", &a, 2, in, 1, &out, DL_PRECISION_F32};
     cr_assert(DL_BACKEND_HAS(be, preferred_layout));
-    cr_expect_eq(be->preferred_layout(be->self, &op), want[0], "depthwise on 30x28");
-    xs[2] = 27, ys[2] = 25;
-    cr_expect_eq(be->preferred_layout(be->self, &op), want[1], "depthwise on 27x28");
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "depthwise");
     op.precision = DL_PRECISION_BF16;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "bf16");
     op.precision = DL_PRECISION_F32, a.groups = 1, ws[1] = 16; /* a 3x3 conv */
-    cr_expect_eq(be->preferred_layout(be->self, &op), want[2], "3x3 conv");
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "3x3 conv");
     op.kind = DL_OP_MAXPOOL2D, op.n_inputs = 1;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "maxpool");
     op.kind = DL_OP_AVGPOOL2D;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "avgpool");
     op.kind = DL_OP_HARD_SWISH;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "hard_swish");
-}
-
-/* By default the plugin never asks for channels-last: it follows its input where it has an NHWC
- * kernel, row-major elsewhere and at 16 bits. */
-Test(cpu_storage, preferred_layouts_by_default) {
-    expect_preferences(NULL, (int[]){DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
-}
-
-/* A value of DLRUN_CPU_NHWC other than 1 or 2 is read as unset (each Test runs in its own process,
- * so the plugin's init reads the variable afresh). */
-Test(cpu_storage, preferred_layouts_with_an_unknown_nhwc_value) {
-    expect_preferences("3", (int[]){DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
-}
-
-/* With DLRUN_CPU_NHWC=1: channels-last for a depthwise conv on a map of 28x28 or more at f32. */
-Test(cpu_storage, preferred_layouts_with_nhwc_chains) {
-    expect_preferences("1", (int[]){DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_AS_INPUT, DL_LAYOUT_AS_INPUT});
-}
-
-/* With DLRUN_CPU_NHWC=2: channels-last for every conv at f32. */
-Test(cpu_storage, preferred_layouts_with_nhwc_everywhere) {
-    expect_preferences("2", (int[]){DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_CHANNELS_LAST, DL_LAYOUT_CHANNELS_LAST});
 }
 
 /* Every tensor in its own format: each input is converted on its own, the output rounded once. */

@@ -511,32 +511,33 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
  * memory) costs it nothing, however slowly it copies when timed alone: the dropout between two
  * relus pinned to fakecpu stays there (timed at 3 ms) rather than going to fakedev (0.1 ms,
  * transfers free), where it went before. */
-/* A value read in another layout costs a transpose (ABI 1.9). With DLRUN_CPU_NHWC=1 the cpu plugin
- * asks for channels-last at a depthwise conv on 64x64, and the ops after it follow. The dropout
+/* A value read in another layout costs a transpose (ABI 1.9). With --layout auto (the model has a
+ * depthwise conv) or nhwc the host asks the cpu plugin for channels-last at both convs. The dropout
  * between is free on either backend (a view in place); the fake backend (host memory, row-major
- * only) is listed first and wins the tie, unless the two transposes around it count. */
+ * only) is listed first and wins the tie, unless the two transposes around it count (nchw: none). */
 static const char nhwc_chain[] = "model: nhwc\ninputs:\n  - {name: x, shape: [1, 16, 64, 64]}\nlayers:\n"
                                  "  - {name: r0, op: dropout}\n"
                                  "  - {name: d1, op: conv2d, filters: 16, kernel: 3, padding: 1, groups: 16}\n"
                                  "  - {name: r1, op: dropout}\n"
                                  "  - {name: c2, op: conv2d, filters: 16, kernel: 1}\n";
 
-static void nhwc_chain_placement(const char *nhwc, const char *want) {
+static void nhwc_chain_placement(int layout, const char *want) {
     fresh_env();
     setenv("DLFAKE_FAKECPU_IN_PLACE", "1", 1);
-    setenv("DLRUN_CPU_NHWC", nhwc, 1);
     plugin_path = DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so:" DLRUN_PLUGIN_DIR "/libdlrun-cpu.so";
     dl_session_options so;
     dl_session_options_init(&so);
     so.no_fuse = 1;
+    so.layout = layout;
     expect_placement(nhwc_chain, want, &so);
-    unsetenv("DLRUN_CPU_NHWC"), unsetenv("DLFAKE_FAKECPU_IN_PLACE");
+    unsetenv("DLFAKE_FAKECPU_IN_PLACE");
     plugin_path = FAKES;
 }
 
 Test(placement, transposes_count_where_a_backend_asks_for_channels_last) {
-    nhwc_chain_placement("0", "fakecpu cpu fakecpu cpu");
-    nhwc_chain_placement("1", "fakecpu cpu cpu cpu");
+    nhwc_chain_placement(DL_LAYOUT_MODE_NCHW, "fakecpu cpu fakecpu cpu");
+    nhwc_chain_placement(DL_LAYOUT_MODE_AUTO, "fakecpu cpu cpu cpu");
+    nhwc_chain_placement(DL_LAYOUT_MODE_NHWC, "fakecpu cpu cpu cpu");
 }
 
 Test(placement, views_stay_where_they_run_in_place) {

@@ -230,24 +230,31 @@ static int layout_pref(void *self, const dl_op *op) {
     return answer;
 }
 
-/* The layout the host offers first to a backend of ABI minor `minor` for a relu whose input is
- * (input_cl) or is not channels-last already. */
-static int first_layout(unsigned minor, int input_cl) {
+/* The layout the host offers first to a backend of ABI minor `minor` in memory of type `dev` for
+ * op `kind` (a relu, or a conv2d with its weight), whose input is (input_cl) or is not
+ * channels-last already, under the session's layout ask. */
+static int first_layout_of(unsigned minor, int input_cl, int kind, int ask, int dev) {
     dl_backend be = {.abi_version = (DL_ABI_MAJOR << 16) | minor,
                      .struct_size = sizeof be,
+                     .device = {dev, 0},
                      .supports = accept_all,
                      .preferred_layout = layout_pref};
-    dl_op_attrs a = {.struct_size = sizeof a, .dilation = {1, 1}};
-    int64_t s4[4] = {2, 3, 4, 5}, strides[8];
-    dl_tensor in[1] = {{NULL, {1, 0}, 4, DL_F32, s4, NULL, 0}};
-    dl_tensor out = {NULL, {1, 0}, 4, DL_F32, s4, NULL, 0};
-    dl_op op = {sizeof op, DL_OP_RELU, "r", &a, 1, in, 1, &out, 0};
-    unsigned char isw[1] = {0};
+    dl_op_attrs a = {.struct_size = sizeof a, .dilation = {1, 1}, .stride = {1, 1}, .kernel = {1, 1}, .groups = 1};
+    int64_t s4[4] = {2, 3, 4, 5}, w4[4] = {3, 3, 1, 1}, strides[12];
+    dl_tensor in[2] = {{NULL, {dev, 0}, 4, DL_F32, s4, NULL, 0}, {NULL, {dev, 0}, 4, DL_F32, w4, NULL, 0}};
+    dl_tensor out = {NULL, {dev, 0}, 4, DL_F32, s4, NULL, 0};
+    dl_op op = {sizeof op, kind, "op", &a, kind == DL_OP_CONV2D ? 2 : 1, in, 1, &out, 0};
+    unsigned char isw[2] = {0, 1};
     dl_format f = {DL_F32, -5};
     dl_error why = {{0}};
-    cr_assert(dl_backend_accepts_as(&be, DL_PRECISION_F32, input_cl, &op, in, &out, isw, strides, &f, &why), "%s",
+    cr_assert(dl_backend_accepts_as(&be, DL_PRECISION_F32, ask, input_cl, &op, in, &out, isw, strides, &f, &why), "%s",
               why.msg);
+    cr_assert_null(in[1].strides, "a conv's weight is never channels-last");
     return f.layout;
+}
+
+static int first_layout(unsigned minor, int input_cl) {
+    return first_layout_of(minor, input_cl, DL_OP_RELU, DL_ASK_PLUGIN, DL_DEVICE_CPU);
 }
 
 Test(plugins, preferred_layout_row_major_as_input_and_channels_last) {
@@ -261,6 +268,34 @@ Test(plugins, preferred_layout_row_major_as_input_and_channels_last) {
         /* a 1.8 plugin's row-major followed the input, as it always had */
         cr_expect_eq(first_layout(8, input_cl), input_cl ? DL_LAYOUT_CHANNELS_LAST : DL_LAYOUT_ROW_MAJOR);
     }
+}
+
+/* The session's layout (dl_session_options.layout) over the plugin's answer: nchw is row-major
+ * whatever the plugin or the input; nhwc asks channels-last at every conv, on any device; auto on a
+ * model with depthwise convs asks it at the convs of host backends only; the other ops keep the
+ * plugin's answer under every ask but nchw. */
+Test(plugins, the_session_layout_over_the_plugin_answer) {
+    const int cpu = DL_DEVICE_CPU, gpu = DL_DEVICE_CUDA, CL = DL_LAYOUT_CHANNELS_LAST, RM = DL_LAYOUT_ROW_MAJOR;
+    for (int input_cl = 0; input_cl < 2; input_cl++) {
+        answer = CL;
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_ROW_MAJOR, cpu), RM);
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_RELU, DL_ASK_ROW_MAJOR, cpu), RM);
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_RELU, DL_ASK_CL_CONVS, cpu), CL);
+        answer = RM;
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS, cpu), CL);
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS, gpu), CL);
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, cpu), CL);
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, gpu), RM);
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_RELU, DL_ASK_CL_CONVS, cpu), RM);
+        answer = DL_LAYOUT_AS_INPUT;
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_RELU, DL_ASK_CL_CONVS_HOST, cpu), input_cl ? CL : RM);
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, gpu), input_cl ? CL : RM);
+    }
+    /* the mode resolved: auto depends on the model's depthwise convs */
+    cr_expect_eq(dl_layout_ask_for(DL_LAYOUT_MODE_AUTO, 0), DL_ASK_PLUGIN);
+    cr_expect_eq(dl_layout_ask_for(DL_LAYOUT_MODE_AUTO, 3), DL_ASK_CL_CONVS_HOST);
+    cr_expect_eq(dl_layout_ask_for(DL_LAYOUT_MODE_NCHW, 3), DL_ASK_ROW_MAJOR);
+    cr_expect_eq(dl_layout_ask_for(DL_LAYOUT_MODE_NHWC, 0), DL_ASK_CL_CONVS);
 }
 
 /* ---- a plugin checks the host: the helper every in-tree plugin's init uses ---- */

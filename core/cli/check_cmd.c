@@ -15,8 +15,8 @@
 #include "options.h"
 
 static const char usage_head[] =
-    "usage: dlrun check MODEL.yaml [--backend NAME]... [--precision P] [--seed N] [--json]\n"
-    "       dlrun test-ops [--backend NAME]... [--op NAME] [--mode test|perf] [--seed N]\n"
+    "usage: dlrun check MODEL.yaml [--backend NAME]... [--precision P] [--layout L] [--seed N] [--json]\n"
+    "       dlrun test-ops [--backend NAME]... [--op NAME] [--mode test|perf] [--layout L] [--seed N]\n"
     "                      [--iterations N] [--json]\n"
     "\n"
     "check:    runs MODEL on the CPU reference, then each op on each backend with exactly the\n"
@@ -31,6 +31,7 @@ typedef struct check_args {
     const char *backends[32];
     int n_backends;
     int precision;
+    int layout;
     unsigned long long seed;
     const char *op;
     int perf;
@@ -48,6 +49,9 @@ static const cli_opt check_opts[] = {
              "or cpu against itself when it is the only one)"},
     {"precision", CLI_WORD, FIELD(precision), .words = cli_precision_words,
      .help = "asked of the checked backends (default f32)"},
+    {"layout", CLI_WORD, FIELD(layout), .words = cli_layout_words,
+     .help = "asked of the checked backends (default auto; the CPU\n"
+             "reference is always nchw; test-ops: auto is each backend's own)"},
     {"seed", CLI_SEED, FIELD(seed), .value_name = "N", .wants = "a non-negative integer",
      .help = "seed of the random inputs (default: fresh; printed for replay)"},
     {"op", CLI_STRING, FIELD(op), .only_for = "test-ops", .value_name = "NAME",
@@ -168,7 +172,8 @@ int cli_check_main(int argc, char **argv, int test_ops) {
     const char *model;
     int rc = parse_check_args(argc, argv, test_ops, &a, &model);
     if (rc) return rc < 0 ? 0 : rc;
-    dl_check_options o = {sizeof o, a.backends, a.n_backends, a.precision, a.seed, a.op, a.perf, a.iterations};
+    dl_check_options o = {sizeof o, a.backends, a.n_backends, a.precision, a.seed,
+                          a.op,     a.perf,     a.iterations, a.layout};
     dl_context_options co = {sizeof co, a.threads, 0, NULL, 0};
     dl_context *ctx = NULL;
     dl_model *m = NULL;

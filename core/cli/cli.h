@@ -20,6 +20,7 @@ typedef struct cli_options {
     int threads;
     int device;
     int precision;
+    int layout; /* dl_layout_mode */
     int profile;
     int json;
     int no_fuse;

@@ -14,7 +14,7 @@
 
 typedef struct compare_args {
     const char *base, *new_dir, *backend;
-    int iterations, warmup, threads, all;
+    int iterations, warmup, threads, all, layout, base_layout;
     long long batch;
     unsigned long long seed;
 } compare_args;
@@ -28,13 +28,16 @@ static const char usage_head[] =
     "new, new, base, ...), every op timed; prints each op's median in both, base / new (above 1:\n"
     "new is faster), the whole runs' medians, and the largest difference between the outputs.\n"
     "Use --backend to pin both to one backend (else each places its ops by its own timings).\n"
+    "With --base-layout, the base side may be this build's plugins (no --base): one build, two\n"
+    "layouts (--base-layout nchw --layout auto).\n"
     "\n"
     "options:\n";
 static const char usage_tail[] = "\nexit status: 0 compared, 1 runtime failure, 2 bad input or usage.\n";
 
 #define FIELD(member) CLI_FIELD(compare_args, member)
 static const cli_opt compare_opts[] = {
-    {"base", CLI_STRING, FIELD(base), .value_name = "DIR", .help = "the plugins to compare against (required)"},
+    {"base", CLI_STRING, FIELD(base), .value_name = "DIR",
+     .help = "the plugins to compare against (required\nwithout --base-layout)"},
     {"new", CLI_STRING, FIELD(new_dir), .value_name = "DIR", .help = "the plugins to compare (default: this build's)"},
     {"backend", CLI_STRING, FIELD(backend), .value_name = "NAME", .help = "run every op of both on backend NAME"},
     {"iterations", CLI_INT, FIELD(iterations), .lo = 1, .hi = 1000000, .value_name = "N", .wants = "a positive integer",
@@ -47,6 +50,9 @@ static const cli_opt compare_opts[] = {
      .help = "batch size (default: the model file's)"},
     {"seed", CLI_SEED, FIELD(seed), .value_name = "N", .wants = "a non-negative integer",
      .help = "seed for weights and input (default 1)"},
+    {"layout", CLI_WORD, FIELD(layout), .words = cli_layout_words, .help = "the new side's layout (default auto)"},
+    {"base-layout", CLI_WORD, FIELD(base_layout), .words = cli_layout_words,
+     .help = "the base side's layout (default: --layout's)"},
     {"all", CLI_FLAG, FIELD(all), .help = "every op (default: those whose medians differ by 2 % or more)"},
     {"help", CLI_HELP, .help = "this text"},
 };
@@ -61,7 +67,7 @@ typedef struct side {
     double *run_ms;  /* [run] */
 } side;
 
-static int open_side(side *d, const compare_args *a, dl_model *m, dl_error *err) {
+static int open_side(side *d, const compare_args *a, int layout, dl_model *m, dl_error *err) {
     dl_context_options co = {sizeof co, a->threads, 0, d->dir, 0};
     dl_status st = dl_context_create(&co, &d->ctx, err);
     if (st != DL_OK) return st;
@@ -70,6 +76,7 @@ static int open_side(side *d, const compare_args *a, dl_model *m, dl_error *err)
     so.batch = a->batch;
     so.seed = a->seed;
     so.backend = a->backend;
+    so.layout = layout;
     st = dl_session_create(d->ctx, m, &so, &d->s, err);
     if (st != DL_OK) return st;
     dl_session_set_profiling(d->s, 1);
@@ -127,6 +134,8 @@ static void print_report(const compare_args *a, side *sd, int steps, int same_st
     output_distance(b, n, &max_abs, &rel_l2);
     print_plugins("base:", b, a->backend);
     print_plugins("new: ", n, a->backend);
+    if (strcmp(dl_session_layout(b->s), dl_session_layout(n->s)))
+        printf("layout: base %s; new %s\n", dl_session_layout(b->s), dl_session_layout(n->s));
     printf("%d runs each, in turn; outputs: max |new - base| %.3g, relative L2 %.3g\n\n", runs, max_abs, rel_l2);
     double *v = malloc((size_t)runs * sizeof *v);
     if (!v) return;
@@ -174,14 +183,18 @@ static int same_steps(const side *sd, int *steps) {
 }
 
 int cli_compare_main(int argc, char **argv) {
-    compare_args a = {NULL, NULL, NULL, 30, 3, 0, 0, 0, 1};
+    compare_args a = {NULL, NULL, NULL, 30, 3, 0, 0, DL_LAYOUT_MODE_AUTO, -1, 0, 1};
     int first;
     int rc = cli_parse(&compare_command, "compare", argc, argv, &a, &first);
     if (rc) return rc < 0 ? 0 : rc;
     if (first >= argc) return cli_usage_error(&compare_command, "no model given");
     if (argc - first > 1)
         return cli_usage_error(&compare_command, "one model at a time; extra argument '%s'", argv[first + 1]);
-    if (!a.base) return cli_usage_error(&compare_command, "--base DIR is required: the plugins to compare against");
+    if (a.base_layout < 0) a.base_layout = a.layout;
+    if (!a.base && a.base_layout == a.layout)
+        return cli_usage_error(&compare_command,
+                               "--base DIR is required (the plugins to compare against), or --base-layout other than "
+                               "--layout");
     side sd[2] = {{a.base, NULL, NULL, NULL, NULL}, {a.new_dir, NULL, NULL, NULL, NULL}};
     dl_error err = {{0}};
     dl_model *m = NULL;
@@ -189,7 +202,7 @@ int cli_compare_main(int argc, char **argv) {
     dl_tensor ins[64];
     int nin = 0, steps = 0, paired = 0;
     dl_status st = dl_model_load(argv[first], &m, &err);
-    for (int q = 0; st == DL_OK && q < 2; q++) st = open_side(&sd[q], &a, m, &err);
+    for (int q = 0; st == DL_OK && q < 2; q++) st = open_side(&sd[q], &a, q ? a.layout : a.base_layout, m, &err);
     if (st == DL_OK) {
         nin = dl_session_input_count(sd[1].s);
         if (nin > 64) st = dl_fail(&err, DL_E_INVALID, "%s: more than 64 inputs", argv[first]);

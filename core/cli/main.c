@@ -59,6 +59,7 @@ static const cli_opt run_opts[] = {
      .help = "arithmetic of the backends (default f32, exact);\n"
              "f16/bf16 also store tensors and weights in that\n"
              "dtype where a backend takes it (docs/storage.md)"},
+    {"layout", CLI_WORD, FIELD(layout), .words = cli_layout_words, .help = CLI_LAYOUT_HELP},
     {"no-fuse", CLI_FLAG, FIELD(no_fuse),
      .help = "do not fuse relu into the op before it, fold\n"
              "batchnorm into the conv before it, or elide concats"},
@@ -351,6 +352,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     so.backend = o->backend;
     so.precision = o->precision;
     so.no_fuse = o->no_fuse;
+    so.layout = o->layout;
     so.max_memory = o->max_memory;
     so.retune = o->retune;
     so.no_fallback = o->no_fallback;

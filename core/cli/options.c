@@ -22,6 +22,9 @@ const cli_word cli_precision_words[] = {{"f32", DL_PRECISION_F32},
                                         {"bf16", DL_PRECISION_BF16},
                                         {NULL, 0}};
 
+const cli_word cli_layout_words[] = {
+    {"auto", DL_LAYOUT_MODE_AUTO}, {"nchw", DL_LAYOUT_MODE_NCHW}, {"nhwc", DL_LAYOUT_MODE_NHWC}, {NULL, 0}};
+
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

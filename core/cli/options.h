@@ -55,6 +55,12 @@ typedef struct cli_command {
 
 /* --precision: f32, tf32, f16, bf16 as dl_precision values. */
 extern const cli_word cli_precision_words[];
+/* --layout: auto, nchw, nhwc as dl_layout_mode values; its --help text. */
+extern const cli_word cli_layout_words[];
+#define CLI_LAYOUT_HELP                                             \
+    "layout of 4-D activations (docs/layout.md): auto (default):\n" \
+    "NHWC at every conv on the CPU backends when the model has\n"   \
+    "depthwise convs, else each backend's own; nchw; nhwc"
 
 /* Parses the options in argv[1..argc) into the struct at dst, which holds the defaults, for
  * subcommand sub (NULL for none). getopt_long rules: options and operands mix, "--" ends options,

@@ -17,6 +17,7 @@
 #include "model_yaml.h"
 #include "oprun.h"
 #include "rng.h"
+#include "session.h"
 #include "tensor_convert.h"
 
 double dl_check_threshold(int kind, int precision) { return dl_op_nmse(kind, precision); }
@@ -81,8 +82,8 @@ typedef struct reporter {
 /* The storage a backend takes op in at this precision (dl_backend_accepts_as): sop (tensors in
  * sin/sout, strides 4 per tensor) in that format, named in `name` ("bf16 nhwc"); f32 as the op came
  * when it refuses every format (the check then reports its reason). */
-static void storage_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, int precision, dl_op *sop,
-                       dl_tensor *sin, dl_tensor *sout, int64_t *strides, char *name, size_t len) {
+static void storage_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, int precision, int ask,
+                       dl_op *sop, dl_tensor *sin, dl_tensor *sout, int64_t *strides, char *name, size_t len) {
     *sop = *op;
     memcpy(sin, op->inputs, (size_t)op->n_inputs * sizeof *sin);
     *sout = op->outputs[0];
@@ -91,7 +92,7 @@ static void storage_op(const dl_backend *be, const dl_op *op, const unsigned cha
     sout->device = be->device;
     dl_format f = {DL_F32, DL_LAYOUT_ROW_MAJOR};
     dl_error why;
-    if (!dl_backend_accepts_as(be, precision, 0, sop, sin, sout, is_weight, strides, &f, &why))
+    if (!dl_backend_accepts_as(be, precision, ask, 0, sop, sin, sout, is_weight, strides, &f, &why))
         dl_op_apply_format(sop, sin, sout, is_weight, f, strides);
     dl_format_str(f, name, len);
 }
@@ -156,7 +157,7 @@ static dl_status run_reference(const dl_backend *cpu, const dl_op *op, const uns
  * precision). */
 static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const dl_op *op,
                             const unsigned char *is_weight, const float *ref_f32, const char *layer, int precision,
-                            int perf_iters, double flops, reporter *rep, dl_error *err) {
+                            int ask, int perf_iters, double flops, reporter *rep, dl_error *err) {
     int64_t n = dl_tensor_numel(&op->outputs[0]);
     size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
     float *got = malloc(bytes), *own_f32 = NULL, *same = NULL;
@@ -172,7 +173,7 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     dl_tensor sin[DL_MAX_OP_INPUTS], sout;
     int64_t strides[4 * (DL_MAX_OP_INPUTS + 1)];
     char storage[32];
-    storage_op(be, op, is_weight, precision, &sop, sin, &sout, strides, storage, sizeof storage);
+    storage_op(be, op, is_weight, precision, ask, &sop, sin, &sout, strides, storage, sizeof storage);
     dl_op_result r;
     if (st == DL_OK) st = dl_run_op(be, &sop, is_weight, got, perf_iters, &r, err);
     int stored = !dl_dtype_is_f32(sout.dtype);
@@ -210,27 +211,6 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     free(own_f32);
     free(same);
     return st;
-}
-
-/* The reference's step op with its channels-last tensors (DLRUN_CPU_NHWC) copied row-major into
- * owned[] (freed by the caller): check_case hands its backends f32 row-major data, each converting
- * it into the storage it takes, so the reference's own layout must not reach them unnamed. */
-static dl_status row_major_op(const dl_op *op, dl_op *rm, dl_tensor *in, dl_tensor *out, void **owned, dl_error *err) {
-    *rm = *op;
-    memcpy(in, op->inputs, (size_t)op->n_inputs * sizeof *in);
-    *out = op->outputs[0];
-    rm->inputs = in, rm->outputs = out;
-    for (int i = 0; i <= op->n_inputs; i++) {
-        dl_tensor *t = i < op->n_inputs ? &in[i] : out;
-        if (!t->strides || !t->data) continue;
-        dl_tensor want = *t;
-        want.strides = NULL, want.byte_offset = 0;
-        want.data = owned[i] = malloc((size_t)dl_tensor_numel(t) * dl_dtype_size(t->dtype) + 1);
-        if (!want.data) return dl_fail(err, DL_E_NOMEM, "out of memory");
-        if (!dl_convert_host(&want, t)) return dl_fail(err, DL_E_UNSUPPORTED, "cannot read a step's tensor row-major");
-        *t = want;
-    }
-    return DL_OK;
 }
 
 /* The backends to check: the ones named, or every loaded one but cpu (cpu alone if no other). */
@@ -272,6 +252,8 @@ static dl_status setup(dl_context *ctx, const dl_check_options *in, dl_check_sum
     c->o.iterations = 10;
     if (in) memcpy(&c->o, in, in->struct_size < sizeof c->o ? in->struct_size : sizeof c->o);
     if (c->o.iterations <= 0) c->o.iterations = 10;
+    if (c->o.layout < DL_LAYOUT_MODE_AUTO || c->o.layout > DL_LAYOUT_MODE_NHWC)
+        return dl_fail(err, DL_E_INVALID, "unknown layout %d (auto 0, nchw 1, nhwc 2)", c->o.layout);
     dl_status st = pick_backends(ctx, &c->o, c->bes, &c->nb, err);
     c->cpu = dl_context_backend(ctx, "cpu");
     if (st == DL_OK && !c->cpu) st = dl_fail(err, DL_E_NODEVICE, "the CPU reference plugin is not loaded");
@@ -282,9 +264,10 @@ static dl_status setup(dl_context *ctx, const dl_check_options *in, dl_check_sum
 
 /* With no_fuse, every op on its own, as the model file writes it. */
 static dl_status make_session(dl_context *ctx, dl_model *m, const char *backend, const char *prefer, int precision,
-                              int keep, int no_fuse, uint64_t seed, dl_session **s, dl_error *err) {
+                              int layout, int keep, int no_fuse, uint64_t seed, dl_session **s, dl_error *err) {
     dl_session_options so;
     dl_session_options_init(&so);
+    so.layout = layout;
     so.backend = backend;
     so.prefer_backend = prefer;
     so.precision = precision;
@@ -311,7 +294,7 @@ static dl_status end_to_end(dl_context *ctx, dl_model *m, const check_setup *c, 
                             const dl_session *ref, int fused, const reporter *rep, dl_error *err) {
     dl_session *s = NULL;
     const dl_check_options *o = &c->o;
-    dl_status st = make_session(ctx, m, NULL, c->bes[b]->name, o->precision, 0, !fused, o->seed, &s, err);
+    dl_status st = make_session(ctx, m, NULL, c->bes[b]->name, o->precision, o->layout, 0, !fused, o->seed, &s, err);
     if (st == DL_OK && fused && !has_fusion(s)) {
         dl_session_free(s);
         return DL_OK;
@@ -345,8 +328,11 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
     if (st != DL_OK) return st;
     const dl_check_options *o = &c.o;
     dl_session *ref = NULL;
-    st = make_session(ctx, m, "cpu", NULL, DL_PRECISION_F32, 1, 1, o->seed, &ref, err);
+    /* the reference: every op on cpu, on its own, row-major (its tensors reach the checked backends
+     * as they are, each converting them into the storage it takes) */
+    st = make_session(ctx, m, "cpu", NULL, DL_PRECISION_F32, DL_LAYOUT_MODE_NCHW, 1, 1, o->seed, &ref, err);
     if (st != DL_OK) return st;
+    const int ask = dl_layout_ask_for(o->layout, ref->depthwise);
     /* one seeded input per model input */
     int nin = dl_session_input_count(ref);
     dl_tensor *ins = calloc((size_t)nin, sizeof *ins);
@@ -375,14 +361,8 @@ dl_status dl_check_model(dl_context *ctx, dl_model *m, const dl_check_options *o
             if (!op) continue;
             dl_step_info info;
             dl_session_step(ref, k, &info);
-            dl_op rm;
-            dl_tensor rin[DL_MAX_OP_INPUTS], rout;
-            void *owned[DL_MAX_OP_INPUTS + 1] = {0};
-            st = row_major_op(op, &rm, rin, &rout, owned, err);
-            if (st == DL_OK)
-                st = check_case(c.bes[b], c.cpu, &rm, constant, rout.data, info.layer, o->precision, 0, info.flops,
-                                &rep, err);
-            for (int i = 0; i <= DL_MAX_OP_INPUTS; i++) free(owned[i]);
+            st = check_case(c.bes[b], c.cpu, op, constant, op->outputs[0].data, info.layer, o->precision, ask, 0,
+                            info.flops, &rep, err);
         }
         /* end to end: the model placed on this backend wherever it can run, cpu elsewhere; op by op,
          * then as dlrun runs it (activations fused, batchnorms folded, concats elided) where that differs */
@@ -495,8 +475,8 @@ static dl_status run_case(const dl_op_def *row, const dl_op_case *c, uint64_t se
     }
     double flops = row->flops(&op);
     for (int b = 0; st == DL_OK && b < cs->nb; b++)
-        st = check_case(cs->bes[b], cs->cpu, &op, isw, NULL, c->name, o->precision, o->perf ? o->iterations : 0, flops,
-                        rep, err);
+        st = check_case(cs->bes[b], cs->cpu, &op, isw, NULL, c->name, o->precision, dl_layout_ask_for(o->layout, 0),
+                        o->perf ? o->iterations : 0, flops, rep, err);
     for (int j = 0; j < op.n_inputs; j++) free(data[j]);
     dl_graph_free(g);
     return st;

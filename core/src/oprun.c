@@ -56,21 +56,32 @@ void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned
     }
 }
 
-int dl_backend_layout_pref(const dl_backend *be, const dl_op *op) {
+int dl_layout_ask_for(int mode, int depthwise) {
+    if (mode == DL_LAYOUT_MODE_NCHW) return DL_ASK_ROW_MAJOR;
+    if (mode == DL_LAYOUT_MODE_NHWC) return DL_ASK_CL_CONVS;
+    return depthwise ? DL_ASK_CL_CONVS_HOST : DL_ASK_PLUGIN;
+}
+
+int dl_backend_layout_pref(const dl_backend *be, const dl_op *op, int ask) {
+    if (ask == DL_ASK_ROW_MAJOR) return DL_LAYOUT_ROW_MAJOR;
+    if (op->kind == DL_OP_CONV2D &&
+        (ask == DL_ASK_CL_CONVS || (ask == DL_ASK_CL_CONVS_HOST && be->device.device_type == DL_DEVICE_CPU)))
+        return DL_LAYOUT_CHANNELS_LAST;
     if (DL_ABI_MINOR_OF(be->abi_version) < 3 || !DL_BACKEND_HAS(be, preferred_layout)) return DL_LAYOUT_AS_INPUT;
     int pref = be->preferred_layout(be->self, op);
     if (pref == DL_LAYOUT_ROW_MAJOR && DL_ABI_MINOR_OF(be->abi_version) < 9) return DL_LAYOUT_AS_INPUT;
     return pref == DL_LAYOUT_ROW_MAJOR || pref == DL_LAYOUT_CHANNELS_LAST ? pref : DL_LAYOUT_AS_INPUT;
 }
 
-int dl_backend_accepts_as(const dl_backend *be, int precision, int input_cl, dl_op *op, dl_tensor *in, dl_tensor *out,
-                          const unsigned char *is_weight, int64_t *strides, dl_format *f, dl_error *why) {
+int dl_backend_accepts_as(const dl_backend *be, int precision, int ask, int input_cl, dl_op *op, dl_tensor *in,
+                          dl_tensor *out, const unsigned char *is_weight, int64_t *strides, dl_format *f,
+                          dl_error *why) {
     dl_format tries[4];
     int n = 0;
     if (DL_ABI_MINOR_OF(be->abi_version) >= 3) {
         int has4d = out->ndim == 4;
         for (int j = 0; j < op->n_inputs; j++) has4d |= in[j].ndim == 4 && !is_weight[j];
-        int pref = dl_backend_layout_pref(be, op);
+        int pref = dl_backend_layout_pref(be, op, ask);
         int want_cl = has4d && (pref == DL_LAYOUT_CHANNELS_LAST || (pref == DL_LAYOUT_AS_INPUT && input_cl));
         dl_dtype low = precision == DL_PRECISION_F16 ? DL_F16 : DL_BF16;
         if (precision == DL_PRECISION_F16 || precision == DL_PRECISION_BF16) {

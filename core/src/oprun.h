@@ -27,16 +27,27 @@ void dl_format_str(dl_format f, char *buf, size_t len);
  * (strides: room for 4 per tensor, inputs then output); all else is row-major. */
 void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned char *is_weight, dl_format f,
                         int64_t *strides);
-/* be's preferred_layout answer for op as ABI 1.9 reads it: DL_LAYOUT_ROW_MAJOR (whatever the
- * input), DL_LAYOUT_CHANNELS_LAST or DL_LAYOUT_AS_INPUT (no answer, or row-major from a plugin
- * built before 1.9). */
-int dl_backend_layout_pref(const struct dl_backend *be, const dl_op *op);
+/* What the host asks of each backend for 4-D layouts: a dl_layout_mode resolved for one model
+ * (dl_layout_ask_for). */
+typedef enum dl_layout_ask {
+    DL_ASK_PLUGIN = 0,   /* each backend's preferred_layout */
+    DL_ASK_ROW_MAJOR,    /* row-major everywhere (nchw) */
+    DL_ASK_CL_CONVS,     /* channels-last at every conv2d on every backend (nhwc) */
+    DL_ASK_CL_CONVS_HOST /* the same on backends in host memory only (auto, a model with a depthwise conv) */
+} dl_layout_ask;
+/* A dl_layout_mode (dl_session_options.layout) resolved for a model with `depthwise` depthwise convs. */
+int dl_layout_ask_for(int mode, int depthwise);
+/* The layout the host asks be for op under `ask`: DL_LAYOUT_ROW_MAJOR (whatever the input),
+ * DL_LAYOUT_CHANNELS_LAST or DL_LAYOUT_AS_INPUT; with DL_ASK_PLUGIN (and for the ops other than
+ * conv2d under the channels-last asks) be's preferred_layout answer as ABI 1.9 reads it, AS_INPUT
+ * where it gives none or row-major from a plugin built before 1.9. */
+int dl_backend_layout_pref(const struct dl_backend *be, const dl_op *op, int ask);
 /* Tries op on be in the storage formats of `precision`, best first (ABI 1.3): its dtype (f16,
- * bf16) channels-last when the op has a 4-D activation and be prefers channels-last for it (or
- * answers AS_INPUT and input_cl says its input already is), that dtype row-major, f32 channels-last (same condition),
- * f32 row-major. A plugin of ABI 1.2 or older is asked f32 row-major only. Leaves op in the first
- * format accepted and returns 1 (*f says which), else 0 with be's reason for f32 row-major. */
-int dl_backend_accepts_as(const struct dl_backend *be, int precision, int input_cl, dl_op *op, dl_tensor *in,
+ * bf16) channels-last when the op has a 4-D activation and the host asks channels-last for it
+ * (dl_backend_layout_pref under `ask`; or AS_INPUT and input_cl says its input already is), that dtype row-major, f32
+ * channels-last (same condition), f32 row-major. A plugin of ABI 1.2 or older is asked f32 row-major only. Leaves op in
+ * the first format accepted and returns 1 (*f says which), else 0 with be's reason for f32 row-major. */
+int dl_backend_accepts_as(const struct dl_backend *be, int precision, int ask, int input_cl, dl_op *op, dl_tensor *in,
                           dl_tensor *out, const unsigned char *is_weight, int64_t *strides, dl_format *f,
                           dl_error *why);
 

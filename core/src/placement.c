@@ -302,8 +302,8 @@ static void layouts_plan(planner *p, const dl_placement *pl) {
         dl_op op;
         dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
         for (int c = 0; c < pl->choice[i].n && !any; c++)
-            any = dl_backend_layout_pref(dl_context_backend(s->ctx, pl->choice[i].cand[c].backend), &op) ==
-                  DL_LAYOUT_CHANNELS_LAST;
+            any = dl_backend_layout_pref(dl_context_backend(s->ctx, pl->choice[i].cand[c].backend), &op,
+                                         s->layout_ask) == DL_LAYOUT_CHANNELS_LAST;
     }
     unsigned char *lay = any ? calloc((size_t)p->n * (size_t)p->nbe + 1, 1) : NULL;
     for (int i = 0; lay && i < p->n; i++) {
@@ -685,7 +685,12 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
             /* a follower is timed channels-last where the ops before it on be would leave it so */
             int in_cl = p->lay && p->lay[i * p->nbe + b] == (LAY_FOLLOWS | LAY_CL);
             if (c->n > 1) key_of(s, i, be, key, sizeof key);
-            if (c->n > 1 && in_cl) strncat(key, ";input=nhwc", sizeof key - strlen(key) - 1);
+            /* timed channels-last (its input so, or the host asking it for a conv): a key of its own */
+            dl_format f;
+            dl_error why;
+            if (c->n > 1 && dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], in_cl, &f, &why) &&
+                f.layout == DL_LAYOUT_CHANNELS_LAST)
+                strncat(key, ";layout=nhwc", sizeof key - strlen(key) - 1);
             if (c->n > 1 && dl_tcache_get(cache, key, &ms)) {
                 c->cand[k].cached = 1;
                 pl->cached++;

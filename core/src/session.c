@@ -298,6 +298,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     int span = dl_trace_begin(tr, "fold batchnorm", "create");
     dl_status st = dl_fold_batchnorm(s, err);
     dl_trace_end(tr, span);
+    dl_session_layout_ask(s);
     if (st == DL_OK) {
         span = dl_trace_begin(tr, "placement", "create");
         st = dl_place(s, &s->place, err);
@@ -355,6 +356,8 @@ static dl_status check_options(dl_context *ctx, const dl_session_options *o, dl_
     if (o->batch < 0 || o->batch > DL_MAX_BATCH)
         return dl_fail(err, DL_E_INVALID, "batch must be between 1 and %d, not %lld", DL_MAX_BATCH,
                        (long long)o->batch);
+    if (o->layout < DL_LAYOUT_MODE_AUTO || o->layout > DL_LAYOUT_MODE_NHWC)
+        return dl_fail(err, DL_E_INVALID, "unknown layout %d (auto 0, nchw 1, nhwc 2)", o->layout);
     return DL_OK;
 }
 

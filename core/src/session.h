@@ -146,6 +146,9 @@ struct dl_session {
     int *node_dom;        /* node -> domain it runs in */
     int *node_place;      /* node -> place of its activations (storage.c) */
     int casts;            /* COPY steps that convert (dtype or layout) */
+    int layout_ask;       /* dl_layout_ask: opt.layout resolved for this model (dl_session_layout_ask) */
+    int depthwise;        /* depthwise convs in the model (what auto looks at) */
+    char layout_desc[80]; /* the same in words (dl_session_layout) */
     dl_step *steps;
     int n_steps, cap_steps;
     dl_slot *slots; /* planned buffers */
@@ -211,9 +214,12 @@ void dl_placement_free(dl_placement *p);
 int dl_same_domain(const dl_backend *a, const dl_backend *b);
 
 /* ---- storage.c ---- */
+/* Resolves s->opt.layout into s->layout_ask and counts s->depthwise (shapes known). */
+void dl_session_layout_ask(dl_session *s);
 /* After relu fusion: the storage format of each node's activations on its backend. With
  * --precision f16/bf16 a backend of ABI 1.3 is asked (supports()) for that dtype first, and for
- * channels-last where it prefers it or its input already is; f32 row-major otherwise. Fills
+ * channels-last where the host asks it (s->layout_ask) or its input already is; f32 row-major
+ * otherwise. Fills
  * s->places and s->node_place. */
 dl_status dl_choose_storage(dl_session *s, dl_error *err);
 /* Node `node`'s inputs as this session gives them (dl_session_node_inputs): 1 for a weight. */

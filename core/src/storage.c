@@ -65,6 +65,32 @@ dl_tensor dl_place_view(const dl_session *s, int v, int p, int64_t *strides) {
 
 /* ---- choosing each node's format ---- */
 
+/* A conv with one group per input channel and as many outputs as inputs (MobileNet's 3x3 on
+ * each channel): in NCHW each channel's plane is a strided walk of its own, in NHWC a pixel's
+ * channels are one vector (docs/layout.md). */
+static int is_depthwise(const dl_session *s, const dl_node *n) {
+    if (n->kind != DL_OP_CONV2D || n->params.attrs.groups <= 1) return 0;
+    const dl_shape *x = &s->shape[n->inputs[0]], *y = &s->shape[n->output];
+    return x->ndim == 4 && y->ndim == 4 && x->d[1] == n->params.attrs.groups && y->d[1] == x->d[1];
+}
+
+void dl_session_layout_ask(dl_session *s) {
+    s->depthwise = 0;
+    for (int i = 0; i < s->g->n_nodes; i++) s->depthwise += is_depthwise(s, &s->g->nodes[i]);
+    s->layout_ask = dl_layout_ask_for(s->opt.layout, s->depthwise);
+    const char *what = s->layout_ask == DL_ASK_ROW_MAJOR  ? "nchw"
+                       : s->layout_ask == DL_ASK_CL_CONVS ? "nhwc at every conv"
+                       : s->layout_ask == DL_ASK_PLUGIN   ? "each backend's own"
+                                                          : "nhwc at every conv on the host";
+    if (s->opt.layout != DL_LAYOUT_MODE_AUTO) snprintf(s->layout_desc, sizeof s->layout_desc, "%s", what);
+    else if (s->depthwise)
+        snprintf(s->layout_desc, sizeof s->layout_desc, "%s (auto: %d depthwise conv%s)", what, s->depthwise,
+                 s->depthwise == 1 ? "" : "s");
+    else snprintf(s->layout_desc, sizeof s->layout_desc, "%s (auto: no depthwise conv)", what);
+}
+
+const char *dl_session_layout(const dl_session *s) { return s->layout_desc; }
+
 void dl_session_weight_flags(const dl_session *s, int node, unsigned char *is_weight) {
     int ins[DL_MAX_OP_INPUTS], n = dl_session_node_inputs(s, node, ins);
     for (int j = 0; j < n; j++) is_weight[j] = s->g->values[ins[j]].kind == DL_VALUE_WEIGHT;
@@ -102,7 +128,8 @@ int dl_session_accepts_from(const dl_session *s, const dl_backend *be, int i, co
     dl_session_weight_flags(s, i, is_weight);
     for (int j = 0; j < op.n_inputs; j++) in[j].device = be->device;
     out.device = be->device;
-    return dl_backend_accepts_as(be, s->opt.precision, input_cl, &op, in, &out, is_weight, strides, f, why);
+    return dl_backend_accepts_as(be, s->opt.precision, s->layout_ask, input_cl, &op, in, &out, is_weight, strides, f,
+                                 why);
 }
 
 int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, const dl_op_attrs *attrs, dl_error *why) {

@@ -173,7 +173,6 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         return NULL;
     }
     s->threads = host->n_threads > 0 ? host->n_threads : 1;
-    cpu_nhwc_init();
     openblas_set_num_threads(1);
     omp_set_num_threads(s->threads);
     snprintf(s->description, sizeof s->description, "CPU reference: %d thread%s (%s), %s", s->threads,

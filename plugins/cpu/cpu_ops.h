@@ -118,7 +118,6 @@ int cpu_conv_plain_1x1(const dl_op_attrs *a);
  * cpu_preferred_layout: the plugin's answer to preferred_layout (ABI 1.9). */
 int cpu_nhwc_runs(const dl_op *op);
 int cpu_preferred_layout(void *self, const dl_op *op);
-void cpu_nhwc_init(void); /* reads DLRUN_CPU_NHWC (ops/nhwc.c) */
 dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op);
 void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
 void cpu_global_avgpool_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);

@@ -28,6 +28,7 @@ OK, E_INVALID, E_UNSUPPORTED, E_NOMEM, E_RUNTIME, E_NODEVICE, E_IO = range(7)
 DEVICE_CPU, DEVICE_CUDA, DEVICE_CUDA_HOST = 1, 2, 3
 DTYPE_INT, DTYPE_UINT, DTYPE_FLOAT, DTYPE_BFLOAT = 0, 1, 2, 4
 PRECISIONS = {"f32": 0, "tf32": 1, "f16": 2, "bf16": 3}
+LAYOUTS = {"auto": 0, "nchw": 1, "nhwc": 2}  # dl_layout_mode
 STEP_KINDS = {0: "op", 1: "copy", 2: "fused", 3: "elided"}
 CHECK_RESULTS = {0: "pass", 1: "fail", 2: "unsupported"}
 
@@ -68,7 +69,7 @@ class SessionOptions(Structure):
                 ("backend", c_char_p), ("precision", c_int32), ("no_fuse", c_int32), ("max_memory", c_int64),
                 ("prefer_backend", c_char_p), ("keep_activations", c_int32), ("retune", c_int32),
                 ("no_fallback", c_int32), ("progress", PROGRESS_FN), ("progress_user", c_void_p),
-                ("reserve_inputs", c_int32), ("trace", c_int32)]
+                ("reserve_inputs", c_int32), ("trace", c_int32), ("layout", c_int32)]
 
 
 class PluginInfo(Structure):
@@ -113,7 +114,7 @@ CHECK_FN = ctypes.CFUNCTYPE(None, c_void_p, POINTER(CheckRow))
 class CheckOptions(Structure):
     _fields_ = [("struct_size", c_uint32), ("backends", POINTER(c_char_p)), ("n_backends", c_int32),
                 ("precision", c_int32), ("seed", c_uint64), ("op", c_char_p), ("perf", c_int32),
-                ("iterations", c_int32)]
+                ("iterations", c_int32), ("layout", c_int32)]
 
 
 class CheckSummary(Structure):
@@ -144,6 +145,7 @@ _API = {
     "dl_session_output_count": (c_int, [_P]),
     "dl_session_output": (POINTER(Tensor), [_P, c_int]),
     "dl_session_output_name": (c_char_p, [_P, c_int]),
+    "dl_session_layout": (c_char_p, [_P]),
     "dl_session_step_count": (c_int, [_P]),
     "dl_session_step": (None, [_P, c_int, POINTER(StepInfo)]),
     "dl_session_reset_profile": (None, [_P]),

@@ -52,16 +52,18 @@ class CheckResult:
         return [r for r in self.rows if r.result == "fail"]
 
 
-def _options(backend, precision, seed, op=None, perf=False, iterations=0):
+def _options(backend, precision, seed, op=None, perf=False, iterations=0, layout="auto"):
     if precision not in _capi.PRECISIONS:
         raise InvalidArgument(f"precision must be one of {', '.join(_capi.PRECISIONS)}, not {precision!r}")
+    if layout not in _capi.LAYOUTS:
+        raise InvalidArgument(f"layout must be one of {', '.join(_capi.LAYOUTS)}, not {layout!r}")
     names = [] if backend is None else [backend] if isinstance(backend, str) else list(backend)
     keep = [n.encode() for n in names]
     arr = (ctypes.c_char_p * max(len(keep), 1))(*keep)
     seed = random.getrandbits(63) if seed is None else int(seed)
     o = _capi.CheckOptions(ctypes.sizeof(_capi.CheckOptions), arr if keep else None, len(keep),
                            _capi.PRECISIONS[precision], seed, op.encode() if op else None, 1 if perf else 0,
-                           int(iterations))
+                           int(iterations), _capi.LAYOUTS[layout])
     return o, (keep, arr), seed
 
 
@@ -78,12 +80,13 @@ def _collect():
     return rows, _capi.CHECK_FN(cb)
 
 
-def check(model, backend=None, precision="f32", seed=None, threads=None, device=0):
+def check(model, backend=None, precision="f32", seed=None, threads=None, device=0, layout="auto"):
     """Runs the model on the CPU reference, then each op on each backend checked with exactly the
     inputs the reference saw, and the whole model on that backend. backend: a name, a list, or
-    None (every loaded backend but cpu). Returns a CheckResult."""
+    None (every loaded backend but cpu); layout: asked of the checked backends ("auto", "nchw",
+    "nhwc"; the reference is row-major). Returns a CheckResult."""
     m = model if isinstance(model, Model) else Model(model)
-    o, keep, seed = _options(backend, precision, seed)
+    o, keep, seed = _options(backend, precision, seed, layout=layout)
     rows, fn = _collect()
     summ, err = _capi.CheckSummary(), _capi.Error()
     raise_for(lib.dl_check_model(_context(threads, device), m._handle, ctypes.byref(o), fn, None, ctypes.byref(summ),
@@ -92,10 +95,12 @@ def check(model, backend=None, precision="f32", seed=None, threads=None, device=
     return CheckResult(rows, summ.passed, summ.failed, summ.unsupported, seed)
 
 
-def test_ops(backend=None, op=None, precision="f32", perf=False, iterations=10, seed=None, threads=None, device=0):
+def test_ops(backend=None, op=None, precision="f32", perf=False, iterations=10, seed=None, threads=None, device=0,
+             layout="auto"):
     """The built-in op cases on each backend against the CPU reference (op: only this op kind);
-    perf=True also times each case. Returns a CheckResult."""
-    o, keep, seed = _options(backend, precision, seed, op, perf, iterations)
+    perf=True also times each case; layout as for check ("auto": each backend's own). Returns a
+    CheckResult."""
+    o, keep, seed = _options(backend, precision, seed, op, perf, iterations, layout)
     rows, fn = _collect()
     summ, err = _capi.CheckSummary(), _capi.Error()
     raise_for(lib.dl_test_ops(_context(threads, device), ctypes.byref(o), fn, None, ctypes.byref(summ),

@@ -90,6 +90,9 @@ class Session:
     backend    run every op on this backend ("cpu", "onednn", "cuda", "cudnn"); None: each op where
                it is measured fastest (the CLI's default placement)
     precision  "f32" (exact), "tf32", "f16" or "bf16"
+    layout     of 4-D activations: "auto" (NHWC at every conv on the CPU backends when the model
+               has depthwise convs, else each backend's own), "nchw" or "nhwc" (docs/layout.md);
+               layout_used says what it became
     batch      batch size (None: the model file's)
     weights    a .safetensors file (None: the model's `weights:`, else seeded initialisation)
     seed       seed of the initialisation when there is no weights file
@@ -101,9 +104,11 @@ class Session:
     """
 
     def __init__(self, model, backend=None, precision="f32", batch=None, weights=None, seed=1, threads=None,
-                 device=0, fuse=True, profile=False, trace=False, max_memory=None):
+                 device=0, fuse=True, profile=False, trace=False, max_memory=None, layout="auto"):
         if precision not in _capi.PRECISIONS:
             raise InvalidArgument(f"precision must be one of {', '.join(_capi.PRECISIONS)}, not {precision!r}")
+        if layout not in _capi.LAYOUTS:
+            raise InvalidArgument(f"layout must be one of {', '.join(_capi.LAYOUTS)}, not {layout!r}")
         if batch is not None and (not isinstance(batch, (int, np.integer)) or batch < 1):
             raise InvalidArgument(f"batch must be a positive integer, not {batch!r}")
         if trace and not _capi.has("dl_session_write_trace"):
@@ -125,6 +130,7 @@ class Session:
             o.backend = self._keep[-1]
         o.precision = _capi.PRECISIONS[precision]
         o.no_fuse = 0 if fuse else 1
+        o.layout = _capi.LAYOUTS[layout]
         o.max_memory = int(max_memory or 0)
         if trace:
             o.trace = 1
@@ -133,6 +139,7 @@ class Session:
         raise_for(lib.dl_session_create(ctx, self.model._handle, buf, ctypes.byref(handle), ctypes.byref(err)), err)
         self._handle = handle
         self.backend, self.precision, self.trace = backend, precision, bool(trace)
+        self.layout_used = _capi.text(lib.dl_session_layout(handle))
         if profile:
             lib.dl_session_set_profiling(handle, 1)
         h = handle

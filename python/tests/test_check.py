@@ -65,3 +65,14 @@ def test_convert_onnx_and_run(tmp_path, rng):
     bad.write_bytes(b"not an onnx model")
     with pytest.raises(dlrun.InvalidArgument, match="bad.onnx"):
         dlrun.convert(bad)
+
+
+def test_check_with_a_layout(models):
+    r = dlrun.check(os.path.join(models, "lenet.yaml"), backend="cpu", seed=5, layout="nhwc")
+    assert r.ok and r.failed == 0
+    convs = [x for x in r.rows if x.op == "conv2d"]
+    assert convs and all(x.storage == "f32 nhwc" and x.reference == "cpu f32" for x in convs)
+    r = dlrun.check(os.path.join(models, "lenet.yaml"), backend="cpu", seed=5, layout="nchw")
+    assert r.ok and all(x.storage in (None, "f32") for x in r.rows)
+    with pytest.raises(dlrun.InvalidArgument, match="layout"):
+        dlrun.check(os.path.join(models, "lenet.yaml"), backend="cpu", layout="nhwc8c")

@@ -161,3 +161,35 @@ def test_profile_names_an_elided_concat(tmp_path, rng):
     np.testing.assert_array_equal(y, np.concatenate([np.maximum(x, 0)] * 2, axis=1))
     j = next(r for r in sess.profile() if r["layer"] == "j")
     assert j["kind"] == "elided" and j["runs"] == 0
+
+
+DEPTHWISE = """model: dw
+inputs:
+  - {name: x, shape: [2, 8, 19, 17]}
+layers:
+  - {name: c0, op: conv2d, filters: 16, kernel: 3, padding: 1}
+  - {name: r0, op: relu}
+  - {name: d1, op: conv2d, filters: 16, kernel: 3, stride: 2, padding: 1, groups: 16}
+  - {name: c2, op: conv2d, filters: 12, kernel: 1}
+  - {name: g, op: global_avgpool}
+  - {name: f, op: flatten}
+"""
+
+
+def test_layout_modes(tmp_path, rng):
+    model = tmp_path / "dw.yaml"
+    model.write_text(DEPTHWISE)
+    x = rng.uniform(-1, 1, size=(2, 8, 19, 17)).astype(np.float32)
+    got = {}
+    for layout in ("auto", "nchw", "nhwc"):
+        s = dlrun.Session(model, backend="cpu", layout=layout)
+        got[layout] = s.run(x)[s.outputs[0].name]
+        if layout == "auto":  # a depthwise conv: NHWC at every conv on the host
+            assert s.layout_used == "nhwc at every conv on the host (auto: 1 depthwise conv)"
+        else:
+            assert s.layout_used == {"nchw": "nchw", "nhwc": "nhwc at every conv"}[layout]
+    assert np.abs(got["nchw"]).max() > 0
+    for layout in ("auto", "nhwc"):  # the same sums in another order: equal to rounding
+        np.testing.assert_allclose(got[layout], got["nchw"], rtol=1e-5, atol=1e-6)
+    with pytest.raises(dlrun.InvalidArgument, match="layout"):
+        dlrun.Session(model, layout="nchwc")

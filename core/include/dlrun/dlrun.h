@@ -93,6 +93,18 @@ typedef struct dl_session dl_session;
 /* The largest batch a session runs at, from a model file or from dl_session_options.batch. */
 #define DL_MAX_BATCH (1 << 20)
 
+/* The memory layout of 4-D activations (dl_session_options.layout, dl_check_options.layout;
+ * docs/layout.md). Channels-last is NHWC in memory (ABI 1.3's strides); a backend still accepts or
+ * refuses each op in it, and the host transposes where two ops' layouts differ. */
+typedef enum dl_layout_mode {
+    DL_LAYOUT_MODE_AUTO = 0, /* a model with a depthwise conv (MobileNet, EfficientNet): channels-last
+                                asked at every conv on the backends in host memory; else, and on
+                                devices, each backend's own preferred_layout */
+    DL_LAYOUT_MODE_NCHW = 1, /* row-major everywhere, whatever a backend prefers */
+    DL_LAYOUT_MODE_NHWC = 2  /* channels-last asked at every conv on every backend; the other ops
+                                follow their input where they can */
+} dl_layout_mode;
+
 typedef struct dl_session_options {
     uint32_t struct_size;       /* sizeof(dl_session_options) */
     int64_t batch;              /* 0: the batch the model file declares */
@@ -115,8 +127,9 @@ typedef struct dl_session_options {
      * does): counted with the session's memory against max_memory and the free memory, so that a
      * plan that fits does not fail later in the caller. */
     int32_t reserve_inputs;
-    int32_t trace; /* 1: record a timeline: session creation phases, and every step of every run
-                      (dl_session_write_trace) */
+    int32_t trace;  /* 1: record a timeline: session creation phases, and every step of every run
+                       (dl_session_write_trace) */
+    int32_t layout; /* dl_layout_mode (default DL_LAYOUT_MODE_AUTO) */
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
@@ -147,6 +160,10 @@ DL_API int dl_session_output_count(const dl_session *s);
 /* Output i after the last run: host f32, owned by the session, valid until the next run. */
 DL_API const dl_tensor *dl_session_output(const dl_session *s, int i);
 DL_API const char *dl_session_output_name(const dl_session *s, int i);
+/* What the session asked of its backends for 4-D activations, dl_session_options.layout resolved
+ * for its model, in words: "nchw", "nhwc at every conv", "nhwc at every conv on the host (auto:
+ * 17 depthwise convs)" or "each backend's own (auto: no depthwise conv)". */
+DL_API const char *dl_session_layout(const dl_session *s);
 
 /* ---- per-step record: where each op ran and how long it took -------------------------------- */
 
@@ -276,6 +293,8 @@ typedef struct dl_check_options {
     const char *op;     /* test-ops: only this op kind ("conv2d"), or NULL */
     int32_t perf;       /* test-ops: also time each case */
     int32_t iterations; /* perf: timed runs per case (default 10) */
+    int32_t layout;     /* dl_layout_mode asked of the backends checked; the reference is always
+                           row-major (NCHW) */
 } dl_check_options;
 
 typedef struct dl_check_summary {

@@ -28,14 +28,11 @@
  * Everything else stays row-major: f16/bf16 or mixed layouts go through storage.c as before.
  *
  * The plugin asks (preferred_layout, ABI 1.9) for the input's layout where an op has a kernel
- * here, and for row-major everywhere else. DLRUN_CPU_NHWC (read at the plugin's init) makes it
- * ask for channels-last at f32: with 1 where a depthwise conv reads a map of 28x28 or more
- * (MobileNet's and EfficientNet's thin, large layers; a network with none, like ResNet, never
- * leaves row-major), with 2 at every conv (a whole CNN in NHWC from its stem to its classifier).
- * Both are off by default: 2 is now the fastest setting on depthwise networks (MobileNet,
- * EfficientNet), with the onednn plugin taking NHWC too, but not on the ResNets, GoogLeNet or
- * SqueezeNet at batch 8, and the plugin sees one op, not the model (docs/performance.md, "oneDNN
- * in NHWC chains"). */
+ * here, and for row-major everywhere else; it never asks for channels-last itself. The host does,
+ * seeing the whole model (`--layout`, dl_session_options.layout; docs/layout.md): by default at
+ * every conv of a model with depthwise convs (MobileNet, EfficientNet), where NHWC from the stem
+ * to the classifier is the fastest plan measured, and nowhere on the others (the ResNets,
+ * GoogLeNet, SqueezeNet), where it is not (docs/performance.md, "oneDNN in NHWC chains"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,21 +117,12 @@ int cpu_nhwc_runs(const dl_op *op) {
     return 1;
 }
 
-/* DLRUN_CPU_NHWC, read at the plugin's init: 0 (or unset) never asks for channels-last; 1 asks at
- * depthwise convs on large maps; 2 at every conv */
-static int asks_nhwc;
-
-void cpu_nhwc_init(void) {
-    const char *v = getenv("DLRUN_CPU_NHWC");
-    asks_nhwc = !v ? 0 : strcmp(v, "1") == 0 ? 1 : strcmp(v, "2") == 0 ? 2 : 0;
-}
-
+/* Where an op has a kernel here, the plugin takes its input's layout (AS_INPUT): it never asks
+ * for channels-last itself, which pays on some models and not on others, and it sees only the op.
+ * The host decides, seeing the model (dl_session_options.layout, docs/layout.md). */
 int cpu_preferred_layout(void *self, const dl_op *op) {
     (void)self;
     if (op->precision != DL_PRECISION_F32 || op->n_outputs < 1 || !has_kernel(op)) return DL_LAYOUT_ROW_MAJOR;
-    if (asks_nhwc == 2 && op->kind == DL_OP_CONV2D) return DL_LAYOUT_CHANNELS_LAST;
-    if (asks_nhwc && is_depthwise(op) && op->inputs[0].shape[2] * op->inputs[0].shape[3] >= 28 * 28)
-        return DL_LAYOUT_CHANNELS_LAST;
     return DL_LAYOUT_AS_INPUT;
 }
 
