@@ -133,6 +133,37 @@ Test(cli, layout_is_reported) {
     free(out);
 }
 
+/* auto on a model with a depthwise conv: its convs channels-last on the cpu plugin at f32; at bf16,
+ * where the plugin answers row-major (no 16-bit NHWC kernel), they stay row-major, as they do
+ * with --layout nchw; --layout nhwc overrides that answer. */
+Test(cli, auto_layout_follows_the_depthwise_convs_and_respects_row_major) {
+    const char text[] = "model: m\ninputs:\n  - {name: x, shape: [1, 8, 15, 13]}\nlayers:\n"
+                        "  - {name: pw, op: conv2d, filters: 16, kernel: 1}\n"
+                        "  - {name: dw, op: conv2d, filters: 16, kernel: 3, padding: 1, groups: 16}\n"
+                        "  - {name: g, op: global_avgpool}\n";
+    char *model = tu_write_temp(".yaml", text, strlen(text));
+    static const struct {
+        const char *opts, *want, *nowant;
+    } runs[] = {
+        {"", "f32 nhwc", NULL},
+        {" --precision bf16", "bf16", "bf16 nhwc"},
+        {" --precision bf16 --layout nhwc", "bf16 nhwc", NULL},
+        {" --layout nchw", "f32", "f32 nhwc"},
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+        char *args, *out;
+        cr_assert(asprintf(&args, "%s --backend cpu --placement%s", model, runs[r].opts) > 0);
+        cr_assert_eq(tu_dlrun(args, &out), 0, "%s: %s", args, out);
+        char want[64];
+        snprintf(want, sizeof want, "dw                           conv2d          cpu        %s", runs[r].want);
+        cr_expect(strstr(out, want), "%s: no '%s': %s", args, want, out);
+        if (runs[r].nowant) cr_expect_null(strstr(out, runs[r].nowant), "%s: %s", args, out);
+        free(out), free(args);
+    }
+    unlink(model);
+    free(model);
+}
+
 Test(cli, lenet_runs_and_prints_summary) {
     char *out;
     cr_assert_eq(tu_dlrun(MODEL("lenet.yaml"), &out), 0, "%s", out);

@@ -272,8 +272,9 @@ Test(plugins, preferred_layout_row_major_as_input_and_channels_last) {
 
 /* The session's layout (dl_session_options.layout) over the plugin's answer: nchw is row-major
  * whatever the plugin or the input; nhwc asks channels-last at every conv, on any device; auto on a
- * model with depthwise convs asks it at the convs of host backends only; the other ops keep the
- * plugin's answer under every ask but nchw. */
+ * model with depthwise convs asks it at the convs of host backends only, and not where the plugin
+ * answers row-major (no NHWC kernel for that conv); the other ops keep the plugin's answer under
+ * every ask but nchw. */
 Test(plugins, the_session_layout_over_the_plugin_answer) {
     const int cpu = DL_DEVICE_CPU, gpu = DL_DEVICE_CUDA, CL = DL_LAYOUT_CHANNELS_LAST, RM = DL_LAYOUT_ROW_MAJOR;
     for (int input_cl = 0; input_cl < 2; input_cl++) {
@@ -284,10 +285,12 @@ Test(plugins, the_session_layout_over_the_plugin_answer) {
         answer = RM;
         cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS, cpu), CL);
         cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS, gpu), CL);
-        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, cpu), CL);
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, cpu), RM);
         cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, gpu), RM);
+        cr_expect_eq(first_layout_of(8, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, cpu), CL); /* 1.8: AS_INPUT */
         cr_expect_eq(first_layout_of(9, input_cl, DL_OP_RELU, DL_ASK_CL_CONVS, cpu), RM);
         answer = DL_LAYOUT_AS_INPUT;
+        cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, cpu), CL);
         cr_expect_eq(first_layout_of(9, input_cl, DL_OP_RELU, DL_ASK_CL_CONVS_HOST, cpu), input_cl ? CL : RM);
         cr_expect_eq(first_layout_of(9, input_cl, DL_OP_CONV2D, DL_ASK_CL_CONVS_HOST, gpu), input_cl ? CL : RM);
     }

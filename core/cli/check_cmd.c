@@ -15,9 +15,10 @@
 #include "options.h"
 
 static const char usage_head[] =
-    "usage: dlrun check MODEL.yaml [--backend NAME]... [--precision P] [--layout L] [--seed N] [--json]\n"
-    "       dlrun test-ops [--backend NAME]... [--op NAME] [--mode test|perf] [--layout L] [--seed N]\n"
-    "                      [--iterations N] [--json]\n"
+    "usage: dlrun check MODEL.yaml [--backend NAME]... [--precision P] [--layout L] [--seed N]\n"
+    "                              [--json]\n"
+    "       dlrun test-ops [--backend NAME]... [--op NAME] [--mode test|perf] [--layout L]\n"
+    "                      [--seed N] [--iterations N] [--json]\n"
     "\n"
     "check:    runs MODEL on the CPU reference, then each op on each backend with exactly the\n"
     "          inputs the reference op saw, and the whole model placed on that backend.\n"
@@ -51,7 +52,8 @@ static const cli_opt check_opts[] = {
      .help = "asked of the checked backends (default f32)"},
     {"layout", CLI_WORD, FIELD(layout), .words = cli_layout_words,
      .help = "asked of the checked backends (default auto; the CPU\n"
-             "reference is always nchw; test-ops: auto is each backend's own)"},
+             "reference is always nchw; test-ops: auto is each\n"
+             "backend's own)"},
     {"seed", CLI_SEED, FIELD(seed), .value_name = "N", .wants = "a non-negative integer",
      .help = "seed of the random inputs (default: fresh; printed for replay)"},
     {"op", CLI_STRING, FIELD(op), .only_for = "test-ops", .value_name = "NAME",

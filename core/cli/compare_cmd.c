@@ -20,7 +20,7 @@ typedef struct compare_args {
 } compare_args;
 
 static const char usage_head[] =
-    "usage: dlrun compare MODEL.yaml --base DIR [--new DIR] [options]\n"
+    "usage: dlrun compare MODEL.yaml (--base DIR | --base-layout L) [--new DIR] [options]\n"
     "\n"
     "Times two builds of the plugins in one process: `base`, the plugins in DIR (an older build's\n"
     "lib/dlrun) in place of this build's plugins of the same names, and `new`, this build's (or\n"

@@ -62,15 +62,24 @@ int dl_layout_ask_for(int mode, int depthwise) {
     return depthwise ? DL_ASK_CL_CONVS_HOST : DL_ASK_PLUGIN;
 }
 
-int dl_backend_layout_pref(const dl_backend *be, const dl_op *op, int ask) {
-    if (ask == DL_ASK_ROW_MAJOR) return DL_LAYOUT_ROW_MAJOR;
-    if (op->kind == DL_OP_CONV2D &&
-        (ask == DL_ASK_CL_CONVS || (ask == DL_ASK_CL_CONVS_HOST && be->device.device_type == DL_DEVICE_CPU)))
-        return DL_LAYOUT_CHANNELS_LAST;
+/* be's own answer as ABI 1.9 reads it (row-major from an older plugin followed its input) */
+static int plugin_layout_pref(const dl_backend *be, const dl_op *op) {
     if (DL_ABI_MINOR_OF(be->abi_version) < 3 || !DL_BACKEND_HAS(be, preferred_layout)) return DL_LAYOUT_AS_INPUT;
     int pref = be->preferred_layout(be->self, op);
     if (pref == DL_LAYOUT_ROW_MAJOR && DL_ABI_MINOR_OF(be->abi_version) < 9) return DL_LAYOUT_AS_INPUT;
     return pref == DL_LAYOUT_ROW_MAJOR || pref == DL_LAYOUT_CHANNELS_LAST ? pref : DL_LAYOUT_AS_INPUT;
+}
+
+int dl_backend_layout_pref(const dl_backend *be, const dl_op *op, int ask) {
+    if (ask == DL_ASK_ROW_MAJOR) return DL_LAYOUT_ROW_MAJOR;
+    if (op->kind != DL_OP_CONV2D) return plugin_layout_pref(be, op);
+    if (ask == DL_ASK_CL_CONVS) return DL_LAYOUT_CHANNELS_LAST;
+    int pref = plugin_layout_pref(be, op);
+    /* auto: channels-last at a host backend's conv, unless it says row-major (no NHWC kernel for it:
+     * 16-bit storage, a grouped conv) */
+    if (ask == DL_ASK_CL_CONVS_HOST && be->device.device_type == DL_DEVICE_CPU && pref != DL_LAYOUT_ROW_MAJOR)
+        return DL_LAYOUT_CHANNELS_LAST;
+    return pref;
 }
 
 int dl_backend_accepts_as(const dl_backend *be, int precision, int ask, int input_cl, dl_op *op, dl_tensor *in,

@@ -38,9 +38,10 @@ typedef enum dl_layout_ask {
 /* A dl_layout_mode (dl_session_options.layout) resolved for a model with `depthwise` depthwise convs. */
 int dl_layout_ask_for(int mode, int depthwise);
 /* The layout the host asks be for op under `ask`: DL_LAYOUT_ROW_MAJOR (whatever the input),
- * DL_LAYOUT_CHANNELS_LAST or DL_LAYOUT_AS_INPUT; with DL_ASK_PLUGIN (and for the ops other than
- * conv2d under the channels-last asks) be's preferred_layout answer as ABI 1.9 reads it, AS_INPUT
- * where it gives none or row-major from a plugin built before 1.9. */
+ * DL_LAYOUT_CHANNELS_LAST or DL_LAYOUT_AS_INPUT. DL_ASK_ROW_MAJOR: row-major; DL_ASK_CL_CONVS:
+ * channels-last at conv2d; DL_ASK_CL_CONVS_HOST: the same at the conv2d of a backend in host memory
+ * unless be answers row-major for it. Elsewhere be's preferred_layout answer as ABI 1.9 reads it:
+ * AS_INPUT where it gives none, or row-major from a plugin built before 1.9. */
 int dl_backend_layout_pref(const struct dl_backend *be, const dl_op *op, int ask);
 /* Tries op on be in the storage formats of `precision`, best first (ABI 1.3): its dtype (f16,
  * bf16) channels-last when the op has a 4-D activation and the host asks channels-last for it

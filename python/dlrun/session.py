@@ -139,7 +139,7 @@ class Session:
         raise_for(lib.dl_session_create(ctx, self.model._handle, buf, ctypes.byref(handle), ctypes.byref(err)), err)
         self._handle = handle
         self.backend, self.precision, self.trace = backend, precision, bool(trace)
-        self.layout_used = _capi.text(lib.dl_session_layout(handle))
+        self.layout_used = _capi.text(lib.dl_session_layout(handle)) if _capi.has("dl_session_layout") else None
         if profile:
             lib.dl_session_set_profiling(handle, 1)
         h = handle
