@@ -540,6 +540,41 @@ Test(placement, transposes_count_where_a_backend_asks_for_channels_last) {
     nhwc_chain_placement(DL_LAYOUT_MODE_NHWC, "fakecpu cpu cpu cpu");
 }
 
+/* An op timed channels-last is cached apart from the same op timed row-major: with one cache, a
+ * session in nhwc after one in nchw times its ops anew (the depthwise conv and the relu after it,
+ * each on the cpu and onednn plugins), and a second session in either layout finds them all. */
+static int timed_in(int layout) {
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.layout = layout;
+    so.no_fuse = 1;
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    static const char yaml[] = "model: dw\ninputs:\n  - {name: x, shape: [1, 16, 20, 20]}\nlayers:\n"
+                               "  - {name: d, op: conv2d, filters: 16, kernel: 3, padding: 1, groups: 16}\n"
+                               "  - {name: r, op: relu}\n";
+    dl_session *s = session(yaml, &so, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    int timed, cached;
+    const char *path;
+    dl_session_placement_stats(s, &timed, &cached, &path);
+    close_all(s, m, ctx);
+    return timed;
+}
+
+Test(placement, timings_of_each_layout_are_cached_apart) {
+    if (!DLRUN_HAVE_ONEDNN) cr_skip_test("needs a second host backend (the onednn plugin is not built)");
+    fresh_env();
+    plugin_path = DLRUN_PLUGIN_DIR "/libdlrun-cpu.so:" DLRUN_PLUGIN_DIR "/libdlrun-onednn.so";
+    cr_expect_eq(timed_in(DL_LAYOUT_MODE_NCHW), 4);
+    cr_expect_eq(timed_in(DL_LAYOUT_MODE_NHWC), 4, "the NHWC session read the NCHW timings");
+    cr_expect_eq(timed_in(DL_LAYOUT_MODE_NHWC), 0);
+    cr_expect_eq(timed_in(DL_LAYOUT_MODE_NCHW), 0);
+    plugin_path = FAKES;
+}
+
 Test(placement, views_stay_where_they_run_in_place) {
     fresh_env();
     setenv("DLFAKE_FAKECPU_IN_PLACE", "1", 1);

@@ -171,10 +171,7 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");
     if (sum.casts) printf("; %d conversion%s of storage format", sum.casts, sum.casts == 1 ? "" : "s");
     printf("\n");
-    /* said where the host asks something of the backends: --layout given, or auto at depthwise convs */
-    const char *layout = dl_session_layout(s);
-    if (o->layout != DL_LAYOUT_MODE_AUTO || strncmp(layout, "each backend's own", 18) != 0)
-        printf("layout: %s\n", layout);
+    printf("layout: %s\n", dl_session_layout(s));
     int timed, cached;
     const char *cache;
     dl_session_placement_stats(s, &timed, &cached, &cache);

@@ -141,8 +141,9 @@ static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, 
                  DLRUN_VERSION_STRING);
 }
 
-/* Times node i on backend be with random activations and the real weights. */
-static double time_op(const dl_session *s, int i, const dl_backend *be, int input_cl, dl_error *err) {
+/* Times node i on backend be with random activations and the real weights, in the storage format
+ * it will run in (f: dl_session_accepts_from's choice), or as the graph gives it where f is NULL. */
+static double time_op(const dl_session *s, int i, const dl_backend *be, const dl_format *f, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
     dl_tensor in[DL_MAX_OP_INPUTS], out;
     unsigned char isw[DL_MAX_OP_INPUTS];
@@ -150,13 +151,10 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, int inpu
     int ins[DL_MAX_OP_INPUTS];
     dl_session_node_inputs(s, i, ins);
     dl_op op;
-    dl_format f;
-    dl_error why;
     int64_t strides[4 * (DL_MAX_OP_INPUTS + 1)];
     dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
     dl_session_weight_flags(s, i, isw);
-    if (dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], input_cl, &f, &why)) /* in the storage it will run in */
-        dl_op_apply_format(&op, in, &out, isw, f, strides);
+    if (f) dl_op_apply_format(&op, in, &out, isw, *f, strides);
     double ms = -1;
     int ok = 1;
     for (int j = 0; j < op.n_inputs; j++) {
@@ -684,12 +682,13 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
             char key[2048];
             /* a follower is timed channels-last where the ops before it on be would leave it so */
             int in_cl = p->lay && p->lay[i * p->nbe + b] == (LAY_FOLLOWS | LAY_CL);
-            if (c->n > 1) key_of(s, i, be, key, sizeof key);
-            /* timed channels-last (its input so, or the host asking it for a conv): a key of its own */
+            /* timed in the storage it will run in; channels-last (its input so, or the host asking
+             * it for a conv) has a key of its own */
             dl_format f;
             dl_error why;
-            if (c->n > 1 && dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], in_cl, &f, &why) &&
-                f.layout == DL_LAYOUT_CHANNELS_LAST)
+            const int accepted = c->n > 1 && dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], in_cl, &f, &why);
+            if (c->n > 1) key_of(s, i, be, key, sizeof key);
+            if (accepted && f.layout == DL_LAYOUT_CHANNELS_LAST)
                 strncat(key, ";layout=nhwc", sizeof key - strlen(key) - 1);
             if (c->n > 1 && dl_tcache_get(cache, key, &ms)) {
                 c->cand[k].cached = 1;
@@ -698,7 +697,7 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 if ((st = check_timing_fits(s, i, err)) != DL_OK) return st;
                 if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, layer, be->name);
                 int span = dl_trace_begin(s->trace, layer, "placement timing");
-                ms = time_op(s, i, be, in_cl, err);
+                ms = time_op(s, i, be, accepted ? &f : NULL, err);
                 dl_trace_end(s->trace, span);
                 dl_trace_arg_str(s->trace, span, "layer", layer);
                 dl_trace_arg_str(s->trace, span, "op", op);
