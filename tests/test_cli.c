@@ -116,27 +116,38 @@ Test(cli, compare_times_two_layouts_of_one_build) {
     free(out);
 }
 
-/* --layout: what it became, on a line of its own and in --json (LeNet has no depthwise conv, so
- * auto leaves each backend its own answer: no NHWC anywhere). */
+/* --layout: what it became, on a line of its own and in --json; auto says which plan it measured
+ * cheaper, and the other's cost (which one wins is the test_placement's, on a backend whose speed
+ * it sets). */
 Test(cli, layout_is_reported) {
     char *out;
     cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --layout nhwc --placement", &out), 0, "%s", out);
     cr_expect(strstr(out, "\nlayout: nhwc at every conv\n"), "%s", out);
     cr_expect(strstr(out, "f32 nhwc"), "%s", out);
     free(out);
-    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --placement", &out), 0, "%s", out);
-    cr_expect(strstr(out, "\nlayout: each backend's own (auto: no depthwise conv)\n"), "%s", out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --layout nchw --placement", &out), 0, "%s", out);
+    cr_expect(strstr(out, "\nlayout: nchw\n"), "%s", out);
     cr_expect_null(strstr(out, "nhwc"), "%s", out);
     free(out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --placement", &out), 0, "%s", out);
+    cr_expect(strstr(out, "\nlayout: each backend's own (auto: ") ||
+                  strstr(out, "\nlayout: nhwc at every conv on the host (auto: "),
+              "%s", out);
+    cr_expect(strstr(out, " ms measured, against "), "%s", out);
+    free(out);
     cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --json", &out), 0, "%s", out);
-    cr_expect(strstr(out, "\"layout\":\t\"each backend's own (auto: no depthwise conv)\""), "%s", out);
+    cr_expect(strstr(out, "\"layout\":\t\"") && strstr(out, " ms measured, against "), "%s", out);
+    free(out);
+    /* no conv: nothing to measure */
+    cr_assert_eq(tu_dlrun(MODEL("mlp.yaml") " --backend cpu", &out), 0, "%s", out);
+    cr_expect(strstr(out, "\nlayout: each backend's own (auto: no conv on the host)\n"), "%s", out);
     free(out);
 }
 
-/* auto on a model with a depthwise conv: its convs channels-last on the cpu plugin at f32; at bf16,
- * where the plugin answers row-major (no 16-bit NHWC kernel), they stay row-major, as they do
- * with --layout nchw; --layout nhwc overrides that answer. */
-Test(cli, auto_layout_follows_the_depthwise_convs_and_respects_row_major) {
+/* A depthwise model's convs channels-last on the cpu plugin at f32 (--layout nhwc); at bf16,
+ * where the plugin answers row-major (no 16-bit NHWC kernel), auto keeps them row-major in both
+ * plans, as --layout nchw does; --layout nhwc overrides that answer. */
+Test(cli, layouts_of_a_depthwise_model_respect_row_major) {
     const char text[] = "model: m\ninputs:\n  - {name: x, shape: [1, 8, 15, 13]}\nlayers:\n"
                         "  - {name: pw, op: conv2d, filters: 16, kernel: 1}\n"
                         "  - {name: dw, op: conv2d, filters: 16, kernel: 3, padding: 1, groups: 16}\n"
@@ -145,7 +156,7 @@ Test(cli, auto_layout_follows_the_depthwise_convs_and_respects_row_major) {
     static const struct {
         const char *opts, *want, *nowant;
     } runs[] = {
-        {"", "f32 nhwc", NULL},
+        {" --layout nhwc", "f32 nhwc", NULL},
         {" --precision bf16", "bf16", "bf16 nhwc"},
         {" --precision bf16 --layout nhwc", "bf16 nhwc", NULL},
         {" --layout nchw", "f32", "f32 nhwc"},
@@ -292,10 +303,6 @@ static void expect_fusion_keeps_output_with(const char *text, const char *opts, 
     free(model);
 }
 
-static void expect_fusion_keeps_output(const char *text, const char *fused_report) {
-    expect_fusion_keeps_output_with(text, "", fused_report);
-}
-
 /* silu, hard_swish and gelu (both forms) fuse into the conv, linear, add and batchnorm before
  * them on the cpu plugin, and the fused run gives the unfused run's output. */
 Test(cli, activations_fuse_into_their_producer) {
@@ -312,7 +319,8 @@ Test(cli, activations_fuse_into_their_producer) {
                         "  - {name: f, op: flatten}\n"
                         "  - {name: fc, op: linear, units: 7}\n"
                         "  - {name: a4, op: gelu, approximate: tanh}\n";
-    expect_fusion_keeps_output(text, "(+2 silu fused) (+1 hard_swish fused) (+2 gelu fused) (+1 batchnorm folded)");
+    expect_fusion_keeps_output_with(text, " --layout nchw",
+                                    "(+2 silu fused) (+1 hard_swish fused) (+2 gelu fused) (+1 batchnorm folded)");
 }
 
 /* A concat whose inputs were written into it (batch 1) is reported as elided: in the summary, the
@@ -325,12 +333,12 @@ Test(cli, elided_concat_is_reported) {
                         "  - {op: global_avgpool}\n";
     char *model = tu_write_temp(".yaml", text, strlen(text));
     char *out, *args;
-    cr_assert(asprintf(&args, "%s --backend cpu --profile --iterations 2", model) > 0);
+    cr_assert(asprintf(&args, "%s --backend cpu --layout nchw --profile --iterations 2", model) > 0);
     cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     cr_expect(strstr(out, "(+1 concat elided: inputs written into it)"), "%s", out);
     cr_expect(strstr(out, "concat          elided: its inputs were written into it"), "%s", out);
     free(out), free(args);
-    cr_assert(asprintf(&args, "%s --backend cpu --profile --iterations 2 --json", model) > 0);
+    cr_assert(asprintf(&args, "%s --backend cpu --layout nchw --profile --iterations 2 --json", model) > 0);
     cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     cJSON *root = cJSON_Parse(out), *op, *j = NULL;
     cr_assert(root, "not JSON: %s", out);
@@ -341,7 +349,7 @@ Test(cli, elided_concat_is_reported) {
     cr_expect_null(cJSON_GetObjectItem(j, "time_ms"), "an elided concat has no time: %s", out);
     cJSON_Delete(root);
     free(out), free(args);
-    cr_assert(asprintf(&args, "%s --backend cpu --profile --iterations 2 --no-fuse", model) > 0);
+    cr_assert(asprintf(&args, "%s --backend cpu --layout nchw --profile --iterations 2 --no-fuse", model) > 0);
     cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
     cr_expect_null(strstr(out, "elided"), "--no-fuse elides nothing: %s", out);
     free(out), free(args);
@@ -351,7 +359,7 @@ Test(cli, elided_concat_is_reported) {
 
 /* ABI 1.5: clip (relu6 and two-sided), leaky_relu and sigmoid fuse into the depthwise, 1x1, im2col
  * and Winograd convs, add, batchnorm and linear before them on the cpu plugin, and the fused run
- * gives the unfused run's output; in NHWC (--layout auto, the model having a depthwise conv) into
+ * gives the unfused run's output; in NHWC (--layout nhwc) into
  * the channels-last convs the same, with the transposes at the edges of the NHWC chain. */
 Test(cli, clip_leaky_relu_and_sigmoid_fuse_into_their_producer) {
     const char text[] = "model: m\ninputs:\n  - {name: x, shape: [2, 16, 11, 11]}\nlayers:\n"
@@ -375,7 +383,7 @@ Test(cli, clip_leaky_relu_and_sigmoid_fuse_into_their_producer) {
     snprintf(want, sizeof want, "%s\n", fused);
     expect_fusion_keeps_output_with(text, " --layout nchw", want);
     snprintf(want, sizeof want, "%s; 3 conversions of storage format\n", fused);
-    expect_fusion_keeps_output(text, want);
+    expect_fusion_keeps_output_with(text, " --layout nhwc", want);
 }
 
 /* Token ids: an int64 input feeds gather (an embedding lookup); read from an int64 .npy exactly,

@@ -152,6 +152,7 @@ static float *run_concats(const char *plugins, const char *yaml, int64_t batch, 
     dl_session_options_init(&so);
     so.batch = batch;
     so.no_fuse = no_fuse;
+    so.layout = DL_LAYOUT_MODE_NCHW; /* the slices below are NCHW runs (auto measures: nhwc may win) */
     cr_assert_eq(tu_open_session(plugins, yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
     expect_plan_valid(s, "concat model");
     *elided = 0;

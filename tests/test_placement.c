@@ -536,8 +536,49 @@ static void nhwc_chain_placement(int layout, const char *want) {
 
 Test(placement, transposes_count_where_a_backend_asks_for_channels_last) {
     nhwc_chain_placement(DL_LAYOUT_MODE_NCHW, "fakecpu cpu fakecpu cpu");
-    nhwc_chain_placement(DL_LAYOUT_MODE_AUTO, "fakecpu cpu cpu cpu");
     nhwc_chain_placement(DL_LAYOUT_MODE_NHWC, "fakecpu cpu cpu cpu");
+}
+
+/* --layout auto places the model twice, each backend's own layout and NHWC at every conv on the
+ * host, every op timed, and keeps the cheaper plan: timedcpu (the cpu plugin, waiting 20 ms an op
+ * in the layout named) on a dense conv and a relu, alone (one candidate an op: timed all the same)
+ * and beside fakecpu. */
+static void auto_layout(const char *slow, const char *backend, const char *want_layout, const char *want_storage) {
+    fresh_env();
+    setenv(slow, "20000", 1);
+    plugin_path = DLRUN_TEST_PLUGIN_DIR "/libdlrun-timedcpu.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so";
+    static const char yaml[] = "model: dense\ninputs:\n  - {name: x, shape: [1, 8, 12, 10]}\nlayers:\n"
+                               "  - {name: c, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                               "  - {name: r, op: relu}\n";
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = backend;
+    so.no_fuse = 1;
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(yaml, &so, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    const char *got = dl_session_layout(s);
+    cr_expect(strstr(got, want_layout) == got && strstr(got, "(auto: ") && strstr(got, " ms measured, against "),
+              "%s slow: %s", slow, got);
+    dl_placement_info pi;
+    dl_session_placement(s, 0, &pi);
+    cr_expect_str_eq(pi.chosen, "timedcpu");
+    cr_expect_str_eq(pi.storage, want_storage, "%s slow: the conv's storage", slow);
+    int timed, cached;
+    dl_session_placement_stats(s, &timed, &cached, NULL);
+    cr_expect_geq(timed, 4, "both ops timed in both plans: %d", timed);
+    close_all(s, m, ctx);
+    unsetenv(slow);
+    plugin_path = FAKES;
+}
+
+Test(placement, auto_layout_keeps_the_plan_measured_faster) {
+    auto_layout("DLFAKE_TIMEDCPU_NHWC_US", "timedcpu", "each backend's own", "f32");
+    auto_layout("DLFAKE_TIMEDCPU_NCHW_US", "timedcpu", "nhwc at every conv on the host", "f32 nhwc");
+    auto_layout("DLFAKE_TIMEDCPU_NCHW_US", NULL, "nhwc at every conv on the host", "f32 nhwc");
 }
 
 /* An op timed channels-last is cached apart from the same op timed row-major: with one cache, a

@@ -37,6 +37,9 @@ static dl_session *open_model(const char *path, const char *backend, int precisi
     so.backend = backend;
     so.precision = precision;
     so.batch = batch;
+    /* the cpu plugin's plans are counted row-major (auto measures: nhwc may win); bf16nhwc takes
+     * NHWC only, its own answer */
+    if (backend && !strcmp(backend, "cpu")) so.layout = DL_LAYOUT_MODE_NCHW;
     dl_session *s = NULL;
     cr_assert_eq(dl_session_create(*ctx, *m, &so, &s, &err), DL_OK, "%s: %s", path, err.msg);
     return s;

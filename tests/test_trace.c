@@ -206,6 +206,7 @@ Test(trace, lenet_on_the_cpu_backends, .timeout = 120) {
     dl_session_options_init(&so);
     so.trace = 1;
     so.batch = 2;
+    so.layout = DL_LAYOUT_MODE_NCHW; /* conv1's storage below: "f32" (auto measures, nhwc may win) */
     cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
     run_n(s, 3);
     char *path = temp_json();

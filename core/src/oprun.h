@@ -30,12 +30,15 @@ void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned
 /* What the host asks of each backend for 4-D layouts: a dl_layout_mode resolved for one model
  * (dl_layout_ask_for). */
 typedef enum dl_layout_ask {
-    DL_ASK_PLUGIN = 0,   /* each backend's preferred_layout */
-    DL_ASK_ROW_MAJOR,    /* row-major everywhere (nchw) */
-    DL_ASK_CL_CONVS,     /* channels-last at every conv2d on every backend (nhwc) */
-    DL_ASK_CL_CONVS_HOST /* the same on backends in host memory only (auto, a model with a depthwise conv) */
+    DL_ASK_PLUGIN = 0,    /* each backend's preferred_layout */
+    DL_ASK_ROW_MAJOR,     /* row-major everywhere (nchw) */
+    DL_ASK_CL_CONVS,      /* channels-last at every conv2d on every backend (nhwc) */
+    DL_ASK_CL_CONVS_HOST, /* the same on backends in host memory only (auto's second plan) */
+    DL_ASK_MEASURE        /* a session's auto: DL_ASK_PLUGIN or DL_ASK_CL_CONVS_HOST, whichever plan
+                             placement measures cheaper (dl_session_place); no backend is asked so */
 } dl_layout_ask;
-/* A dl_layout_mode (dl_session_options.layout) resolved for a model with `depthwise` depthwise convs. */
+/* A dl_layout_mode resolved for one op, with no plan to measure (check's op-by-op rows): auto is
+ * DL_ASK_CL_CONVS_HOST for a model with `depthwise` depthwise convs, else DL_ASK_PLUGIN. */
 int dl_layout_ask_for(int mode, int depthwise);
 /* The layout the host asks be for op under `ask`: DL_LAYOUT_ROW_MAJOR (whatever the input),
  * DL_LAYOUT_CHANNELS_LAST or DL_LAYOUT_AS_INPUT. DL_ASK_ROW_MAJOR: row-major; DL_ASK_CL_CONVS:

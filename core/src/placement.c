@@ -258,6 +258,7 @@ typedef struct planner {
     int *tree;      /* per value: offset of its tree in mask, or -1 */
     int *leaves;    /* per value: its tree's leaf count (a power of two) */
     uint64_t *mask; /* the trees: node k's children are 2k and 2k + 1, leaves from `leaves` on */
+    int time_all;   /* time every op, one candidate or many (the layouts compared: dl_session_place) */
 } planner;
 
 #define MANY_READERS 32
@@ -671,9 +672,13 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
     const dl_graph *g = s->g;
     int timing_index = 0, to_time = 0;
     dl_status st;
-    for (int i = 0; i < p->n; i++) to_time += pl->choice[i].n > 1 ? pl->choice[i].n : 0;
+    for (int i = 0; i < p->n; i++) to_time += pl->choice[i].n > 1 || p->time_all ? pl->choice[i].n : 0;
     for (int i = 0; i < p->n; i++) {
         dl_node_choice *c = &pl->choice[i];
+        /* one candidate is timed only to cost the plan (time_all), and only where timing it fits
+         * in memory: else it counts 0 in both plans, and its session's checks and run speak */
+        dl_error unused;
+        const int timed = c->n > 1 || (p->time_all && check_timing_fits(s, i, &unused) == DL_OK);
         const char *layer = g->nodes[i].name, *op = dl_op_kind_name(g->nodes[i].kind);
         for (int k = 0; k < c->n; k++) {
             const dl_backend *be = dl_context_backend(s->ctx, c->cand[k].backend);
@@ -686,14 +691,14 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
              * it for a conv) has a key of its own */
             dl_format f;
             dl_error why;
-            const int accepted = c->n > 1 && dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], in_cl, &f, &why);
-            if (c->n > 1) key_of(s, i, be, key, sizeof key);
+            const int accepted = timed && dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], in_cl, &f, &why);
+            if (timed) key_of(s, i, be, key, sizeof key);
             if (accepted && f.layout == DL_LAYOUT_CHANNELS_LAST)
                 strncat(key, ";layout=nhwc", sizeof key - strlen(key) - 1);
-            if (c->n > 1 && dl_tcache_get(cache, key, &ms)) {
+            if (timed && dl_tcache_get(cache, key, &ms)) {
                 c->cand[k].cached = 1;
                 pl->cached++;
-            } else if (c->n > 1) {
+            } else if (timed) {
                 if ((st = check_timing_fits(s, i, err)) != DL_OK) return st;
                 if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, layer, be->name);
                 int span = dl_trace_begin(s->trace, layer, "placement timing");
@@ -703,6 +708,10 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 dl_trace_arg_str(s->trace, span, "op", op);
                 dl_trace_arg_str(s->trace, span, "backend", be->name);
                 dl_trace_arg_num(s->trace, span, "measured_ms", ms);
+                if (ms < 0 && c->n == 1) { /* only costed: its run will say what fails */
+                    c->cand[k].ms = p->t[i * p->nbe + b] = 0;
+                    continue;
+                }
                 if (ms < 0) { /* it accepted the op but could not run it: never choose it */
                     char msg[600];
                     snprintf(msg, sizeof msg, "backend '%s' accepted %s '%s' but failed to run it; not using it there",
@@ -715,7 +724,7 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 pl->timed++;
             }
             c->cand[k].ms = ms;
-            p->t[i * p->nbe + b] = c->n > 1 && free_view(s, i, be) ? 0 : ms;
+            p->t[i * p->nbe + b] = timed && free_view(s, i, be) ? 0 : ms;
         }
         int any = 0;
         for (int b = 0; b < p->nbe; b++) any |= p->t[i * p->nbe + b] >= 0;
@@ -724,9 +733,9 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
     return DL_OK;
 }
 
-dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
+dl_status dl_place(const dl_session *s, dl_placement *pl, int time_all, dl_error *err) {
     const dl_graph *g = s->g;
-    int n = g->n_nodes, need_timing = 0;
+    int n = g->n_nodes, need_timing = time_all;
     memset(pl, 0, sizeof *pl);
     if (!g->reader_start) /* the costs read the graph's reader lists (dl_graph_index) */
         return dl_fail(err, DL_E_INVALID, "model '%s' has no reader index (dl_graph_index)", g->name);
@@ -738,7 +747,7 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
         if (st != DL_OK) return st;
         need_timing |= pl->choice[i].n > 1;
     }
-    planner p = {.s = s, .n = n, .t = calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double))};
+    planner p = {.s = s, .n = n, .t = calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double)), .time_all = time_all};
     int *as = calloc((size_t)n + 1, sizeof *as);
     if (!p.t || !as) {
         free(p.t), free(as);
@@ -785,11 +794,55 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, dl_error *err) {
         if (is_chain(g)) choose_chain(&p, as);
         else choose_dag(&p, as);
         for (int i = 0; i < n; i++) pl->be[i] = p.be[as[i]];
+        pl->cost_ms = total_cost(&p, as);
         dl_trace_end(s->trace, span);
     }
     free(p.t);
     free(p.lay);
     free(as);
+    return st;
+}
+
+/* 1 if some conv2d with a 4-D output may run on a backend in host memory, where auto's two asks
+ * differ (DL_ASK_PLUGIN and DL_ASK_CL_CONVS_HOST) */
+static int host_conv(const dl_session *s) {
+    const dl_backend *forced = s->opt.backend ? dl_context_backend(s->ctx, s->opt.backend) : NULL;
+    int host = forced && on_host(forced);
+    for (int b = 0; !forced && b < s->ctx->n_plugins; b++)
+        host |= s->ctx->plugins[b].be && on_host(s->ctx->plugins[b].be);
+    for (int i = 0; host && i < s->g->n_nodes; i++)
+        if (s->g->nodes[i].kind == DL_OP_CONV2D && s->shape[s->g->nodes[i].output].ndim == 4) return 1;
+    return 0;
+}
+
+dl_status dl_session_place(dl_session *s, dl_error *err) {
+    if (s->layout_ask != DL_ASK_MEASURE) return dl_place(s, &s->place, 0, err);
+    if (!host_conv(s)) {
+        s->layout_ask = DL_ASK_PLUGIN;
+        snprintf(s->layout_desc, sizeof s->layout_desc, "each backend's own (auto: no conv on the host)");
+        return dl_place(s, &s->place, 0, err);
+    }
+    /* each plan with every op timed, so that its cost is the whole run's and the two compare */
+    static const int asks[2] = {DL_ASK_PLUGIN, DL_ASK_CL_CONVS_HOST};
+    dl_placement pl[2];
+    memset(pl, 0, sizeof pl);
+    dl_status st = DL_OK;
+    for (int k = 0; k < 2 && st == DL_OK; k++) {
+        s->layout_ask = asks[k];
+        st = dl_place(s, &pl[k], 1, err);
+    }
+    int keep = pl[1].cost_ms < pl[0].cost_ms;
+    if (st == DL_OK) {
+        s->layout_ask = asks[keep];
+        s->place = pl[keep];
+        s->place.timed += pl[!keep].timed, s->place.cached += pl[!keep].cached;
+        snprintf(s->layout_desc, sizeof s->layout_desc, "%s (auto: %.3g ms measured, against %.3g ms %s)",
+                 keep ? "nhwc at every conv on the host" : "each backend's own", pl[keep].cost_ms, pl[!keep].cost_ms,
+                 keep ? "for each backend's own" : "for nhwc at every conv");
+        memset(&pl[keep], 0, sizeof pl[keep]);
+    }
+    dl_placement_free(&pl[0]);
+    dl_placement_free(&pl[1]);
     return st;
 }
 

@@ -301,7 +301,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     dl_session_layout_ask(s);
     if (st == DL_OK) {
         span = dl_trace_begin(tr, "placement", "create");
-        st = dl_place(s, &s->place, err);
+        st = dl_session_place(s, err);
         dl_trace_arg_num(tr, span, "timed", s->place.timed);
         dl_trace_arg_num(tr, span, "cached", s->place.cached);
         dl_trace_end(tr, span);

@@ -124,6 +124,7 @@ typedef struct dl_placement {
     const dl_backend **be;  /* node -> backend */
     dl_node_choice *choice; /* node -> candidates */
     int timed, cached;      /* op timings measured now / taken from the cache */
+    double cost_ms;         /* the chosen plan's cost: its ops' times (those timed) and its copies */
     char *cache_path;
 } dl_placement;
 
@@ -140,15 +141,16 @@ struct dl_session {
     dl_store places[DL_MAX_PLACES];
     char place_name[DL_MAX_PLACES][24]; /* "f32", "bf16 nhwc", ... */
     int n_places;
-    void **buf;           /* buf[value * DL_MAX_PLACES + place]: the value's storage there */
-    unsigned char *owned; /* same index: 1 if the session allocated it */
-    int *alias;           /* value -> value whose storage it shares (fused relu), or itself */
-    int *node_dom;        /* node -> domain it runs in */
-    int *node_place;      /* node -> place of its activations (storage.c) */
-    int casts;            /* COPY steps that convert (dtype or layout) */
-    int layout_ask;       /* dl_layout_ask: opt.layout resolved for this model (dl_session_layout_ask) */
-    int depthwise;        /* depthwise convs in the model (what auto looks at) */
-    char layout_desc[80]; /* the same in words (dl_session_layout) */
+    void **buf;            /* buf[value * DL_MAX_PLACES + place]: the value's storage there */
+    unsigned char *owned;  /* same index: 1 if the session allocated it */
+    int *alias;            /* value -> value whose storage it shares (fused relu), or itself */
+    int *node_dom;         /* node -> domain it runs in */
+    int *node_place;       /* node -> place of its activations (storage.c) */
+    int casts;             /* COPY steps that convert (dtype or layout) */
+    int layout_ask;        /* dl_layout_ask: opt.layout resolved for this model (dl_session_layout_ask,
+                              then dl_session_place for auto) */
+    int depthwise;         /* depthwise convs in the model (check's op-by-op rows under auto) */
+    char layout_desc[128]; /* the same in words (dl_session_layout) */
     dl_step *steps;
     int n_steps, cap_steps;
     dl_slot *slots; /* planned buffers */
@@ -207,7 +209,11 @@ void dl_fusion_free(dl_fusion *f);
 /* ---- placement.c ---- */
 /* Chooses a backend for every node not folded away (measuring where needed) into *out; reads
  * the session's shapes, weights and fusion, writes nothing else. */
-dl_status dl_place(const dl_session *s, dl_placement *out, dl_error *err);
+dl_status dl_place(const dl_session *s, dl_placement *out, int time_all, dl_error *err);
+/* s->place: dl_place under s->layout_ask; for DL_ASK_MEASURE (--layout auto), on a model with
+ * a conv a host backend may run, two plans with every op timed, each backend's own layout and
+ * NHWC at every conv on the host, of which the cheaper is kept (s->layout_ask, s->layout_desc). */
+dl_status dl_session_place(dl_session *s, dl_error *err);
 void dl_placement_free(dl_placement *p);
 /* 1 if backends a and b share a memory domain: both on the host (the cpu and onednn plugins), or
  * the same device (the cuda and cudnn plugins on one GPU), so a tensor passes with no copy. */

@@ -90,9 +90,9 @@ class Session:
     backend    run every op on this backend ("cpu", "onednn", "cuda", "cudnn"); None: each op where
                it is measured fastest (the CLI's default placement)
     precision  "f32" (exact), "tf32", "f16" or "bf16"
-    layout     of 4-D activations: "auto" (NHWC at every conv on the CPU backends when the model
-               has depthwise convs, else each backend's own), "nchw" or "nhwc" (docs/layout.md);
-               layout_used says what it became
+    layout     of 4-D activations: "auto" (of NHWC at every conv on the CPU backends and each
+               backend's own, the plan placement measures faster), "nchw" or "nhwc"
+               (docs/layout.md); layout_used says what it became
     batch      batch size (None: the model file's)
     weights    a .safetensors file (None: the model's `weights:`, else seeded initialisation)
     seed       seed of the initialisation when there is no weights file

@@ -184,8 +184,9 @@ def test_layout_modes(tmp_path, rng):
     for layout in ("auto", "nchw", "nhwc"):
         s = dlrun.Session(model, backend="cpu", layout=layout)
         got[layout] = s.run(x)[s.outputs[0].name]
-        if layout == "auto":  # a depthwise conv: NHWC at every conv on the host
-            assert s.layout_used == "nhwc at every conv on the host (auto: 1 depthwise conv)"
+        if layout == "auto":  # the plan measured cheaper, and what the other cost
+            assert s.layout_used.startswith(("each backend's own (auto: ", "nhwc at every conv on the host (auto: "))
+            assert " ms measured, against " in s.layout_used
         else:
             assert s.layout_used == {"nchw": "nchw", "nhwc": "nhwc at every conv"}[layout]
     assert np.abs(got["nchw"]).max() > 0

@@ -5,12 +5,18 @@
  * its copies (ABI 1.3 convert) unless DLFAKE_BF16NHWC_CONVERT=0, which makes the host convert in
  * host memory instead. The session tests count the casts and transposes it causes.
  * DLFAKE_BF16NHWC_MEMORY=BYTES makes its memory_info report that much free memory, and
- * DLFAKE_BF16NHWC_PREPARE_FAILS=1 makes every prepare fail (to see what the session does before). */
+ * DLFAKE_BF16NHWC_PREPARE_FAILS=1 makes every prepare fail (to see what the session does before).
+ *
+ * Built with STORAGE_TIMED it is "timedcpu" instead: f32 in host memory, any layout the cpu plugin
+ * takes, its input's layout preferred (AS_INPUT), and each run of an op whose first input is 4-D
+ * waits DLFAKE_TIMEDCPU_NHWC_US or DLFAKE_TIMEDCPU_NCHW_US microseconds (default 0) by that
+ * input's layout: the tests of --layout auto choose which layout is faster. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dlrun/plugin.h"
 #include "tensor_convert.h"
@@ -40,9 +46,13 @@ static dl_status px_copy(void *self, void *dst, const void *src, size_t n, dl_co
     return DL_OK;
 }
 
-/* Only bf16; a 4-D tensor that is not a weight must be channels-last (weights are row-major). */
+/* Only bf16; a 4-D tensor that is not a weight must be channels-last (weights are row-major).
+ * timedcpu: whatever the cpu plugin takes. */
 static int px_supports(void *self, const dl_op *op, dl_error *why) {
     proxy *p = self;
+#ifdef STORAGE_TIMED
+    return p->cpu->supports(p->cpu->self, op, why);
+#endif
     for (int i = 0; i <= op->n_inputs; i++) {
         const dl_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->outputs[0];
         if (!dl_dtype_eq(t->dtype, DL_BF16)) return dl_fail(why, DL_E_UNSUPPORTED, "bf16 tensors only"), 0;
@@ -61,6 +71,12 @@ static dl_status px_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *
 }
 static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     proxy *p = self;
+#ifdef STORAGE_TIMED
+    const char *us =
+        in[0].ndim != 4 ? NULL : getenv(is_cl(&in[0]) ? "DLFAKE_TIMEDCPU_NHWC_US" : "DLFAKE_TIMEDCPU_NCHW_US");
+    const long wait = us ? strtol(us, NULL, 10) : 0;
+    if (wait > 0) nanosleep(&(struct timespec){wait / 1000000, wait % 1000000 * 1000}, NULL);
+#endif
     return p->cpu->run(p->cpu->self, k, in, out, ws, err);
 }
 static void px_release(void *self, dl_kernel *k) {
@@ -77,6 +93,9 @@ static int px_in_place(void *self, const dl_op *op) {
     return DL_BACKEND_HAS(p->cpu, supports_in_place) && p->cpu->supports_in_place(p->cpu->self, op);
 }
 static int px_preferred_layout(void *self, const dl_op *op) {
+#ifdef STORAGE_TIMED
+    return DL_LAYOUT_AS_INPUT;
+#endif
     for (int i = 0; i < op->n_inputs; i++)
         if (op->inputs[i].ndim == 4) return DL_LAYOUT_CHANNELS_LAST;
     return op->outputs[0].ndim == 4 ? DL_LAYOUT_CHANNELS_LAST : DL_LAYOUT_ROW_MAJOR;
@@ -103,11 +122,22 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         free(p);
         return NULL;
     }
+#ifdef STORAGE_TIMED
+    p->convert = 0; /* host memory: the host converts */
+#define PX_NAME "timedcpu"
+#define PX_DESCRIPTION "test backend: the cpu plugin, slower in the layout DLFAKE_TIMEDCPU_*_US says"
+#define PX_DEVICE {DL_DEVICE_CPU, 0}
+#else
+#define PX_NAME "bf16nhwc"
+#define PX_DESCRIPTION "test backend: bf16 NHWC only, computing through the cpu plugin"
+#define PX_DEVICE \
+    { 12, 7 }
+#endif
     p->table = (dl_backend){.abi_version = DL_ABI_VERSION,
                             .struct_size = sizeof(dl_backend),
-                            .name = "bf16nhwc",
-                            .description = "test backend: bf16 NHWC only, computing through the cpu plugin",
-                            .device = {12, 7},
+                            .name = PX_NAME,
+                            .description = PX_DESCRIPTION,
+                            .device = PX_DEVICE,
                             .self = p,
                             .destroy = px_destroy,
                             .alloc = px_alloc,

@@ -55,6 +55,9 @@ static dl_session_options options(int64_t batch, const char *backend, int retune
     so.batch = batch;
     so.backend = backend;
     so.retune = retune;
+    /* one layout for all: auto's plan is measured, and an NHWC session's sums, in another order,
+     * would differ from the serial run's in the last bits */
+    so.layout = DL_LAYOUT_MODE_NCHW;
     return so;
 }
 
