@@ -57,10 +57,10 @@ typedef struct cli_command {
 extern const cli_word cli_precision_words[];
 /* --layout: auto, nchw, nhwc as dl_layout_mode values; its --help text. */
 extern const cli_word cli_layout_words[];
-#define CLI_LAYOUT_HELP                                            \
-    "layout of 4-D activations (docs/layout.md): auto\n"           \
-    "(default): NHWC at every conv on the CPU backends when the\n" \
-    "model has depthwise convs, else each backend's own; nchw; nhwc"
+#define CLI_LAYOUT_HELP                                               \
+    "layout of 4-D activations (docs/layout.md): auto\n"              \
+    "(default): of NHWC at every conv on the CPU backends and each\n" \
+    "backend's own, the plan measured faster; nchw; nhwc"
 
 /* Parses the options in argv[1..argc) into the struct at dst, which holds the defaults, for
  * subcommand sub (NULL for none). getopt_long rules: options and operands mix, "--" ends options,

@@ -6,7 +6,8 @@
  *    cannot run it, falls back with a warning — an error with --no-fallback); otherwise every
  *    backend whose supports() accepts the op.
  * 2. Times: an op with more than one candidate is run on each (warm-up, then the median of five)
- *    on its real shapes, unless the timing cache has it. Transfers between host memory and each
+ *    on its real shapes, unless the timing cache has it; under --layout auto every op, in each of
+ *    two plans (dl_session_place). Transfers between host memory and each
  *    device domain are measured the same way (latency and bandwidth) and cached.
  * 3. Choice: the assignment minimising total op time plus transfers (each tensor copied at most
  *    once per destination domain, the input from and the output back to host memory). On a chain
@@ -667,7 +668,8 @@ static int free_view(const dl_session *s, int i, const dl_backend *be) {
     return be->supports_in_place(be->self, &op);
 }
 
-/* Times (or finds in the cache) every candidate of every node with more than one: p->t. */
+/* Times (or finds in the cache) every candidate of every node with more than one, or of every
+ * node (p->time_all): p->t. */
 static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, dl_tcache *cache, dl_error *err) {
     const dl_graph *g = s->g;
     int timing_index = 0, to_time = 0;
@@ -675,10 +677,8 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
     for (int i = 0; i < p->n; i++) to_time += pl->choice[i].n > 1 || p->time_all ? pl->choice[i].n : 0;
     for (int i = 0; i < p->n; i++) {
         dl_node_choice *c = &pl->choice[i];
-        /* one candidate is timed only to cost the plan (time_all), and only where timing it fits
-         * in memory: else it counts 0 in both plans, and its session's checks and run speak */
-        dl_error unused;
-        const int timed = c->n > 1 || (p->time_all && check_timing_fits(s, i, &unused) == DL_OK);
+        /* one candidate is timed only to cost the plan (time_all) */
+        const int timed = c->n > 1 || p->time_all;
         const char *layer = g->nodes[i].name, *op = dl_op_kind_name(g->nodes[i].kind);
         for (int k = 0; k < c->n; k++) {
             const dl_backend *be = dl_context_backend(s->ctx, c->cand[k].backend);
@@ -699,7 +699,13 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 c->cand[k].cached = 1;
                 pl->cached++;
             } else if (timed) {
-                if ((st = check_timing_fits(s, i, err)) != DL_OK) return st;
+                if ((st = check_timing_fits(s, i, c->n > 1 ? err : NULL)) != DL_OK) {
+                    if (c->n > 1) return st;
+                    /* only costed, and too big to time alone: 0 in both plans (the fit does not
+                     * depend on the layout); the session's own memory check speaks */
+                    c->cand[k].ms = p->t[i * p->nbe + b] = 0;
+                    continue;
+                }
                 if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, layer, be->name);
                 int span = dl_trace_begin(s->trace, layer, "placement timing");
                 ms = time_op(s, i, be, accepted ? &f : NULL, err);
@@ -708,8 +714,9 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 dl_trace_arg_str(s->trace, span, "op", op);
                 dl_trace_arg_str(s->trace, span, "backend", be->name);
                 dl_trace_arg_num(s->trace, span, "measured_ms", ms);
-                if (ms < 0 && c->n == 1) { /* only costed: its run will say what fails */
+                if (ms < 0 && c->n == 1) { /* only costed: this plan cannot be trusted, its run will say */
                     c->cand[k].ms = p->t[i * p->nbe + b] = 0;
+                    pl->failed_timings++;
                     continue;
                 }
                 if (ms < 0) { /* it accepted the op but could not run it: never choose it */
@@ -730,10 +737,14 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
         for (int b = 0; b < p->nbe; b++) any |= p->t[i * p->nbe + b] >= 0;
         if (!any) return dl_fail(err, DL_E_RUNTIME, "no backend could run %s '%s'", op, layer);
     }
+    if (s->opt.progress && timing_index && timing_index < to_time) /* cached ones were counted: done */
+        s->opt.progress(s->opt.progress_user, to_time, to_time, "", "");
     return DL_OK;
 }
 
-dl_status dl_place(const dl_session *s, dl_placement *pl, int time_all, dl_error *err) {
+/* One plan under s->layout_ask into *pl; *cache: the timing cache, opened here if NULL and timing
+ * is needed (the caller saves and frees it, so that two plans share it). */
+static dl_status place(const dl_session *s, dl_placement *pl, int time_all, dl_tcache **cachep, dl_error *err) {
     const dl_graph *g = s->g;
     int n = g->n_nodes, need_timing = time_all;
     memset(pl, 0, sizeof *pl);
@@ -753,13 +764,13 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, int time_all, dl_error
         free(p.t), free(as);
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     }
-    dl_tcache *cache = NULL;
     char warn[600];
-    if (need_timing) {
-        cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
+    if (need_timing && !*cachep) {
+        *cachep = dl_tcache_open(s->opt.retune, warn, sizeof warn);
         if (warn[0]) host_warn(s, warn);
-        if (cache && dl_tcache_path(cache)) pl->cache_path = strdup(dl_tcache_path(cache));
     }
+    dl_tcache *cache = need_timing ? *cachep : NULL;
+    if (cache && dl_tcache_path(cache)) pl->cache_path = strdup(dl_tcache_path(cache));
     for (int i = 0; i < n; i++) /* register backends in a fixed order, then mark non-candidates */
         for (int c = 0; c < pl->choice[i].n; c++)
             be_index(&p, dl_context_backend(s->ctx, pl->choice[i].cand[c].backend));
@@ -780,13 +791,12 @@ dl_status dl_place(const dl_session *s, dl_placement *pl, int time_all, dl_error
         if (!on_host(p.be[b])) measure_transfer(&p.x[b], cache);
     dl_trace_end(s->trace, span);
     if (need_timing) layouts_plan(&p, pl);
+    pl->any_cl = p.lay != NULL;
     span = dl_trace_begin(s->trace, "time ops", "placement");
     dl_status st = measure_ops(s, pl, &p, cache, err);
     dl_trace_arg_num(s->trace, span, "timed", pl->timed);
     dl_trace_arg_num(s->trace, span, "cached", pl->cached);
     dl_trace_end(s->trace, span);
-    if (cache && !dl_tcache_save(cache, warn, sizeof warn)) host_warn(s, warn);
-    dl_tcache_free(cache);
     for (int a = 0; a < p.nbe; a++)
         for (int b = 0; b < p.nbe; b++) p.domain_of[a] |= (uint64_t)dl_same_domain(p.be[a], p.be[b]) << b;
     if (st == DL_OK) {
@@ -815,30 +825,60 @@ static int host_conv(const dl_session *s) {
     return 0;
 }
 
+/* Saves and frees the timing cache the plans shared. */
+static void cache_close(const dl_session *s, dl_tcache *cache) {
+    char warn[600];
+    if (cache && !dl_tcache_save(cache, warn, sizeof warn)) host_warn(s, warn);
+    dl_tcache_free(cache);
+}
+
 dl_status dl_session_place(dl_session *s, dl_error *err) {
-    if (s->layout_ask != DL_ASK_MEASURE) return dl_place(s, &s->place, 0, err);
-    if (!host_conv(s)) {
+    dl_tcache *cache = NULL;
+    dl_status st;
+    if (s->layout_ask == DL_ASK_MEASURE && !host_conv(s)) {
         s->layout_ask = DL_ASK_PLUGIN;
         snprintf(s->layout_desc, sizeof s->layout_desc, "each backend's own (auto: no conv on the host)");
-        return dl_place(s, &s->place, 0, err);
     }
-    /* each plan with every op timed, so that its cost is the whole run's and the two compare */
-    static const int asks[2] = {DL_ASK_PLUGIN, DL_ASK_CL_CONVS_HOST};
+    if (s->layout_ask != DL_ASK_MEASURE) {
+        st = place(s, &s->place, 0, &cache, err);
+        cache_close(s, cache);
+        return st;
+    }
+    /* NHWC at the host's convs first: where no backend would take channels-last anywhere, the
+     * two plans are one. Else each backend's own, both with every op timed, so that a plan's
+     * cost is its whole run's and the two compare; one cache, so that an op the same in both
+     * (every non-conv row-major op) is timed once, --retune included. */
+    static const int asks[2] = {DL_ASK_CL_CONVS_HOST, DL_ASK_PLUGIN};
+    static const char *names[2] = {"nhwc at every conv on the host", "each backend's own"};
     dl_placement pl[2];
+    dl_error why[2] = {{{0}}};
+    dl_status sts[2];
     memset(pl, 0, sizeof pl);
-    dl_status st = DL_OK;
-    for (int k = 0; k < 2 && st == DL_OK; k++) {
-        s->layout_ask = asks[k];
-        st = dl_place(s, &pl[k], 1, err);
-    }
-    int keep = pl[1].cost_ms < pl[0].cost_ms;
-    if (st == DL_OK) {
+    s->layout_ask = asks[0];
+    sts[0] = place(s, &pl[0], 1, &cache, &why[0]);
+    const int same = sts[0] == DL_OK && !pl[0].any_cl;
+    sts[1] = same ? DL_E_UNSUPPORTED : (s->layout_ask = asks[1], place(s, &pl[1], 1, &cache, &why[1]));
+    cache_close(s, cache);
+    /* a plan that failed, or whose ops failed when timed alone, loses */
+    int ok0 = sts[0] == DL_OK && !pl[0].failed_timings, ok1 = sts[1] == DL_OK && !pl[1].failed_timings;
+    int keep = same ? 0 : ok0 != ok1 ? ok1 : sts[0] != sts[1] ? sts[1] == DL_OK : pl[1].cost_ms <= pl[0].cost_ms;
+    if (sts[keep] != DL_OK) {
+        *err = why[keep];
+        st = sts[keep];
+    } else {
+        st = DL_OK;
         s->layout_ask = asks[keep];
         s->place = pl[keep];
         s->place.timed += pl[!keep].timed, s->place.cached += pl[!keep].cached;
-        snprintf(s->layout_desc, sizeof s->layout_desc, "%s (auto: %.3g ms measured, against %.3g ms %s)",
-                 keep ? "nhwc at every conv on the host" : "each backend's own", pl[keep].cost_ms, pl[!keep].cost_ms,
-                 keep ? "for each backend's own" : "for nhwc at every conv");
+        if (same)
+            snprintf(s->layout_desc, sizeof s->layout_desc,
+                     "each backend's own (auto: no conv on the host takes nhwc)");
+        else if (sts[!keep] != DL_OK)
+            snprintf(s->layout_desc, sizeof s->layout_desc, "%s (auto: %s could not be placed)", names[keep],
+                     names[!keep]);
+        else
+            snprintf(s->layout_desc, sizeof s->layout_desc, "%s (auto: %.2f ms measured, against %.2f ms for %s)",
+                     names[keep], pl[keep].cost_ms, pl[!keep].cost_ms, names[!keep]);
         memset(&pl[keep], 0, sizeof pl[keep]);
     }
     dl_placement_free(&pl[0]);

@@ -125,6 +125,8 @@ typedef struct dl_placement {
     dl_node_choice *choice; /* node -> candidates */
     int timed, cached;      /* op timings measured now / taken from the cache */
     double cost_ms;         /* the chosen plan's cost: its ops' times (those timed) and its copies */
+    int any_cl;             /* some candidate takes some op channels-last */
+    int failed_timings;     /* ops of one candidate that failed when timed only to cost the plan */
     char *cache_path;
 } dl_placement;
 
@@ -207,12 +209,11 @@ void dl_fuse_epilogues(dl_session *s);
 void dl_fusion_free(dl_fusion *f);
 
 /* ---- placement.c ---- */
-/* Chooses a backend for every node not folded away (measuring where needed) into *out; reads
- * the session's shapes, weights and fusion, writes nothing else. */
-dl_status dl_place(const dl_session *s, dl_placement *out, int time_all, dl_error *err);
-/* s->place: dl_place under s->layout_ask; for DL_ASK_MEASURE (--layout auto), on a model with
- * a conv a host backend may run, two plans with every op timed, each backend's own layout and
- * NHWC at every conv on the host, of which the cheaper is kept (s->layout_ask, s->layout_desc). */
+/* Chooses a backend for every node not folded away (measuring where needed) into s->place under
+ * s->layout_ask; for DL_ASK_MEASURE (--layout auto), on a model with a conv a host backend may
+ * run, two plans with every op timed, NHWC at every conv on the host and each backend's own
+ * layout, of which the cheaper is kept (s->layout_ask, s->layout_desc). Reads the session's
+ * shapes, weights and fusion. */
 dl_status dl_session_place(dl_session *s, dl_error *err);
 void dl_placement_free(dl_placement *p);
 /* 1 if backends a and b share a memory domain: both on the host (the cpu and onednn plugins), or

@@ -52,7 +52,7 @@ static int px_supports(void *self, const dl_op *op, dl_error *why) {
     proxy *p = self;
 #ifdef STORAGE_TIMED
     return p->cpu->supports(p->cpu->self, op, why);
-#endif
+#else
     for (int i = 0; i <= op->n_inputs; i++) {
         const dl_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->outputs[0];
         if (!dl_dtype_eq(t->dtype, DL_BF16)) return dl_fail(why, DL_E_UNSUPPORTED, "bf16 tensors only"), 0;
@@ -61,6 +61,7 @@ static int px_supports(void *self, const dl_op *op, dl_error *why) {
             return dl_fail(why, DL_E_UNSUPPORTED, "4-D activations in NHWC only"), 0;
     }
     return p->cpu->supports(p->cpu->self, op, why);
+#endif
 }
 static dl_status px_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *ws, dl_error *err) {
     proxy *p = self;
@@ -95,10 +96,11 @@ static int px_in_place(void *self, const dl_op *op) {
 static int px_preferred_layout(void *self, const dl_op *op) {
 #ifdef STORAGE_TIMED
     return DL_LAYOUT_AS_INPUT;
-#endif
+#else
     for (int i = 0; i < op->n_inputs; i++)
         if (op->inputs[i].ndim == 4) return DL_LAYOUT_CHANNELS_LAST;
     return op->outputs[0].ndim == 4 ? DL_LAYOUT_CHANNELS_LAST : DL_LAYOUT_ROW_MAJOR;
+#endif
 }
 static int px_supports_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind) {
     proxy *p = self;
