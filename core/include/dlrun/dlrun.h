@@ -162,8 +162,8 @@ DL_API const dl_tensor *dl_session_output(const dl_session *s, int i);
 DL_API const char *dl_session_output_name(const dl_session *s, int i);
 /* What the session asked of its backends for 4-D activations, dl_session_options.layout resolved
  * for its model, in words: "nchw", "nhwc at every conv", "nhwc at every conv on the host (auto:
- * 35.6 ms measured, against 40.4 ms for each backend's own)", "each backend's own (auto: 117 ms
- * measured, against 143 ms for nhwc at every conv)" or "each backend's own (auto: no conv on the
+ * 35.64 ms measured, against 40.38 ms for each backend's own)", "each backend's own (auto: 117.25 ms
+ * measured, against 143.25 ms for nhwc at every conv on the host)" or "each backend's own (auto: no conv on the
  * host)". */
 DL_API const char *dl_session_layout(const dl_session *s);
 
