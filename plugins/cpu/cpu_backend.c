@@ -11,6 +11,7 @@
 /* OpenBLAS (pthread build) controls: see cpu_ops.h for why BLAS runs single-threaded. */
 extern void openblas_set_num_threads(int n);
 extern char *openblas_get_config(void);
+extern char *openblas_get_corename(void);
 
 #ifdef _OPENMP
 #define THREADING "OpenMP"
@@ -175,8 +176,9 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     s->threads = host->n_threads > 0 ? host->n_threads : 1;
     openblas_set_num_threads(1);
     omp_set_num_threads(s->threads);
-    snprintf(s->description, sizeof s->description, "CPU reference: %d thread%s (%s), %s", s->threads,
-             s->threads == 1 ? "" : "s", THREADING, openblas_get_config());
+    snprintf(s->description, sizeof s->description, "CPU reference: %d thread%s (%s), own GEMM %s, %s (%s kernels)",
+             s->threads, s->threads == 1 ? "" : "s", THREADING, cpu_gemm_isa(), openblas_get_config(),
+             openblas_get_corename());
     s->table = (dl_backend){
         .abi_version = DL_ABI_VERSION,
         .struct_size = sizeof(dl_backend),

@@ -1,5 +1,6 @@
-/* gemm.c — the CPU plugin's packed matrix product (gemm.h): packing, the 6 x 16 micro-kernel
- * (AVX2 + FMA, or portable C), the epilogue, and the split of C into blocks across threads. */
+/* gemm.c — the CPU plugin's packed matrix product (gemm.h): packing, the micro-kernel (6 x 32 with
+ * AVX-512, 6 x 16 with AVX2 + FMA, or portable C), the epilogue, and the split of C into blocks
+ * across threads. */
 #include "gemm.h"
 
 #include <math.h>
@@ -12,7 +13,10 @@
 #endif
 #if defined(__AVX2__) && defined(__FMA__) && !defined(CPU_GEMM_PORTABLE)
 #include <immintrin.h>
-#define CPU_GEMM_AVX2 1
+#define CPU_GEMM_AVX2 1 /* 256-bit vectors, or 512-bit ones where the build has AVX-512: */
+#if defined(__AVX512F__) && !defined(CPU_GEMM_NO_AVX512)
+#define CPU_GEMM_AVX512 1
+#endif
 #endif
 
 #define MR CPU_GEMM_MR
@@ -171,23 +175,31 @@ static void store_transposed(const float *t, int64_t tl, float *c, int64_t ldc, 
 }
 
 #ifdef CPU_GEMM_AVX2
-/* One k step of the 6 x 16 block: B's 16 floats at bp, A's 6 at a */
-#define KERNEL_STEP(a, bp)                                                     \
-    do {                                                                       \
-        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps((bp) + 8); \
-        __m256 x = _mm256_broadcast_ss((a) + 0);                               \
-        c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);  \
-        x = _mm256_broadcast_ss((a) + 1);                                      \
-        c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);  \
-        x = _mm256_broadcast_ss((a) + 2);                                      \
-        c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);  \
-        x = _mm256_broadcast_ss((a) + 3);                                      \
-        c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);  \
-        x = _mm256_broadcast_ss((a) + 4);                                      \
-        c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);  \
-        x = _mm256_broadcast_ss((a) + 5);                                      \
-        c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);  \
-    } while (0)
+/* A block row's 16 lanes as the epilogue sees them: one 512-bit vector with AVX-512, two 256-bit
+ * ones with AVX2. max and min return their second operand when either is NaN, so the clamp
+ * (max(lo, v), then min(hi, .)) keeps a NaN v. */
+#ifdef CPU_GEMM_AVX512
+typedef __m512 lanes16;
+static inline lanes16 l16_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void l16_store(float *p, lanes16 v) { _mm512_storeu_ps(p, v); }
+static inline lanes16 l16_set1(float f) { return _mm512_set1_ps(f); }
+static inline lanes16 l16_add(lanes16 x, lanes16 y) { return _mm512_add_ps(x, y); }
+static inline lanes16 l16_clamp(lanes16 v, lanes16 lo, lanes16 hi) { return _mm512_min_ps(hi, _mm512_max_ps(lo, v)); }
+#else
+typedef struct lanes16 {
+    __m256 h0, h1;
+} lanes16;
+static inline lanes16 l16_load(const float *p) { return (lanes16){_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+static inline void l16_store(float *p, lanes16 v) { _mm256_storeu_ps(p, v.h0), _mm256_storeu_ps(p + 8, v.h1); }
+static inline lanes16 l16_set1(float f) { return (lanes16){_mm256_set1_ps(f), _mm256_set1_ps(f)}; }
+static inline lanes16 l16_add(lanes16 x, lanes16 y) {
+    return (lanes16){_mm256_add_ps(x.h0, y.h0), _mm256_add_ps(x.h1, y.h1)};
+}
+static inline lanes16 l16_clamp(lanes16 v, lanes16 lo, lanes16 hi) {
+    return (lanes16){_mm256_min_ps(hi.h0, _mm256_max_ps(lo.h0, v.h0)),
+                     _mm256_min_ps(hi.h1, _mm256_max_ps(lo.h1, v.h1))};
+}
+#endif
 
 /* Where a block's columns j0 .. j0+cols-1 go in a C with a gutter map: runs of lanes, lanes
  * [lo[r], hi[r]) stored from column at[r] of C's row on. Returns the runs (0: all dropped; at most
@@ -214,30 +226,26 @@ static inline void copy_run(float *d, const float *s, int n) {
     if (n & 1) *d = *s;
 }
 
-/* A block's row v0 v1 (16 lanes) into C's row: side by side (whole), or the runs' lanes [lo, hi)
- * from column at on, through t */
-static inline void store_row(float *row, __m256 v0, __m256 v1, int whole, int runs, const int *lo, const int *hi,
+/* A block's row v (16 lanes) into C's row: side by side (whole), or the runs' lanes [lo, hi) from
+ * column at on, through t */
+static inline void store_row(float *row, lanes16 v, int whole, int runs, const int *lo, const int *hi,
                              const int64_t *at, float *t) {
     if (whole) {
-        _mm256_storeu_ps(row + at[0], v0), _mm256_storeu_ps(row + at[0] + 8, v1);
+        l16_store(row + at[0], v);
         return;
     }
-    _mm256_storeu_ps(t, v0), _mm256_storeu_ps(t + 8, v1);
+    l16_store(t, v);
     for (int s = 0; s < runs; s++) copy_run(row + at[s], t + lo[s], hi[s] - lo[s]);
 }
 
 /* The last pass's epilogue on a block row's 16 lanes: + its row's bias (*rb; rb NULL: none), +
- * the columns' biases cb, + the residual's lanes (res: NULL for none), then the clamp (max(lo, v)
- * and min(hi, v) return v when v is NaN). */
-static inline void finish_row(__m256 *v0, __m256 *v1, const float *rb, __m256 cb0, __m256 cb1, const float *res,
-                              int clamp, __m256 lo, __m256 hi) {
-    if (rb) {
-        const __m256 b = _mm256_set1_ps(*rb);
-        *v0 = _mm256_add_ps(*v0, b), *v1 = _mm256_add_ps(*v1, b);
-    }
-    *v0 = _mm256_add_ps(*v0, cb0), *v1 = _mm256_add_ps(*v1, cb1);
-    if (res) *v0 = _mm256_add_ps(*v0, _mm256_loadu_ps(res)), *v1 = _mm256_add_ps(*v1, _mm256_loadu_ps(res + 8));
-    if (clamp) *v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, *v0)), *v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, *v1));
+ * the columns' biases cb, + the residual's lanes (res: NULL for none), then the clamp. */
+static inline lanes16 finish_row(lanes16 v, const float *rb, lanes16 cb, const float *res, int clamp, lanes16 lo,
+                                 lanes16 hi) {
+    if (rb) v = l16_add(v, l16_set1(*rb));
+    v = l16_add(v, cb);
+    if (res) v = l16_add(v, l16_load(res));
+    return clamp ? l16_clamp(v, lo, hi) : v;
 }
 
 /* The residual's 16 lanes for a block row stored into C's row `row` as store_row stores it: read
@@ -246,66 +254,30 @@ static inline const float *residual_lanes(const epi *e, const float *row, int wh
                                           const int *hi, const int64_t *at, float *t) {
     const float *r = e->res + (row - e->c0);
     if (whole) return r + at[0];
-    _mm256_storeu_ps(t, _mm256_setzero_ps()), _mm256_storeu_ps(t + 8, _mm256_setzero_ps());
+    l16_store(t, l16_set1(0.0f));
     for (int s = 0; s < runs; s++) copy_run(t + lo[s], r + at[s], hi[s] - lo[s]);
     return t;
 }
 
-/* The micro-kernel first fetches, for writing, C's lines that the block PREFETCH_BLOCKS to the
- * right of its own (same rows) will store, and the residual's lines it will read. Blocks go down
- * A's panels first, so those lines are needed PREFETCH_BLOCKS x (A panels in a block) blocks later;
- * their stores then find them in cache instead of each waiting for its line to come from memory
- * (a row panel stores into 6 channel planes at once: too many streams for the hardware's
- * prefetcher, and `perf` put 20 % of a 16 -> 64 1x1 conv's samples on its stores). Measured on the
- * 2-core AMD EPYC VM, 2 threads (docs/performance.md): 1x1 convs as cpu_gemm alone, 8 images,
- * medians of 40 alternated, 16 -> 96 on 112x112 10.9 -> 7.7 ms, 24 -> 144 on 56x56 4.2 -> 3.1 ms;
- * inside models (`dlrun compare`) the same convs 1.03-1.21x, C in L2 (14x14) unchanged. */
-#define PREFETCH_BLOCKS 2
-
-/* The 6 x 16 block of A's panel a times B over kc steps: B's panel b (NR floats a step) or, with
- * rows_at, B read in place (step p's 16 floats at b + rows_at[p]). c is C's row i0 and the block
- * its rows [i0, i0 + rows) by columns [j0, j0 + cols). Its 16 columns go to C side by side, or
- * by runs (an edge block's first cols, or the runs the gutter map keeps): each row's sums set out
- * in a stack row, then copied run by run. On the last pass (`last`) the epilogue is applied. */
-static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float *b, const int64_t *rows_at, float *c,
-                         int64_t ldc, int64_t rows, int64_t cols, int accumulate, int last, const epi *e, int64_t i0,
-                         int64_t j0) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    if (!e->transposed) { /* written out here: GCC drops a call to a function of prefetches alone */
-        const int64_t j = column_at(e, j0 + PREFETCH_BLOCKS * NR); /* -1: in the gutter, nothing stored */
-        const uintptr_t to = (uintptr_t)c + (uintptr_t)j * sizeof(float);
-        const uintptr_t res = e->res ? (uintptr_t)(e->res + (c - e->c0)) + (uintptr_t)j * sizeof(float) : 0;
-        for (int64_t r = 0; j >= 0 && r < rows; r++) { /* addresses only: the lines may lie past C's end */
-            __builtin_prefetch((const void *)(to + (uintptr_t)(r * ldc) * sizeof(float)), 1, 3);
-            if (res) __builtin_prefetch((const void *)(res + (uintptr_t)(r * ldc) * sizeof(float)), 0, 3);
-        }
-    }
-    /* A packed (steps MR apart, a constant the compiler unrolls by) or read in place */
-    if (rows_at && a_step == MR)
-        for (int64_t p = 0; p < kc; p++, a += MR) KERNEL_STEP(a, b + rows_at[p]);
-    else if (rows_at)
-        for (int64_t p = 0; p < kc; p++, a += a_step) KERNEL_STEP(a, b + rows_at[p]);
-    else if (a_step == MR)
-        for (int64_t p = 0; p < kc; p++, a += MR, b += NR) KERNEL_STEP(a, b);
-    else
-        for (int64_t p = 0; p < kc; p++, a += a_step, b += NR) KERNEL_STEP(a, b);
-    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+/* A finished 6 x 16 block of sums (acc, row r's lanes in acc[r]) into C: c is C's row i0 and the
+ * block its rows [i0, i0 + rows) by columns [j0, j0 + cols). Its 16 columns go to C side by side,
+ * or by runs (an edge block's first cols, or the runs the gutter map keeps): each row's sums set
+ * out in a stack row, then copied run by run. On the last pass (`last`) the epilogue is applied;
+ * with `accumulate`, C's earlier partial sums are added first. */
+static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate,
+                        int last, const epi *e, int64_t i0, int64_t j0) {
     float t[MR * NR]; /* the block on its way to C: row r at t + r * NR (runs, the other activations) */
-    __m256 cb0 = _mm256_setzero_ps(), cb1 = cb0;
-    const __m256 lo_v = _mm256_set1_ps(e->lo), hi_v = _mm256_set1_ps(e->hi);
+    lanes16 cb = l16_set1(0.0f);
+    const lanes16 lo_v = l16_set1(e->lo), hi_v = l16_set1(e->hi);
     if (last && e->col_bias) {
-        _mm256_storeu_ps(t, cb0), _mm256_storeu_ps(t + 8, cb0);
+        l16_store(t, cb);
         copy_run(t, e->col_bias + j0, (int)cols);
-        cb0 = _mm256_loadu_ps(t), cb1 = _mm256_loadu_ps(t + 8);
+        cb = l16_load(t);
     }
     if (e->transposed) { /* all of k in this pass (last): through the epilogue, column j0+q of C^T is C's row */
-        for (int r = 0; r < MR; r++) {
-            __m256 v0 = acc[r][0], v1 = acc[r][1];
-            finish_row(&v0, &v1, e->row_bias && r < rows ? e->row_bias + i0 + r : NULL, cb0, cb1, NULL,
-                       e->clamp && !e->res, lo_v, hi_v);
-            _mm256_storeu_ps(t + r * NR, v0), _mm256_storeu_ps(t + r * NR + 8, v1);
-        }
+        for (int r = 0; r < MR; r++)
+            l16_store(t + r * NR, finish_row(acc[r], e->row_bias && r < rows ? e->row_bias + i0 + r : NULL, cb, NULL,
+                                             e->clamp && !e->res, lo_v, hi_v));
         if (e->res) { /* the residual lies transposed to the block: added element by element */
             for (int q = 0; q < cols; q++) {
                 const float *rq = e->res + (c + (j0 + q) * ldc + i0 - e->c0);
@@ -330,33 +302,142 @@ static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float
     const int act_after = last && e->other; /* the block through the activation in L1, then stored */
     for (int r = 0; r < rows; r++) {
         float *row = c + r * ldc, *tr = t + r * NR;
-        __m256 v0 = acc[r][0], v1 = acc[r][1];
+        lanes16 v = acc[r];
         if (accumulate && whole) {
-            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(row + at[0])),
-            v1 = _mm256_add_ps(v1, _mm256_loadu_ps(row + at[0] + 8));
+            v = l16_add(v, l16_load(row + at[0]));
         } else if (accumulate) { /* the gutter's lanes add 0 */
-            _mm256_storeu_ps(tr, _mm256_setzero_ps()), _mm256_storeu_ps(tr + 8, _mm256_setzero_ps());
+            l16_store(tr, l16_set1(0.0f));
             for (int s = 0; s < runs; s++) copy_run(tr + lo[s], row + at[s], hi[s] - lo[s]);
-            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(tr)), v1 = _mm256_add_ps(v1, _mm256_loadu_ps(tr + 8));
+            v = l16_add(v, l16_load(tr));
         }
         if (last)
-            finish_row(&v0, &v1, e->row_bias ? e->row_bias + i0 + r : NULL, cb0, cb1,
-                       e->res ? residual_lanes(e, row, whole, runs, lo, hi, at, tr) : NULL, e->clamp, lo_v, hi_v);
-        if (act_after) _mm256_storeu_ps(tr, v0), _mm256_storeu_ps(tr + 8, v1);
-        else store_row(row, v0, v1, whole, runs, lo, hi, at, tr);
+            v = finish_row(v, e->row_bias ? e->row_bias + i0 + r : NULL, cb,
+                           e->res ? residual_lanes(e, row, whole, runs, lo, hi, at, tr) : NULL, e->clamp, lo_v, hi_v);
+        if (act_after) l16_store(tr, v);
+        else store_row(row, v, whole, runs, lo, hi, at, tr);
     }
     if (act_after) {
         cpu_activate_rows16(t, (int)rows, e->attrs);
-        for (int r = 0; r < rows; r++) {
-            float *tr = t + r * NR;
-            store_row(c + r * ldc, _mm256_loadu_ps(tr), _mm256_loadu_ps(tr + 8), whole, runs, lo, hi, at, tr);
-        }
+        for (int r = 0; r < rows; r++)
+            store_row(c + r * ldc, l16_load(t + r * NR), whole, runs, lo, hi, at, t + r * NR);
     }
 }
+
+/* The micro-kernel first fetches, for writing, C's lines that the block PREFETCH_BLOCKS to the
+ * right of its own (same rows) will store, and the residual's lines it will read. Blocks go down
+ * A's panels first, so those lines are needed PREFETCH_BLOCKS x (A panels in a block) blocks later;
+ * their stores then find them in cache instead of each waiting for its line to come from memory
+ * (a row panel stores into 6 channel planes at once: too many streams for the hardware's
+ * prefetcher, and `perf` put 20 % of a 16 -> 64 1x1 conv's samples on its stores). Measured on the
+ * 2-core AMD EPYC VM, 2 threads (docs/performance.md): 1x1 convs as cpu_gemm alone, 8 images,
+ * medians of 40 alternated, 16 -> 96 on 112x112 10.9 -> 7.7 ms, 24 -> 144 on 56x56 4.2 -> 3.1 ms;
+ * inside models (`dlrun compare`) the same convs 1.03-1.21x, C in L2 (14x14) unchanged. Written
+ * out as a macro: GCC drops a call to a function of prefetches alone. A block of `np` panels
+ * fetches np lines a row. */
+#define PREFETCH_BLOCKS 2
+#define PREFETCH_C(e, c, ldc, rows, j0, np)                                                                         \
+    do {                                                                                                            \
+        if ((e)->transposed) break;                                                                                 \
+        for (int h_ = 0; h_ < (np); h_++) {                                                                         \
+            const int64_t j_ = column_at((e), (j0) + (PREFETCH_BLOCKS * (np) + h_) * NR); /* -1: in the gutter */   \
+            const uintptr_t to_ = (uintptr_t)(c) + (uintptr_t)j_ * sizeof(float);                                   \
+            const uintptr_t res_ =                                                                                  \
+                (e)->res ? (uintptr_t)((e)->res + ((c) - (e)->c0)) + (uintptr_t)j_ * sizeof(float) : 0;             \
+            for (int64_t r_ = 0; j_ >= 0 && r_ < (rows); r_++) { /* addresses only: may lie past C's end */         \
+                __builtin_prefetch((const void *)(to_ + (uintptr_t)(r_ * (ldc)) * sizeof(float)), 1, 3);            \
+                if (res_) __builtin_prefetch((const void *)(res_ + (uintptr_t)(r_ * (ldc)) * sizeof(float)), 0, 3); \
+            }                                                                                                       \
+        }                                                                                                           \
+    } while (0)
+
+/* The k loop of a micro-kernel, STEP(a, bp) being one k step on A's 6 floats at a and B's step at
+ * bp: A packed (steps MR apart, a constant the compiler unrolls by) or read in place; B packed
+ * (NR floats a step) or read in place (step p at b + rows_at[p]) */
+#define K_LOOP(STEP)                                                               \
+    do {                                                                           \
+        if (rows_at && a_step == MR)                                               \
+            for (int64_t p = 0; p < kc; p++, a += MR) STEP(a, b + rows_at[p]);     \
+        else if (rows_at)                                                          \
+            for (int64_t p = 0; p < kc; p++, a += a_step) STEP(a, b + rows_at[p]); \
+        else if (a_step == MR)                                                     \
+            for (int64_t p = 0; p < kc; p++, a += MR, b += NR) STEP(a, b);         \
+        else                                                                       \
+            for (int64_t p = 0; p < kc; p++, a += a_step, b += NR) STEP(a, b);     \
+    } while (0)
+
+/* One k step of the block: each of A's 6 floats at a times two vectors of B at bp and bp +
+ * SECOND_AT, into c<row>0 and c<row>1. AVX-512: two panels of 16 (a 6 x 32 block, the second
+ * panel b_next floats past the first); AVX2: one panel of 16 as two vectors of 8 (6 x 16). With
+ * AVX-512, STEP1 is the step of a lone panel (6 x 16, c<row>0 only). */
+#ifdef CPU_GEMM_AVX512
+#define KERNEL_PANELS 2 /* B panels a micro-kernel call takes */
+#define VEC __m512
+#define V_LOAD _mm512_loadu_ps
+#define V_SET1 _mm512_set1_ps
+#define V_FMA _mm512_fmadd_ps
+#define V_ZERO _mm512_setzero_ps
+#define SECOND_AT b_next
+#define STEP_ROW1(r, a, b0) c##r##0 = V_FMA(V_SET1((a)[r]), b0, c##r##0)
+#define STEP1(a, bp)                                                      \
+    do {                                                                  \
+        const VEC b0_ = V_LOAD(bp);                                       \
+        STEP_ROW1(0, a, b0_), STEP_ROW1(1, a, b0_), STEP_ROW1(2, a, b0_); \
+        STEP_ROW1(3, a, b0_), STEP_ROW1(4, a, b0_), STEP_ROW1(5, a, b0_); \
+    } while (0)
 #else
-static void micro_kernel(int64_t kc, const float *a, int64_t a_step, const float *b, const int64_t *rows_at, float *c,
-                         int64_t ldc, int64_t rows, int64_t cols, int accumulate, int last, const epi *e, int64_t i0,
-                         int64_t j0) {
+#define KERNEL_PANELS 1
+#define VEC __m256
+#define V_LOAD _mm256_loadu_ps
+#define V_SET1 _mm256_set1_ps
+#define V_FMA _mm256_fmadd_ps
+#define V_ZERO _mm256_setzero_ps
+#define SECOND_AT 8
+#endif
+#define STEP_ROW2(r, a, b0, b1)           \
+    do {                                  \
+        const VEC x_ = V_SET1((a)[r]);    \
+        c##r##0 = V_FMA(x_, b0, c##r##0); \
+        c##r##1 = V_FMA(x_, b1, c##r##1); \
+    } while (0)
+#define STEP2(a, bp)                                                \
+    do {                                                            \
+        const VEC b0_ = V_LOAD(bp), b1_ = V_LOAD((bp) + SECOND_AT); \
+        STEP_ROW2(0, a, b0_, b1_);                                  \
+        STEP_ROW2(1, a, b0_, b1_);                                  \
+        STEP_ROW2(2, a, b0_, b1_);                                  \
+        STEP_ROW2(3, a, b0_, b1_);                                  \
+        STEP_ROW2(4, a, b0_, b1_);                                  \
+        STEP_ROW2(5, a, b0_, b1_);                                  \
+    } while (0)
+
+/* The block of A's panel a (6 rows) times np of B's panels (np is 1, or 2 with AVX-512) over kc
+ * steps: B's panel at b (NR floats a step), the next b_next floats further, or B read in place
+ * (step p's 16 or 32 floats at b + rows_at[p]; b_next is then NR). c is C's row i0, the block its
+ * rows [i0, i0 + rows) by columns [j0, j0 + cols), cols <= np * 16; store_block takes each 16
+ * columns. */
+static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_step, const float *b, int64_t b_next,
+                         const int64_t *rows_at, float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate,
+                         int last, const epi *e, int64_t i0, int64_t j0) {
+    VEC c00 = V_ZERO(), c10 = c00, c20 = c00, c30 = c00, c40 = c00, c50 = c00;
+    VEC c01 = c00, c11 = c00, c21 = c00, c31 = c00, c41 = c00, c51 = c00;
+    PREFETCH_C(e, c, ldc, rows, j0, np);
+#ifdef CPU_GEMM_AVX512
+    if (np == 2) K_LOOP(STEP2);
+    else K_LOOP(STEP1);
+    const lanes16 left[MR] = {c00, c10, c20, c30, c40, c50}, right[MR] = {c01, c11, c21, c31, c41, c51};
+    store_block(left, c, ldc, rows, cols < NR ? cols : NR, accumulate, last, e, i0, j0);
+    if (np == 2) store_block(right, c, ldc, rows, cols - NR, accumulate, last, e, i0, j0 + NR);
+#else
+    K_LOOP(STEP2);
+    const lanes16 acc[MR] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    store_block(acc, c, ldc, rows, cols, accumulate, last, e, i0, j0);
+#endif
+}
+#else
+#define KERNEL_PANELS 1
+static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_step, const float *b, int64_t b_next,
+                         const int64_t *rows_at, float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate,
+                         int last, const epi *e, int64_t i0, int64_t j0) {
     float t[MR * NR] = {0};
     for (int64_t p = 0; p < kc; p++, a += a_step) {
         const float *bp = rows_at ? b + rows_at[p] : b + p * NR;
@@ -419,18 +500,24 @@ static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a
         const int64_t *at = b->row_at ? b->row_at + p0 : NULL; /* B read in place */
         if (!pb && !at)
             for (int64_t jp = ja; jp < jb; jp++) b->pack(b->ctx, jp, p0, kc, buf + (jp - ja) * kc * NR);
-        for (int64_t jp = ja; jp < jb; jp++) {
-            const int64_t j0 = jp * NR, cols = n - j0 < NR ? n - j0 : NR;
+        /* KERNEL_PANELS of B's panels at a time; the next one b_next floats past the first */
+        const int64_t b_next = at ? NR : pb ? k * NR : kc * NR;
+        for (int64_t jp = ja; jp < jb; jp += KERNEL_PANELS) {
+            const int np = jb - jp < KERNEL_PANELS ? (int)(jb - jp) : KERNEL_PANELS;
+            const int64_t j0 = jp * NR, cols = n - j0 < np * NR ? n - j0 : np * NR;
             const float *bp = at ? b->base + j0 : pb ? pb + jp * k * NR + p0 * NR : buf + (jp - ja) * kc * NR;
             for (int64_t ip = ia; ip < ib; ip++) {
                 const int64_t i0 = ip * MR, rows = m - i0 < MR ? m - i0 : MR;
                 int64_t as;
                 const float *ap = a_panel(a, pa, m, k, ip, p0, &as);
                 if (tb) /* the sums as they lie, no epilogue yet */
-                    micro_kernel(kc, ap, as, bp, at, tb + (ip - ia) * MR * tl, tl, MR, NR, p0 > 0, 0, &sums, 0,
-                                 (jp - ja) * NR);
-                else if (e->transposed) micro_kernel(kc, ap, as, bp, at, c, ldc, rows, cols, 0, 1, e, i0, j0);
-                else micro_kernel(kc, ap, as, bp, at, c + i0 * ldc, ldc, rows, cols, p0 > 0, last, e, i0, j0);
+                    micro_kernel(np, kc, ap, as, bp, b_next, at, tb + (ip - ia) * MR * tl, tl, MR, np * NR, p0 > 0, 0,
+                                 &sums, 0, (jp - ja) * NR);
+                else if (e->transposed)
+                    micro_kernel(np, kc, ap, as, bp, b_next, at, c, ldc, rows, cols, 0, 1, e, i0, j0);
+                else
+                    micro_kernel(np, kc, ap, as, bp, b_next, at, c + i0 * ldc, ldc, rows, cols, p0 > 0, last, e, i0,
+                                 j0);
             }
         }
     }
@@ -496,6 +583,16 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
                       ib < a_panels ? ib : a_panels, ja, jb < b_panels ? jb : b_panels);
         }
     }
+}
+
+const char *cpu_gemm_isa(void) {
+#if defined(CPU_GEMM_AVX512)
+    return "AVX-512";
+#elif defined(CPU_GEMM_AVX2)
+    return "AVX2";
+#else
+    return "portable C";
+#endif
 }
 
 static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }

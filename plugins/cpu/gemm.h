@@ -9,8 +9,10 @@
  *
  * Layout (the BLIS scheme): A is packed in panels of CPU_GEMM_MR rows, each panel k steps of MR
  * floats; B in panels of CPU_GEMM_NR columns, each k steps of NR floats; panels are zero-padded,
- * so the micro-kernel never sees an edge. With AVX2 + FMA the micro-kernel keeps a 6 x 16 block
- * of C in 12 registers; without them a portable C kernel of the same layout runs. */
+ * so the micro-kernel never sees an edge. With AVX-512 the micro-kernel keeps a 6 x 32 block of C
+ * (two panels of B) in 12 registers of 16 lanes; with AVX2 + FMA a 6 x 16 block in 12 of 8;
+ * without them a portable C kernel of the same layout runs. The layout is the same for all three,
+ * so a packed operand does not depend on the kernel. */
 #ifndef DLRUN_CPU_GEMM_H
 #define DLRUN_CPU_GEMM_H
 #include <stddef.h>
@@ -89,6 +91,10 @@ size_t cpu_gemm_scratch_floats(int64_t m, int64_t n, int64_t k, int pack_a, int 
  * threads or more. */
 void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const cpu_gemm_operand *b, float *c,
               int64_t ldc, const cpu_gemm_epilogue *e, float *scratch, int threads);
+
+/* The micro-kernel this build has: "AVX-512" (a 6 x 32 block in 12 registers), "AVX2" (6 x 16 in
+ * 12) or "portable C". */
+const char *cpu_gemm_isa(void);
 
 /* How a conv of m filters by k taps over n pixels, its weight constant, runs fastest: */
 typedef enum cpu_gemm_form {
