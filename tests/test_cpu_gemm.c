@@ -6,7 +6,7 @@
  * NaN kept by the clamp, k = 0, and the packed sizes' overflow check; and cpu_sgemm (plugins/cpu/blas.c),
  * OpenBLAS with the plugin's own sums where OpenBLAS would allocate. tests/CMakeLists.txt builds it three times: with
  * the kernel the machine takes (-march=native: AVX-512's 6 x 32 blocks, or AVX2's 6 x 16), with the AVX2 kernel
- * (CPU_GEMM_NO_AVX512) and with the portable C kernel (CPU_GEMM_PORTABLE). */
+ * (-mno-avx512f) and with the portable C kernel (CPU_GEMM_PORTABLE). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>

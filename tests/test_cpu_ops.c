@@ -174,6 +174,10 @@ OP_TEST(conv2d_depthwise_cases) {
     check_conv((conv_case){1, 8, 10, 10, 8, 3, 3, 3, 3, 0, 0, 0, 0, 1, 1, 8, 0, 0});      /* unread edge */
     check_conv((conv_case){1, 10, 2, 3, 10, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 10, 1, 0});     /* mostly pad */
     check_conv((conv_case){1, 16, 23, 29, 16, 3, 3, 1, 2, 1, 0, 2, 1, 2, 3, 16, 1, sig}); /* mixed */
+    /* channels past whole vectors: in NHWC 40 is two vectors of 16 and a partial one, or five of 8;
+     * 24 is one of 16 and a partial one, or three of 8 */
+    check_conv((conv_case){1, 40, 13, 15, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 40, 1, clip});
+    check_conv((conv_case){2, 24, 11, 12, 24, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 24, 1, 0});
 }
 
 OP_TEST(conv2d_fused_activations) {
@@ -773,17 +777,19 @@ OP_TEST(maxpool_propagates_nan) {
         a.pad_begin[0] = a.pad_begin[1] = a.pad_end[0] = a.pad_end[1] = cfg[c][2];
         a.dilation[0] = a.dilation[1] = cfg[c][3];
         int ext = cfg[c][3] * (cfg[c][0] - 1) + 1, o = (9 + 2 * cfg[c][2] - ext) / cfg[c][1] + 1;
-        /* 9 channels: in NHWC channel 2 is a vector's lane, channel 8 the scalar tail */
-        tt x = MAKE(-1, 1, 1, 9, 9, 9), y = MAKE(0, 1, 1, 9, o, o);
-        x.data[(2 * 9 + 4) * 9 + 5] = x.data[(8 * 9 + 4) * 9 + 5] = NAN; /* row 4, column 5 */
+        /* 25 channels, the NaN in 2, 20 and 24: in NHWC a whole vector's lane, and lanes of a
+         * partial last vector (16 lanes: 16 .. 24) or a whole one and a partial one (8 lanes) */
+        tt x = MAKE(-1, 1, 1, 25, 9, 9), y = MAKE(0, 1, 1, 25, o, o);
+        x.data[(2 * 9 + 4) * 9 + 5] = x.data[(20 * 9 + 4) * 9 + 5] = x.data[(24 * 9 + 4) * 9 + 5] = NAN; /* (4, 5) */
         run_op(DL_OP_MAXPOOL2D, &a, &x, 1, &y);
-        for (int ch = 0; ch < 9; ch++)
+        for (int ch = 0; ch < 25; ch++)
             for (int oy = 0; oy < o; oy++)
                 for (int ox = 0; ox < o; ox++) {
                     int hit = 0; /* does this output's window hold (4, 5) of a channel with the NaN? */
                     for (int i = 0; i < cfg[c][0]; i++)
                         for (int j = 0; j < cfg[c][0]; j++)
-                            hit |= (ch == 2 || ch == 8) && oy * cfg[c][1] - cfg[c][2] + i * cfg[c][3] == 4 &&
+                            hit |= (ch == 2 || ch == 20 || ch == 24) &&
+                                   oy * cfg[c][1] - cfg[c][2] + i * cfg[c][3] == 4 &&
                                    ox * cfg[c][1] - cfg[c][2] + j * cfg[c][3] == 5;
                     float v = y.data[(ch * o + oy) * o + ox];
                     cr_expect(hit ? isnan(v) : !isnan(v), "config %d channel %d output (%d, %d): %g, window %s the NaN",

@@ -14,7 +14,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && !defined(CPU_GEMM_PORTABLE)
 #include <immintrin.h>
 #define CPU_GEMM_AVX2 1 /* 256-bit vectors, or 512-bit ones where the build has AVX-512: */
-#if defined(__AVX512F__) && !defined(CPU_GEMM_NO_AVX512)
+#ifdef __AVX512F__
 #define CPU_GEMM_AVX512 1
 #endif
 #endif

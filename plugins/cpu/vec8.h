@@ -33,17 +33,19 @@ static inline v8 fma8(v8 a, v8 b, v8 c) {
 #endif
 }
 
-/* max of m and v lane by lane, NaN winning: a NaN v is taken (v != v), a NaN m kept (v > m false) */
-static inline v8 max8(v8 m, v8 v) {
-    const v8i take = (v > m) | (v != v);
-    return (v8)((take & (v8i)v) | (~take & (v8i)m));
-}
-
-/* v clamped to [lo, hi] lane by lane; a NaN stays NaN (both compares are false) */
-static inline v8 clamp8(v8 v, v8 lo, v8 hi) {
-    v8i m = v < lo;
-    v = (v8)((m & (v8i)lo) | (~m & (v8i)v));
-    m = v > hi;
-    return (v8)((m & (v8i)hi) | (~m & (v8i)v));
-}
+/* max##S(m, v): the max of m and v lane by lane, NaN winning (a NaN v is taken, v != v; a NaN m
+ * kept, v > m false); clamp##S(v, lo, hi): v clamped to [lo, hi] lane by lane, a NaN staying NaN
+ * (both compares are false). For a vector type T whose lanes read as integers are TI. */
+#define CPU_VEC_MAX_CLAMP(S, T, TI)                   \
+    static inline T max##S(T m, T v) {                \
+        const TI take = (v > m) | (v != v);           \
+        return (T)((take & (TI)v) | (~take & (TI)m)); \
+    }                                                 \
+    static inline T clamp##S(T v, T lo, T hi) {       \
+        TI m = v < lo;                                \
+        v = (T)((m & (TI)lo) | (~m & (TI)v));         \
+        m = v > hi;                                   \
+        return (T)((m & (TI)hi) | (~m & (TI)v));      \
+    }
+CPU_VEC_MAX_CLAMP(8, v8, v8i)
 #endif

@@ -3,23 +3,25 @@
  * On large maps with few channels a conv in NCHW reads and writes one plane per channel and does
  * little arithmetic per line it touches (docs/performance.md, "Per-op medians, and the layout the
  * large maps ask for"). In NHWC each pixel's channels lie together, so these ops run on NHWC
- * tensors where they lie, with no conversion:
+ * tensors where they lie, with no conversion. Their vectors are the widest the build has (vecw.h:
+ * VW = 16 lanes with AVX-512, else 8), so a panel is 2 x VW filters (32 or 16):
  *   - a 1x1 conv (stride 1, no padding, one group): a product of the pixels [P, C] with the
- *     weight, packed at prepare in panels of 16 filters; each block keeps 6 pixels x 16 filters in
- *     12 vector registers over all C channels, then adds the bias and a fused residual, applies
- *     the fused activation and stores 16 consecutive floats a pixel;
+ *     weight, packed at prepare in panels of 2 x VW filters; each block keeps 6 pixels x 2 x VW
+ *     filters in 12 vector registers over all C channels (a last panel of VW filters or fewer:
+ *     6 registers), then adds the bias and a fused residual, applies the fused activation and
+ *     stores the panel's consecutive floats a pixel;
  *   - any other conv of one group (any window, stride, dilation and padding): the same blocks,
  *     summed over the window's taps; where a block's windows lie inside the image's columns, a
  *     row of the window is kw x C consecutive floats, one run of the product (the weight packed
  *     tap by tap to match), and elsewhere each tap on its own, reading a row of zeros outside;
  *     where the map is small for the threads (under 16 columns, or under 16 rows a thread) a
- *     task is one panel of 16 filters times one block of 6 pixels, the blocks running on across
+ *     task is one panel of filters times one block of 6 pixels, the blocks running on across
  *     rows and images, so that the work shares out evenly; elsewhere a task is a run of blocks
  *     (1x1) or an output row (the others), for all panels;
  *   - a depthwise conv (groups == channels, any window, stride, dilation and padding): each output
- *     pixel sums its window's taps over 8 channels at a time, 4 neighbouring pixels at once
- *     where their windows lie inside the image's columns (the weight packed tap by tap at
- *     prepare);
+ *     pixel sums its window's taps over VW channels at a time (the last ones a partial vector), 4
+ *     neighbouring pixels at once where their windows lie inside the image's columns (the weight
+ *     packed tap by tap at prepare);
  *   - max pooling (any window, stride, dilation and padding; NaN wins, as in NCHW), global
  *     average pooling (sums in double, as in NCHW) and concat of 4-D tensors (the NCHW kernel on
  *     the shapes as they lie, [N, H, W, C], along the matching axis);
@@ -37,12 +39,12 @@
 #include <string.h>
 
 #include "cpu_ops.h"
-#include "vec8.h"
+#include "vecw.h"
 
-#define PW_ROWS 6         /* pixels per block of the 1x1 conv */
-#define PW_COLS 16        /* filters per block (two vectors) */
+#define PW_ROWS 6         /* pixels per block of the 1x1 and dense convs */
+#define PW_COLS (2 * VW)  /* filters per block: two vectors (32 with AVX-512, else 16) */
 #define PW_CHUNK_BLOCKS 8 /* blocks a task of the 1x1 conv takes on large maps */
-#define DW_LANES 8        /* channels per vector of the depthwise conv */
+#define DW_LANES VW       /* channels per vector of the depthwise conv and max pooling */
 
 static int is_unary(int kind) {
     switch (kind) {
@@ -149,8 +151,8 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
     const int64_t m = g->ys[1], c = g->xs[1];
     const int64_t taps = (int64_t)g->a.kernel[0] * g->a.kernel[1];
     if (!is_depthwise(op) || g->a.groups == 1) {
-        /* panels of 16 filters, tap by tap: packed[((panel * taps + t) * c + ch) * 16 + j] =
-         * w[panel * 16 + j][ch][t], then c zeros that the dense conv reads for taps outside the image */
+        /* panels of PW_COLS filters, tap by tap: packed[((panel * taps + t) * c + ch) * PW_COLS + j] =
+         * w[panel * PW_COLS + j][ch][t], then c zeros that the dense conv reads for taps outside the image */
         k->conv_mode = is_pointwise(op) ? CONV_GEMM_1X1 : CONV_NHWC_DENSE;
         const int64_t panels = (m + PW_COLS - 1) / PW_COLS;
         if (panels > INT64_MAX / PW_COLS / taps / c - 1) return DL_E_NOMEM;
@@ -173,19 +175,26 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
     return DL_OK;
 }
 
-/* ---- 1x1 and dense convs: blocks of 6 pixels x 16 filters ---- */
+/* ---- 1x1 and dense convs: blocks of 6 pixels x PW_COLS filters ---- */
 
 /* One tap added to a block (a 1x1 conv has one): pixel r's c channels at xr[r] (a row of zeros
- * where the tap falls outside the image, or past a partial last block) times the tap's c x 16
- * weights */
+ * where the tap falls outside the image, or past a partial last block) times the tap's c x
+ * PW_COLS weights; `halves` 1: only the first VW filters (a last panel with no more), else all */
 static inline __attribute__((always_inline)) void tap_block(const float *const xr[PW_ROWS], int64_t c, const float *wp,
-                                                            v8 acc[PW_ROWS][2]) {
+                                                            int halves, vw acc[PW_ROWS][2]) {
+    if (halves == 1) {
+        for (int64_t ch = 0; ch < c; ch++) {
+            const vw w0 = loadw(wp + ch * PW_COLS);
+            for (int r = 0; r < PW_ROWS; r++) acc[r][0] = fmaw(splatw(xr[r][ch]), w0, acc[r][0]);
+        }
+        return;
+    }
     for (int64_t ch = 0; ch < c; ch++) {
-        const v8 w0 = load8(wp + ch * PW_COLS), w1 = load8(wp + ch * PW_COLS + 8);
+        const vw w0 = loadw(wp + ch * PW_COLS), w1 = loadw(wp + ch * PW_COLS + VW);
         for (int r = 0; r < PW_ROWS; r++) {
-            const v8 xv = splat8(xr[r][ch]);
-            acc[r][0] = fma8(xv, w0, acc[r][0]);
-            acc[r][1] = fma8(xv, w1, acc[r][1]);
+            const vw xv = splatw(xr[r][ch]);
+            acc[r][0] = fmaw(xv, w0, acc[r][0]);
+            acc[r][1] = fmaw(xv, w1, acc[r][1]);
         }
     }
 }
@@ -196,7 +205,7 @@ typedef struct pw_out {
     float *y;
     int64_t m;
     int in_registers; /* none, relu and clip: a clamp to [lo, hi] applied in registers */
-    v8 lo, hi;
+    vw lo, hi;
     const dl_op_attrs *a;
 } pw_out;
 
@@ -208,45 +217,50 @@ static pw_out pw_out_init(const dl_kernel *k, const dl_tensor *in, float *y) {
                     .y = y,
                     .m = g->ys[1],
                     .in_registers = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP,
-                    .lo = splat8(act == DL_ACT_RELU   ? 0.0f
+                    .lo = splatw(act == DL_ACT_RELU   ? 0.0f
                                  : act == DL_ACT_CLIP ? g->a.clip_min
                                                       : -__builtin_inff()),
-                    .hi = splat8(act == DL_ACT_CLIP ? g->a.clip_max : __builtin_inff()),
+                    .hi = splatw(act == DL_ACT_CLIP ? g->a.clip_max : __builtin_inff()),
                     .a = &g->a};
 }
 
+/* The filters of panel q: PW_COLS, or fewer in the last panel */
+static inline int panel_cols(int64_t m, int64_t q) {
+    return (int)(m - q * PW_COLS < PW_COLS ? m - q * PW_COLS : PW_COLS);
+}
+
 /* Bias, residual, activation and store of the block of `rows` pixels from output pixel p, filters
- * of panel q (16, or fewer in the last panel) */
-static inline __attribute__((always_inline)) void pw_finish(const pw_out *o, v8 acc[PW_ROWS][2], int rows, int64_t p,
+ * of panel q */
+static inline __attribute__((always_inline)) void pw_finish(const pw_out *o, vw acc[PW_ROWS][2], int rows, int64_t p,
                                                             int64_t q) {
     const int64_t m = o->m, at = p * m + q * PW_COLS;
-    const int cols = (int)(m - q * PW_COLS < PW_COLS ? m - q * PW_COLS : PW_COLS);
+    const int cols = panel_cols(m, q);
     const float *bias = o->bias ? o->bias + q * PW_COLS : NULL, *res = o->res ? o->res + at : NULL;
     float *y = o->y + at;
     if (cols == PW_COLS && o->in_registers) { /* the common case: from the registers to y */
-        const v8 b0 = bias ? load8(bias) : splat8(0), b1 = bias ? load8(bias + 8) : splat8(0);
+        const vw b0 = bias ? loadw(bias) : splatw(0), b1 = bias ? loadw(bias + VW) : splatw(0);
         for (int r = 0; r < rows; r++) {
-            v8 v0 = acc[r][0] + b0, v1 = acc[r][1] + b1;
-            if (res) v0 += load8(res + r * m), v1 += load8(res + r * m + 8);
-            store8(y + r * m, clamp8(v0, o->lo, o->hi));
-            store8(y + r * m + 8, clamp8(v1, o->lo, o->hi));
+            vw v0 = acc[r][0] + b0, v1 = acc[r][1] + b1;
+            if (res) v0 += loadw(res + r * m), v1 += loadw(res + r * m + VW);
+            storew(y + r * m, clampw(v0, o->lo, o->hi));
+            storew(y + r * m + VW, clampw(v1, o->lo, o->hi));
         }
         return;
     }
-    float t[PW_ROWS * PW_COLS] __attribute__((aligned(32)));
+    float t[PW_ROWS * PW_COLS] __attribute__((aligned(64)));
     float bb[PW_COLS] = {0};
     if (bias) memcpy(bb, bias, (size_t)cols * sizeof(float));
-    const v8 b0 = load8(bb), b1 = load8(bb + 8);
+    const vw b0 = loadw(bb), b1 = loadw(bb + VW);
     for (int r = 0; r < rows; r++) {
-        store8(t + r * PW_COLS, acc[r][0] + b0);
-        store8(t + r * PW_COLS + 8, acc[r][1] + b1);
+        storew(t + r * PW_COLS, acc[r][0] + b0);
+        storew(t + r * PW_COLS + VW, acc[r][1] + b1);
     }
     if (res)
         for (int r = 0; r < rows; r++)
             for (int j = 0; j < cols; j++) t[r * PW_COLS + j] += res[r * m + j];
     if (o->in_registers)
-        for (int i = 0; i < rows * PW_COLS; i += 8) store8(t + i, clamp8(load8(t + i), o->lo, o->hi));
-    else cpu_activate_rows16(t, rows, o->a);
+        for (int i = 0; i < rows * PW_COLS; i += VW) storew(t + i, clampw(loadw(t + i), o->lo, o->hi));
+    else cpu_activate_rows16(t, rows * PW_COLS / 16, o->a);
     for (int r = 0; r < rows; r++) memcpy(y + r * m, t + r * PW_COLS, (size_t)cols * sizeof(float));
 }
 
@@ -257,9 +271,10 @@ static inline __attribute__((always_inline)) void pw_block(const dl_kernel *k, c
     const int rows = (int)(pixels - p < PW_ROWS ? pixels - p : PW_ROWS);
     const float *xr[PW_ROWS], *zero = k->packed + panels * PW_COLS * c; /* the row of zeros after the weight */
     for (int r = 0; r < PW_ROWS; r++) xr[r] = r < rows ? x + (p + r) * c : zero;
-    v8 acc[PW_ROWS][2];
-    for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
-    tap_block(xr, c, k->packed + q * c * PW_COLS, acc);
+    vw acc[PW_ROWS][2];
+    for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splatw(0);
+    if (panel_cols(o->m, q) > VW) tap_block(xr, c, k->packed + q * c * PW_COLS, 2, acc);
+    else tap_block(xr, c, k->packed + q * c * PW_COLS, 1, acc);
     pw_finish(o, acc, rows, p, q);
 }
 
@@ -295,7 +310,8 @@ static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
  * columns (and no dilation across them), a row of a window is kw * c consecutive floats, one run
  * of the product. Elsewhere each tap of each pixel on its own, a row of zeros standing in for taps
  * outside the image and for the missing pixels of a partial block. */
-static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int64_t p, int rows, int64_t q) {
+static inline __attribute__((always_inline)) void
+dense_block_halves(const dl_kernel *k, const float *x, const pw_out *o, int64_t p, int rows, int64_t q, int halves) {
     const dl_op_geom *g = &k->g;
     const dl_op_attrs *a = &g->a;
     const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], oh = g->ys[2], ow = g->ys[3];
@@ -304,8 +320,8 @@ static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int
     const int64_t dh = a->dilation[0], dw = a->dilation[1], ox = p % ow;
     const float *zero = k->packed + panels * PW_COLS * taps * c, *wq = k->packed + q * taps * c * PW_COLS;
     const float *xr[PW_ROWS];
-    v8 acc[PW_ROWS][2];
-    for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splat8(0);
+    vw acc[PW_ROWS][2];
+    for (int r = 0; r < PW_ROWS; r++) acc[r][0] = acc[r][1] = splatw(0);
     if (ox + rows <= ow) { /* one output row */
         const float *xn = x + p / (ow * oh) * h * w * c;
         const int64_t iy0 = p / ow % oh * sh - pt;
@@ -317,7 +333,7 @@ static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int
             const float *wp = wq + i * kw * c * PW_COLS;
             if (runs) {
                 for (int r = 0; r < PW_ROWS; r++) xr[r] = xn + (iy * w + (ox + r) * sw - pl) * c;
-                tap_block(xr, kw * c, wp, acc);
+                tap_block(xr, kw * c, wp, halves, acc);
                 continue;
             }
             for (int64_t j = 0; j < kw; j++) {
@@ -325,7 +341,7 @@ static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int
                     const int64_t ix = (ox + r) * sw - pl + j * dw;
                     xr[r] = r < rows && ix >= 0 && ix < w ? xn + (iy * w + ix) * c : zero;
                 }
-                tap_block(xr, c, wp + j * c * PW_COLS, acc);
+                tap_block(xr, c, wp + j * c * PW_COLS, halves, acc);
             }
         }
     } else { /* across output rows (small maps): each pixel's window on its own */
@@ -341,10 +357,17 @@ static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int
                     const int64_t iy = r < rows ? iy0[r] + i * dh : -1, ix = r < rows ? ix0[r] + j * dw : -1;
                     xr[r] = iy >= 0 && iy < h && ix >= 0 && ix < w ? xn[r] + (iy * w + ix) * c : zero;
                 }
-                tap_block(xr, c, wq + (i * kw + j) * c * PW_COLS, acc);
+                tap_block(xr, c, wq + (i * kw + j) * c * PW_COLS, halves, acc);
             }
     }
     pw_finish(o, acc, rows, p, q);
+}
+
+/* dense_block_halves with the halves its panel has: a last panel of VW filters or fewer sums one
+ * vector a pixel */
+static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int64_t p, int rows, int64_t q) {
+    if (panel_cols(o->m, q) > VW) dense_block_halves(k, x, o, p, rows, q, 2);
+    else dense_block_halves(k, x, o, p, rows, q, 1);
 }
 
 /* A dense conv. Maps of 16 columns or more and 16 rows a thread or more: a task per output row,
@@ -391,64 +414,65 @@ static void taps_inside(int64_t at, int64_t n, int64_t d, int64_t len, int64_t *
     *t0 = lo, *t1 = hi;
 }
 
-/* One output pixel, its taps checked against the image's edges (bias included, no activation) */
-static void dw_pixel(const dw_row *r, int64_t ox, float *yp) {
-    const int64_t ix0 = ox * r->sw - r->pl, c = r->c;
-    int64_t j0, j1;
-    taps_inside(ix0, r->kw, r->dw, r->w, &j0, &j1);
-    int64_t ch = 0;
-    for (; ch + DW_LANES <= c; ch += DW_LANES) {
-        v8 acc = r->bias ? load8(r->bias + ch) : splat8(0);
-        for (int64_t i = r->i0; i < r->i1; i++)
-            for (int64_t j = j0; j < j1; j++)
-                acc = fma8(load8(r->x + ((r->iy0 + i * r->dh) * r->w + ix0 + j * r->dw) * c + ch),
-                           load8(r->wt + (i * r->kw + j) * r->cp + ch), acc);
-        store8(yp + ch, acc);
-    }
-    for (; ch < c; ch++) {
-        float acc = r->bias ? r->bias[ch] : 0.0f;
-        for (int64_t i = r->i0; i < r->i1; i++)
-            for (int64_t j = j0; j < j1; j++)
-                acc += r->x[((r->iy0 + i * r->dh) * r->w + ix0 + j * r->dw) * c + ch] *
-                       r->wt[(i * r->kw + j) * r->cp + ch];
-        yp[ch] = acc;
-    }
+/* n lanes (VW, or fewer for the last channels of a pixel) at p: a whole vector, or its first n */
+static inline __attribute__((always_inline)) vw load_lanes(const float *p, int n) {
+    return n == VW ? loadw(p) : loadw_n(p, n);
+}
+static inline __attribute__((always_inline)) void store_lanes(float *p, vw v, int n) {
+    if (n == VW) storew(p, v);
+    else storew_n(p, v, n);
 }
 
-/* Four neighbouring output pixels whose taps all lie inside the image's columns: each tap's 8
- * weights loaded once for the four, four independent sums in flight */
-static void dw_four(const dw_row *r, int64_t ox, float *yp) {
+/* Channels ch .. ch + n - 1 of one output pixel, its taps checked against the image's edges (bias
+ * included, no activation). The packed weight's rows are whole vectors (cp), so they load whole. */
+static inline __attribute__((always_inline)) void dw_pixel_lanes(const dw_row *r, int64_t ix0, int64_t j0, int64_t j1,
+                                                                 int64_t ch, int n, float *yp) {
+    const int64_t c = r->c;
+    vw acc = r->bias ? load_lanes(r->bias + ch, n) : splatw(0);
+    for (int64_t i = r->i0; i < r->i1; i++)
+        for (int64_t j = j0; j < j1; j++)
+            acc = fmaw(load_lanes(r->x + ((r->iy0 + i * r->dh) * r->w + ix0 + j * r->dw) * c + ch, n),
+                       loadw(r->wt + (i * r->kw + j) * r->cp + ch), acc);
+    store_lanes(yp + ch, acc, n);
+}
+
+/* One output pixel, its taps checked against the image's edges */
+static void dw_pixel(const dw_row *r, int64_t ox, float *yp) {
+    const int64_t ix0 = ox * r->sw - r->pl, c = r->c;
+    int64_t j0, j1, ch = 0;
+    taps_inside(ix0, r->kw, r->dw, r->w, &j0, &j1);
+    for (; ch + DW_LANES <= c; ch += DW_LANES) dw_pixel_lanes(r, ix0, j0, j1, ch, DW_LANES, yp);
+    if (ch < c) dw_pixel_lanes(r, ix0, j0, j1, ch, (int)(c - ch), yp);
+}
+
+/* Channels ch .. ch + n - 1 of four neighbouring output pixels whose taps all lie inside the
+ * image's columns: each tap's weights loaded once for the four, four independent sums in flight */
+static inline __attribute__((always_inline)) void dw_four_lanes(const dw_row *r, int64_t ox, int64_t ch, int n,
+                                                                float *yp) {
     const int64_t c = r->c, step = r->sw * c;
-    int64_t ch = 0;
-    for (; ch + DW_LANES <= c; ch += DW_LANES) {
-        const v8 b = r->bias ? load8(r->bias + ch) : splat8(0);
-        v8 s0 = b, s1 = b, s2 = b, s3 = b;
-        for (int64_t i = r->i0; i < r->i1; i++) {
-            const float *xr = r->x + ((r->iy0 + i * r->dh) * r->w + ox * r->sw - r->pl) * c + ch;
-            const float *wr = r->wt + i * r->kw * r->cp + ch;
-            for (int64_t j = 0; j < r->kw; j++) {
-                const v8 wv = load8(wr + j * r->cp);
-                const float *xp = xr + j * r->dw * c;
-                s0 = fma8(load8(xp), wv, s0);
-                s1 = fma8(load8(xp + step), wv, s1);
-                s2 = fma8(load8(xp + 2 * step), wv, s2);
-                s3 = fma8(load8(xp + 3 * step), wv, s3);
-            }
+    const vw b = r->bias ? load_lanes(r->bias + ch, n) : splatw(0);
+    vw s0 = b, s1 = b, s2 = b, s3 = b;
+    for (int64_t i = r->i0; i < r->i1; i++) {
+        const float *xr = r->x + ((r->iy0 + i * r->dh) * r->w + ox * r->sw - r->pl) * c + ch;
+        const float *wr = r->wt + i * r->kw * r->cp + ch;
+        for (int64_t j = 0; j < r->kw; j++) {
+            const vw wv = loadw(wr + j * r->cp);
+            const float *xp = xr + j * r->dw * c;
+            s0 = fmaw(load_lanes(xp, n), wv, s0);
+            s1 = fmaw(load_lanes(xp + step, n), wv, s1);
+            s2 = fmaw(load_lanes(xp + 2 * step, n), wv, s2);
+            s3 = fmaw(load_lanes(xp + 3 * step, n), wv, s3);
         }
-        store8(yp + ch, s0), store8(yp + c + ch, s1), store8(yp + 2 * c + ch, s2), store8(yp + 3 * c + ch, s3);
     }
-    if (ch < c) /* the last channels, fewer than 8: one pixel at a time */
-        for (int q = 0; q < 4; q++) {
-            const int64_t ix0 = (ox + q) * r->sw - r->pl;
-            for (int64_t k = ch; k < c; k++) {
-                float acc = r->bias ? r->bias[k] : 0.0f;
-                for (int64_t i = r->i0; i < r->i1; i++)
-                    for (int64_t j = 0; j < r->kw; j++)
-                        acc += r->x[((r->iy0 + i * r->dh) * r->w + ix0 + j * r->dw) * c + k] *
-                               r->wt[(i * r->kw + j) * r->cp + k];
-                yp[q * c + k] = acc;
-            }
-        }
+    store_lanes(yp + ch, s0, n), store_lanes(yp + c + ch, s1, n);
+    store_lanes(yp + 2 * c + ch, s2, n), store_lanes(yp + 3 * c + ch, s3, n);
+}
+
+static void dw_four(const dw_row *r, int64_t ox, float *yp) {
+    const int64_t c = r->c;
+    int64_t ch = 0;
+    for (; ch + DW_LANES <= c; ch += DW_LANES) dw_four_lanes(r, ox, ch, DW_LANES, yp);
+    if (ch < c) dw_four_lanes(r, ox, ch, (int)(c - ch), yp);
 }
 
 /* Output row oy of image n, then its residual and activation over the whole row at once */
@@ -501,6 +525,17 @@ void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
 
 /* ---- max pooling: each output pixel's window, 8 channels at a time, NaN winning as in NCHW ---- */
 
+/* Channels ch .. ch + n - 1 of one output pixel: the max over its window's taps inside the image */
+static inline __attribute__((always_inline)) void maxpool_lanes(const float *x, float *yr, int64_t w, int64_t c,
+                                                                int64_t iy0, int64_t ix0, int64_t dh, int64_t dw,
+                                                                int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                                                                int64_t ch, int n) {
+    vw m = splatw(-__builtin_inff());
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t j = j0; j < j1; j++) m = maxw(m, load_lanes(x + ((iy0 + i * dh) * w + ix0 + j * dw) * c + ch, n));
+    store_lanes(yr + ch, m, n);
+}
+
 static void maxpool_row(const dl_kernel *k, const float *x, float *y, int64_t n, int64_t oy) {
     const dl_op_geom *g = &k->g;
     const dl_op_attrs *a = &g->a;
@@ -515,18 +550,9 @@ static void maxpool_row(const dl_kernel *k, const float *x, float *y, int64_t n,
         int64_t j0, j1;
         taps_inside(ix0, a->kernel[1], dw, w, &j0, &j1);
         int64_t ch = 0;
-        for (; ch + DW_LANES <= c; ch += DW_LANES) {
-            v8 m = splat8(-__builtin_inff());
-            for (int64_t i = i0; i < i1; i++)
-                for (int64_t j = j0; j < j1; j++) m = max8(m, load8(x + ((iy0 + i * dh) * w + ix0 + j * dw) * c + ch));
-            store8(yr + ch, m);
-        }
-        for (; ch < c; ch++) {
-            float m = -__builtin_inff();
-            for (int64_t i = i0; i < i1; i++)
-                for (int64_t j = j0; j < j1; j++) m = cpu_max_nan(m, x[((iy0 + i * dh) * w + ix0 + j * dw) * c + ch]);
-            yr[ch] = m;
-        }
+        for (; ch + DW_LANES <= c; ch += DW_LANES)
+            maxpool_lanes(x, yr, w, c, iy0, ix0, dh, dw, i0, i1, j0, j1, ch, DW_LANES);
+        if (ch < c) maxpool_lanes(x, yr, w, c, iy0, ix0, dh, dw, i0, i1, j0, j1, ch, (int)(c - ch));
     }
 }
 

@@ -1,0 +1,43 @@
+/* vecw.h — the widest float vector of the build for the CPU plugin's channels-last kernels
+ * (nhwc.c): `vw`, VW lanes, 16 where the build has AVX-512 (a machine whose FMA units are 512 bits
+ * wide does twice the work per instruction of AVX2's 8 lanes), else vec8.h's 8. The same
+ * arithmetic either way. Partial vectors (the last channels of a row) load and store their first n
+ * lanes only: masked with AVX-512, through a stack copy elsewhere. Include it from .c files only. */
+#ifndef DLRUN_CPU_VECW_H
+#define DLRUN_CPU_VECW_H
+#include "vec8.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#define VW 16
+typedef float vw __attribute__((vector_size(VW * sizeof(float))));
+typedef int32_t vwi __attribute__((vector_size(VW * sizeof(float))));
+static inline vw loadw(const float *p) { return (vw)_mm512_loadu_ps(p); }
+static inline void storew(float *p, vw v) { _mm512_storeu_ps(p, (__m512)v); }
+static inline vw splatw(float f) { return (vw)_mm512_set1_ps(f); }
+static inline vw fmaw(vw a, vw b, vw c) { return (vw)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
+/* the first n lanes (0 < n < 16) of p, the others 0; nothing past p + n is read */
+static inline vw loadw_n(const float *p, int n) { return (vw)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p); }
+static inline void storew_n(float *p, vw v, int n) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v); }
+CPU_VEC_MAX_CLAMP(w, vw, vwi) /* vec8.h: maxw, NaN winning; clampw, NaN staying */
+#else
+#define VW 8
+typedef v8 vw;
+static inline vw loadw(const float *p) { return load8(p); }
+static inline void storew(float *p, vw v) { store8(p, v); }
+static inline vw splatw(float f) { return splat8(f); }
+static inline vw fmaw(vw a, vw b, vw c) { return fma8(a, b, c); }
+static inline vw loadw_n(const float *p, int n) {
+    float t[VW] = {0};
+    memcpy(t, p, (size_t)n * sizeof(float));
+    return load8(t);
+}
+static inline void storew_n(float *p, vw v, int n) {
+    float t[VW];
+    store8(t, v);
+    memcpy(p, t, (size_t)n * sizeof(float));
+}
+static inline vw maxw(vw m, vw v) { return max8(m, v); }
+static inline vw clampw(vw v, vw lo, vw hi) { return clamp8(v, lo, hi); }
+#endif
+#endif
