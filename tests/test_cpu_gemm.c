@@ -34,6 +34,7 @@ typedef struct gcase {
     int row_len, row_keep;  /* the gutter map: C's columns in rows of row_len, the first row_keep kept */
     int a_in_place;         /* A read in place (with trans_a: A(i, p) at a[p * m + i]), not packed */
     int residual;           /* a residual lying as C does, added before the activation */
+    int threads;            /* 0: THREADS */
 } gcase;
 
 static double act_ref(int act, double v) {
@@ -80,9 +81,10 @@ static void check(gcase g) {
     at.activation = g.act, at.clip_min = -0.3f, at.clip_max = 0.4f;
     cpu_gemm_epilogue e = {g.row_bias ? rb : NULL, g.col_bias ? cb : NULL, &at, g.trans_c, g.row_len, g.row_keep,
                            g.residual ? r : NULL};
-    size_t sf = cpu_gemm_scratch_floats(m, n, k, g.a_in_place ? 2 : !g.packed_a, !g.packed_b, g.trans_c, THREADS);
+    const int threads = g.threads ? g.threads : THREADS;
+    size_t sf = cpu_gemm_scratch_floats(m, n, k, g.a_in_place ? 2 : !g.packed_a, !g.packed_b, g.trans_c, threads);
     float *scratch = malloc(sizeof(float) * (sf ? sf : 1));
-    cpu_gemm(m, n, k, &oa, &ob, c, ldc, &e, scratch, THREADS);
+    cpu_gemm(m, n, k, &oa, &ob, c, ldc, &e, scratch, threads);
     double worst = 0;
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < n; j++) {
@@ -157,6 +159,16 @@ Test(cpu_gemm, residual) {
         check((gcase){12, 5 * 12 - 2, 300, 0, 0, 1, 1, 1, 0, acts[t], 0, 12, 10, 0, 1});
         check((gcase){203, 160, 31, 1, 1, 0, 0, 0, 0, acts[t], 0, 0, 0, 1, 1});
     }
+}
+
+Test(cpu_gemm, one_thread) {
+    /* threads 1: no parallel region (Winograd calls cpu_gemm inside one of its own); A packed
+     * here or beforehand or read in place, B packed here, C transposed, k past one pass */
+    check((gcase){43, 70, 33, 0, 0, 1, 0, 1, 0, DL_ACT_RELU, .threads = 1});
+    check((gcase){29, 97, 300, 0, 1, 0, 1, 0, 1, DL_ACT_GELU, .threads = 1});
+    check((gcase){49, 512, 300, 1, 1, 0, 1, 0, 1, DL_ACT_CLIP, 1, .threads = 1});
+    check((gcase){49, 37, 1030, 1, 0, 0, 1, 0, 1, DL_ACT_NONE, 1, 0, 0, 1, 1, .threads = 1});
+    check((gcase){101, 16, 515, 0, 0, 1, 1, 1, 1, DL_ACT_NONE, .threads = 1});
 }
 
 Test(cpu_gemm, a_read_in_place) {

@@ -235,7 +235,9 @@ OP_TEST(conv2d_winograd_cases) {
     check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
     check_conv((conv_case){2, 70, 10, 10, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}); /* no padding */
     check_conv((conv_case){1, 64, 12, 9, 16, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1, 1, 1});  /* asymmetric */
-    check_conv((conv_case){1, 64, 57, 61, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}); /* several blocks */
+    check_conv((conv_case){1, 64, 57, 61, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}); /* 240 tiles */
+    /* 441 tiles in two blocks of at most 368, 300 channels in two passes of the product's k */
+    check_conv((conv_case){1, 300, 84, 83, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
 }
 
 /* ---- linear ---- */

@@ -371,6 +371,7 @@ static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t ro
  * AVX-512, STEP1 is the step of a lone panel (6 x 16, c<row>0 only). */
 #ifdef CPU_GEMM_AVX512
 #define KERNEL_PANELS 2 /* B panels a micro-kernel call takes */
+#define PAIR_A_PANELS 1 /* a lone panel of B takes two of A */
 #define VEC __m512
 #define V_LOAD _mm512_loadu_ps
 #define V_SET1 _mm512_set1_ps
@@ -384,8 +385,19 @@ static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t ro
         STEP_ROW1(0, a, b0_), STEP_ROW1(1, a, b0_), STEP_ROW1(2, a, b0_); \
         STEP_ROW1(3, a, b0_), STEP_ROW1(4, a, b0_), STEP_ROW1(5, a, b0_); \
     } while (0)
+/* A lone panel of B with two of A (a 12 x 16 block: c<row>0 the first A panel's rows, c<row>1 the
+ * second's, a_next floats past the first): 12 sums in flight where 6 would wait on each other */
+#define STEP_ROW_PAIR(r, a, b0) \
+    c##r##0 = V_FMA(V_SET1((a)[r]), b0, c##r##0), c##r##1 = V_FMA(V_SET1((a)[a_next + (r)]), b0, c##r##1)
+#define STEP_PAIR(a, bp)                                                              \
+    do {                                                                              \
+        const VEC b0_ = V_LOAD(bp);                                                   \
+        STEP_ROW_PAIR(0, a, b0_), STEP_ROW_PAIR(1, a, b0_), STEP_ROW_PAIR(2, a, b0_); \
+        STEP_ROW_PAIR(3, a, b0_), STEP_ROW_PAIR(4, a, b0_), STEP_ROW_PAIR(5, a, b0_); \
+    } while (0)
 #else
 #define KERNEL_PANELS 1
+#define PAIR_A_PANELS 0
 #define VEC __m256
 #define V_LOAD _mm256_loadu_ps
 #define V_SET1 _mm256_set1_ps
@@ -414,14 +426,23 @@ static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t ro
  * steps: B's panel at b (NR floats a step), the next b_next floats further, or B read in place
  * (step p's 16 or 32 floats at b + rows_at[p]; b_next is then NR). c is C's row i0, the block its
  * rows [i0, i0 + rows) by columns [j0, j0 + cols), cols <= np * 16; store_block takes each 16
- * columns. */
-static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_step, const float *b, int64_t b_next,
-                         const int64_t *rows_at, float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate,
-                         int last, const epi *e, int64_t i0, int64_t j0) {
+ * columns. With AVX-512 and one panel of B, A's next panel may come too (a_next floats past a,
+ * its steps as far apart; 0: none): rows2 more rows of C from i0 + 6 (c + 6 ldc, or c itself
+ * where C is stored transposed). */
+static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_next, int64_t a_step, const float *b,
+                         int64_t b_next, const int64_t *rows_at, float *c, int64_t ldc, int64_t rows, int64_t rows2,
+                         int64_t cols, int accumulate, int last, const epi *e, int64_t i0, int64_t j0) {
     VEC c00 = V_ZERO(), c10 = c00, c20 = c00, c30 = c00, c40 = c00, c50 = c00;
     VEC c01 = c00, c11 = c00, c21 = c00, c31 = c00, c41 = c00, c51 = c00;
-    PREFETCH_C(e, c, ldc, rows, j0, np);
+    PREFETCH_C(e, c, ldc, rows + rows2, j0, np);
 #ifdef CPU_GEMM_AVX512
+    if (a_next) {
+        K_LOOP(STEP_PAIR);
+        const lanes16 first[MR] = {c00, c10, c20, c30, c40, c50}, second[MR] = {c01, c11, c21, c31, c41, c51};
+        store_block(first, c, ldc, rows, cols, accumulate, last, e, i0, j0);
+        store_block(second, e->transposed ? c : c + MR * ldc, ldc, rows2, cols, accumulate, last, e, i0 + MR, j0);
+        return;
+    }
     if (np == 2) K_LOOP(STEP2);
     else K_LOOP(STEP1);
     const lanes16 left[MR] = {c00, c10, c20, c30, c40, c50}, right[MR] = {c01, c11, c21, c31, c41, c51};
@@ -435,9 +456,10 @@ static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_step, con
 }
 #else
 #define KERNEL_PANELS 1
-static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_step, const float *b, int64_t b_next,
-                         const int64_t *rows_at, float *c, int64_t ldc, int64_t rows, int64_t cols, int accumulate,
-                         int last, const epi *e, int64_t i0, int64_t j0) {
+#define PAIR_A_PANELS 0
+static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_next, int64_t a_step, const float *b,
+                         int64_t b_next, const int64_t *rows_at, float *c, int64_t ldc, int64_t rows, int64_t rows2,
+                         int64_t cols, int accumulate, int last, const epi *e, int64_t i0, int64_t j0) {
     float t[MR * NR] = {0};
     for (int64_t p = 0; p < kc; p++, a += a_step) {
         const float *bp = rows_at ? b + rows_at[p] : b + p * NR;
@@ -508,16 +530,21 @@ static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a
             const float *bp = at ? b->base + j0 : pb ? pb + jp * k * NR + p0 * NR : buf + (jp - ja) * kc * NR;
             for (int64_t ip = ia; ip < ib; ip++) {
                 const int64_t i0 = ip * MR, rows = m - i0 < MR ? m - i0 : MR;
-                int64_t as;
+                int64_t as, as2, a_next = 0, rows2 = 0;
                 const float *ap = a_panel(a, pa, m, k, ip, p0, &as);
+                /* two of A's panels from one buffer (not A read in place and its last panel's copy) */
+                if (PAIR_A_PANELS && np == 1 && ip + 1 < ib && (!a->base || (ip + 2) * MR <= m)) {
+                    const float *ap2 = a_panel(a, pa, m, k, ip + 1, p0, &as2);
+                    a_next = ap2 - ap, rows2 = m - i0 - MR < MR ? m - i0 - MR : MR, ip++;
+                }
                 if (tb) /* the sums as they lie, no epilogue yet */
-                    micro_kernel(np, kc, ap, as, bp, b_next, at, tb + (ip - ia) * MR * tl, tl, MR, np * NR, p0 > 0, 0,
-                                 &sums, 0, (jp - ja) * NR);
+                    micro_kernel(np, kc, ap, a_next, as, bp, b_next, at, tb + (i0 - ia * MR) * tl, tl, MR,
+                                 a_next ? MR : 0, np * NR, p0 > 0, 0, &sums, 0, (jp - ja) * NR);
                 else if (e->transposed)
-                    micro_kernel(np, kc, ap, as, bp, b_next, at, c, ldc, rows, cols, 0, 1, e, i0, j0);
+                    micro_kernel(np, kc, ap, a_next, as, bp, b_next, at, c, ldc, rows, rows2, cols, 0, 1, e, i0, j0);
                 else
-                    micro_kernel(np, kc, ap, as, bp, b_next, at, c + i0 * ldc, ldc, rows, cols, p0 > 0, last, e, i0,
-                                 j0);
+                    micro_kernel(np, kc, ap, a_next, as, bp, b_next, at, c + i0 * ldc, ldc, rows, rows2, cols, p0 > 0,
+                                 last, e, i0, j0);
             }
         }
     }
@@ -561,6 +588,21 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
         const cpu_gemm_strided edge = {a->base, 1, a->ld, m, k};
         cpu_gemm_pack_a_strided(&edge, a_panels - 1, 0, k, pa);
     }
+    /* block t of the mb x nb: A's panels [ia, ib) by B's [ja, jb) */
+#define BLOCK_OF(t)                                                                                         \
+    const int64_t bi = (t) / nb, bj = (t) % nb;                                                             \
+    const int64_t ia = even ? bi * a_panels / mb : bi * bm, ib = even ? (bi + 1) * a_panels / mb : ia + bm; \
+    const int64_t ja = even ? bj * b_panels / nb : bj * bn, jb = even ? (bj + 1) * b_panels / nb : ja + bn
+    if (threads == 1) { /* no parallel region: one inside another's (Winograd's products) would allocate a team */
+        if (a->pack)
+            for (int64_t p = 0; p < a_panels; p++) a->pack(a->ctx, p, 0, k, pa + p * MR * k);
+        for (int64_t t = 0; t < mb * nb; t++) {
+            BLOCK_OF(t);
+            run_block(m, n, k, a, pa, b->packed, b, b_packs ? bufs : NULL, x.transposed ? tbufs : NULL, c, ldc, &x, ia,
+                      ib < a_panels ? ib : a_panels, ja, jb < b_panels ? jb : b_panels);
+        }
+        return;
+    }
 #pragma omp parallel num_threads(threads)
     {
         int t_id = 0;
@@ -576,13 +618,12 @@ void cpu_gemm(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a, const 
         /* blocks along n first: neighbouring threads share A's panels; taken as threads come free */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < mb * nb; t++) {
-            const int64_t bi = t / nb, bj = t % nb;
-            const int64_t ia = even ? bi * a_panels / mb : bi * bm, ib = even ? (bi + 1) * a_panels / mb : ia + bm;
-            const int64_t ja = even ? bj * b_panels / nb : bj * bn, jb = even ? (bj + 1) * b_panels / nb : ja + bn;
+            BLOCK_OF(t);
             run_block(m, n, k, a, pa, b->packed, b, b_packs ? buf : NULL, tb, c, ldc, &x, ia,
                       ib < a_panels ? ib : a_panels, ja, jb < b_panels ? jb : b_panels);
         }
     }
+#undef BLOCK_OF
 }
 
 const char *cpu_gemm_isa(void) {

@@ -20,6 +20,10 @@ static inline vw fmaw(vw a, vw b, vw c) { return (vw)_mm512_fmadd_ps((__m512)a, 
 static inline vw loadw_n(const float *p, int n) { return (vw)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p); }
 static inline void storew_n(float *p, vw v, int n) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v); }
 CPU_VEC_MAX_CLAMP(w, vw, vwi) /* vec8.h: maxw, NaN winning; clampw, NaN staying */
+/* The vector whose lanes 0-7 are lo's and 8-15 hi's */
+static inline vw joinw(v8 lo, v8 hi) {
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
 #else
 #define VW 8
 typedef v8 vw;

@@ -5,10 +5,20 @@
 #include <string.h>
 
 #include "activate.h"
-#include "blas.h"
+#include "gemm.h"
+#include "vecw.h"
 
 #define TILE 6 /* input tile edge: 4 outputs + 3 - 1 */
 #define NPOS 36
+#define LANES VW /* the transforms work on VW tiles at once, one a vector lane (16 with AVX-512, else 8) */
+
+/* Where a tile of the block lies: its 6x6 input window's top-left in image and channel 0 (in: an
+ * offset into x, y0 and x0 its row and column, negative in the padding), whether the window lies
+ * wholly inside the image, and its 4x4 output's top-left in channel 0 (out: an offset into y) */
+typedef struct tile_at {
+    int64_t in, out;
+    int y0, x0, inside;
+} tile_at;
 
 int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int c, int k, int oh, int ow) {
     /* Few channels make the 36 GEMMs too thin to pay for the transforms: below 64 channels the
@@ -50,24 +60,35 @@ int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int p
     wg->tiles_w = (ow + 3) / 4;
     wg->tiles = (int64_t)n * wg->tiles_h * wg->tiles_w;
     /* Block so V [36][c][block] and M [36][k][block] together stay near 8 MB, but keep the GEMM's
-     * N dimension wide enough to run near sgemm's peak. */
+     * N dimension wide enough to run near the kernel's peak. */
     int64_t b = (int64_t)(4u << 20) / ((int64_t)NPOS * (c + k));
     if (b < 128) b = 128;
     if (b > wg->tiles) b = wg->tiles;
-    b = (b + 7) / 8 * 8; /* whole groups of 8 tiles (vector lanes) */
+    b = (b + CPU_GEMM_NR - 1) / CPU_GEMM_NR * CPU_GEMM_NR; /* whole panels of B (16 tiles: 1 or 2 groups) */
     wg->block = (int)b;
-    size_t ucount = (size_t)NPOS * (size_t)k * (size_t)c;
-    wg->u = malloc(ucount * sizeof *wg->u);
-    if (!wg->u) return 0;
-    size_t plane = (size_t)k * (size_t)c;
+    /* U = G g G^T per position, [36][k][c] row-major, then each position's k x c packed as
+     * cpu_gemm's A */
+    const size_t plane = (size_t)k * (size_t)c, packed = cpu_gemm_packed_a_floats(k, c);
+    float *u = malloc(NPOS * plane * sizeof *u);
+    wg->u = malloc(NPOS * packed * sizeof *wg->u);
+    if (!u || !wg->u) {
+        free(u), free(wg->u), wg->u = NULL;
+        return 0;
+    }
     for (int ki = 0; ki < k; ki++)
         for (int ci = 0; ci < c; ci++)
-            filter_transform(weight + ((size_t)ki * c + ci) * 9, wg->u + (size_t)ki * c + ci, plane);
+            filter_transform(weight + ((size_t)ki * c + ci) * 9, u + (size_t)ki * c + ci, plane);
+    for (int p = 0; p < NPOS; p++) {
+        const cpu_gemm_strided up = {u + p * plane, c, 1, k, c};
+        cpu_gemm_pack_a(&up, wg->u + p * packed);
+    }
+    free(u);
     return 1;
 }
 
 size_t cpu_winograd_workspace(const cpu_winograd *wg) {
-    return (size_t)NPOS * (size_t)(wg->c + wg->k) * (size_t)wg->block * sizeof(float);
+    return (size_t)NPOS * (size_t)(wg->c + wg->k) * (size_t)wg->block * sizeof(float) +
+           (size_t)wg->block * sizeof(tile_at);
 }
 
 void cpu_winograd_free(cpu_winograd *wg) {
@@ -75,15 +96,11 @@ void cpu_winograd_free(cpu_winograd *wg) {
     wg->u = NULL;
 }
 
-/* The transforms work on 8 tiles at once, one per vector lane (GCC vector extension). */
-typedef float v8 __attribute__((vector_size(32)));
-#define LANES 8
-
-/* V = B^T d B for 8 tiles; row i/col j of tile l in d[i][j][l]; results to v[pos * stride]. */
-static inline void input_transform(const v8 d[6][6], float *v, size_t stride) {
-    v8 t[6][6];
+/* V = B^T d B for LANES tiles; row i/col j of tile l in d[i][j][l]; results to v[pos * stride]. */
+static inline void input_transform(const vw d[6][6], float *v, size_t stride) {
+    vw t[6][6];
     for (int j = 0; j < 6; j++) {
-        v8 d0 = d[0][j], d1 = d[1][j], d2 = d[2][j], d3 = d[3][j], d4 = d[4][j], d5 = d[5][j];
+        vw d0 = d[0][j], d1 = d[1][j], d2 = d[2][j], d3 = d[3][j], d4 = d[4][j], d5 = d[5][j];
         t[0][j] = 4 * d0 - 5 * d2 + d4;
         t[1][j] = -4 * (d1 + d2) + d3 + d4;
         t[2][j] = 4 * (d1 - d2) - d3 + d4;
@@ -92,25 +109,25 @@ static inline void input_transform(const v8 d[6][6], float *v, size_t stride) {
         t[5][j] = 4 * d1 - 5 * d3 + d5;
     }
     for (int i = 0; i < 6; i++) {
-        v8 d0 = t[i][0], d1 = t[i][1], d2 = t[i][2], d3 = t[i][3], d4 = t[i][4], d5 = t[i][5];
-        v8 r[6] = {4 * d0 - 5 * d2 + d4,     -4 * (d1 + d2) + d3 + d4, 4 * (d1 - d2) - d3 + d4,
+        vw d0 = t[i][0], d1 = t[i][1], d2 = t[i][2], d3 = t[i][3], d4 = t[i][4], d5 = t[i][5];
+        vw r[6] = {4 * d0 - 5 * d2 + d4,     -4 * (d1 + d2) + d3 + d4, 4 * (d1 - d2) - d3 + d4,
                    -2 * (d1 - d3) - d2 + d4, 2 * (d1 - d3) - d2 + d4,  4 * d1 - 5 * d3 + d5};
-        for (int j = 0; j < 6; j++) memcpy(v + (size_t)(i * 6 + j) * stride, &r[j], sizeof(v8));
+        for (int j = 0; j < 6; j++) storew(v + (size_t)(i * 6 + j) * stride, r[j]);
     }
 }
 
-/* Y = A^T m A for 8 tiles: 6x6 -> 4x4. */
-static inline void output_transform(const v8 m[6][6], v8 y[4][4]) {
-    v8 t[4][6];
+/* Y = A^T m A for LANES tiles: 6x6 -> 4x4. */
+static inline void output_transform(const vw m[6][6], vw y[4][4]) {
+    vw t[4][6];
     for (int j = 0; j < 6; j++) {
-        v8 a = m[1][j] + m[2][j], b = m[1][j] - m[2][j], c = m[3][j] + m[4][j], d = m[3][j] - m[4][j];
+        vw a = m[1][j] + m[2][j], b = m[1][j] - m[2][j], c = m[3][j] + m[4][j], d = m[3][j] - m[4][j];
         t[0][j] = m[0][j] + a + c;
         t[1][j] = b + 2 * d;
         t[2][j] = a + 4 * c;
         t[3][j] = b + 8 * d + m[5][j];
     }
     for (int i = 0; i < 4; i++) {
-        v8 a = t[i][1] + t[i][2], b = t[i][1] - t[i][2], c = t[i][3] + t[i][4], d = t[i][3] - t[i][4];
+        vw a = t[i][1] + t[i][2], b = t[i][1] - t[i][2], c = t[i][3] + t[i][4], d = t[i][3] - t[i][4];
         y[i][0] = t[i][0] + a + c;
         y[i][1] = b + 2 * d;
         y[i][2] = a + 4 * c;
@@ -118,69 +135,119 @@ static inline void output_transform(const v8 m[6][6], v8 y[4][4]) {
     }
 }
 
+/* Tiles t0 .. t0 + nb - 1, worked out once a block instead of once a channel */
+static void locate_tiles(const cpu_winograd *wg, int64_t t0, int nb, tile_at *at) {
+    const int tw = wg->tiles_w, per_image = wg->tiles_h * tw;
+    for (int tb = 0; tb < nb; tb++) {
+        const int64_t t = t0 + tb, img = t / per_image;
+        const int r = (int)(t % per_image), oy = r / tw * 4, ox = r % tw * 4;
+        const int y0 = oy - wg->pad_t, x0 = ox - wg->pad_l;
+        at[tb] = (tile_at){.in = img * wg->c * wg->h * wg->w + (int64_t)y0 * wg->w + x0,
+                           .out = img * wg->k * wg->oh * wg->ow + (int64_t)oy * wg->ow + ox,
+                           .y0 = y0,
+                           .x0 = x0,
+                           .inside = y0 >= 0 && y0 + 6 <= wg->h && x0 >= 0 && x0 + 6 <= wg->w};
+    }
+}
+
+/* d[i][j], lane l: row i, column j of the 6x6 window of the block's tile tb + l (past the block's
+ * nb tiles: its last one) in channel plane x. Each window row is read as 8 floats (columns 0-5 used), then 8 tiles'
+ * rows are turned lane-wise by an 8 x 8 transpose; a window that crosses the image's edge is
+ * read element by element, 0 outside. */
+static inline void load_windows(const cpu_winograd *wg, const float *x, const tile_at *at, int tb, int nb, vw d[6][6]) {
+    const int h = wg->h, w = wg->w;
+    v8 rows[LANES][6];
+    for (int l = 0; l < LANES; l++) {
+        const tile_at *t = &at[tb + l < nb ? tb + l : nb - 1];
+        if (t->inside && t->x0 + 8 <= w) {
+            for (int i = 0; i < 6; i++) rows[l][i] = load8(x + t->in + (int64_t)i * w);
+            continue;
+        }
+        for (int i = 0; i < 6; i++) {
+            float r[8] = {0};
+            const int yy = t->y0 + i;
+            for (int j = 0; j < 6 && yy >= 0 && yy < h; j++)
+                if (t->x0 + j >= 0 && t->x0 + j < w) r[j] = x[t->in + (int64_t)i * w + j];
+            rows[l][i] = load8(r);
+        }
+    }
+    for (int i = 0; i < 6; i++) {
+        v8 part[LANES / 8][8];
+        for (int g = 0; g < LANES / 8; g++) {
+            for (int l = 0; l < 8; l++) part[g][l] = rows[g * 8 + l][i];
+            transpose8(part[g]); /* part[g][j]: column j of tiles 8g .. 8g + 7 */
+        }
+        for (int j = 0; j < 6; j++) {
+#if VW == 16
+            d[i][j] = joinw(part[0][j], part[1][j]);
+#else
+            d[i][j] = part[0][j];
+#endif
+        }
+    }
+}
+
 void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, const float *res, const dl_op_attrs *a,
                       float *y, float *workspace) {
     const int act = a->activation;
     const int c = wg->c, k = wg->k, h = wg->h, w = wg->w, oh = wg->oh, ow = wg->ow;
-    const int tw = wg->tiles_w, per_image = wg->tiles_h * tw;
     const int64_t block = wg->block;
-    float *v = workspace;                            /* [36][c][block] */
-    float *m = workspace + (size_t)NPOS * c * block; /* [36][k][block] */
+    /* no residual, and no activation or a clamp (relu, clip): applied to the vectors, NaN kept */
+    const int in_registers = !res && (act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP);
+    const vw lo = splatw(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -__builtin_inff());
+    const vw hi = splatw(act == DL_ACT_CLIP ? a->clip_max : __builtin_inff());
+    const size_t packed_u = cpu_gemm_packed_a_floats(k, c);
+    float *v = workspace;                                    /* [36][block / 16][c][16]: cpu_gemm's packed B */
+    float *m = workspace + (size_t)NPOS * c * block;         /* [k][36][block]: a filter's 36 rows together */
+    tile_at *at = (tile_at *)(m + (size_t)NPOS * k * block); /* [block] */
     for (int64_t t0 = 0; t0 < wg->tiles; t0 += block) {
         const int nb = (int)(wg->tiles - t0 < block ? wg->tiles - t0 : block);
-        const int ngroups = (nb + LANES - 1) / LANES;
-        const size_t vstride = (size_t)c * block, mstride = (size_t)k * block;
+        /* whole panels of B: the tiles past nb repeat the last one (their columns are never stored) */
+        const int ngroups = (nb + CPU_GEMM_NR - 1) / CPU_GEMM_NR * CPU_GEMM_NR / LANES;
+        const size_t vstride = (size_t)c * block;
+        locate_tiles(wg, t0, nb, at);
 #pragma omp parallel for collapse(2) schedule(static)
         for (int ci = 0; ci < c; ci++) {
             for (int gi = 0; gi < ngroups; gi++) {
-                v8 d[6][6];
-                for (int l = 0; l < LANES; l++) {
-                    int tb = gi * LANES + l;
-                    int64_t t = t0 + (tb < nb ? tb : nb - 1); /* pad the last group by repeating */
-                    int img = (int)(t / per_image), r = (int)(t % per_image);
-                    int y0 = (r / tw) * 4 - wg->pad_t, x0 = (r % tw) * 4 - wg->pad_l;
-                    const float *plane = x + ((size_t)img * c + ci) * (size_t)h * w;
-                    int inside = y0 >= 0 && y0 + 6 <= h && x0 >= 0 && x0 + 6 <= w;
-                    for (int i = 0; i < 6; i++) {
-                        int yy = y0 + i;
-                        for (int j = 0; j < 6; j++) {
-                            int xx = x0 + j;
-                            d[i][j][l] =
-                                inside || (yy >= 0 && yy < h && xx >= 0 && xx < w) ? plane[(size_t)yy * w + xx] : 0.0f;
-                        }
-                    }
-                }
-                input_transform(d, v + (size_t)ci * block + (size_t)gi * LANES, vstride);
+                vw d[6][6];
+                const int tb = gi * LANES; /* tile tb of the block is column tb of B: panel tb / 16, lane tb % 16 */
+                load_windows(wg, x + (int64_t)ci * h * w, at, tb, nb, d);
+                input_transform(
+                    d, v + (size_t)(tb / CPU_GEMM_NR) * c * CPU_GEMM_NR + (size_t)ci * CPU_GEMM_NR + tb % CPU_GEMM_NR,
+                    vstride);
             }
         }
-        /* The 36 GEMMs are independent: one per thread at a time, each single-threaded BLAS (the
-         * plugin runs OpenBLAS with one thread so that only OpenMP's pool is ever busy). */
+        /* The 36 products M_p = U_p V_p (k x c by c x nb) are independent: one a thread at a time,
+         * each on the thread that runs it (both operands packed: no scratch) */
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int p = 0; p < NPOS; p++)
-            cpu_sgemm(0, 0, k, nb, c, 1.0f, wg->u + (size_t)p * k * c, c, v + (size_t)p * vstride, block, 0.0f,
-                      m + (size_t)p * mstride, block);
+        for (int p = 0; p < NPOS; p++) {
+            const cpu_gemm_operand up = {.packed = wg->u + p * packed_u}, vp = {.packed = v + p * vstride};
+            float none[1];
+            cpu_gemm(k, nb, c, &up, &vp, m + p * block, NPOS * block, NULL, none, 1);
+        }
 #pragma omp parallel for collapse(2) schedule(static)
         for (int ki = 0; ki < k; ki++) {
-            for (int gi = 0; gi < ngroups; gi++) {
-                v8 mm[6][6], out[4][4];
-                const float *src = m + (size_t)ki * block + (size_t)gi * LANES;
-                for (int p = 0; p < NPOS; p++) memcpy(&mm[p / 6][p % 6], src + (size_t)p * mstride, sizeof(v8));
+            for (int gi = 0; gi < (nb + LANES - 1) / LANES; gi++) {
+                vw mm[6][6], out[4][4];
+                const float *src = m + (size_t)ki * NPOS * block + (size_t)gi * LANES;
+                for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = loadw(src + (size_t)p * block);
                 output_transform(mm, out);
-                const float b = bias ? bias[ki] : 0.0f;
+                const vw b = splatw(bias ? bias[ki] : 0.0f);
+                float o[4][4][LANES]; /* lane l: tile gi * LANES + l */
+                for (int i = 0; i < 4; i++)
+                    for (int j = 0; j < 4; j++)
+                        storew(o[i][j], in_registers ? clampw(out[i][j] + b, lo, hi) : out[i][j] + b);
+                const int64_t plane = (int64_t)ki * oh * ow;
                 for (int l = 0; l < LANES && gi * LANES + l < nb; l++) {
-                    int64_t t = t0 + gi * LANES + l;
-                    int img = (int)(t / per_image), r = (int)(t % per_image);
-                    int y0 = (r / tw) * 4, x0 = (r % tw) * 4;
-                    const size_t plane = ((size_t)img * k + ki) * (size_t)oh * ow;
-                    float *dst = y + plane;
-                    const float *rp = res ? res + plane : NULL;
-                    for (int i = 0; i < 4 && y0 + i < oh; i++)
-                        for (int j = 0; j < 4 && x0 + j < ow; j++) {
-                            const size_t o = (size_t)(y0 + i) * ow + x0 + j;
-                            float val = out[i][j][l] + b;
-                            if (rp) val += rp[o];
-                            dst[o] = cpu_activate(val, act, a);
-                        }
+                    const tile_at *t = &at[gi * LANES + l];
+                    const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
+                    float *dst = y + t->out + plane;
+                    const float *rp = res ? res + t->out + plane : NULL;
+                    for (int i = 0; i < 4 && oy + i < oh; i++)
+                        for (int j = 0; j < 4 && ox + j < ow; j++)
+                            dst[i * ow + j] = in_registers
+                                                  ? o[i][j][l]
+                                                  : cpu_activate(o[i][j][l] + (rp ? rp[i * ow + j] : 0.0f), act, a);
                 }
             }
         }

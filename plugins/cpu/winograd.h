@@ -1,10 +1,13 @@
-/* winograd.h — 3x3 stride-1 convolution by Winograd F(4x4, 3x3) on top of sgemm.
+/* winograd.h — 3x3 stride-1 convolution by Winograd F(4x4, 3x3) on top of the plugin's cpu_gemm.
  *
  * Each 6x6 input tile is transformed (V = B^T d B), each filter once at prepare (U = G g G^T),
  * the 36 elementwise products become 36 GEMMs over channels, and each 6x6 result is transformed
  * back into a 4x4 output tile (Y = A^T M A). Multiplications drop 4x against direct or im2col
  * convolution (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2015). The
- * tiles are processed in blocks so the transformed data stays a few MB. */
+ * tiles are processed in blocks so the transformed data stays a few MB. The transforms take a
+ * vector of tiles at once (16 with AVX-512, else 8); U is packed once as cpu_gemm's A, V is written
+ * straight in its packed-B layout, and M is laid out [filter][position][tile], so that each
+ * filter's 36 rows lie together when they are transformed back. */
 #ifndef DLRUN_CPU_WINOGRAD_H
 #define DLRUN_CPU_WINOGRAD_H
 #include <stddef.h>
@@ -19,7 +22,7 @@ typedef struct cpu_winograd {
     int tiles_h, tiles_w; /* 4x4 output tiles per image */
     int64_t tiles;        /* n * tiles_h * tiles_w */
     int block;            /* tiles transformed per block */
-    float *u;             /* transformed filters: [36][k][c] */
+    float *u;             /* transformed filters: 36 k x c matrices, each packed as cpu_gemm's A */
 } cpu_winograd;
 
 /* 1 if a conv with these parameters can go through Winograd and is likely faster. */

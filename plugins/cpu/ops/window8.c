@@ -23,24 +23,6 @@
 #define L 8                   /* channels per task, the lanes of a vector */
 #define BAND_BYTES (48 << 10) /* the interleaved input of a band: about 48 KiB (L2 resident) */
 
-/* r[i][j] -> r[j][i] for an 8 x 8 block held as 8 vectors (unpack, shuffle, swap of halves) */
-static inline void transpose8(v8 r[L]) {
-    v8 t[L], u[L];
-    for (int i = 0; i < L; i += 2) {
-        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    }
-    for (int i = 0; i < L; i += 4)
-        for (int h = 0; h < 2; h++) {
-            u[i + 2 * h] = __builtin_shufflevector(t[i + h], t[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-            u[i + 2 * h + 1] = __builtin_shufflevector(t[i + h], t[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        }
-    for (int i = 0; i < 4; i++) {
-        r[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        r[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    }
-}
-
 /* dst[j][l] = src[l][off + j] for j < n: n pixels of 8 planes (len floats each), interleaved. The
  * last block overlaps the one before it; with fewer than 8 pixels it reads past them while that
  * stays inside the planes, else it goes one float at a time. */
