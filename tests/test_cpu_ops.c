@@ -185,7 +185,7 @@ OP_TEST(conv2d_fused_activations) {
     for (int act = DL_ACT_CLIP; act <= DL_ACT_SIGMOID; act++) {
         check_conv((conv_case){1, 3, 11, 13, 5, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
         check_conv((conv_case){2, 9, 5, 6, 11, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, act});
-        check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
+        check_conv((conv_case){3, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act}); /* Winograd: 36 tiles */
         check_conv((conv_case){1, 12, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});   /* OpenBLAS */
         check_conv((conv_case){1, 40, 47, 47, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, act}); /* packed, 2 passes */
         check_conv((conv_case){1, 12, 16, 17, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});  /* direct, gutter */
@@ -207,7 +207,7 @@ OP_TEST(conv2d_fused_residual) {
     check_conv((conv_case){1, 8, 20, 22, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 0, sig, 1});   /* direct, groups */
     check_conv((conv_case){1, 3, 45, 47, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, relu, 1});  /* direct stem */
     check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, relu, 1});  /* Winograd */
-    check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, clip, 1});
+    check_conv((conv_case){3, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, clip, 1});
     check_conv((conv_case){1, 13, 9, 7, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 13, 1, relu, 1}); /* depthwise */
     check_conv((conv_case){2, 6, 15, 17, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, sig, 1});
     check_conv((conv_case){1, 12, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, relu, 1}); /* OpenBLAS */
@@ -229,12 +229,14 @@ OP_TEST(conv2d_weight_known_only_at_run_time) {
 }
 
 OP_TEST(conv2d_winograd_cases) {
-    /* 3x3 stride 1 with >= 64 channels goes through Winograd F(4x4,3x3); odd sizes leave partial
-     * tiles, batch > 1 mixes images within a tile block. */
-    check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    /* 3x3 stride 1 with >= 64 channels and 32 tiles or more goes through Winograd F(4x4,3x3);
+     * odd sizes leave partial tiles, batch > 1 mixes images within a tile block. */
+    check_conv((conv_case){3, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
-    check_conv((conv_case){2, 70, 10, 10, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}); /* no padding */
-    check_conv((conv_case){1, 64, 12, 9, 16, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1, 1, 1});  /* asymmetric */
+    check_conv((conv_case){4, 70, 12, 12, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}); /* no padding */
+    check_conv((conv_case){3, 64, 12, 12, 16, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1, 1, 1}); /* asymmetric */
+    /* 12 tiles (too few: the packed GEMM, not Winograd) */
+    check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((conv_case){1, 64, 57, 61, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}); /* 240 tiles */
     /* 441 tiles in two blocks of at most 368, 300 channels in two passes of the product's k */
     check_conv((conv_case){1, 300, 84, 83, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});

@@ -26,7 +26,7 @@ typedef struct cpu_winograd {
 } cpu_winograd;
 
 /* 1 if a conv with these parameters can go through Winograd and is likely faster. */
-int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int c, int k, int oh, int ow);
+int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int groups, int n, int c, int k, int oh, int ow);
 /* Transforms the filters (weight [k, c, 3, 3]); returns 0 when out of memory. */
 int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int pad_t, int pad_l, int oh, int ow,
                       const float *weight);

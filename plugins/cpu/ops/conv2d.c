@@ -82,7 +82,7 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
         return k->workspace == SIZE_MAX ? DL_E_NOMEM : DL_OK;
     }
     if (w->data && cpu_winograd_suits(a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->dilation[0],
-                                      a->dilation[1], a->groups, (int)c, (int)oc, (int)oh, (int)ow)) {
+                                      a->dilation[1], a->groups, (int)k->g.xs[0], (int)c, (int)oc, (int)oh, (int)ow)) {
         if (!cpu_winograd_init(&k->wg, (int)k->g.xs[0], (int)c, (int)h, (int)wd, (int)oc, a->pad_begin[0],
                                a->pad_begin[1], (int)oh, (int)ow, w->data))
             return DL_E_NOMEM;
