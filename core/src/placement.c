@@ -876,14 +876,28 @@ dl_status dl_session_place(dl_session *s, dl_error *err) {
         else if (sts[!keep] != DL_OK)
             snprintf(s->layout_desc, sizeof s->layout_desc, "%s (auto: %s could not be placed)", names[keep],
                      names[!keep]);
-        else
+        else {
             snprintf(s->layout_desc, sizeof s->layout_desc, "%s (auto: %.2f ms measured, against %.2f ms for %s)",
                      names[keep], pl[keep].cost_ms, pl[!keep].cost_ms, names[!keep]);
+            s->other_ask = 1 + asks[!keep], s->plan_ms[0] = pl[keep].cost_ms, s->plan_ms[1] = pl[!keep].cost_ms;
+        }
         memset(&pl[keep], 0, sizeof pl[keep]);
     }
     dl_placement_free(&pl[0]);
     dl_placement_free(&pl[1]);
     return st;
+}
+
+uint64_t dl_session_plan_hash(const dl_session *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over every placed node's timing key */
+    char key[2048];
+    for (int i = 0; i < s->g->n_nodes; i++) {
+        if (!s->place.be || !s->place.be[i]) continue;
+        key_of(s, i, s->place.be[i], key, sizeof key);
+        for (const char *c = key; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        h = (h ^ '\n') * 1099511628211ull;
+    }
+    return h;
 }
 
 void dl_placement_free(dl_placement *p) {

@@ -8,7 +8,9 @@
 
 #include "clock.h"
 #include "oprun.h"
+#include "rng.h"
 #include "session.h"
+#include "timing_cache.h"
 
 size_t dl_session_value_bytes(const dl_session *s, int v) {
     return (size_t)dl_shape_numel(&s->shape[v]) * dl_dtype_size(s->g->values[v].dtype);
@@ -361,8 +363,12 @@ static dl_status check_options(dl_context *ctx, const dl_session_options *o, dl_
     return DL_OK;
 }
 
-dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt, dl_session **out,
-                            dl_error *err) {
+static void auto_by_runs(dl_session **sp, dl_model *m);
+
+/* A session of m; forced_ask: 1 + the layout ask it takes whatever opt.layout says (auto's twin), 0:
+ * none */
+static dl_status create(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask, dl_session **out,
+                        dl_error *err) {
     double t_create = dl_now_ms();
     *out = NULL;
     dl_session *s = calloc(1, sizeof *s);
@@ -371,6 +377,7 @@ dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_optio
     /* an older caller's smaller struct: the members it lacks keep their defaults (trace 0) */
     if (opt) memcpy(&s->opt, opt, opt->struct_size < sizeof s->opt ? opt->struct_size : sizeof s->opt);
     s->opt.struct_size = sizeof s->opt;
+    s->forced_ask = forced_ask;
     s->ctx = ctx;
     s->g = m->g;
     dl_status st = check_options(ctx, &s->opt, err);
@@ -392,6 +399,13 @@ dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_optio
         dl_trace_end(tr, span);
     }
     if (st == DL_OK) st = build(s, err);
+    if (st == DL_OK && s->other_ask) {
+        span = dl_trace_begin(tr, "auto: both plans run", "create");
+        const dl_session *first = s;
+        auto_by_runs(&s, m);
+        if (s == first) dl_trace_end(tr, span);
+        else tr = NULL; /* the twin won: its own trace, its creation's spans, replaces the one freed with s */
+    }
     if (st == DL_OK && s->g->n_inputs) dl_trace_arg_num(tr, whole, "batch", (double)s->shape[s->g->inputs[0]].d[0]);
     dl_trace_end(tr, whole);
     if (st != DL_OK) {
@@ -400,6 +414,119 @@ dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_optio
     }
     *out = s;
     return DL_OK;
+}
+
+dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt, dl_session **out,
+                            dl_error *err) {
+    return create(ctx, m, opt, 0, out, err);
+}
+
+/* ---- --layout auto: both plans run end to end ---- */
+
+/* A plan's cost summed op by op misleads where the ops, each timed alone, find their weights and
+ * workspace in cache, and in the model's run do not: the layers before evicted them. ResNet-18 at
+ * batch 1: each backend's own layout 7.18 ms op by op and 9.30 ms a run, NHWC 7.29 and 8.45 (its
+ * Winograd convs' transformed filters, 4x the filters, are read from memory in the run). So where
+ * the two plans' sums lie within AUTO_RUN_RATIO of each other and one takes AUTO_RUN_MIN_MS or
+ * more, the other plan is built too (a twin session), both run in turn on the same seeded input,
+ * and the faster is kept. Their medians go into the timing cache, keyed by a hash of the kept
+ * plan, so that the next session of the same model on the same plugins builds only the winner. */
+#define AUTO_RUN_RATIO 1.5
+#define AUTO_RUN_MIN_MS 1.0
+#define AUTO_WARMUP 2 /* untimed runs of each: oneDNN's first runs of a conv take 15-20 ms more */
+#define AUTO_ROUNDS 3 /* timed runs of each, in turn; the median kept */
+
+static const char *ask_name(int ask) {
+    return ask == DL_ASK_CL_CONVS_HOST ? "nhwc at every conv on the host" : "each backend's own";
+}
+
+/* s and t run in turn on seeded inputs: AUTO_WARMUP untimed runs each, then AUTO_ROUNDS rounds;
+ * their median times in ms[0] and ms[1]. Their traces are set aside meanwhile and their steps'
+ * times cleared afterwards: these runs are not the caller's. */
+static dl_status run_both(dl_session *s, dl_session *t, double ms[2], dl_error *err) {
+    const int n = s->g->n_inputs;
+    dl_tensor *in = calloc((size_t)(n ? n : 1), sizeof *in);
+    dl_status st = in ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    for (int i = 0; st == DL_OK && i < n; i++) {
+        in[i] = *dl_session_input(s, i);
+        const int64_t cnt = dl_tensor_numel(&in[i]);
+        const size_t es = dl_dtype_size(in[i].dtype);
+        if (!(in[i].data = calloc((size_t)(cnt ? cnt : 1), es))) st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        else if (dl_dtype_is_f32(in[i].dtype)) { /* int64 indices stay 0: valid for any gather */ dl_rng r;
+            dl_rng_seed(&r, dl_rng_derive(1, dl_session_input_name(s, i)));
+            for (int64_t e = 0; e < cnt; e++) ((float *)in[i].data)[e] = dl_rng_uniform(&r, -1, 1);
+        }
+    }
+    dl_session *both[2] = {s, t};
+    dl_trace *kept[2] = {s->trace, t->trace};
+    s->trace = t->trace = NULL;
+    double runs[2][AUTO_ROUNDS];
+    for (int r = -AUTO_WARMUP; st == DL_OK && r < AUTO_ROUNDS; r++)
+        for (int k = 0; st == DL_OK && k < 2; k++) {
+            dl_session *x = both[k ^ ((r + AUTO_WARMUP) % 2)]; /* the order alternates each round */
+            const double t0 = dl_now_ms();
+            st = dl_session_run(x, in, n, err);
+            if (r >= 0) runs[x == t][r] = dl_now_ms() - t0;
+        }
+    for (int k = 0; k < 2; k++) {
+        both[k]->trace = kept[k];
+        for (int j = 0; j < both[k]->n_steps; j++) {
+            both[k]->steps[j].last_ms = both[k]->steps[j].total_ms = 0;
+            both[k]->steps[j].runs = 0;
+        }
+        if (st != DL_OK) continue;
+        qsort(runs[k], AUTO_ROUNDS, sizeof runs[k][0], dl_cmp_double);
+        ms[k] = runs[k][AUTO_ROUNDS / 2];
+    }
+    for (int i = 0; in && i < n; i++) free(in[i].data);
+    free(in);
+    return st;
+}
+
+static void auto_by_runs(dl_session **sp, dl_model *m) {
+    dl_session *s = *sp, *t = NULL;
+    const int ask = s->layout_ask, other = s->other_ask - 1;
+    const double lo = s->plan_ms[0] < s->plan_ms[1] ? s->plan_ms[0] : s->plan_ms[1];
+    const double hi = s->plan_ms[0] < s->plan_ms[1] ? s->plan_ms[1] : s->plan_ms[0];
+    s->other_ask = 0;
+    if (hi < AUTO_RUN_MIN_MS || hi > lo * AUTO_RUN_RATIO) return; /* the sums decide */
+    char key[2][96], warn[600];
+    const unsigned long long h = (unsigned long long)dl_session_plan_hash(s);
+    snprintf(key[0], sizeof key[0], "auto-layout;plan=%016llx;ask=%d;run", h, ask);
+    snprintf(key[1], sizeof key[1], "auto-layout;plan=%016llx;ask=%d;run", h, other);
+    dl_tcache *cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
+    double ms[2];
+    const int cached = cache && dl_tcache_get(cache, key[0], &ms[0]) && dl_tcache_get(cache, key[1], &ms[1]);
+    dl_error e = {{0}};
+    dl_status st = DL_OK;
+    if (!cached || ms[1] < ms[0]) st = create(s->ctx, m, &s->opt, 1 + other, &t, &e);
+    if (st == DL_OK && !cached) st = run_both(s, t, ms, &e);
+    if (st == DL_OK && !cached && cache) {
+        dl_tcache_put(cache, key[0], ms[0]);
+        dl_tcache_put(cache, key[1], ms[1]);
+        dl_tcache_save(cache, warn, sizeof warn);
+    }
+    dl_tcache_free(cache);
+    char desc[sizeof s->layout_desc];
+    if (st != DL_OK) { /* the twin could not be built or run (memory): the sums decide */
+        snprintf(desc, sizeof desc, "%s (auto: %.2f ms op by op, against %.2f ms for %s; no runs: %.60s)",
+                 ask_name(ask), s->plan_ms[0], s->plan_ms[1], ask_name(other), e.msg);
+        dl_session_free(t);
+        memcpy(s->layout_desc, desc, sizeof desc);
+        return;
+    }
+    const int swap = ms[1] < ms[0];
+    snprintf(desc, sizeof desc, "%s (auto: %.2f ms a run, against %.2f ms for %s; op by op %.2f and %.2f)",
+             ask_name(swap ? other : ask), ms[swap], ms[!swap], ask_name(swap ? ask : other), s->plan_ms[swap],
+             s->plan_ms[!swap]);
+    if (swap) {
+        t->place.timed += s->place.timed, t->place.cached += s->place.cached;
+        dl_session_free(s);
+        *sp = s = t;
+    } else {
+        dl_session_free(t);
+    }
+    memcpy(s->layout_desc, desc, sizeof desc);
 }
 
 void dl_session_free(dl_session *s) {

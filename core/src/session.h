@@ -152,7 +152,12 @@ struct dl_session {
     int layout_ask;        /* dl_layout_ask: opt.layout resolved for this model (dl_session_layout_ask,
                               then dl_session_place for auto) */
     int depthwise;         /* depthwise convs in the model (check's op-by-op rows under auto) */
-    char layout_desc[128]; /* the same in words (dl_session_layout) */
+    int forced_ask;        /* 1 + the dl_layout_ask this session takes in place of auto's choice (its twin
+                              under auto's runs of both plans, session.c); 0: none */
+    int other_ask;         /* after auto's placement: 1 + the plan not kept, where both could be placed
+                              and differ; 0: none */
+    double plan_ms[2];     /* their costs as placement measured them, op by op: kept, other */
+    char layout_desc[192]; /* the same in words (dl_session_layout) */
     dl_step *steps;
     int n_steps, cap_steps;
     dl_slot *slots; /* planned buffers */
@@ -216,6 +221,9 @@ void dl_fusion_free(dl_fusion *f);
  * shapes, weights and fusion. */
 dl_status dl_session_place(dl_session *s, dl_error *err);
 void dl_placement_free(dl_placement *p);
+/* A hash of the session's plan: every placed node's timing key (op, shapes, backend and its build,
+ * versions), the same for the same model, batch, options and plugins. */
+uint64_t dl_session_plan_hash(const dl_session *s);
 /* 1 if backends a and b share a memory domain: both on the host (the cpu and onednn plugins), or
  * the same device (the cuda and cudnn plugins on one GPU), so a tensor passes with no copy. */
 int dl_same_domain(const dl_backend *a, const dl_backend *b);

@@ -77,11 +77,14 @@ static int is_depthwise(const dl_session *s, const dl_node *n) {
 void dl_session_layout_ask(dl_session *s) {
     s->depthwise = 0;
     for (int i = 0; i < s->g->n_nodes; i++) s->depthwise += is_depthwise(s, &s->g->nodes[i]);
-    s->layout_ask = s->opt.layout == DL_LAYOUT_MODE_AUTO ? DL_ASK_MEASURE : dl_layout_ask_for(s->opt.layout, 0);
-    const char *what = s->layout_ask == DL_ASK_ROW_MAJOR  ? "nchw"
-                       : s->layout_ask == DL_ASK_CL_CONVS ? "nhwc at every conv"
-                       : s->layout_ask == DL_ASK_PLUGIN   ? "each backend's own"
-                                                          : "auto";
+    s->layout_ask = s->forced_ask                          ? s->forced_ask - 1
+                    : s->opt.layout == DL_LAYOUT_MODE_AUTO ? DL_ASK_MEASURE
+                                                           : dl_layout_ask_for(s->opt.layout, 0);
+    const char *what = s->layout_ask == DL_ASK_ROW_MAJOR       ? "nchw"
+                       : s->layout_ask == DL_ASK_CL_CONVS      ? "nhwc at every conv"
+                       : s->layout_ask == DL_ASK_PLUGIN        ? "each backend's own"
+                       : s->layout_ask == DL_ASK_CL_CONVS_HOST ? "nhwc at every conv on the host"
+                                                               : "auto";
     snprintf(s->layout_desc, sizeof s->layout_desc, "%s", what); /* auto: dl_session_place says */
 }
 

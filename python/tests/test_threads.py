@@ -13,7 +13,8 @@ def test_run_releases_the_gil(models, rng):
     # Python meanwhile. Were the GIL held during the C call, this thread would stall for the
     # whole run: its longest pause would be about one run long. With the GIL released its pauses
     # are scheduler slices (the machine may have fewer cores than runnable threads).
-    sess = dlrun.Session(os.path.join(models, "resnet18.yaml"), backend="cpu", threads=1)
+    # (batch 8: one image of ResNet-18 on one thread takes about 16 ms on an AVX-512 machine)
+    sess = dlrun.Session(os.path.join(models, "resnet18.yaml"), backend="cpu", threads=1, batch=8)
     x = rng.uniform(-1, 1, size=sess.inputs[0].shape).astype(np.float32)
     sess.run(x)
     t0 = time.perf_counter()

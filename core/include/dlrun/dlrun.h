@@ -162,9 +162,11 @@ DL_API const dl_tensor *dl_session_output(const dl_session *s, int i);
 DL_API const char *dl_session_output_name(const dl_session *s, int i);
 /* What the session asked of its backends for 4-D activations, dl_session_options.layout resolved
  * for its model, in words: "nchw", "nhwc at every conv", "nhwc at every conv on the host (auto:
- * 35.64 ms measured, against 40.38 ms for each backend's own)", "each backend's own (auto: 117.25 ms
- * measured, against 143.25 ms for nhwc at every conv on the host)" or "each backend's own (auto: no conv on the
- * host)". */
+ * 35.64 ms measured, against 40.38 ms for each backend's own)" (the plans' sums of ops timed one at
+ * a time decided), "nhwc at every conv on the host (auto: 8.86 ms a run, against 10.29 ms for each
+ * backend's own; op by op 7.11 and 7.98)" (both plans ran end to end: their sums were close), "each
+ * backend's own (auto: 117.25 ms measured, against 143.25 ms for nhwc at every conv on the host)" or
+ * "each backend's own (auto: no conv on the host)". docs/layout.md. */
 DL_API const char *dl_session_layout(const dl_session *s);
 
 /* ---- per-step record: where each op ran and how long it took -------------------------------- */
