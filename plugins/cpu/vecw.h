@@ -31,12 +31,14 @@ static inline vw loadw(const float *p) { return load8(p); }
 static inline void storew(float *p, vw v) { store8(p, v); }
 static inline vw splatw(float f) { return splat8(f); }
 static inline vw fmaw(vw a, vw b, vw c) { return fma8(a, b, c); }
-static inline vw loadw_n(const float *p, int n) {
+/* always_inline: GCC would otherwise split these into a part of their own that returns a vector,
+ * which a build without AVX flags (-Wpsabi: the ABI of such a return changed) */
+static inline __attribute__((always_inline)) vw loadw_n(const float *p, int n) {
     float t[VW] = {0};
     memcpy(t, p, (size_t)n * sizeof(float));
     return load8(t);
 }
-static inline void storew_n(float *p, vw v, int n) {
+static inline __attribute__((always_inline)) void storew_n(float *p, vw v, int n) {
     float t[VW];
     store8(t, v);
     memcpy(p, t, (size_t)n * sizeof(float));
