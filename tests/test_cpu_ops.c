@@ -185,7 +185,8 @@ OP_TEST(conv2d_fused_activations) {
     for (int act = DL_ACT_CLIP; act <= DL_ACT_SIGMOID; act++) {
         check_conv((conv_case){1, 3, 11, 13, 5, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});
         check_conv((conv_case){2, 9, 5, 6, 11, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, act});
-        check_conv((conv_case){3, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act}); /* Winograd: 36 tiles */
+        check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});  /* Winograd: 36 tiles */
+        check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act}); /* the packed GEMM */
         check_conv((conv_case){1, 12, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});   /* OpenBLAS */
         check_conv((conv_case){1, 40, 47, 47, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, act}); /* packed, 2 passes */
         check_conv((conv_case){1, 12, 16, 17, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, act});  /* direct, gutter */
@@ -207,7 +208,7 @@ OP_TEST(conv2d_fused_residual) {
     check_conv((conv_case){1, 8, 20, 22, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 0, sig, 1});   /* direct, groups */
     check_conv((conv_case){1, 3, 45, 47, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, relu, 1});  /* direct stem */
     check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, relu, 1});  /* Winograd */
-    check_conv((conv_case){3, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, clip, 1});
+    check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, clip, 1});
     check_conv((conv_case){1, 13, 9, 7, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 13, 1, relu, 1}); /* depthwise */
     check_conv((conv_case){2, 6, 15, 17, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, sig, 1});
     check_conv((conv_case){1, 12, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, relu, 1}); /* OpenBLAS */

@@ -39,7 +39,8 @@ static void fresh_cache(void) { cr_assert((cache_dir = tu_fresh_cache())); }
 static void fresh_env(void) {
     static const char *vars[] = {"DLFAKE_FAKEDEV_US",         "DLFAKE_FAKECPU_US",       "DLFAKE_FAKEDEV_COPY_US",
                                  "DLFAKE_FAKEDEV_OPS",        "DLFAKE_FAKECPU_OPS",      "DLFAKE_FAKEDEV_DROPOUT_US",
-                                 "DLFAKE_FAKECPU_DROPOUT_US", "DLFAKE_FAKECPU_IN_PLACE", "DLRUN_PLUGIN_PATH"};
+                                 "DLFAKE_FAKECPU_DROPOUT_US", "DLFAKE_FAKECPU_IN_PLACE", "DLRUN_PLUGIN_PATH",
+                                 "DLRUN_LAYOUT_RUNS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     fresh_cache();
 }
