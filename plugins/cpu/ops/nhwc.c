@@ -523,7 +523,7 @@ void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
             depthwise_row(k, in, y, r / g->ys[2], r % g->ys[2]););
 }
 
-/* ---- max pooling: each output pixel's window, 8 channels at a time, NaN winning as in NCHW ---- */
+/* ---- max pooling: each output pixel's window, VW channels at a time, NaN winning as in NCHW ---- */
 
 /* Channels ch .. ch + n - 1 of one output pixel: the max over its window's taps inside the image */
 static inline __attribute__((always_inline)) void maxpool_lanes(const float *x, float *yr, int64_t w, int64_t c,
