@@ -231,8 +231,27 @@ Test(onednn_ops, conv2d) {
 }
 
 /* A fused residual (ABI 1.8): a binary add post-op, its operand reordered into the blocked
- * layout the convolution writes (3x3, 1x1 stride 2, no bias, before relu and clip); linear too */
+ * layout the convolution writes, or a sum post-op on the residual copied into the destination
+ * (3x3, 1x1 stride 2, no bias, before relu and clip); linear too. Run with the plugin's own choice
+ * of form, then with each form forced (DLRUN_ONEDNN_RESIDUAL, read when the plugin starts). */
+static void residual_cases(void);
 Test(onednn_ops, fused_residual) {
+    residual_cases();
+    load();
+    const dl_backend *own = odn;
+    const char *forms[2] = {"binary", "sum"};
+    for (int f = 0; f < 2; f++) {
+        setenv("DLRUN_ONEDNN_RESIDUAL", forms[f], 1);
+        dl_error err = {{0}};
+        odn = tu_load_backend(ONEDNN_SO, 2, &err);
+        cr_assert(odn, "loading the onednn plugin (%s): %s", forms[f], err.msg);
+        residual_cases();
+    }
+    unsetenv("DLRUN_ONEDNN_RESIDUAL");
+    odn = own;
+}
+
+static void residual_cases(void) {
     int p1[4] = {1, 1, 1, 1}, p0[4] = {0, 0, 0, 0};
     check_vs_cpu(with_residual(conv_case(2, 16, 9, 11, 16, 3, 3, 1, p1, 1, 1, 1, DL_ACT_RELU)), "3x3 + r, relu", 0);
     check_vs_cpu(with_residual(conv_case(1, 12, 13, 11, 20, 1, 1, 2, p0, 1, 1, 0, DL_ACT_NONE)), "1x1/2 + r", 0);

@@ -40,7 +40,8 @@ dnnl_status_t odn_tensor_md(dnnl_memory_desc_t *md, const dl_tensor *t) {
 
 int odn_activation_ok(int activation) { return activation >= DL_ACT_NONE && activation <= DL_ACT_SIGMOID; }
 
-dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a, const dnnl_memory_desc_t *residual) {
+dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a, const dnnl_memory_desc_t *residual,
+                              int sum) {
     dnnl_alg_kind_t alg = dnnl_alg_kind_undef;
     float alpha = 0, beta = 0;
     switch (a ? a->activation : DL_ACT_NONE) {
@@ -62,7 +63,8 @@ dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a,
         dnnl_post_ops_t po;
         st = dnnl_post_ops_create(&po);
         if (st == dnnl_success) {
-            if (residual) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, residual); /* post-op 0 */
+            if (residual && sum) st = dnnl_post_ops_append_sum(po, 1.0f); /* post-op 0: dst += result */
+            else if (residual) st = dnnl_post_ops_append_binary(po, dnnl_binary_add, residual); /* post-op 0 */
             if (st == dnnl_success && alg != dnnl_alg_kind_undef)
                 st = dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, beta);
             if (st == dnnl_success) st = dnnl_primitive_attr_set_post_ops(*attr, po);
@@ -117,7 +119,7 @@ static dl_status push_reorder(odn_build *b, odn_arg from, const dnnl_memory_desc
                               const dnnl_memory_desc_t *to_md) {
     dnnl_primitive_attr_t attr;
     dnnl_primitive_desc_t pd;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL, 0));
     dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from_md, b->s->engine, to_md, b->s->engine, attr);
     dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success) return odn_fail(b, s, "reorder");
@@ -172,8 +174,16 @@ dl_status odn_add_primitive(odn_build *b, dnnl_primitive_desc_t pd, const odn_te
     odn_arg bound[MAX] = {{0}};
     dnnl_memory_desc_t want[MAX] = {{0}};
     dl_status st = DL_OK;
-    for (int i = 0; i < n && st == DL_OK; i++) {
-        const odn_tensor_arg *a = &args[i];
+    const odn_tensor_arg *residual = NULL, *orig[MAX];
+    int dst = -1, m = 0; /* m: the primitive's own arguments, the residual left out */
+    for (int j = 0; j < n && st == DL_OK; j++) {
+        if (args[j].arg == ODN_ARG_RESIDUAL_IN_DST) {
+            residual = &args[j];
+            continue;
+        }
+        const int i = m++;
+        const odn_tensor_arg *a = orig[i] = &args[j];
+        if (a->arg == DNNL_ARG_DST) dst = i;
         const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, a->arg);
         if (!md) {
             st = dl_fail(b->err, DL_E_RUNTIME, "%s: oneDNN primitive has no argument %d", b->what, a->arg);
@@ -195,10 +205,15 @@ dl_status odn_add_primitive(odn_build *b, dnnl_primitive_desc_t pd, const odn_te
             st = push_reorder(b, (odn_arg){0, ODN_INPUT, a->index, 0}, &a->md, bound[i], md);
         }
     }
-    if (st == DL_OK) st = push_step(b, pd, bound, want, n);
-    for (int i = 0; i < n && st == DL_OK; i++)
-        if (args[i].bind == ODN_OUTPUT && bound[i].bind == ODN_WORKSPACE)
-            st = push_reorder(b, bound[i], &want[i], (odn_arg){0, ODN_OUTPUT, 0, 0}, &args[i].md);
+    /* the sum post-op adds what dst holds: the residual, copied there (in the primitive's layout) */
+    if (st == DL_OK && residual && dst < 0)
+        st = dl_fail(b->err, DL_E_RUNTIME, "%s: a residual with no destination", b->what);
+    if (st == DL_OK && residual)
+        st = push_reorder(b, (odn_arg){0, ODN_INPUT, residual->index, 0}, &residual->md, bound[dst], &want[dst]);
+    if (st == DL_OK) st = push_step(b, pd, bound, want, m);
+    for (int i = 0; i < m && st == DL_OK; i++)
+        if (orig[i]->bind == ODN_OUTPUT && bound[i].bind == ODN_WORKSPACE)
+            st = push_reorder(b, bound[i], &want[i], (odn_arg){0, ODN_OUTPUT, 0, 0}, &orig[i]->md);
     dnnl_primitive_desc_destroy(pd);
     return st;
 }

@@ -14,10 +14,15 @@ typedef struct odn_state {
     dl_backend table;
     dnnl_engine_t engine;
     int threads;
-    int blocked; /* 1: convs and pools in oneDNN's 8-channel blocked layout inside the kernel
-                    (DLRUN_ONEDNN_LAYOUT=plain: 0) */
+    int blocked;  /* 1: convs and pools in oneDNN's 8-channel blocked layout inside the kernel
+                     (DLRUN_ONEDNN_LAYOUT=plain: 0) */
+    int residual; /* a conv's fused residual: ODN_RESIDUAL_AUTO, or forced (DLRUN_ONEDNN_RESIDUAL=binary|sum) */
     char description[256];
 } odn_state;
+
+/* How a conv adds a fused residual: a binary add post-op, or a sum post-op with the residual copied
+ * into the destination first; AUTO: the binary add unless only the sum gets a brgemm kernel (conv.c) */
+enum { ODN_RESIDUAL_AUTO = 0, ODN_RESIDUAL_BINARY = 1, ODN_RESIDUAL_SUM = 2 };
 
 /* Where a primitive argument's memory is at run. */
 typedef enum odn_bind {
@@ -91,12 +96,17 @@ dnnl_status_t odn_plain_md(dnnl_memory_desc_t *md, int ndim, const int64_t *shap
 /* The f32 descriptor of tensor t as it lies: row-major, or by its strides (channels-last). */
 dnnl_status_t odn_tensor_md(dnnl_memory_desc_t *md, const dl_tensor *t);
 /* A primitive attribute with user scratchpad (run's workspace) and, for a fused residual (its
- * layout: NULL for none), a binary add post-op (post-op 0: its argument is
- * DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1), then for a fused dl_activation its eltwise
- * post-op; NULL where oneDNN has no exact form of the activation. */
-dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a, const dnnl_memory_desc_t *residual);
-/* The residual's argument of a kernel built with odn_attr_create's residual */
+ * layout: NULL for none), post-op 0: a binary add (its argument is ODN_ARG_RESIDUAL) or, with
+ * `sum`, a sum (dst += the result: the residual is copied into dst first, ODN_ARG_RESIDUAL_IN_DST);
+ * then for a fused dl_activation its eltwise post-op; NULL where oneDNN has no exact form of the
+ * activation. */
+dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a, const dnnl_memory_desc_t *residual,
+                              int sum);
+/* The residual's argument of a kernel built with odn_attr_create's residual as a binary add */
 #define ODN_ARG_RESIDUAL (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)
+/* Not an argument of the primitive: the residual, copied into its destination (in the primitive's
+ * layout of it) before the primitive runs, for a sum post-op (odn_add_primitive) */
+#define ODN_ARG_RESIDUAL_IN_DST (-1)
 /* 1 if the activation has an exact oneDNN eltwise form (relu, silu, hard_swish, gelu erf/tanh; ABI 1.5:
  * clip, leaky relu, sigmoid). */
 int odn_activation_ok(int activation);

@@ -11,7 +11,7 @@
 static dl_status make_pd(odn_build *b, const void *desc, const dl_op_attrs *a, const dnnl_memory_desc_t *residual,
                          const char *what, dnnl_primitive_desc_t *pd) {
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, a, residual));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, a, residual, 0));
     dnnl_status_t st = dnnl_primitive_desc_create(pd, desc, attr, b->s->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
     return st == dnnl_success ? DL_OK : odn_fail(b, st, what);
@@ -87,7 +87,7 @@ dl_status odn_matmul(odn_build *b) {
     dnnl_matmul_desc_t desc;
     ODN_TRY(b, "matmul descriptor", dnnl_matmul_desc_init(&desc, &a_md, &b_md, has_c ? &c_md : NULL, &y_md));
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL, 0));
     dnnl_status_t st = a->alpha != 1.0f ? dnnl_primitive_attr_set_output_scales(attr, 1, 0, &a->alpha) : dnnl_success;
     dnnl_primitive_desc_t pd = NULL;
     if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &desc, attr, b->s->engine, NULL);
@@ -198,7 +198,7 @@ dl_status odn_concat(odn_build *b) {
     ODN_TRY(b, "destination", odn_tensor_md(&y_md, &op->outputs[0]));
     args[op->n_inputs] = (odn_tensor_arg){DNNL_ARG_DST, ODN_OUTPUT, 0, y_md};
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL, 0));
     dnnl_primitive_desc_t pd;
     dnnl_status_t st =
         dnnl_concat_primitive_desc_create(&pd, &y_md, op->n_inputs, op->attrs->axis, src, attr, b->s->engine);
@@ -270,7 +270,7 @@ dl_status odn_copy_op(odn_build *b) {
     dnnl_memory_desc_t md;
     ODN_TRY(b, "tensor", odn_plain_md(&md, 1, &n));
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL, 0));
     dnnl_primitive_desc_t pd;
     dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, &md, b->s->engine, &md, b->s->engine, attr);
     dnnl_primitive_attr_destroy(attr);

@@ -67,7 +67,7 @@ dl_status odn_pool(odn_build *b) {
             dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, alg, blocked ? &x_blk : &x_md,
                                               blocked ? &y_blk : &y_md, sd, kd, dd, pl, pr));
     dnnl_primitive_attr_t attr;
-    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL));
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, NULL, NULL, 0));
     dnnl_primitive_desc_t pd;
     dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, b->s->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
