@@ -116,6 +116,40 @@ Test(cli, compare_times_two_layouts_of_one_build) {
     free(out);
 }
 
+/* --micro-batch: the batch in parts of N images (a line saying so, and --json); bad values are
+ * usage errors; compare times one build at once against in parts, whose steps pair up (the same
+ * steps at the part's shapes), with the same outputs. */
+Test(cli, micro_batch_runs_the_batch_in_parts) {
+    char *out;
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --batch 4 --micro-batch 2 --json", &out), 0, "%s", out);
+    cr_expect(strstr(out, "\"batching\":\t\"4 in 2 parts of 2 (asked)\"") && strstr(out, "\"micro_batch\":\t2"), "%s",
+              out);
+    cr_expect(strstr(out, "\"input_shape\":\t[4, 1, 28, 28]"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --batch 4 --micro-batch 1 --profile", &out), 0, "%s",
+                 out);
+    cr_expect(strstr(out, "\nbatch: 4 in 4 parts of 1 (asked)\n"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu --batch 4 --micro-batch 3", &out), 2, "%s", out);
+    cr_expect(strstr(out, "micro-batch 3 must divide the batch, 4"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --micro-batch half", &out), 2, "%s", out);
+    cr_expect(strstr(out, "--micro-batch wants auto or a positive integer, not 'half'"), "%s", out);
+    free(out);
+    cr_assert_eq(
+        tu_dlrun("compare " MODEL("lenet.yaml") " --backend cpu --batch 4 --base-micro-batch 4 --micro-batch 2 "
+                                                "--iterations 2 --warmup 0 --threads 1 --all",
+                 &out),
+        0, "%s", out);
+    cr_expect(strstr(out, "batch: base 4 at once; new 4 in 2 parts of 2 (asked)"), "%s", out);
+    cr_expect_null(strstr(out, "whole runs only"), "%s", out);
+    double max_abs = 1;
+    const char *at = strstr(out, "max |new - base| ");
+    cr_assert(at, "%s", out);
+    cr_expect(sscanf(at, "max |new - base| %lf", &max_abs) == 1 && max_abs < 1e-5, "%s", out);
+    free(out);
+}
+
 /* --layout: what it became, on a line of its own and in --json; auto says which plan it measured
  * cheaper, and the other's cost (which one wins is the test_placement's, on a backend whose speed
  * it sets). */

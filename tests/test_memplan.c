@@ -115,6 +115,7 @@ static void model_plan(const char *name, int64_t batch) {
     dl_session_options so;
     dl_session_options_init(&so);
     so.batch = batch;
+    so.micro_batch = batch; /* this batch's plan (auto measures: parts of it may win) */
     cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
     dl_memory_info mi;
     dl_session_memory(s, 0, &mi);
@@ -153,6 +154,7 @@ static float *run_concats(const char *plugins, const char *yaml, int64_t batch, 
     so.batch = batch;
     so.no_fuse = no_fuse;
     so.layout = DL_LAYOUT_MODE_NCHW; /* the slices below are NCHW runs (auto measures: nhwc may win) */
+    so.micro_batch = batch;          /* the batch at once (auto measures: parts of it may win) */
     cr_assert_eq(tu_open_session(plugins, yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
     expect_plan_valid(s, "concat model");
     *elided = 0;

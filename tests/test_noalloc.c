@@ -50,7 +50,7 @@ int posix_memalign(void **p, size_t a, size_t n) {
 }
 
 /* model: a file of models/, or of tests/data/models/ when it starts with "test:" */
-static void runs_allocate_nothing(const char *model, int64_t batch, int trace) {
+static void runs_allocate_nothing(const char *model, int64_t batch, int trace, int64_t micro_batch) {
     char path[512];
     if (strncmp(model, "test:", 5) == 0)
         snprintf(path, sizeof path, "%s/tests/data/models/%s", DLRUN_SOURCE_DIR, model + 5);
@@ -66,6 +66,7 @@ static void runs_allocate_nothing(const char *model, int64_t batch, int trace) {
     dl_session_options_init(&so);
     so.batch = batch;
     so.trace = trace;
+    so.micro_batch = micro_batch; /* 0: auto, measured (parts of the batch may win) */
     /* the cpu plugin: oneDNN's dnnl_primitive_execute builds a small argument map (C++) on every
      * call, so a session with ops on the onednn plugin allocates a few blocks per run */
     so.backend = "cpu";
@@ -96,11 +97,13 @@ static void runs_allocate_nothing(const char *model, int64_t batch, int trace) {
 }
 
 Test(noalloc, run_loop_allocates_nothing, .timeout = 300) {
-    runs_allocate_nothing("lenet.yaml", 3, 0);
-    runs_allocate_nothing("resnet18.yaml", 2, 0);
-    runs_allocate_nothing("vgg.yaml", 1, 0);
-    runs_allocate_nothing("test:mobile_block.yaml", 1, 0); /* small ops: the serial paths */
-    runs_allocate_nothing("test:mobile_block.yaml", 3, 0);
-    runs_allocate_nothing("lenet.yaml", 3, 1);
-    runs_allocate_nothing("resnet18.yaml", 2, 1);
+    runs_allocate_nothing("lenet.yaml", 3, 0, 0);
+    runs_allocate_nothing("resnet18.yaml", 2, 0, 0);
+    runs_allocate_nothing("vgg.yaml", 1, 0, 0);
+    runs_allocate_nothing("test:mobile_block.yaml", 1, 0, 0); /* small ops: the serial paths */
+    runs_allocate_nothing("test:mobile_block.yaml", 3, 0, 0);
+    runs_allocate_nothing("lenet.yaml", 3, 1, 0);
+    runs_allocate_nothing("resnet18.yaml", 2, 1, 0);
+    runs_allocate_nothing("lenet.yaml", 4, 0, 2); /* a batch in parts (docs/micro-batch.md) */
+    runs_allocate_nothing("test:mobile_block.yaml", 3, 0, 1);
 }

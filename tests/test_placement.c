@@ -40,7 +40,7 @@ static void fresh_env(void) {
     static const char *vars[] = {"DLFAKE_FAKEDEV_US",         "DLFAKE_FAKECPU_US",       "DLFAKE_FAKEDEV_COPY_US",
                                  "DLFAKE_FAKEDEV_OPS",        "DLFAKE_FAKECPU_OPS",      "DLFAKE_FAKEDEV_DROPOUT_US",
                                  "DLFAKE_FAKECPU_DROPOUT_US", "DLFAKE_FAKECPU_IN_PLACE", "DLRUN_PLUGIN_PATH",
-                                 "DLRUN_LAYOUT_RUNS"};
+                                 "DLRUN_LAYOUT_RUNS",         "DLRUN_MICRO_BATCH_RUNS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     fresh_cache();
 }

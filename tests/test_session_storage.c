@@ -37,6 +37,7 @@ static dl_session *open_model(const char *path, const char *backend, int precisi
     so.backend = backend;
     so.precision = precision;
     so.batch = batch;
+    so.micro_batch = DL_MAX_BATCH; /* the batch at once: its bytes are counted */
     /* the cpu plugin's plans are counted row-major (auto measures: nhwc may win); bf16nhwc takes
      * NHWC only, its own answer */
     if (backend && !strcmp(backend, "cpu")) so.layout = DL_LAYOUT_MODE_NCHW;

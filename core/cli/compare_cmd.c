@@ -15,12 +15,12 @@
 typedef struct compare_args {
     const char *base, *new_dir, *backend;
     int iterations, warmup, threads, all, layout, base_layout;
-    long long batch;
+    long long batch, micro, base_micro;
     unsigned long long seed;
 } compare_args;
 
 static const char usage_head[] =
-    "usage: dlrun compare MODEL.yaml (--base DIR | --base-layout L) [--new DIR] [options]\n"
+    "usage: dlrun compare MODEL.yaml (--base DIR | --base-layout L | --base-micro-batch N) [options]\n"
     "\n"
     "Times two builds of the plugins in one process: `base`, the plugins in DIR (an older build's\n"
     "lib/dlrun) in place of this build's plugins of the same names, and `new`, this build's (or\n"
@@ -29,7 +29,8 @@ static const char usage_head[] =
     "new is faster), the whole runs' medians, and the largest difference between the outputs.\n"
     "Use --backend to pin both to one backend (else each places its ops by its own timings).\n"
     "With --base-layout, the base side may be this build's plugins (no --base): one build, two\n"
-    "layouts (--base-layout nchw --layout auto).\n"
+    "layouts (--base-layout nchw --layout auto); with --base-micro-batch, one build, two ways of\n"
+    "running the batch (--base-micro-batch 8 --micro-batch 2: at once against in 4 parts).\n"
     "\n"
     "options:\n";
 static const char usage_tail[] = "\nexit status: 0 compared, 1 runtime failure, 2 bad input or usage.\n";
@@ -53,6 +54,11 @@ static const cli_opt compare_opts[] = {
     {"layout", CLI_WORD, FIELD(layout), .words = cli_layout_words, .help = "the new side's layout (default auto)"},
     {"base-layout", CLI_WORD, FIELD(base_layout), .words = cli_layout_words,
      .help = "the base side's layout (default: --layout's)"},
+    {"micro-batch", CLI_INT, FIELD(micro), .lo = 0, .hi = 1 << 20, .value_name = "N",
+     .wants = "0 or a positive integer",
+     .help = "the new side's images at once (0, the default: auto;\ndocs/micro-batch.md)"},
+    {"base-micro-batch", CLI_INT, FIELD(base_micro), .lo = -1, .hi = 1 << 20, .value_name = "N",
+     .wants = "0 or a positive integer", .help = "the base side's (default: --micro-batch's)"},
     {"all", CLI_FLAG, FIELD(all), .help = "every op (default: those whose medians differ by 2 % or more)"},
     {"help", CLI_HELP, .help = "this text"},
 };
@@ -67,7 +73,7 @@ typedef struct side {
     double *run_ms;  /* [run] */
 } side;
 
-static int open_side(side *d, const compare_args *a, int layout, dl_model *m, dl_error *err) {
+static int open_side(side *d, const compare_args *a, int layout, long long micro, dl_model *m, dl_error *err) {
     dl_context_options co = {sizeof co, a->threads, 0, d->dir, 0};
     dl_status st = dl_context_create(&co, &d->ctx, err);
     if (st != DL_OK) return st;
@@ -77,6 +83,7 @@ static int open_side(side *d, const compare_args *a, int layout, dl_model *m, dl
     so.seed = a->seed;
     so.backend = a->backend;
     so.layout = layout;
+    so.micro_batch = micro;
     st = dl_session_create(d->ctx, m, &so, &d->s, err);
     if (st != DL_OK) return st;
     dl_session_set_profiling(d->s, 1);
@@ -136,6 +143,8 @@ static void print_report(const compare_args *a, side *sd, int steps, int same_st
     print_plugins("new: ", n, a->backend);
     if (strcmp(dl_session_layout(b->s), dl_session_layout(n->s)))
         printf("layout: base %s; new %s\n", dl_session_layout(b->s), dl_session_layout(n->s));
+    if (strcmp(dl_session_batching(b->s), dl_session_batching(n->s)))
+        printf("batch: base %s; new %s\n", dl_session_batching(b->s), dl_session_batching(n->s));
     printf("%d runs each, in turn; outputs: max |new - base| %.3g, relative L2 %.3g\n\n", runs, max_abs, rel_l2);
     double *v = malloc((size_t)runs * sizeof *v);
     if (!v) return;
@@ -183,7 +192,7 @@ static int same_steps(const side *sd, int *steps) {
 }
 
 int cli_compare_main(int argc, char **argv) {
-    compare_args a = {NULL, NULL, NULL, 30, 3, 0, 0, DL_LAYOUT_MODE_AUTO, -1, 0, 1};
+    compare_args a = {NULL, NULL, NULL, 30, 3, 0, 0, DL_LAYOUT_MODE_AUTO, -1, 0, 0, -1, 1};
     int first;
     int rc = cli_parse(&compare_command, "compare", argc, argv, &a, &first);
     if (rc) return rc < 0 ? 0 : rc;
@@ -191,10 +200,11 @@ int cli_compare_main(int argc, char **argv) {
     if (argc - first > 1)
         return cli_usage_error(&compare_command, "one model at a time; extra argument '%s'", argv[first + 1]);
     if (a.base_layout < 0) a.base_layout = a.layout;
-    if (!a.base && a.base_layout == a.layout)
+    if (a.base_micro < 0) a.base_micro = a.micro;
+    if (!a.base && a.base_layout == a.layout && a.base_micro == a.micro)
         return cli_usage_error(&compare_command,
                                "--base DIR is required (the plugins to compare against), or --base-layout other than "
-                               "--layout");
+                               "--layout, or --base-micro-batch other than --micro-batch");
     side sd[2] = {{a.base, NULL, NULL, NULL, NULL}, {a.new_dir, NULL, NULL, NULL, NULL}};
     dl_error err = {{0}};
     dl_model *m = NULL;
@@ -202,7 +212,8 @@ int cli_compare_main(int argc, char **argv) {
     dl_tensor ins[64];
     int nin = 0, steps = 0, paired = 0;
     dl_status st = dl_model_load(argv[first], &m, &err);
-    for (int q = 0; st == DL_OK && q < 2; q++) st = open_side(&sd[q], &a, q ? a.layout : a.base_layout, m, &err);
+    for (int q = 0; st == DL_OK && q < 2; q++)
+        st = open_side(&sd[q], &a, q ? a.layout : a.base_layout, q ? a.micro : a.base_micro, m, &err);
     if (st == DL_OK) {
         nin = dl_session_input_count(sd[1].s);
         if (nin > 64) st = dl_fail(&err, DL_E_INVALID, "%s: more than 64 inputs", argv[first]);

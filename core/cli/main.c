@@ -1,6 +1,7 @@
 /* main.c — `dlrun`: parses arguments and drives the library (load plugins, model, session, run).
  * Exit status: 0 success, 1 runtime failure, 2 bad input or usage. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,10 @@ static const cli_opt run_opts[] = {
              "f16/bf16 also store tensors and weights in that\n"
              "dtype where a backend takes it (docs/storage.md)"},
     {"layout", CLI_WORD, FIELD(layout), .words = cli_layout_words, .help = CLI_LAYOUT_HELP},
+    {"micro-batch", CLI_STRING, FIELD(micro_batch), .value_name = "auto|N",
+     .help = "images a run takes at once (docs/micro-batch.md): auto\n"
+             "(default): the batch, or parts of it measured faster; N: in\n"
+             "parts of N images (N divides the batch)"},
     {"no-fuse", CLI_FLAG, FIELD(no_fuse),
      .help = "do not fuse relu into the op before it, fold\n"
              "batchnorm into the conv before it, or elide concats"},
@@ -111,6 +116,14 @@ static int parse_args(int argc, char **argv, cli_options *o) {
     if (argc - first > 1)
         return cli_usage_error(&run_command, "one model at a time; extra argument '%s'", argv[first + 1]);
     o->model = argv[first];
+    if (o->micro_batch && strcmp(o->micro_batch, "auto") != 0) {
+        char *end = NULL;
+        errno = 0;
+        o->micro_images = strtoll(o->micro_batch, &end, 10);
+        if (errno || end == o->micro_batch || *end || o->micro_images < 1 || o->micro_images > (1 << 20))
+            return cli_usage_error(&run_command, "--micro-batch wants auto or a positive integer, not '%s'",
+                                   o->micro_batch);
+    }
     return 0;
 }
 
@@ -353,6 +366,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     so.precision = o->precision;
     so.no_fuse = o->no_fuse;
     so.layout = o->layout;
+    so.micro_batch = o->micro_images;
     so.max_memory = o->max_memory;
     so.retune = o->retune;
     so.no_fallback = o->no_fallback;

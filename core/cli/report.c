@@ -172,6 +172,8 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     if (sum.casts) printf("; %d conversion%s of storage format", sum.casts, sum.casts == 1 ? "" : "s");
     printf("\n");
     printf("layout: %s\n", dl_session_layout(s));
+    if (dl_session_input_count(s) && dl_session_input(s, 0)->ndim && dl_session_input(s, 0)->shape[0] > 1)
+        printf("batch: %s\n", dl_session_batching(s));
     int timed, cached;
     const char *cache;
     dl_session_placement_stats(s, &timed, &cached, &cache);
@@ -254,6 +256,8 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
     cJSON_AddItemToObject(root, "output_shape", shape_json(y->shape, y->ndim));
     cJSON_AddNumberToObject(root, "gflop", sum.flops * 1e-9);
     cJSON_AddStringToObject(root, "layout", dl_session_layout(s));
+    cJSON_AddStringToObject(root, "batching", dl_session_batching(s));
+    cJSON_AddNumberToObject(root, "micro_batch", (double)dl_session_micro_batch(s));
     cJSON *lat = cJSON_AddObjectToObject(root, "latency_ms");
     cJSON_AddNumberToObject(lat, "median", t->median_ms);
     cJSON_AddNumberToObject(lat, "min", t->min_ms);

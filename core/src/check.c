@@ -274,6 +274,7 @@ static dl_status make_session(dl_context *ctx, dl_model *m, const char *backend,
     so.no_fuse = no_fuse;
     so.keep_activations = keep;
     so.seed = seed;
+    so.micro_batch = DL_MAX_BATCH; /* at once: both sides' ops at the same shapes */
     return dl_session_create(ctx, m, &so, s, err);
 }
 

@@ -365,10 +365,8 @@ static dl_status check_options(dl_context *ctx, const dl_session_options *o, dl_
 
 static void auto_by_runs(dl_session **sp, dl_model *m);
 
-/* A session of m; forced_ask: 1 + the layout ask it takes whatever opt.layout says (auto's twin), 0:
- * none */
-static dl_status create(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask, dl_session **out,
-                        dl_error *err) {
+dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask,
+                               dl_session **out, dl_error *err) {
     double t_create = dl_now_ms();
     *out = NULL;
     dl_session *s = calloc(1, sizeof *s);
@@ -418,7 +416,36 @@ static dl_status create(dl_context *ctx, dl_model *m, const dl_session_options *
 
 dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt, dl_session **out,
                             dl_error *err) {
-    return create(ctx, m, opt, 0, out, err);
+    dl_session_options o;
+    dl_session_options_init(&o);
+    if (opt) memcpy(&o, opt, opt->struct_size < sizeof o ? opt->struct_size : sizeof o);
+    o.struct_size = sizeof o;
+    *out = NULL;
+    int nd = 0;
+    const int64_t *declared = NULL;
+    const int64_t batch = o.batch > 0 ? o.batch : dl_model_input(m, 0, &nd, &declared) && nd > 0 ? declared[0] : 1;
+    if (o.micro_batch < 0 || (o.micro_batch > 0 && o.micro_batch < batch && batch % o.micro_batch))
+        return dl_fail(err, DL_E_INVALID, "micro-batch %lld must divide the batch, %lld", (long long)o.micro_batch,
+                       (long long)batch);
+    if (o.micro_batch > 0 && o.micro_batch < batch) { /* asked: parts only */
+        dl_session_options part = o;
+        part.batch = part.micro_batch = o.micro_batch;
+        dl_status st = dl_session_create_as(ctx, m, &part, 0, out, err);
+        if (st == DL_OK) st = dl_session_make_parts(*out, batch / o.micro_batch, err);
+        if (st != DL_OK) {
+            dl_session_free(*out);
+            *out = NULL;
+            return st;
+        }
+        snprintf((*out)->batch_desc, sizeof(*out)->batch_desc, "%lld in %lld parts of %lld (asked)", (long long)batch,
+                 (long long)(batch / o.micro_batch), (long long)o.micro_batch);
+        return DL_OK;
+    }
+    dl_status st = dl_session_create_as(ctx, m, &o, 0, out, err);
+    if (st != DL_OK) return st;
+    snprintf((*out)->batch_desc, sizeof(*out)->batch_desc, "%lld at once", (long long)batch);
+    if (o.micro_batch == 0) dl_session_auto_parts(out, m);
+    return DL_OK;
 }
 
 /* ---- --layout auto: both plans run end to end ---- */
@@ -443,7 +470,7 @@ static const char *ask_name(int ask) {
 /* s and t run in turn on seeded inputs: AUTO_WARMUP untimed runs each, then AUTO_ROUNDS rounds;
  * their median times in ms[0] and ms[1]. Their traces are set aside meanwhile and their steps'
  * times cleared afterwards: these runs are not the caller's. */
-static dl_status run_both(dl_session *s, dl_session *t, double ms[2], dl_error *err) {
+dl_status dl_session_run_both(dl_session *s, dl_session *t, double ms[2], dl_error *err) {
     const int n = s->g->n_inputs;
     dl_tensor *in = calloc((size_t)(n ? n : 1), sizeof *in);
     dl_status st = in ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
@@ -501,8 +528,8 @@ static void auto_by_runs(dl_session **sp, dl_model *m) {
     const int cached = cache && dl_tcache_get(cache, key[0], &ms[0]) && dl_tcache_get(cache, key[1], &ms[1]);
     dl_error e = {{0}};
     dl_status st = DL_OK;
-    if (!cached || ms[1] < ms[0]) st = create(s->ctx, m, &s->opt, 1 + other, &t, &e);
-    if (st == DL_OK && !cached) st = run_both(s, t, ms, &e);
+    if (!cached || ms[1] < ms[0]) st = dl_session_create_as(s->ctx, m, &s->opt, 1 + other, &t, &e);
+    if (st == DL_OK && !cached) st = dl_session_run_both(s, t, ms, &e);
     if (st == DL_OK && !cached && cache) {
         dl_tcache_put(cache, key[0], ms[0]);
         dl_tcache_put(cache, key[1], ms[1]);
@@ -533,6 +560,7 @@ static void auto_by_runs(dl_session **sp, dl_model *m) {
 
 void dl_session_free(dl_session *s) {
     if (!s) return;
+    dl_session_parts_free(s);
     dl_trace_free(s->trace); /* before the kernels: they may hold the backends' events */
     dl_trace_free(s->prof_trace);
     for (int k = 0; k < s->n_steps; k++) {
@@ -599,6 +627,11 @@ static dl_status sync_all(dl_session *s, const dl_backend **last, dl_error *err)
 }
 
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    return s->parts > 1 ? dl_session_run_parts(s, inputs, n_inputs, err)
+                        : dl_session_run_plan(s, inputs, n_inputs, err);
+}
+
+dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
     double t_start = dl_now_ms();
     dl_status in_rc = dl_session_take_inputs(s, inputs, n_inputs, err);
     if (in_rc != DL_OK) return in_rc;
@@ -662,14 +695,14 @@ void dl_session_last_run_times(const dl_session *s, dl_run_times *t) { *t = s->l
 
 int dl_session_input_count(const dl_session *s) { return s->g->n_inputs; }
 const dl_tensor *dl_session_input(const dl_session *s, int i) {
-    return i >= 0 && i < s->g->n_inputs ? &s->inputs[i] : NULL;
+    return i >= 0 && i < s->g->n_inputs ? &(s->parts > 1 ? s->whole_in : s->inputs)[i] : NULL;
 }
 const char *dl_session_input_name(const dl_session *s, int i) {
     return i >= 0 && i < s->g->n_inputs ? s->g->values[s->g->inputs[i]].name : NULL;
 }
 int dl_session_output_count(const dl_session *s) { return s->g->n_outputs; }
 const dl_tensor *dl_session_output(const dl_session *s, int i) {
-    return i >= 0 && i < s->g->n_outputs ? &s->outputs[i] : NULL;
+    return i >= 0 && i < s->g->n_outputs ? &(s->parts > 1 ? s->whole_out : s->outputs)[i] : NULL;
 }
 const char *dl_session_output_name(const dl_session *s, int i) {
     return i >= 0 && i < s->g->n_outputs ? s->g->values[s->g->outputs[i]].name : NULL;
@@ -681,8 +714,9 @@ void dl_session_step(const dl_session *s, int i, dl_step_info *info) {
     memset(info, 0, sizeof *info);
     if (i < 0 || i >= s->n_steps) return;
     const dl_step *st = &s->steps[i];
+    const double parts = s->parts > 1 ? (double)s->parts : 1.0; /* a run's steps: every part's */
     info->kind = st->kind;
-    info->flops = st->flops;
+    info->flops = st->flops * parts;
     info->last_ms = st->last_ms;
     info->total_ms = st->total_ms;
     info->runs = st->runs;
@@ -693,7 +727,7 @@ void dl_session_step(const dl_session *s, int i, dl_step_info *info) {
         info->layer = s->g->values[v].name;
         info->op = st->what;
         info->backend = st->label;
-        info->bytes = (double)st->bytes;
+        info->bytes = (double)st->bytes * parts;
         return;
     }
     const dl_node *n = &s->g->nodes[st->node];

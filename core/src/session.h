@@ -5,7 +5,9 @@
  *   -> placement (placement.c) -> activation fusion (fuse.c) -> storage formats (storage.c)
  *   -> steps, copies and casts (session.c) -> concats elided (concat_elide.c) -> kernels prepared
  *   -> memory plan (session_plan.c)
- *   -> run
+ *   -> (--micro-batch auto: sessions of parts of the batch built and timed against it; the fastest
+ *      that agrees kept, micro_batch.c)
+ *   -> run (a session in parts: its plan run once a part)
  * A value may be stored in several places: a place is a memory domain plus a storage format
  * (dtype and layout). Place 0 is host memory in f32 row-major, where model inputs arrive and
  * outputs leave; a step of kind COPY moves and/or converts a value from one place to another.
@@ -180,9 +182,27 @@ struct dl_session {
     dl_run_times last_run; /* the last run's phases (dl_session_last_run_times) */
     dl_trace *trace;       /* with opt.trace: the timeline (trace.c), else NULL */
     dl_trace *prof_trace;  /* profiling without opt.trace: a trace of its own, for device events */
+    /* A batch run in parts (micro_batch.c): this plan runs `parts` times a run, each on the next
+     * images of the caller's batch; the caller sees whole_in and whole_out (parts 0 or 1: none) */
+    int64_t parts;
+    dl_tensor *whole_in, *whole_out; /* at the whole batch; whole_out's data owned */
+    int64_t *whole_dims;             /* their shapes */
+    dl_tensor *part_in;              /* during a run: one part's inputs */
+    double *part_ms;                 /* during a run: each step's time summed over the parts */
+    char batch_desc[192];            /* dl_session_batching */
 };
 
 /* ---- session.c ---- */
+/* A session of m; forced_ask: 1 + the layout ask it takes whatever opt.layout says (auto's twin),
+ * 0: none. The whole of dl_session_create but the batch in parts. */
+dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask,
+                               dl_session **out, dl_error *err);
+/* One run of the session's own plan (dl_session_run without parts). */
+dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
+/* s and t run in turn on the same seeded inputs at s's input shapes (untimed runs first, then
+ * rounds alternating their order); their median times in ms[0] and ms[1]; their steps' times
+ * cleared afterwards. */
+dl_status dl_session_run_both(dl_session *s, dl_session *t, double ms[2], dl_error *err);
 /* Bytes of value v at the session's shapes. */
 size_t dl_session_value_bytes(const dl_session *s, int v);
 /* Host f32 data of weight v as this session runs it: folded, else bound (an f16/bf16 weight is
@@ -283,6 +303,19 @@ int dl_session_input_copy(dl_session *s, const dl_step *st, dl_status *rc, dl_er
 dl_status dl_dom_copy(dl_session *s, int to, void *dst, int from, const void *src, size_t n, void *staging,
                       dl_error *err);
 const char *dl_domain_name(const dl_session *s, int d);
+
+/* ---- micro_batch.c ---- */
+/* After a session of the whole batch is built (*sp): with opt.micro_batch 0 (auto), where it
+ * qualifies, sessions of parts of the batch are built and run against it, and the fastest that
+ * agrees with it replaces *sp (the loser freed); the choice is cached in the timing cache under a
+ * hash of the whole batch's plan. Sets batch_desc. Never fails: a part that cannot be built or
+ * run is not taken. */
+void dl_session_auto_parts(dl_session **sp, dl_model *m);
+/* Makes the session of a part, p (at batch n / parts), run the whole batch in `parts` parts. */
+dl_status dl_session_make_parts(dl_session *p, int64_t parts, dl_error *err);
+/* dl_session_run of a session in parts. */
+dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
+void dl_session_parts_free(dl_session *s);
 
 /* ---- concat_elide.c ---- */
 /* After the steps are built, before the memory plan: each concat whose inputs can be written

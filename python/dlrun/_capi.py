@@ -69,7 +69,7 @@ class SessionOptions(Structure):
                 ("backend", c_char_p), ("precision", c_int32), ("no_fuse", c_int32), ("max_memory", c_int64),
                 ("prefer_backend", c_char_p), ("keep_activations", c_int32), ("retune", c_int32),
                 ("no_fallback", c_int32), ("progress", PROGRESS_FN), ("progress_user", c_void_p),
-                ("reserve_inputs", c_int32), ("trace", c_int32), ("layout", c_int32)]
+                ("reserve_inputs", c_int32), ("trace", c_int32), ("layout", c_int32), ("micro_batch", c_int64)]
 
 
 class PluginInfo(Structure):
@@ -146,6 +146,7 @@ _API = {
     "dl_session_output": (POINTER(Tensor), [_P, c_int]),
     "dl_session_output_name": (c_char_p, [_P, c_int]),
     "dl_session_layout": (c_char_p, [_P]),
+    "dl_session_batching": (c_char_p, [_P]),
     "dl_session_step_count": (c_int, [_P]),
     "dl_session_step": (None, [_P, c_int, POINTER(StepInfo)]),
     "dl_session_reset_profile": (None, [_P]),

@@ -94,6 +94,9 @@ class Session:
                backend's own, the plan placement measures faster), "nchw" or "nhwc"
                (docs/layout.md); layout_used says what it became
     batch      batch size (None: the model file's)
+    micro_batch "auto" (the batch at once, or in parts of it where that measures faster and gives
+               the same outputs; docs/micro-batch.md) or the images a part takes (dividing the
+               batch); batching says what it became
     weights    a .safetensors file (None: the model's `weights:`, else seeded initialisation)
     seed       seed of the initialisation when there is no weights file
     threads    CPU threads (None: all cores); device: GPU ordinal
@@ -104,11 +107,15 @@ class Session:
     """
 
     def __init__(self, model, backend=None, precision="f32", batch=None, weights=None, seed=1, threads=None,
-                 device=0, fuse=True, profile=False, trace=False, max_memory=None, layout="auto"):
+                 device=0, fuse=True, profile=False, trace=False, max_memory=None, layout="auto",
+                 micro_batch="auto"):
         if precision not in _capi.PRECISIONS:
             raise InvalidArgument(f"precision must be one of {', '.join(_capi.PRECISIONS)}, not {precision!r}")
         if layout not in _capi.LAYOUTS:
             raise InvalidArgument(f"layout must be one of {', '.join(_capi.LAYOUTS)}, not {layout!r}")
+        if micro_batch != "auto" and (not isinstance(micro_batch, (int, np.integer)) or isinstance(micro_batch, bool)
+                                      or micro_batch < 1):
+            raise InvalidArgument(f"micro_batch must be \"auto\" or a positive integer, not {micro_batch!r}")
         if batch is not None and (not isinstance(batch, (int, np.integer)) or batch < 1):
             raise InvalidArgument(f"batch must be a positive integer, not {batch!r}")
         if trace and not _capi.has("dl_session_write_trace"):
@@ -131,6 +138,7 @@ class Session:
         o.precision = _capi.PRECISIONS[precision]
         o.no_fuse = 0 if fuse else 1
         o.layout = _capi.LAYOUTS[layout]
+        o.micro_batch = 0 if micro_batch == "auto" else int(micro_batch)
         o.max_memory = int(max_memory or 0)
         if trace:
             o.trace = 1
@@ -140,6 +148,7 @@ class Session:
         self._handle = handle
         self.backend, self.precision, self.trace = backend, precision, bool(trace)
         self.layout_used = _capi.text(lib.dl_session_layout(handle)) if _capi.has("dl_session_layout") else None
+        self.batching = _capi.text(lib.dl_session_batching(handle)) if _capi.has("dl_session_batching") else None
         if profile:
             lib.dl_session_set_profiling(handle, 1)
         h = handle

@@ -37,6 +37,21 @@ def test_default_placement_and_batch(models, rng):
         np.testing.assert_allclose(one.run(x[i:i + 1])[one.outputs[0].name][0], y1[i], rtol=1e-4, atol=1e-6)
 
 
+def test_micro_batch(models, rng):
+    path = os.path.join(models, "lenet.yaml")
+    whole = dlrun.Session(path, backend="cpu", batch=4, micro_batch=4)
+    parts = dlrun.Session(path, backend="cpu", batch=4, micro_batch=2)
+    assert whole.batching == "4 at once" and parts.batching == "4 in 2 parts of 2 (asked)"
+    assert parts.inputs[0].shape[0] == 4 and parts.outputs[0].shape[0] == 4  # the whole batch
+    x = rng.uniform(-1, 1, size=whole.inputs[0].shape).astype(np.float32)
+    out = whole.outputs[0].name
+    np.testing.assert_allclose(parts.run(x)[out], whole.run(x)[out], rtol=1e-5, atol=1e-6)
+    with pytest.raises(dlrun.InvalidArgument, match="must divide the batch"):
+        dlrun.Session(path, backend="cpu", batch=4, micro_batch=3)
+    with pytest.raises(dlrun.InvalidArgument, match="micro_batch"):
+        dlrun.Session(path, micro_batch="half")
+
+
 def test_outputs_are_copies(models, rng):
     sess = dlrun.Session(os.path.join(models, "lenet.yaml"), backend="cpu")
     name, out = sess.inputs[0].name, sess.outputs[0].name

@@ -14,7 +14,8 @@ def test_run_releases_the_gil(models, rng):
     # whole run: its longest pause would be about one run long. With the GIL released its pauses
     # are scheduler slices (the machine may have fewer cores than runnable threads).
     # (batch 8: one image of ResNet-18 on one thread takes about 16 ms on an AVX-512 machine)
-    sess = dlrun.Session(os.path.join(models, "resnet18.yaml"), backend="cpu", threads=1, batch=8)
+    sess = dlrun.Session(os.path.join(models, "resnet18.yaml"), backend="cpu", threads=1, batch=8,
+                         micro_batch=8)  # at once: parts would be shorter runs
     x = rng.uniform(-1, 1, size=sess.inputs[0].shape).astype(np.float32)
     sess.run(x)
     t0 = time.perf_counter()

@@ -13,7 +13,9 @@
  * input's layout: the tests of --layout auto choose which layout is faster. DLFAKE_TIMEDCPU_RUN_NHWC_US
  * and DLFAKE_TIMEDCPU_RUN_NCHW_US add a wait only where that input lies outside the memory this
  * backend allocated (a session's host arena, not an op timed alone on buffers of its own): the
- * test of auto's runs of both plans makes the model's runs disagree with its ops timed alone. */
+ * test of auto's runs of both plans makes the model's runs disagree with its ops timed alone.
+ * DLFAKE_TIMEDCPU_RUN_IMAGE2_US waits that many microseconds times the square of the first input's
+ * first dimension, in a session's runs only (the tests of --micro-batch auto). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -115,7 +117,11 @@ static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     const char *run_us = in[0].ndim != 4 || in_own_block(in[0].data)
                              ? NULL
                              : getenv(is_cl(&in[0]) ? "DLFAKE_TIMEDCPU_RUN_NHWC_US" : "DLFAKE_TIMEDCPU_RUN_NCHW_US");
-    const long wait = (us ? strtol(us, NULL, 10) : 0) + (run_us ? strtol(run_us, NULL, 10) : 0);
+    /* a session's run of an op on n images: DLFAKE_TIMEDCPU_RUN_IMAGE2_US x n^2 more (a batch in
+     * parts runs faster: the tests of --micro-batch auto) */
+    const char *image2_us = in[0].ndim < 1 || in_own_block(in[0].data) ? NULL : getenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+    const long wait = (us ? strtol(us, NULL, 10) : 0) + (run_us ? strtol(run_us, NULL, 10) : 0) +
+                      (image2_us ? strtol(image2_us, NULL, 10) * (long)(in[0].shape[0] * in[0].shape[0]) : 0);
     if (wait > 0) nanosleep(&(struct timespec){wait / 1000000, wait % 1000000 * 1000}, NULL);
 #endif
     return p->cpu->run(p->cpu->self, k, in, out, ws, err);

@@ -130,6 +130,13 @@ typedef struct dl_session_options {
     int32_t trace;  /* 1: record a timeline: session creation phases, and every step of every run
                        (dl_session_write_trace) */
     int32_t layout; /* dl_layout_mode (default DL_LAYOUT_MODE_AUTO) */
+    /* Images a run takes at once (docs/micro-batch.md): 0, auto: where the batch is over 1, every
+     * input and output has it as its first dimension, all ops run on the host and a run takes 5 ms
+     * or more, the batch is also run in parts of half, a quarter ... as long as that measures
+     * faster and gives the same outputs, and the fastest kept; n: parts of n images (n must divide
+     * the batch; the batch or more: at once). A batch run in parts is one plan of n images run
+     * batch / n times over consecutive images of the caller's inputs and outputs. */
+    int64_t micro_batch;
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
@@ -168,6 +175,15 @@ DL_API const char *dl_session_output_name(const dl_session *s, int i);
  * backend's own (auto: 117.25 ms measured, against 143.25 ms for nhwc at every conv on the host)" or
  * "each backend's own (auto: no conv on the host)". docs/layout.md. */
 DL_API const char *dl_session_layout(const dl_session *s);
+/* How the session runs its batch, in words: "8 at once", "8 in 4 parts of 2 (auto: 12.01 ms a run,
+ * against 14.89 ms at once; parts of 4 13.52)", "8 in 4 parts of 2 (asked)", "8 at once (auto: 14.9
+ * ms a run, against 15.2 ms in parts of 4)", "8 at once (auto: ...)" with the reason none was tried.
+ * A session in parts reports its steps as they run, at the part's shapes, each step's time summed
+ * over a run's parts and its flops counted for the whole batch (dl_session_micro_batch: the part's
+ * images). */
+DL_API const char *dl_session_batching(const dl_session *s);
+/* Images per part of a run: the batch where it runs at once. */
+DL_API int64_t dl_session_micro_batch(const dl_session *s);
 
 /* ---- per-step record: where each op ran and how long it took -------------------------------- */
 

@@ -1,0 +1,333 @@
+/* micro_batch.c — a batch run in parts (dl_session_options.micro_batch; docs/micro-batch.md).
+ *
+ * At batch 8, SqueezeNet's and MobileNetV2's activations (12-25 MB a layer) no longer fit the
+ * caches, and every op streams them from memory: on the 2-core VM of 2026-11-28, SqueezeNet took
+ * 14.9 ms at batch 8 and 4 x 3.0 ms at batch 2. So a session may run its batch as several runs of
+ * one plan built for fewer images, each on the next images of the caller's inputs, its outputs
+ * copied into the whole batch's. Under auto (micro_batch 0) the parts are measured against the
+ * whole batch, on the same seeded input as --layout auto's plans, halving the part while that is
+ * faster; a part is kept only if its outputs agree with the whole batch's (a model that mixes
+ * images, or has a batch-sized constant, does not). The choice and the medians go into the timing
+ * cache under a hash of the whole batch's plan, so the next session of the model builds only the
+ * winner. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "rng.h"
+#include "session.h"
+#include "timing_cache.h"
+
+#define PARTS_MIN_MS 5.0  /* a whole run under this is not split: too little to win, tests' models */
+#define PARTS_MARGIN 0.97 /* a part must be 3 % faster to be taken over what it is measured against */
+
+void dl_session_parts_free(dl_session *s) {
+    if (s->whole_out)
+        for (int i = 0; i < s->g->n_outputs; i++) free(s->whole_out[i].data);
+    free(s->whole_in), free(s->whole_out), free(s->whole_dims), free(s->part_in), free(s->part_ms);
+    s->whole_in = s->whole_out = s->part_in = NULL;
+    s->whole_dims = NULL, s->part_ms = NULL;
+    s->parts = 0;
+}
+
+/* 1 if every input and output of s has the batch, n, as its first dimension */
+static int batch_first(const dl_session *s, int64_t n) {
+    for (int i = 0; i < s->g->n_inputs; i++)
+        if (s->inputs[i].ndim < 1 || s->inputs[i].shape[0] != n) return 0;
+    for (int i = 0; i < s->g->n_outputs; i++)
+        if (s->outputs[i].ndim < 1 || s->outputs[i].shape[0] != n) return 0;
+    return s->g->n_inputs > 0;
+}
+
+/* t as the whole batch sees it: its shape (copied to dims) with parts times its first dimension */
+static dl_tensor widen(const dl_tensor *t, int64_t parts, int64_t *dims) {
+    dl_tensor w = *t;
+    memcpy(dims, t->shape, (size_t)t->ndim * sizeof *dims);
+    dims[0] *= parts;
+    w.shape = dims, w.data = NULL, w.strides = NULL;
+    return w;
+}
+
+dl_status dl_session_make_parts(dl_session *p, int64_t parts, dl_error *err) {
+    const int ni = p->g->n_inputs, no = p->g->n_outputs;
+    if (parts < 2) return DL_OK;
+    if (p->n_doms > 1)
+        return dl_fail(err, DL_E_UNSUPPORTED, "a batch runs in parts only where every op runs on the host");
+    if (!batch_first(p, p->inputs[0].ndim ? p->inputs[0].shape[0] : 0))
+        return dl_fail(err, DL_E_UNSUPPORTED,
+                       "model '%s': a batch runs in parts only where every input and output has it first", p->g->name);
+    int dims = 0;
+    for (int i = 0; i < ni; i++) dims += p->inputs[i].ndim;
+    for (int i = 0; i < no; i++) dims += p->outputs[i].ndim;
+    p->whole_in = calloc((size_t)ni, sizeof *p->whole_in);
+    p->part_in = calloc((size_t)ni, sizeof *p->part_in);
+    p->whole_out = calloc((size_t)no ? (size_t)no : 1, sizeof *p->whole_out);
+    p->whole_dims = calloc((size_t)dims, sizeof *p->whole_dims);
+    p->part_ms = calloc((size_t)p->n_steps + 1, sizeof *p->part_ms);
+    if (!p->whole_in || !p->part_in || !p->whole_out || !p->whole_dims || !p->part_ms) {
+        dl_session_parts_free(p);
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
+    }
+    int64_t *d = p->whole_dims;
+    for (int i = 0; i < ni; i++) {
+        if (p->inputs[i].shape[0] > INT64_MAX / parts) {
+            dl_session_parts_free(p);
+            return dl_fail(err, DL_E_INVALID, "a batch of %lld parts overflows", (long long)parts);
+        }
+        p->whole_in[i] = widen(&p->inputs[i], parts, d);
+        d += p->inputs[i].ndim;
+    }
+    for (int i = 0; i < no; i++) {
+        const size_t bytes = dl_session_value_bytes(p, p->g->outputs[i]);
+        p->whole_out[i] = widen(&p->outputs[i], parts, d);
+        d += p->outputs[i].ndim;
+        if (bytes > SIZE_MAX / (size_t)parts || !(p->whole_out[i].data = malloc(bytes * (size_t)parts))) {
+            dl_session_parts_free(p);
+            return dl_fail(err, DL_E_NOMEM, "out of memory for the outputs of a batch in %lld parts", (long long)parts);
+        }
+    }
+    p->parts = parts;
+    return DL_OK;
+}
+
+static int same_dims(const dl_tensor *a, const dl_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    const dl_graph *g = s->g;
+    if (n_inputs != g->n_inputs)
+        return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
+    for (int i = 0; i < n_inputs; i++) {
+        const dl_tensor *t = &inputs[i], *w = &s->whole_in[i];
+        if (t->device.device_type != DL_DEVICE_CPU || !t->data || t->strides || !dl_dtype_eq(t->dtype, w->dtype) ||
+            !same_dims(t, w)) {
+            char want[128], got[128];
+            dl_shape_str(w->shape, w->ndim, want, sizeof want);
+            dl_shape_str(t->shape, t->ndim, got, sizeof got);
+            return dl_fail(err, DL_E_INVALID,
+                           "input '%s' must be a dense %s host tensor of shape %s, got %s%s (this session runs its "
+                           "batch in parts, on the host)",
+                           g->values[g->inputs[i]].name, dl_dtype_is_f32(w->dtype) ? "f32" : "int64", want, got,
+                           dl_dtype_eq(t->dtype, w->dtype) ? "" : " of another dtype");
+        }
+    }
+    memset(s->part_ms, 0, (size_t)s->n_steps * sizeof *s->part_ms);
+    dl_run_times sum = {0, 0, 0};
+    for (int64_t p = 0; p < s->parts; p++) {
+        for (int i = 0; i < n_inputs; i++) {
+            const size_t bytes = dl_session_value_bytes(s, g->inputs[i]);
+            s->part_in[i] = s->inputs[i];
+            s->part_in[i].device = inputs[i].device;
+            s->part_in[i].data = (char *)inputs[i].data + inputs[i].byte_offset + (size_t)p * bytes;
+        }
+        dl_status st = dl_session_run_plan(s, s->part_in, n_inputs, err);
+        if (st != DL_OK) return st;
+        for (int k = 0; k < s->n_steps; k++) s->part_ms[k] += s->steps[k].last_ms;
+        sum.inputs_ms += s->last_run.inputs_ms, sum.compute_ms += s->last_run.compute_ms;
+        sum.outputs_ms += s->last_run.outputs_ms;
+        for (int i = 0; i < g->n_outputs; i++) {
+            const size_t bytes = dl_session_value_bytes(s, g->outputs[i]);
+            memcpy((char *)s->whole_out[i].data + (size_t)p * bytes, s->outputs[i].data, bytes);
+        }
+    }
+    /* each step once a run: its time the sum over the parts */
+    for (int k = 0; k < s->n_steps; k++) {
+        dl_step *st = &s->steps[k];
+        if (st->kind != DL_STEP_OP && st->kind != DL_STEP_COPY) continue;
+        st->last_ms = s->part_ms[k];
+        st->runs -= s->parts - 1;
+    }
+    s->last_run = sum;
+    return DL_OK;
+}
+
+/* ---- auto ---- */
+
+/* Relative L2 distance of a's outputs from b's (both just run on the same inputs) */
+static double outputs_apart(const dl_session *a, const dl_session *b) {
+    double diff = 0, ref = 0;
+    for (int i = 0; i < a->g->n_outputs; i++) {
+        const dl_tensor *x = dl_session_output(a, i), *y = dl_session_output(b, i);
+        const int64_t n = dl_tensor_numel(x);
+        if (n != dl_tensor_numel(y)) return INFINITY;
+        for (int64_t e = 0; e < n; e++) {
+            const double u = ((const float *)x->data)[e], v = ((const float *)y->data)[e];
+            diff += (u - v) * (u - v), ref += v * v;
+        }
+    }
+    if (isnan(diff)) return INFINITY;
+    return ref > 0 ? sqrt(diff / ref) : sqrt(diff);
+}
+
+/* The session of parts of m images of the whole batch n; NULL (the reason in e) if it cannot be */
+static dl_session *part_session(const dl_session *s, dl_model *m, int64_t n, int64_t images, dl_error *e) {
+    dl_session_options o = s->opt;
+    o.batch = o.micro_batch = images;
+    dl_session *p = NULL;
+    dl_status st = dl_session_create_as(s->ctx, m, &o, 0, &p, e);
+    if (st == DL_OK) st = dl_session_make_parts(p, n / images, e);
+    if (st != DL_OK) {
+        dl_session_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Why s is not tried in parts, or NULL */
+static const char *not_tried(const dl_session *s, int64_t n) {
+    if (n < 2) return "";
+    if (!batch_first(s, n)) return "inputs or outputs without the batch first";
+    if (s->n_doms > 1) return "ops on a device";
+    if (s->opt.keep_activations || s->opt.prefer_backend || s->opt.trace) return "not with these options";
+    const char *runs = getenv("DLRUN_MICRO_BATCH_RUNS"); /* "0": never (tools/test's sanitizer builds) */
+    if (runs && strcmp(runs, "0") == 0) return "DLRUN_MICRO_BATCH_RUNS=0";
+    return NULL;
+}
+
+void dl_session_auto_parts(dl_session **sp, dl_model *m) {
+    dl_session *s = *sp, *best = s;
+    const int64_t n = s->g->n_inputs && s->inputs[0].ndim ? s->inputs[0].shape[0] : 0;
+    const char *why = not_tried(s, n);
+    char *desc = s->batch_desc;
+    const size_t room = sizeof s->batch_desc;
+    if (why) {
+        if (*why) snprintf(desc, room, "%lld at once (auto: %s)", (long long)n, why);
+        return;
+    }
+    const double tol = s->opt.precision == DL_PRECISION_F32 || s->opt.precision == DL_PRECISION_TF32 ? 1e-4 : 3e-2;
+    char key[112], warn[600], tried[96] = "";
+    const unsigned long long h = (unsigned long long)dl_session_plan_hash(s);
+    dl_tcache *cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
+    double ms_of[64] = {0}, choice = 0; /* ms_of[j]: parts of n >> j images (j = 0: at once) */
+    int64_t best_images = n;
+    snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
+    const int cached =
+        cache && dl_tcache_get(cache, key, &choice) && choice >= 1 && choice <= (double)n && n % (int64_t)choice == 0;
+    if (cached) {
+        best_images = (int64_t)choice;
+        for (int j = 0; j < 63 && (n >> j) >= 1; j++) {
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> j));
+            if (cache) dl_tcache_get(cache, key, &ms_of[j]);
+        }
+        if (best_images < n) {
+            dl_error e = {{0}};
+            dl_session *p = part_session(s, m, n, best_images, &e);
+            if (p) best = p;
+            else best_images = n; /* it cannot be built now (memory): at once */
+        }
+    } else {
+        /* a quick look first: a model that runs in under PARTS_MIN_MS is not worth the sessions */
+        double t0 = dl_now_ms(), first = 0;
+        dl_error e = {{0}};
+        dl_session *x = s;
+        int j = 0;
+        {
+            /* one warm-up run and one timed (a look, not a measurement), on the seeded input */
+            const int ni = s->g->n_inputs;
+            dl_tensor *in = calloc((size_t)ni, sizeof *in);
+            int ok = in != NULL;
+            for (int i = 0; ok && i < ni; i++) {
+                in[i] = *dl_session_input(s, i);
+                const int64_t cnt = dl_tensor_numel(&in[i]);
+                ok = (in[i].data = calloc((size_t)(cnt ? cnt : 1), dl_dtype_size(in[i].dtype))) != NULL;
+                if (ok && dl_dtype_is_f32(in[i].dtype)) { /* int64 indices stay 0: valid for any gather */
+                    dl_rng r;
+                    dl_rng_seed(&r, dl_rng_derive(1, dl_session_input_name(s, i)));
+                    for (int64_t q = 0; q < cnt; q++) ((float *)in[i].data)[q] = dl_rng_uniform(&r, -1, 1);
+                }
+            }
+            for (int r = 0; ok && r < 2; r++) {
+                t0 = dl_now_ms();
+                ok = dl_session_run_plan(s, in, ni, &e) == DL_OK;
+                first = dl_now_ms() - t0;
+            }
+            for (int i = 0; in && i < ni; i++) free(in[i].data);
+            free(in);
+            dl_session_reset_profile(s);
+            if (!ok) first = 0;
+        }
+        if (first < PARTS_MIN_MS) {
+            snprintf(desc, room, "%lld at once (auto: a run takes %.2f ms, under %.0f)", (long long)n, first,
+                     PARTS_MIN_MS);
+            dl_tcache_free(cache);
+            return;
+        }
+        /* halve the part while that is faster: n/2, n/4, ... (n odd: parts of 1) */
+        for (int64_t images = n % 2 ? 1 : n / 2; images >= 1; images = images % 2 ? 0 : images / 2) {
+            for (j = 0; (n >> j) != images && j < 63; j++) {}
+            dl_session *p = part_session(s, m, n, images, &e);
+            double ms[2];
+            if (!p || dl_session_run_both(x, p, ms, &e) != DL_OK) {
+                snprintf(tried, sizeof tried, "; parts of %lld: %.40s", (long long)images, e.msg);
+                dl_session_free(p);
+                break;
+            }
+            const double apart = outputs_apart(p, x);
+            if (x == s) ms_of[0] = ms[0];
+            ms_of[j] = ms[1];
+            if (apart > tol) {
+                snprintf(tried, sizeof tried, "; parts of %lld give other outputs: relative L2 %.2g", (long long)images,
+                         apart);
+                dl_session_free(p);
+                best = x;
+                break;
+            }
+            if (!(ms[1] < ms[0] * PARTS_MARGIN)) {
+                snprintf(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)images, ms[1]);
+                dl_session_free(p);
+                break;
+            }
+            if (x != s) {
+                size_t u = strlen(tried);
+                snprintf(tried + u, sizeof tried - u, "; parts of %lld %.2f ms", (long long)(x->inputs[0].shape[0]),
+                         ms[0]);
+                dl_session_free(x);
+            }
+            x = best = p;
+            best_images = images;
+        }
+        if (cache) {
+            for (int k = 0; k < 63; k++) {
+                if (!ms_of[k]) continue;
+                snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> k));
+                dl_tcache_put(cache, key, ms_of[k]);
+            }
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
+            dl_tcache_put(cache, key, (double)best_images);
+            dl_tcache_save(cache, warn, sizeof warn);
+        }
+    }
+    dl_tcache_free(cache);
+    int jb = 0;
+    while (jb < 63 && (n >> jb) != best_images) jb++;
+    const double won = jb < 63 ? ms_of[jb] : 0, whole = ms_of[0];
+    char text[sizeof s->batch_desc];
+    if (best != s && won > 0)
+        snprintf(text, sizeof text, "%lld in %lld parts of %lld (auto: %.2f ms a run, against %.2f ms at once%s)",
+                 (long long)n, (long long)(n / best_images), (long long)best_images, won, whole, tried);
+    else if (best != s)
+        snprintf(text, sizeof text, "%lld in %lld parts of %lld (auto)", (long long)n, (long long)(n / best_images),
+                 (long long)best_images);
+    else if (whole > 0) snprintf(text, sizeof text, "%lld at once (auto: %.2f ms a run%s)", (long long)n, whole, tried);
+    else snprintf(text, sizeof text, "%lld at once (auto%s)", (long long)n, tried);
+    if (best != s) {
+        best->place.timed += s->place.timed, best->place.cached += s->place.cached;
+        dl_session_free(s);
+        *sp = best;
+    }
+    memcpy((*sp)->batch_desc, text, sizeof text);
+}
+
+const char *dl_session_batching(const dl_session *s) { return s->batch_desc; }
+
+int64_t dl_session_micro_batch(const dl_session *s) {
+    return s->g->n_inputs && s->inputs[0].ndim ? s->inputs[0].shape[0] : 1;
+}

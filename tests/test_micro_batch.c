@@ -1,0 +1,221 @@
+/* test_micro_batch.c — a batch run in parts (dl_session_options.micro_batch, docs/micro-batch.md):
+ * asked parts give the outputs of the batch run at once, the caller sees the whole batch, the steps
+ * count a run once with the whole batch's flops; bad sizes and models that cannot be split are
+ * refused with a reason; auto halves the part while the timedcpu test backend (waits growing with
+ * the square of the images an op runs) makes that faster, caches its choice, keeps the batch at
+ * once where parts give other outputs (a softmax across the batch), and tries nothing on a quick
+ * model. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrun/dlrun.h"
+#include "test_util.h"
+
+#define CPU DLRUN_PLUGIN_DIR "/libdlrun-cpu.so"
+#define TIMED DLRUN_TEST_PLUGIN_DIR "/libdlrun-timedcpu.so"
+
+/* a small CNN: conv, pool, flatten, linear; the batch first everywhere */
+static const char cnn[] = "model: parts\ninputs:\n  - {name: x, shape: [6, 3, 13, 11]}\nlayers:\n"
+                          "  - {name: c, op: conv2d, filters: 8, kernel: 3, padding: 1}\n"
+                          "  - {name: r, op: relu}\n"
+                          "  - {name: p, op: maxpool2d, kernel: 2, stride: 2}\n"
+                          "  - {name: f, op: flatten}\n"
+                          "  - {name: l, op: linear, units: 7}\n";
+
+typedef struct opened {
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+} opened;
+
+static dl_status open_with(const char *plugins, const char *yaml, int64_t batch, int64_t micro, const char *backend,
+                           opened *o, dl_error *err) {
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.batch = batch;
+    so.micro_batch = micro;
+    so.backend = backend;
+    return tu_open_session(plugins, yaml, &so, &o->ctx, &o->m, &o->s, err);
+}
+
+static void close_all(opened *o) {
+    dl_session_free(o->s);
+    dl_model_free(o->m);
+    dl_context_free(o->ctx);
+}
+
+/* Runs o's session on a seeded input of its (whole) shape; returns its first output, copied. */
+static float *run_seeded(opened *o, int64_t *n) {
+    dl_tensor in = *dl_session_input(o->s, 0);
+    const int64_t count = dl_tensor_numel(&in);
+    float *x = malloc((size_t)count * sizeof *x);
+    tu_fill_uniform(x, (size_t)count, 11, -1, 1);
+    in.data = x;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_session_run(o->s, &in, 1, &err), DL_OK, "%s", err.msg);
+    free(x);
+    const dl_tensor *y = dl_session_output(o->s, 0);
+    *n = dl_tensor_numel(y);
+    float *out = malloc((size_t)*n * sizeof *out);
+    memcpy(out, y->data, (size_t)*n * sizeof *out);
+    return out;
+}
+
+static double total_flops(const dl_session *s) {
+    double f = 0;
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        dl_step_info si;
+        dl_session_step(s, k, &si);
+        f += si.flops;
+    }
+    return f;
+}
+
+Test(micro_batch, asked_parts_give_the_outputs_of_the_batch_at_once) {
+    cr_assert(tu_fresh_cache());
+    dl_error err = {{0}};
+    opened whole, part;
+    cr_assert_eq(open_with(CPU, cnn, 0, 6, "cpu", &whole, &err), DL_OK, "%s", err.msg);
+    cr_expect_str_eq(dl_session_batching(whole.s), "6 at once");
+    int64_t n0, n;
+    float *ref = run_seeded(&whole, &n0);
+    const int64_t sizes[] = {1, 2, 3};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(open_with(CPU, cnn, 0, sizes[i], "cpu", &part, &err), DL_OK, "%s", err.msg);
+        char want[64];
+        snprintf(want, sizeof want, "6 in %lld parts of %lld (asked)", (long long)(6 / sizes[i]), (long long)sizes[i]);
+        cr_expect_str_eq(dl_session_batching(part.s), want);
+        cr_expect_eq(dl_session_micro_batch(part.s), sizes[i]);
+        cr_expect_eq(dl_session_input(part.s, 0)->shape[0], 6, "the caller sees the whole batch");
+        cr_expect_eq(dl_session_output(part.s, 0)->shape[0], 6);
+        cr_expect_eq(dl_session_output(part.s, 0)->shape[1], 7);
+        float *got = run_seeded(&part, &n);
+        cr_assert_eq(n, n0);
+        /* each image's output in its place: the same kernels at another batch, up to rounding */
+        cr_expect_leq(tu_nmse(ref, got, (size_t)n), 1e-12, "parts of %lld", (long long)sizes[i]);
+        cr_expect_neq(memcmp(got, got + 7, 7 * sizeof *got), 0, "images differ");
+        /* the steps: the part's shapes, once a run, the whole batch's flops */
+        cr_expect_leq(fabs(total_flops(part.s) - total_flops(whole.s)), 1e-6 * total_flops(whole.s));
+        dl_step_info si;
+        dl_session_step(part.s, 0, &si);
+        cr_expect_eq(si.runs, 1, "a run counts once, not once a part");
+        cr_expect_eq(si.shape[0], sizes[i], "the step runs at the part's batch");
+        cr_expect_gt(si.last_ms, 0);
+        dl_run_times t;
+        dl_session_last_run_times(part.s, &t);
+        cr_expect_gt(t.compute_ms, 0);
+        free(got);
+        close_all(&part);
+    }
+    /* a part as large as the batch, or larger: at once */
+    cr_assert_eq(open_with(CPU, cnn, 0, 64, "cpu", &part, &err), DL_OK, "%s", err.msg);
+    cr_expect_str_eq(dl_session_batching(part.s), "6 at once");
+    close_all(&part);
+    free(ref);
+    close_all(&whole);
+}
+
+Test(micro_batch, bad_sizes_inputs_and_models_are_refused) {
+    cr_assert(tu_fresh_cache());
+    dl_error err = {{0}};
+    opened o;
+    cr_expect_eq(open_with(CPU, cnn, 0, 4, "cpu", &o, &err), DL_E_INVALID);
+    cr_expect(strstr(err.msg, "micro-batch 4 must divide the batch, 6"), "%s", err.msg);
+    close_all(&o);
+    cr_expect_eq(open_with(CPU, cnn, 0, -2, "cpu", &o, &err), DL_E_INVALID);
+    close_all(&o);
+    /* an output without the batch first (a reshape to one row) cannot be put together from parts */
+    static const char flat[] = "model: flat\ninputs:\n  - {name: x, shape: [4, 6]}\nlayers:\n"
+                               "  - {name: r, op: relu}\n"
+                               "  - {name: s, op: reshape, shape: [1, -1]}\n";
+    cr_expect_eq(open_with(CPU, flat, 0, 2, "cpu", &o, &err), DL_E_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "has it first"), "%s", err.msg);
+    close_all(&o);
+    /* a run given one part's input instead of the batch's */
+    cr_assert_eq(open_with(CPU, cnn, 0, 3, "cpu", &o, &err), DL_OK, "%s", err.msg);
+    int64_t shape[4] = {3, 3, 13, 11};
+    float *x = calloc(3 * 3 * 13 * 11, sizeof *x);
+    dl_tensor in = *dl_session_input(o.s, 0);
+    in.shape = shape, in.data = x;
+    cr_expect_eq(dl_session_run(o.s, &in, 1, &err), DL_E_INVALID);
+    cr_expect(strstr(err.msg, "[6, 3, 13, 11]") && strstr(err.msg, "in parts"), "%s", err.msg);
+    cr_expect_eq(dl_session_run(o.s, &in, 2, &err), DL_E_INVALID);
+    free(x);
+    close_all(&o);
+}
+
+/* Each op of a run on n images waits 150 us x n^2 (timedcpu): 8 images at once 9.6 ms an op,
+ * in parts of 1, 8 x 0.15 */
+static const char chain[] = "model: chain\ninputs:\n  - {name: x, shape: [8, 4, 5, 5]}\nlayers:\n"
+                            "  - {name: c, op: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+                            "  - {name: r, op: relu}\n"
+                            "  - {name: p, op: global_avgpool}\n";
+
+Test(micro_batch, auto_halves_the_part_while_that_is_faster_and_caches_the_choice) {
+    cr_assert(tu_fresh_cache());
+    unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    setenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US", "150", 1);
+    dl_error err = {{0}};
+    for (int round = 0; round < 2; round++) { /* measured, then from the cache */
+        opened o;
+        cr_assert_eq(open_with(TIMED, chain, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+        const char *got = dl_session_batching(o.s);
+        double parts_ms, whole_ms;
+        cr_expect_eq(sscanf(got, "8 in 8 parts of 1 (auto: %lf ms a run, against %lf ms at once", &parts_ms, &whole_ms),
+                     2, "round %d: %s", round, got);
+        cr_expect_lt(parts_ms * 3, whole_ms, "round %d: %s", round, got);
+        cr_expect_eq(dl_session_micro_batch(o.s), 1);
+        /* the kept session has not run: the measuring runs were not its own */
+        dl_step_info si;
+        dl_session_step(o.s, 0, &si);
+        cr_expect_eq(si.runs, 0, "round %d", round);
+        int64_t n;
+        free(run_seeded(&o, &n));
+        cr_expect_eq(n, 8 * 4);
+        close_all(&o);
+    }
+    /* asked at once, it stays so */
+    opened o;
+    cr_assert_eq(open_with(TIMED, chain, 0, 8, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+    cr_expect_str_eq(dl_session_batching(o.s), "8 at once");
+    close_all(&o);
+    /* DLRUN_MICRO_BATCH_RUNS=0: nothing tried */
+    setenv("DLRUN_MICRO_BATCH_RUNS", "0", 1);
+    cr_assert_eq(open_with(TIMED, chain, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+    cr_expect_str_eq(dl_session_batching(o.s), "8 at once (auto: DLRUN_MICRO_BATCH_RUNS=0)");
+    close_all(&o);
+    unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+}
+
+Test(micro_batch, auto_keeps_the_batch_at_once_where_parts_give_other_outputs) {
+    cr_assert(tu_fresh_cache());
+    unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    setenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US", "150", 1);
+    /* a softmax across the batch: each image's output depends on the others */
+    static const char mixing[] = "model: mixing\ninputs:\n  - {name: x, shape: [8, 6]}\nlayers:\n"
+                                 "  - {name: l, op: linear, units: 5}\n"
+                                 "  - {name: s, op: softmax, axis: 0}\n"
+                                 "  - {name: r, op: relu}\n";
+    dl_error err = {{0}};
+    opened o;
+    cr_assert_eq(open_with(TIMED, mixing, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+    const char *got = dl_session_batching(o.s);
+    cr_expect(strstr(got, "8 at once (auto: ") == got && strstr(got, "parts of 4 give other outputs"), "%s", got);
+    cr_expect_eq(dl_session_micro_batch(o.s), 8);
+    close_all(&o);
+    unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+    /* a quick model is not tried */
+    cr_assert_eq(open_with(CPU, cnn, 0, 0, "cpu", &o, &err), DL_OK, "%s", err.msg);
+    got = dl_session_batching(o.s);
+    cr_expect(strstr(got, "6 at once (auto: a run takes ") == got && strstr(got, "under 5"), "%s", got);
+    close_all(&o);
+    /* batch 1: nothing to split */
+    cr_assert_eq(open_with(CPU, cnn, 1, 0, "cpu", &o, &err), DL_OK, "%s", err.msg);
+    cr_expect_str_eq(dl_session_batching(o.s), "1 at once");
+    close_all(&o);
+}
