@@ -94,6 +94,14 @@ Test(cli, compare_times_two_builds_in_turn) {
     free(out);
 }
 
+/* compare's report: the two sides' outputs within 1e-5 of each other */
+static void expect_outputs_agree(const char *out) {
+    double max_abs = 1;
+    const char *at = strstr(out, "max |new - base| ");
+    cr_assert(at, "%s", out);
+    cr_expect(sscanf(at, "max |new - base| %lf", &max_abs) == 1 && max_abs < 1e-5, "%s", out);
+}
+
 /* One build, two layouts (--base-layout, no --base): LeNet in NCHW against NHWC on the cpu
  * plugin. The steps differ (the NHWC side transposes at its edges), so only whole runs pair up;
  * the outputs agree to rounding. */
@@ -106,10 +114,7 @@ Test(cli, compare_times_two_layouts_of_one_build) {
         0, "%s", out);
     cr_expect(strstr(out, "layout: base nchw; new nhwc at every conv"), "%s", out);
     cr_expect(strstr(out, "(the two sessions run different steps: whole runs only)"), "%s", out);
-    double max_abs = 1;
-    const char *at = strstr(out, "max |new - base| ");
-    cr_assert(at, "%s", out);
-    cr_expect(sscanf(at, "max |new - base| %lf", &max_abs) == 1 && max_abs < 1e-5, "%s", out);
+    expect_outputs_agree(out);
     free(out);
     cr_expect_eq(tu_dlrun("compare " MODEL("lenet.yaml") " --layout nhwc", &out), 2);
     cr_expect(strstr(out, "or --base-layout other than --layout"), "%s", out);
@@ -143,10 +148,7 @@ Test(cli, micro_batch_runs_the_batch_in_parts) {
         0, "%s", out);
     cr_expect(strstr(out, "batch: base 4 at once; new 4 in 2 parts of 2 (asked)"), "%s", out);
     cr_expect_null(strstr(out, "whole runs only"), "%s", out);
-    double max_abs = 1;
-    const char *at = strstr(out, "max |new - base| ");
-    cr_assert(at, "%s", out);
-    cr_expect(sscanf(at, "max |new - base| %lf", &max_abs) == 1 && max_abs < 1e-5, "%s", out);
+    expect_outputs_agree(out);
     free(out);
 }
 

@@ -470,25 +470,41 @@ static const char *ask_name(int ask) {
 /* s and t run in turn on seeded inputs: AUTO_WARMUP untimed runs each, then AUTO_ROUNDS rounds;
  * their median times in ms[0] and ms[1]. Their traces are set aside meanwhile and their steps'
  * times cleared afterwards: these runs are not the caller's. */
-dl_status dl_session_run_both(dl_session *s, dl_session *t, double ms[2], dl_error *err) {
+dl_tensor *dl_session_seeded_inputs(const dl_session *s, dl_error *err) {
     const int n = s->g->n_inputs;
     dl_tensor *in = calloc((size_t)(n ? n : 1), sizeof *in);
-    dl_status st = in ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
-    for (int i = 0; st == DL_OK && i < n; i++) {
+    if (!in) return dl_fail(err, DL_E_NOMEM, "out of memory"), NULL;
+    for (int i = 0; i < n; i++) {
         in[i] = *dl_session_input(s, i);
         const int64_t cnt = dl_tensor_numel(&in[i]);
-        const size_t es = dl_dtype_size(in[i].dtype);
-        if (!(in[i].data = calloc((size_t)(cnt ? cnt : 1), es))) st = dl_fail(err, DL_E_NOMEM, "out of memory");
-        else if (dl_dtype_is_f32(in[i].dtype)) { /* int64 indices stay 0: valid for any gather */ dl_rng r;
+        if (!(in[i].data = calloc((size_t)(cnt ? cnt : 1), dl_dtype_size(in[i].dtype)))) {
+            dl_session_free_inputs(s, in);
+            return dl_fail(err, DL_E_NOMEM, "out of memory"), NULL;
+        }
+        if (dl_dtype_is_f32(in[i].dtype)) { /* int64 indices stay 0: valid for any gather */
+            dl_rng r;
             dl_rng_seed(&r, dl_rng_derive(1, dl_session_input_name(s, i)));
             for (int64_t e = 0; e < cnt; e++) ((float *)in[i].data)[e] = dl_rng_uniform(&r, -1, 1);
         }
     }
+    return in;
+}
+
+void dl_session_free_inputs(const dl_session *s, dl_tensor *in) {
+    for (int i = 0; in && i < s->g->n_inputs; i++) free(in[i].data);
+    free(in);
+}
+
+dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double ms[2], dl_error *err) {
+    if (rounds < 1 || rounds > DL_RUN_BOTH_MAX_ROUNDS) rounds = AUTO_ROUNDS;
+    const int n = s->g->n_inputs;
+    dl_tensor *in = dl_session_seeded_inputs(s, err);
+    dl_status st = in ? DL_OK : DL_E_NOMEM;
     dl_session *both[2] = {s, t};
     dl_trace *kept[2] = {s->trace, t->trace};
     s->trace = t->trace = NULL;
-    double runs[2][AUTO_ROUNDS];
-    for (int r = -AUTO_WARMUP; st == DL_OK && r < AUTO_ROUNDS; r++)
+    double runs[2][DL_RUN_BOTH_MAX_ROUNDS];
+    for (int r = -AUTO_WARMUP; st == DL_OK && r < rounds; r++)
         for (int k = 0; st == DL_OK && k < 2; k++) {
             dl_session *x = both[k ^ ((r + AUTO_WARMUP) % 2)]; /* the order alternates each round */
             const double t0 = dl_now_ms();
@@ -502,11 +518,10 @@ dl_status dl_session_run_both(dl_session *s, dl_session *t, double ms[2], dl_err
             both[k]->steps[j].runs = 0;
         }
         if (st != DL_OK) continue;
-        qsort(runs[k], AUTO_ROUNDS, sizeof runs[k][0], dl_cmp_double);
-        ms[k] = runs[k][AUTO_ROUNDS / 2];
+        qsort(runs[k], (size_t)rounds, sizeof runs[k][0], dl_cmp_double);
+        ms[k] = runs[k][rounds / 2];
     }
-    for (int i = 0; in && i < n; i++) free(in[i].data);
-    free(in);
+    dl_session_free_inputs(s, in);
     return st;
 }
 
@@ -529,7 +544,7 @@ static void auto_by_runs(dl_session **sp, dl_model *m) {
     dl_error e = {{0}};
     dl_status st = DL_OK;
     if (!cached || ms[1] < ms[0]) st = dl_session_create_as(s->ctx, m, &s->opt, 1 + other, &t, &e);
-    if (st == DL_OK && !cached) st = dl_session_run_both(s, t, ms, &e);
+    if (st == DL_OK && !cached) st = dl_session_run_both(s, t, AUTO_ROUNDS, ms, &e);
     if (st == DL_OK && !cached && cache) {
         dl_tcache_put(cache, key[0], ms[0]);
         dl_tcache_put(cache, key[1], ms[1]);
