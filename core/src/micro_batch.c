@@ -12,6 +12,7 @@
  * winner. */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,7 @@ dl_status dl_session_make_parts(dl_session *p, int64_t parts, dl_error *err) {
     if (parts < 2) return DL_OK;
     if (p->n_doms > 1)
         return dl_fail(err, DL_E_UNSUPPORTED, "a batch runs in parts only where every op runs on the host");
-    if (!batch_first(p, p->inputs[0].ndim ? p->inputs[0].shape[0] : 0))
+    if (!ni || !batch_first(p, p->inputs[0].ndim ? p->inputs[0].shape[0] : 0))
         return dl_fail(err, DL_E_UNSUPPORTED,
                        "model '%s': a batch runs in parts only where every input and output has it first", p->g->name);
     int dims = 0;
@@ -192,6 +193,33 @@ static const char *not_tried(const dl_session *s, int64_t n) {
     return NULL;
 }
 
+/* Appends to the text of what was tried */
+static void tried_too(char *buf, size_t len, const char *fmt, ...) {
+    const size_t u = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + u, len - u, fmt, ap);
+    va_end(ap);
+}
+
+/* A look, not a measurement: s's second run on the seeded input, in ms (0 if it cannot run) */
+static double one_run_ms(dl_session *s) {
+    dl_error e = {{0}};
+    dl_tensor *in = dl_session_seeded_inputs(s, &e);
+    double ms = 0;
+    for (int r = 0; in && r < 2; r++) {
+        const double t0 = dl_now_ms();
+        if (dl_session_run_plan(s, in, s->g->n_inputs, &e) != DL_OK) {
+            ms = 0;
+            break;
+        }
+        ms = dl_now_ms() - t0;
+    }
+    dl_session_free_inputs(s, in);
+    dl_session_reset_profile(s);
+    return ms;
+}
+
 void dl_session_auto_parts(dl_session **sp, dl_model *m) {
     dl_session *s = *sp, *best = s;
     const int64_t n = s->g->n_inputs && s->inputs[0].ndim ? s->inputs[0].shape[0] : 0;
@@ -215,13 +243,11 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
         best_images = (int64_t)choice;
         for (int j = 0; j < 63 && (n >> j) >= 1; j++) {
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> j));
-            if (cache) dl_tcache_get(cache, key, &ms_of[j]);
+            dl_tcache_get(cache, key, &ms_of[j]);
         }
         for (int j = 1; j < 63 && (n >> j) >= 1; j++) /* what else was measured */
-            if (ms_of[j] > 0 && (n >> j) != best_images) {
-                size_t u = strlen(tried);
-                snprintf(tried + u, sizeof tried - u, "; parts of %lld %.2f ms", (long long)(n >> j), ms_of[j]);
-            }
+            if (ms_of[j] > 0 && (n >> j) != best_images)
+                tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)(n >> j), ms_of[j]);
         if (best_images < n) {
             dl_error e = {{0}};
             dl_session *p = part_session(s, m, n, best_images, &e);
@@ -230,24 +256,10 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
         }
     } else {
         /* a quick look first: a model that runs in under PARTS_MIN_MS is not worth the sessions */
-        double t0 = dl_now_ms(), first = 0;
+        const double first = one_run_ms(s);
         dl_error e = {{0}};
         dl_session *x = s;
         int j = 0;
-        {
-            /* one warm-up run and one timed (a look, not a measurement), on the seeded input */
-            const int ni = s->g->n_inputs;
-            dl_tensor *in = dl_session_seeded_inputs(s, &e);
-            int ok = in != NULL;
-            for (int r = 0; ok && r < 2; r++) {
-                t0 = dl_now_ms();
-                ok = dl_session_run_plan(s, in, ni, &e) == DL_OK;
-                first = dl_now_ms() - t0;
-            }
-            dl_session_free_inputs(s, in);
-            dl_session_reset_profile(s);
-            if (!ok) first = 0;
-        }
         if (first < PARTS_MIN_MS) {
             snprintf(desc, room, "%lld at once (auto: a run takes %.2f ms, under %.0f)", (long long)n, first,
                      PARTS_MIN_MS);
@@ -260,29 +272,26 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
             dl_session *p = part_session(s, m, n, images, &e);
             double ms[2];
             if (!p || dl_session_run_both(x, p, PARTS_ROUNDS, ms, &e) != DL_OK) {
-                snprintf(tried, sizeof tried, "; parts of %lld: %.40s", (long long)images, e.msg);
+                tried_too(tried, sizeof tried, "; parts of %lld: %.40s", (long long)images, e.msg);
                 dl_session_free(p);
                 break;
             }
             const double apart = outputs_apart(p, x);
             if (x == s) ms_of[0] = ms[0];
-            ms_of[j] = ms[1];
-            if (apart > tol) {
-                snprintf(tried, sizeof tried, "; parts of %lld give other outputs: relative L2 %.2g", (long long)images,
-                         apart);
+            if (apart > tol) { /* its time is not cached: not a time of this model's outputs */
+                tried_too(tried, sizeof tried, "; parts of %lld give other outputs: relative L2 %.2g",
+                          (long long)images, apart);
                 dl_session_free(p);
-                best = x;
                 break;
             }
+            ms_of[j] = ms[1];
             if (!(ms[1] < ms[0] * PARTS_MARGIN)) {
-                snprintf(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)images, ms[1]);
+                tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)images, ms[1]);
                 dl_session_free(p);
                 break;
             }
             if (x != s) {
-                size_t u = strlen(tried);
-                snprintf(tried + u, sizeof tried - u, "; parts of %lld %.2f ms", (long long)(x->inputs[0].shape[0]),
-                         ms[0]);
+                tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)x->inputs[0].shape[0], ms[0]);
                 dl_session_free(x);
             }
             x = best = p;

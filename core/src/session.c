@@ -467,9 +467,6 @@ static const char *ask_name(int ask) {
     return ask == DL_ASK_CL_CONVS_HOST ? "nhwc at every conv on the host" : "each backend's own";
 }
 
-/* s and t run in turn on seeded inputs: AUTO_WARMUP untimed runs each, then AUTO_ROUNDS rounds;
- * their median times in ms[0] and ms[1]. Their traces are set aside meanwhile and their steps'
- * times cleared afterwards: these runs are not the caller's. */
 dl_tensor *dl_session_seeded_inputs(const dl_session *s, dl_error *err) {
     const int n = s->g->n_inputs;
     dl_tensor *in = calloc((size_t)(n ? n : 1), sizeof *in);
@@ -495,6 +492,9 @@ void dl_session_free_inputs(const dl_session *s, dl_tensor *in) {
     free(in);
 }
 
+/* s and t run in turn on seeded inputs: AUTO_WARMUP untimed runs each, then `rounds` rounds;
+ * their median times in ms[0] and ms[1]. Their traces are set aside meanwhile and their steps'
+ * times cleared afterwards: these runs are not the caller's. */
 dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double ms[2], dl_error *err) {
     if (rounds < 1 || rounds > DL_RUN_BOTH_MAX_ROUNDS) rounds = AUTO_ROUNDS;
     const int n = s->g->n_inputs;

@@ -199,13 +199,13 @@ dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_op
                                dl_session **out, dl_error *err);
 /* One run of the session's own plan (dl_session_run without parts). */
 dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
-/* s and t run in turn on the same seeded inputs at s's input shapes (2 untimed runs each, then
- * `rounds` rounds alternating their order, at most DL_RUN_BOTH_MAX_ROUNDS); their median times in
- * ms[0] and ms[1]; their steps' times cleared afterwards. */
 /* Inputs of s's shapes (dl_session_input), f32 ones uniform in [-1, 1) from a stream seeded by
  * each input's name, int64 ones 0; NULL when out of memory. Free with dl_session_free_inputs. */
 dl_tensor *dl_session_seeded_inputs(const dl_session *s, dl_error *err);
 void dl_session_free_inputs(const dl_session *s, dl_tensor *in);
+/* s and t run in turn on the same seeded inputs at s's input shapes (2 untimed runs each, then
+ * `rounds` rounds alternating their order, at most DL_RUN_BOTH_MAX_ROUNDS); their median times in
+ * ms[0] and ms[1]; their steps' times cleared afterwards. */
 #define DL_RUN_BOTH_MAX_ROUNDS 9
 dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double ms[2], dl_error *err);
 /* Bytes of value v at the session's shapes. */
