@@ -1,12 +1,21 @@
 """conftest — fixtures of the Python package's tests: the checkout's models, the CLI to compare
-with (the one bundled in the installed package, or $DLRUN_CLI), a seeded random generator."""
+with (the one bundled in the installed package, or $DLRUN_CLI), a seeded random generator; and a
+timing cache of the tests' own (XDG_CACHE_HOME in a temporary folder, removed at exit), so that
+timings measured under pytest never reach the user's ~/.cache/dlrun."""
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
 
 import dlrun
+
+_CACHE = tempfile.mkdtemp(prefix="dlrun-pytest-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE  # before any session is made; the CLI's runs inherit it
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
