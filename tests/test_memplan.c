@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "memplan.h"
 #include "model_yaml.h"
@@ -292,4 +293,126 @@ Test(concat_elide, device_slices_written_by_an_op_and_by_a_copy) {
     unsetenv("DLFAKE_FAKEDEV_US");
     unsetenv("DLFAKE_FAKECPU_US");
     unsetenv("DLFAKE_FAKEDEV_OPS");
+}
+
+/* ---- a conv over its fused residual, in place (ABI 1.10 kernel_in_place) ---- */
+
+#define ONEDNN_SO DLRUN_PLUGIN_DIR "/libdlrun-onednn.so"
+
+/* Runs yaml twice on plugins (seeded weights; input x of U(-1, 1), checked unchanged after each
+ * run) and returns its first output (malloc'd, *n floats); *over counts the steps of a conv with a
+ * fused residual that write over it (the output's storage that of the residual), *fused all of them. */
+static float *run_residuals(const char *plugins, const char *yaml, int layout, int64_t *n, int *over, int *fused) {
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.layout = layout;
+    so.micro_batch = 1;
+    cr_assert_eq(tu_open_session(plugins, yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
+    expect_plan_valid(s, "residual model");
+    *over = *fused = 0;
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        const dl_op *op = dl_session_step_op(s, k, NULL);
+        if (!op || op->kind != DL_OP_CONV2D || !op->attrs->residual) continue;
+        ++*fused;
+        *over += op->outputs[0].data == op->inputs[op->n_inputs - 1].data;
+    }
+    dl_tensor in = *dl_session_input(s, 0);
+    const int64_t nx = dl_tensor_numel(&in);
+    float *x = malloc((size_t)nx * sizeof *x), *x0 = malloc((size_t)nx * sizeof *x0);
+    tu_fill_uniform(x0, (size_t)nx, 11, -1, 1);
+    memcpy(x, x0, (size_t)nx * sizeof *x);
+    in.data = x;
+    float *y = NULL;
+    for (int r = 0; r < 2; r++) { /* twice: the second run finds the first's data in the arena */
+        cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+        cr_expect_eq(memcmp(x, x0, (size_t)nx * sizeof *x), 0, "run %d wrote into the caller's input", r);
+        const dl_tensor *t = dl_session_output(s, 0);
+        *n = dl_tensor_numel(t);
+        free(y);
+        y = malloc((size_t)*n * sizeof *y);
+        memcpy(y, t->data, (size_t)*n * sizeof *y);
+    }
+    free(x), free(x0);
+    dl_session_free(s);
+    dl_model_free(m);
+    dl_context_free(ctx);
+    return y;
+}
+
+/* yaml on the onednn plugin against the cpu plugin, NCHW (the conv's output in oneDNN's blocked
+ * layout, reordered: the residual copied to its blocked form) and NHWC (the conv writes the
+ * output itself: no copy at all); *fused as run_residuals; returns the count written in place. */
+static int expect_residuals_right(const char *yaml, int *fused) {
+    int64_t n, n0;
+    int over[2], dummy, f;
+    float *ref = run_residuals(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", yaml, DL_LAYOUT_MODE_NCHW, &n0, &dummy, &f);
+    for (int l = 0; l < 2; l++) {
+        float *y = run_residuals(ONEDNN_SO, yaml, l ? DL_LAYOUT_MODE_NHWC : DL_LAYOUT_MODE_NCHW, &n, &over[l], fused);
+        cr_assert_eq(n, n0);
+        const double e = tu_nmse(ref, y, (size_t)n);
+        cr_expect_leq(e, 1e-10, "%s: onednn against cpu, nmse %g", l ? "nhwc" : "nchw", e);
+        free(y);
+    }
+    free(ref);
+    cr_expect_eq(over[0], over[1], "as many in place in nchw (%d) as in nhwc (%d)", over[0], over[1]);
+    return over[1];
+}
+
+/* A stem, then two residual blocks (3x3 convs, then 1x1 ones): each conv adding a residual that
+ * dies there writes over it, on the onednn plugin, whose sum post-op reads it only there. */
+Test(in_place, conv_writes_over_a_residual_that_dies_there) {
+    if (access(ONEDNN_SO, F_OK) != 0) cr_skip_test("the onednn plugin is not built (no oneDNN)");
+    cr_assert(tu_fresh_cache());
+    static const char blocks[] = "model: blocks\ninputs:\n  - {name: x, shape: [1, 5, 9, 11]}\nlayers:\n"
+                                 "  - {name: sc, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                 "  - {name: s, op: relu}\n"
+                                 "  - {name: c1c, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                 "  - {name: c1, op: relu}\n"
+                                 "  - {name: c2, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                 "  - {name: a, op: add, inputs: [c2, s]}\n"
+                                 "  - {name: r, op: relu}\n"
+                                 "  - {name: c3, op: conv2d, filters: 16, kernel: 1}\n"
+                                 "  - {name: c4, op: conv2d, filters: 16, kernel: 1}\n"
+                                 "  - {name: a2, op: add, inputs: [c4, r]}\n"
+                                 "  - {name: g, op: global_avgpool}\n";
+    int fused;
+    cr_expect_eq(expect_residuals_right(blocks, &fused), 2);
+    cr_expect_eq(fused, 2);
+}
+
+/* Where the residual is read again later or is the conv's own input too, the conv writes
+ * elsewhere; where it is the model's input, over the session's copy of it, never over the
+ * caller's array (run_residuals checks it). */
+Test(in_place, conv_keeps_a_residual_still_needed) {
+    if (access(ONEDNN_SO, F_OK) != 0) cr_skip_test("the onednn plugin is not built (no oneDNN)");
+    cr_assert(tu_fresh_cache());
+    static const char later[] = "model: later\ninputs:\n  - {name: x, shape: [1, 5, 9, 11]}\nlayers:\n"
+                                "  - {name: sc, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                "  - {name: s, op: relu}\n"
+                                "  - {name: c1, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                "  - {name: a, op: add, inputs: [c1, s]}\n"
+                                "  - {name: b, op: add, inputs: [a, s]}\n"
+                                "  - {name: g, op: global_avgpool}\n";
+    static const char own_input[] = "model: own\ninputs:\n  - {name: x, shape: [1, 5, 9, 11]}\nlayers:\n"
+                                    "  - {name: sc, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                    "  - {name: s, op: relu}\n"
+                                    "  - {name: c1, op: conv2d, filters: 16, kernel: 3, padding: 1, inputs: [s]}\n"
+                                    "  - {name: a, op: add, inputs: [c1, s]}\n"
+                                    "  - {name: g, op: global_avgpool}\n";
+    static const char model_input[] = "model: given\ninputs:\n  - {name: x, shape: [1, 16, 9, 11]}\nlayers:\n"
+                                      "  - {name: c1, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                      "  - {name: c2, op: conv2d, filters: 16, kernel: 3, padding: 1}\n"
+                                      "  - {name: a, op: add, inputs: [c2, x]}\n"
+                                      "  - {name: g, op: global_avgpool}\n";
+    int fused;
+    cr_expect_eq(expect_residuals_right(later, &fused), 0);
+    cr_expect_eq(fused, 1, "later: the first add fused");
+    cr_expect_eq(expect_residuals_right(own_input, &fused), 0);
+    cr_expect_eq(fused, 1, "own input: fused");
+    cr_expect_eq(expect_residuals_right(model_input, &fused), 1);
+    cr_expect_eq(fused, 1, "model input: fused");
 }

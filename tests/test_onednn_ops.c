@@ -92,6 +92,11 @@ static int is_weight(const op_case *c, int i) {
     return i >= c->n_in - c->a.residual - c->n_weights && i < c->n_in - c->a.residual;
 }
 
+/* How run_as gives the output: a buffer of its own; over input 0 (supports_in_place); or where
+ * the kernel's kernel_in_place (ABI 1.10) names the residual, over it, and it must name it
+ * (OVER_RESIDUAL) or must not (NOT_OVER_RESIDUAL). */
+enum { OWN_OUTPUT = 0, OVER_INPUT0 = 1, OVER_RESIDUAL = 2, NOT_OVER_RESIDUAL = 3 };
+
 /* Runs the op on backend b with inputs data[]; the output (poisoned first) in a new array. With
  * nhwc, every 4-D activation (not a weight) and a 4-D output are given channels-last (strides and
  * data), and the output is turned back to row-major before it is returned. */
@@ -120,10 +125,19 @@ static float *run_as(const dl_backend *b, op_case *c, float **data, int in_place
     void *w = ws ? malloc(ws) : NULL;
     for (int i = 0; i < c->n_in; i++) in[i].data = mine[i] ? mine[i] : data[i];
     y.data = out;
-    if (in_place) { /* over a copy of input 0, which is then the output */
+    if (in_place == OVER_INPUT0) { /* over a copy of input 0, which is then the output */
         cr_assert(b->supports_in_place(b->self, &op), "%s: %s is not in place", b->name, dl_op_kind_name(c->kind));
         memcpy(out, in[0].data, (size_t)n * sizeof *out);
         in[0].data = out;
+    }
+    if (in_place >= OVER_RESIDUAL) {
+        const int at = DL_BACKEND_HAS(b, kernel_in_place) ? b->kernel_in_place(b->self, k, &op) : -1;
+        cr_expect_eq(at, in_place == OVER_RESIDUAL ? c->n_in - 1 : -1, "%s: %s in place over input %d", b->name,
+                     dl_op_kind_name(c->kind), at);
+        if (at == c->n_in - 1) { /* over a copy of the residual, which is then the output */
+            memcpy(out, in[at].data, (size_t)n * sizeof *out);
+            in[at].data = out;
+        }
     }
     cr_assert_eq(b->run(b->self, k, in, &y, w, &err), DL_OK, "%s: %s", b->name, err.msg);
     b->release(b->self, k);
@@ -231,12 +245,14 @@ Test(onednn_ops, conv2d) {
 }
 
 /* A fused residual (ABI 1.8): a binary add post-op, its operand reordered into the blocked
- * layout the convolution writes, or a sum post-op on the residual copied into the destination
- * (3x3, 1x1 stride 2, no bias, before relu and clip); linear too. Run with the plugin's own choice
- * of form, then with each form forced (DLRUN_ONEDNN_RESIDUAL, read when the plugin starts). */
-static void residual_cases(void);
+ * layout the convolution writes, or a sum post-op on the residual in the destination, copied
+ * there or run in place over it (3x3, 1x1 stride 2, no bias, before relu and clip); linear too,
+ * always a binary add. Run with the plugin's own choice of form (a conv's sum, in place), then
+ * with each form forced (DLRUN_ONEDNN_RESIDUAL, read when the plugin starts); each sum both in
+ * place and not. */
+static void residual_cases(int sum);
 Test(onednn_ops, fused_residual) {
-    residual_cases();
+    residual_cases(1);
     load();
     const dl_backend *own = odn;
     const char *forms[2] = {"binary", "sum"};
@@ -246,25 +262,34 @@ Test(onednn_ops, fused_residual) {
         const dl_backend *forced = tu_load_backend(ONEDNN_SO, 2, &err);
         cr_assert(forced, "loading the onednn plugin (%s): %s", forms[f], err.msg);
         odn = forced;
-        residual_cases();
+        residual_cases(f == 1);
         forced->destroy(forced->self);
     }
     unsetenv("DLRUN_ONEDNN_RESIDUAL");
     odn = own;
 }
 
-static void residual_cases(void) {
+/* conv c with a residual on the onednn plugin against the cpu plugin, where the output has a
+ * buffer of its own and (sum) in place over the residual */
+static void conv_with_residual(op_case c, const char *what, int sum) {
+    c = with_residual(c);
+    check_vs_cpu(c, what, sum ? OWN_OUTPUT : NOT_OVER_RESIDUAL);
+    if (sum) check_vs_cpu(c, what, OVER_RESIDUAL);
+}
+
+static void residual_cases(int sum) {
     int p1[4] = {1, 1, 1, 1}, p0[4] = {0, 0, 0, 0};
-    check_vs_cpu(with_residual(conv_case(2, 16, 9, 11, 16, 3, 3, 1, p1, 1, 1, 1, DL_ACT_RELU)), "3x3 + r, relu", 0);
-    check_vs_cpu(with_residual(conv_case(1, 12, 13, 11, 20, 1, 1, 2, p0, 1, 1, 0, DL_ACT_NONE)), "1x1/2 + r", 0);
-    check_vs_cpu(with_residual(conv_case(1, 5, 9, 8, 7, 3, 3, 1, p1, 1, 1, 1, DL_ACT_CLIP)), "3x3 + r, clip", 0);
+    conv_with_residual(conv_case(2, 16, 9, 11, 16, 3, 3, 1, p1, 1, 1, 1, DL_ACT_RELU), "3x3 + r, relu", sum);
+    conv_with_residual(conv_case(1, 12, 13, 11, 20, 1, 1, 2, p0, 1, 1, 0, DL_ACT_NONE), "1x1/2 + r", sum);
+    conv_with_residual(conv_case(1, 5, 9, 8, 7, 3, 3, 1, p1, 1, 1, 1, DL_ACT_CLIP), "3x3 + r, clip", sum);
+    conv_with_residual(conv_case(1, 40, 7, 9, 72, 3, 3, 1, p1, 1, 1, 1, DL_ACT_NONE), "40 to 72 channels + r", sum);
     op_case l = {DL_OP_LINEAR, {0}, 3, 2, {0}, {{0}}, -1, 1};
     attrs(&l.a);
     l.a.activation = DL_ACT_RELU;
     SHAPE(&l, 0, 5, 37);
     SHAPE(&l, 1, 29, 37);
     SHAPE(&l, 2, 29);
-    check_vs_cpu(with_residual(l), "linear + r, relu", 0);
+    check_vs_cpu(with_residual(l), "linear + r, relu", NOT_OVER_RESIDUAL);
 }
 
 /* ---- pools ---- */
@@ -333,7 +358,7 @@ static void unary(dl_op_kind kind, float lo, float hi, const char *what) {
     if (kind == DL_OP_CLIP) e.a.clip_min = -0.5f, e.a.clip_max = 0.25f;
     SHAPE(&e, 0, 3, 7, 5, 3);
     check_vs_cpu(e, what, 0);
-    check_vs_cpu(e, what, 1); /* in place */
+    check_vs_cpu(e, what, OVER_INPUT0);
 }
 
 Test(onednn_ops, eltwise) {

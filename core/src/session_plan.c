@@ -37,9 +37,21 @@ void dl_slot_use(dl_session *s, int slot, int step) {
     if (slot >= 0 && step > s->slots[slot].last) s->slots[slot].last = step;
 }
 
-/* Let an elementwise op write over an input that dies at that op, unless either buffer is an
- * elided concat's input or output: a slice's place is fixed inside its concat's buffer, and an op
- * writing over a concat's buffer could overwrite a slice it still reads as another input. */
+/* Which input of step st its output may overwrite: its kernel's answer (ABI 1.10; none before the
+ * kernels are prepared, when the plan is checked against the memory first), else input 0 of an
+ * elementwise op its backend runs in place; -1 for none. */
+static int in_place_input(const dl_step *st) {
+    const dl_backend *be = st->be;
+    int i = st->kernel && DL_BACKEND_HAS(be, kernel_in_place) ? be->kernel_in_place(be->self, st->kernel, &st->op) : -1;
+    if (i >= 0) return i < st->op.n_inputs ? i : -1;
+    if (!(dl_op_def_of(st->op.kind)->flags & DL_OPF_ELEMENTWISE)) return -1;
+    return DL_BACKEND_HAS(be, supports_in_place) && be->supports_in_place(be->self, &st->op) ? 0 : -1;
+}
+
+/* Let an op write over an input that dies at that op (in_place_input), unless the op reads that
+ * input's storage as another of its inputs too, or either buffer is an elided concat's input or
+ * output: a slice's place is fixed inside its concat's buffer, and an op writing over a concat's
+ * buffer could overwrite a slice it still reads as another input. */
 static void plan_in_place(dl_session *s) {
     unsigned char *taken = calloc((size_t)s->n_slots + 1, 1);
     if (!taken) return; /* planning without in-place is still correct */
@@ -47,13 +59,15 @@ static void plan_in_place(dl_session *s) {
         if (s->slots[i].within >= 0) taken[i] = taken[s->slots[i].within] = 1;
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
-        if (st->kind != DL_STEP_OP || !(dl_op_def_of(st->op.kind)->flags & DL_OPF_ELEMENTWISE)) continue;
-        if (!DL_BACKEND_HAS(st->be, supports_in_place) || !st->be->supports_in_place(st->be->self, &st->op)) continue;
-        const dl_node *n = &s->g->nodes[st->node];
-        int o = dl_session_root(s, n->output), i0 = dl_session_root(s, n->inputs[0]);
+        const int at = st->kind == DL_STEP_OP ? in_place_input(st) : -1;
+        if (at < 0) continue;
+        int ins[DL_MAX_OP_INPUTS], count = dl_session_node_inputs(s, st->node, ins), clash = 0;
+        if (at >= count) continue;
+        const int o = dl_session_root(s, s->g->nodes[st->node].output), v = dl_session_root(s, ins[at]);
+        for (int j = 0; j < count; j++) clash |= j != at && dl_session_root(s, ins[j]) == v;
         int out = dl_slot_find(s, o, dl_place_of_value(s, o, st->place));
-        int in = dl_slot_find(s, i0, dl_place_of_value(s, i0, st->place)); /* in place means on input 0 */
-        if (out < 0 || in < 0 || taken[in] || taken[out] || s->slots[in].last != k ||
+        int in = dl_slot_find(s, v, dl_place_of_value(s, v, st->place));
+        if (clash || out < 0 || in < 0 || taken[in] || taken[out] || s->slots[in].last != k ||
             s->slots[in].size != s->slots[out].size)
             continue;
         s->slots[out].share = in;

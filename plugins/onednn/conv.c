@@ -3,23 +3,7 @@
  * weights are reordered once, at prepare, into the layout oneDNN picks. Row-major activations either stay NCHW or (the
  * default, faster on AVX2: docs/onednn.md) take oneDNN's blocked layout inside the kernel, reordered at its edges;
  * channels-last ones are given to oneDNN as they lie (its NHWC kernels, no reorder). */
-#include <string.h>
-
 #include "onednn.h"
-
-/* 1 if a kernel of these spatial sizes is 1 x 1 (x 1) */
-static int pointwise(const int64_t *kernel, int nsp) {
-    for (int i = 0; i < nsp; i++)
-        if (kernel[i] != 1) return 0;
-    return 1;
-}
-
-/* 1 if oneDNN answered pd with one of its brgemm-based kernels ("brgconv...") */
-static int brgemm(const_dnnl_primitive_desc_t pd) {
-    const char *impl = NULL;
-    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-           strncmp(impl, "brg", 3) == 0;
-}
 
 /* A convolution over nsp spatial dimensions (2 or 3), with these per-dimension attributes. */
 static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_t *dilation, const int32_t *pad_begin,
@@ -84,24 +68,19 @@ static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_
     st = dnnl_primitive_desc_create(&pd, &desc, attr, b->s->engine, NULL);
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success) return odn_fail(b, st, "convolution");
-    const int mode = b->s->residual;
     int sum = 0;
-    if (res && (mode == ODN_RESIDUAL_SUM ||
-                (mode == ODN_RESIDUAL_AUTO && !pointwise(b->op->inputs[1].shape + 2, nsp) && !brgemm(pd)))) {
-        /* oneDNN 2.6 on AVX-512 answers a residual as a binary add post-op with its older jit
-         * kernel, and as a sum post-op (dst += result, the residual copied into dst first) with
-         * brgconv: ResNet-18's 3x3 convs with a residual took 0.5-0.8 ms at batch 1, 0.46-0.60 as
-         * a sum. Not for 1x1 convs, where the copy cost more than the kernel gained (ResNet-50's
-         * 256 -> 1024 convs: 0.25 ms as a binary add on jit_1x1, 0.29-0.31 as a sum on brgconv_1x1). */
+    if (res && b->s->residual != ODN_RESIDUAL_BINARY) {
+        /* A sum post-op (dst += result) on the residual, which the kernel may then overwrite in
+         * place (kernel_in_place) and, where the host lets it, finds already in dst: no copy. oneDNN
+         * 2.6 on AVX-512 also runs it on brgconv where a binary add gets its older jit kernels.
+         * ResNet-50 at batch 8, 2 threads: 153 ms with sums in place, 159-161 with binary adds. */
         dnnl_primitive_desc_t with_sum = NULL;
         ODN_TRY(b, "attributes", odn_attr_create(&attr, a, &r_md, 1));
         st = dnnl_primitive_desc_create(&with_sum, &desc, attr, b->s->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
-        if (st == dnnl_success && (mode == ODN_RESIDUAL_SUM || brgemm(with_sum))) {
+        if (st == dnnl_success) {
             dnnl_primitive_desc_destroy(pd);
             pd = with_sum, sum = 1;
-        } else if (st == dnnl_success) {
-            dnnl_primitive_desc_destroy(with_sum);
         }
     }
     odn_tensor_arg args[5] = {{DNNL_ARG_SRC, ODN_INPUT, 0, x_md},

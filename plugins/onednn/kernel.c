@@ -96,6 +96,7 @@ static dl_status push_step(odn_build *b, const_dnnl_primitive_desc_t pd, const o
         return dl_fail(b->err, DL_E_NOMEM, "%s: out of memory", b->what);
     }
     k->n_steps++; /* counted now, so that release frees what follows even if a call below fails */
+    st->unless_at = -1;
     memcpy(st->args, args, (size_t)n * sizeof *args);
     const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t scratch_bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
@@ -208,8 +209,11 @@ dl_status odn_add_primitive(odn_build *b, dnnl_primitive_desc_t pd, const odn_te
     /* the sum post-op adds what dst holds: the residual, copied there (in the primitive's layout) */
     if (st == DL_OK && residual && dst < 0)
         st = dl_fail(b->err, DL_E_RUNTIME, "%s: a residual with no destination", b->what);
-    if (st == DL_OK && residual)
+    if (st == DL_OK && residual) {
         st = push_reorder(b, (odn_arg){0, ODN_INPUT, residual->index, 0}, &residual->md, bound[dst], &want[dst]);
+        b->k->in_place = residual->index;
+        if (st == DL_OK && bound[dst].bind == ODN_OUTPUT) b->k->steps[b->k->n_steps - 1].unless_at = residual->index;
+    }
     if (st == DL_OK) st = push_step(b, pd, bound, want, m);
     for (int i = 0; i < m && st == DL_OK; i++)
         if (orig[i]->bind == ODN_OUTPUT && bound[i].bind == ODN_WORKSPACE)
@@ -221,6 +225,7 @@ dl_status odn_add_primitive(odn_build *b, dnnl_primitive_desc_t pd, const odn_te
 dl_status odn_kernel_run(dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     for (int s = 0; s < k->n_steps; s++) {
         odn_step *st = &k->steps[s];
+        if (st->unless_at >= 0 && in[st->unless_at].data == out[0].data) continue; /* there already */
         for (int i = 0; i < st->n_args; i++) {
             const odn_arg *a = &st->args[i];
             void *p, *cur = NULL;

@@ -20,8 +20,9 @@ typedef struct odn_state {
     char description[256];
 } odn_state;
 
-/* How a conv adds a fused residual: a binary add post-op, or a sum post-op with the residual copied
- * into the destination first; AUTO: the binary add unless only the sum gets a brgemm kernel (conv.c) */
+/* How a conv adds a fused residual: a binary add post-op, or a sum post-op on the residual in the
+ * destination (copied there, or there already where the kernel runs in place over it); AUTO and SUM:
+ * the sum wherever oneDNN builds it (conv.c), BINARY: the binary add always (for tests and measuring) */
 enum { ODN_RESIDUAL_AUTO = 0, ODN_RESIDUAL_BINARY = 1, ODN_RESIDUAL_SUM = 2 };
 
 /* Where a primitive argument's memory is at run. */
@@ -45,6 +46,8 @@ typedef struct odn_step {
     int n_args;
     odn_arg *args;          /* n_args bindings ... */
     dnnl_exec_arg_t *xargs; /* ... and the memory objects oneDNN is given, in the same order */
+    int unless_at;          /* an input's index: the step is a copy of that input to the output,
+                               skipped where run is given them in place (one buffer); else -1 */
 } odn_step;
 
 #define ODN_MAX_STEPS 8
@@ -59,6 +62,7 @@ struct dl_kernel {
     size_t workspace; /* bytes run needs: scratchpads and blocked copies of the tensors */
     int n_owned;
     void *owned[ODN_MAX_OWNED]; /* buffers of ODN_OWNED memories */
+    int in_place;               /* the input the output may overwrite (kernel_in_place), or -1 */
 };
 
 /* How a builder describes one argument of the primitive it made (odn_add_primitive). `md` is the
@@ -105,7 +109,9 @@ dnnl_status_t odn_attr_create(dnnl_primitive_attr_t *attr, const dl_op_attrs *a,
 /* The residual's argument of a kernel built with odn_attr_create's residual as a binary add */
 #define ODN_ARG_RESIDUAL (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)
 /* Not an argument of the primitive: the residual, copied into its destination (in the primitive's
- * layout of it) before the primitive runs, for a sum post-op (odn_add_primitive) */
+ * layout of it) before the primitive runs, for a sum post-op (odn_add_primitive). The kernel may
+ * then run in place over the residual (ABI 1.10), where that copy is left out if the primitive
+ * writes the output itself (a reorder after it reads the residual's copy, not the output). */
 #define ODN_ARG_RESIDUAL_IN_DST (-1)
 /* 1 if the activation has an exact oneDNN eltwise form (relu, silu, hard_swish, gelu erf/tanh; ABI 1.5:
  * clip, leaky relu, sigmoid). */

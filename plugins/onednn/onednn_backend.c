@@ -132,6 +132,7 @@ static dl_status odn_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     k->threads = s->threads;
+    k->in_place = -1;
     dnnl_status_t r = dnnl_stream_create(&k->stream, s->engine, dnnl_stream_default_flags);
     if (r != dnnl_success) {
         free(k);
@@ -156,6 +157,11 @@ static void odn_release(void *self, dl_kernel *k) { odn_kernel_free(k); }
 
 /* oneDNN's eltwise primitives may write over their source. */
 static int odn_in_place(void *self, const dl_op *op) { return odn_is_eltwise(op->kind); }
+
+/* A conv whose residual is a sum post-op reads each output element (the residual, copied there or
+ * already there) only before writing it: it may run over the residual. A binary add's operand
+ * may not be the output: oneDNN's jit kernels keep partial sums over input channels in dst. */
+static int odn_kernel_in_place(void *self, const dl_kernel *k, const dl_op *op) { return k->in_place; }
 
 static dl_status odn_synchronize(void *self, dl_error *err) { return DL_OK; }
 
@@ -219,6 +225,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         .synchronize = odn_synchronize,
         .supports_in_place = odn_in_place,
         .memory_info = NULL, /* host memory: the core checks it */
+        .kernel_in_place = odn_kernel_in_place,
     };
     return &s->table;
 }

@@ -56,8 +56,10 @@ static dl_session_options options(int64_t batch, const char *backend, int retune
     so.backend = backend;
     so.retune = retune;
     /* one layout for all: auto's plan is measured, and an NHWC session's sums, in another order,
-     * would differ from the serial run's in the last bits */
+     * would differ from the serial run's in the last bits; the batch at once likewise (auto may
+     * measure parts of 1 faster under one load and not under another) */
     so.layout = DL_LAYOUT_MODE_NCHW;
+    so.micro_batch = batch;
     return so;
 }
 

@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 9
+#define DL_ABI_MINOR 10
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -363,7 +363,8 @@ typedef struct dl_op_attrs {
                                   bias and before the fused activation: y = act(op(x) + b + r)
                                   (a residual connection's add fused into the op before it; the
                                   bias, if any, is then the input before it). Never an alias of
-                                  the output. 0 on a host older than 1.8. */
+                                  the output, unless the kernel's kernel_in_place
+                                  (1.10) names it. 0 on a host older than 1.8. */
 } dl_op_attrs;
 
 /* One operator instance as the host shows it to a backend, starting with its size (its version
@@ -436,7 +437,7 @@ typedef struct dl_backend {
     /* (1.0) Run a prepared kernel. inputs/outputs have the op's shapes, with data in the
      * backend's domain; workspace has the size prepare asked for (NULL if 0). Outputs never
      * alias inputs, except outputs[0].data == inputs[0].data for an op supports_in_place
-     * accepted. */
+     * accepted, and outputs[0].data == inputs[i].data for the i kernel_in_place answered. */
     dl_status (*run)(void *self, dl_kernel *kernel, const dl_tensor *inputs, const dl_tensor *outputs, void *workspace,
                      dl_error *err);
     /* (1.0) Free a prepared kernel. */
@@ -448,7 +449,8 @@ typedef struct dl_backend {
 
     /* (1.1) Optional: 1 if run() is correct with outputs[0].data == inputs[0].data for this op
      * (an elementwise op overwriting its input), which lets the host's memory plan reuse the
-     * input's storage when that input dies here. NULL or 0: never in place. */
+     * input's storage when that input dies here. NULL or 0: never in place (but see
+     * kernel_in_place, 1.10). */
     int (*supports_in_place)(void *self, const dl_op *op);
     /* (1.1) Optional: free and total bytes of the backend's memory domain, so the host can
      * refuse a batch that cannot fit before running anything. */
@@ -483,6 +485,15 @@ typedef struct dl_backend {
     dl_status (*event_elapsed)(void *self, void *start, void *end, double *ms, dl_error *err);
     /* (1.6) Free an event event_record made. */
     void (*event_release)(void *self, void *event);
+
+    /* (1.10) Optional: which input of a prepared kernel its output may overwrite, or -1 for none:
+     * run() is then correct with outputs[0].data == inputs[i].data. The host passes them so
+     * where that input dies at this op, has the output's place and size, and is no other input
+     * of the op. For a kernel that reads an input only where and before it writes it: a conv
+     * adding a fused residual (attrs.residual) in its epilogue answers the residual's index, and
+     * saves a buffer and the residual's copy. Asked for every op; absent, or -1, and
+     * supports_in_place decides (input 0 of an elementwise op). */
+    int (*kernel_in_place)(void *self, const dl_kernel *kernel, const dl_op *op);
 } dl_backend;
 
 /* ---- small helpers (header-only, for plugins and host alike) ------------------------------- */
