@@ -35,6 +35,10 @@ void fz_setup(void) {
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     unsetenv("DLRUN_PLUGIN_PATH");
     setenv("XDG_CACHE_HOME", "/nonexistent/dlrun-fuzz", 1); /* never the user's timing cache */
+    /* no whole runs to measure a layout or a batch in parts (docs/layout.md, docs/micro-batch.md),
+     * as in tools/test's sanitizer builds: under ASan they made one input take over 10 s */
+    setenv("DLRUN_LAYOUT_RUNS", "0", 1);
+    setenv("DLRUN_MICRO_BATCH_RUNS", "0", 1);
 }
 
 /* /dev/shm where there is one (the timing cache fsyncs each file it writes), else /tmp */
