@@ -142,22 +142,68 @@ Test(memplan, models_within_ten_percent_of_lower_bound, .timeout = 300) {
 
 /* ---- elided concats: inputs written straight into the concat's output (concat_elide.c) ---- */
 
-/* Runs the model (seeded weights, a seeded input) and returns its outputs one after another
- * (malloc'd, *n floats); *elided gets the count of elided concats, and each one's inputs are
- * checked to be consecutive slices of its output, the whole plan by brute force. */
-static float *run_concats(const char *plugins, const char *yaml, int64_t batch, int no_fuse, int64_t *n, int *elided) {
+/* A session of yaml on plugins (seeded weights) with these options, the batch at once (auto
+ * measures: parts of it may win), its memory plan checked by brute force. */
+typedef struct planned {
     dl_context *ctx;
     dl_model *m;
     dl_session *s;
+} planned;
+
+static planned open_planned(const char *plugins, const char *yaml, int64_t batch, int layout, int no_fuse) {
+    planned p;
     dl_error err = {{0}};
     dl_session_options so;
     dl_session_options_init(&so);
     so.batch = batch;
+    so.micro_batch = batch;
+    so.layout = layout;
     so.no_fuse = no_fuse;
-    so.layout = DL_LAYOUT_MODE_NCHW; /* the slices below are NCHW runs (auto measures: nhwc may win) */
-    so.micro_batch = batch;          /* the batch at once (auto measures: parts of it may win) */
-    cr_assert_eq(tu_open_session(plugins, yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
-    expect_plan_valid(s, "concat model");
+    cr_assert_eq(tu_open_session(plugins, yaml, &so, &p.ctx, &p.m, &p.s, &err), DL_OK, "%s", err.msg);
+    expect_plan_valid(p.s, "planned model");
+    return p;
+}
+
+/* Runs p twice (the second run finds the first's data in the arena) on input 0 drawn from U(-1, 1)
+ * with this seed, which each run must leave as it was (the caller's array), then frees p; returns
+ * the outputs one after another (malloc'd, *n floats). */
+static float *run_twice_and_close(planned *p, uint64_t seed, int64_t *n) {
+    dl_error err = {{0}};
+    dl_tensor in = *dl_session_input(p->s, 0);
+    const int64_t nx = dl_tensor_numel(&in);
+    float *x = malloc((size_t)nx * sizeof *x), *x0 = malloc((size_t)nx * sizeof *x0);
+    tu_fill_uniform(x0, (size_t)nx, seed, -1, 1);
+    memcpy(x, x0, (size_t)nx * sizeof *x);
+    in.data = x;
+    float *y = NULL;
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(dl_session_run(p->s, &in, 1, &err), DL_OK, "%s", err.msg);
+        cr_expect_eq(memcmp(x, x0, (size_t)nx * sizeof *x), 0, "run %d wrote into the caller's input", r);
+        *n = 0;
+        for (int i = 0; i < dl_session_output_count(p->s); i++) *n += dl_tensor_numel(dl_session_output(p->s, i));
+        free(y);
+        y = malloc((size_t)*n * sizeof *y);
+        int64_t u = 0;
+        for (int i = 0; i < dl_session_output_count(p->s); i++) {
+            const dl_tensor *t = dl_session_output(p->s, i);
+            memcpy(y + u, t->data, (size_t)dl_tensor_numel(t) * sizeof *y);
+            u += dl_tensor_numel(t);
+        }
+    }
+    free(x), free(x0);
+    dl_session_free(p->s);
+    dl_model_free(p->m);
+    dl_context_free(p->ctx);
+    return y;
+}
+
+/* Runs the model (seeded weights, a seeded input) and returns its outputs one after another
+ * (malloc'd, *n floats); *elided gets the count of elided concats, and each one's inputs are
+ * checked to be consecutive slices of its output, the whole plan by brute force. The slices are
+ * NCHW runs (auto measures: nhwc may win). */
+static float *run_concats(const char *plugins, const char *yaml, int64_t batch, int no_fuse, int64_t *n, int *elided) {
+    planned p = open_planned(plugins, yaml, batch, DL_LAYOUT_MODE_NCHW, no_fuse);
+    dl_session *s = p.s;
     *elided = 0;
     for (int k = 0; k < dl_session_step_count(s); k++) {
         dl_step_info info;
@@ -174,31 +220,7 @@ static float *run_concats(const char *plugins, const char *yaml, int64_t batch, 
             at += dl_tensor_numel(&op->inputs[j]) * (int64_t)sizeof(float);
         }
     }
-    dl_tensor in = *dl_session_input(s, 0);
-    int64_t nx = dl_tensor_numel(&in);
-    float *x = malloc((size_t)nx * sizeof *x);
-    tu_fill_uniform(x, (size_t)nx, 5, -1, 1);
-    in.data = x;
-    float *y = NULL;
-    *n = 0;
-    for (int r = 0; r < 2; r++) { /* twice: the second run finds the first's data in the arena */
-        cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
-        *n = 0;
-        for (int i = 0; i < dl_session_output_count(s); i++) *n += dl_tensor_numel(dl_session_output(s, i));
-        free(y);
-        y = malloc((size_t)*n * sizeof *y);
-        int64_t u = 0;
-        for (int i = 0; i < dl_session_output_count(s); i++) {
-            const dl_tensor *t = dl_session_output(s, i);
-            memcpy(y + u, t->data, (size_t)dl_tensor_numel(t) * sizeof *y);
-            u += dl_tensor_numel(t);
-        }
-    }
-    free(x);
-    dl_session_free(s);
-    dl_model_free(m);
-    dl_context_free(ctx);
-    return y;
+    return run_twice_and_close(&p, 5, n);
 }
 
 /* The model with its concats elided against the same model run op by op (no_fuse: every concat
@@ -299,48 +321,19 @@ Test(concat_elide, device_slices_written_by_an_op_and_by_a_copy) {
 
 #define ONEDNN_SO DLRUN_PLUGIN_DIR "/libdlrun-onednn.so"
 
-/* Runs yaml twice on plugins (seeded weights; input x of U(-1, 1), checked unchanged after each
- * run) and returns its first output (malloc'd, *n floats); *over counts the steps of a conv with a
- * fused residual that write over it (the output's storage that of the residual), *fused all of them. */
+/* Runs yaml on plugins as run_twice_and_close does and returns its outputs (malloc'd, *n floats);
+ * *over counts the steps of a conv with a fused residual that write over it (the output's storage
+ * that of the residual), *fused all of them. */
 static float *run_residuals(const char *plugins, const char *yaml, int layout, int64_t *n, int *over, int *fused) {
-    dl_context *ctx;
-    dl_model *m;
-    dl_session *s;
-    dl_error err = {{0}};
-    dl_session_options so;
-    dl_session_options_init(&so);
-    so.layout = layout;
-    so.micro_batch = 1;
-    cr_assert_eq(tu_open_session(plugins, yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
-    expect_plan_valid(s, "residual model");
+    planned p = open_planned(plugins, yaml, 1, layout, 0);
     *over = *fused = 0;
-    for (int k = 0; k < dl_session_step_count(s); k++) {
-        const dl_op *op = dl_session_step_op(s, k, NULL);
+    for (int k = 0; k < dl_session_step_count(p.s); k++) {
+        const dl_op *op = dl_session_step_op(p.s, k, NULL);
         if (!op || op->kind != DL_OP_CONV2D || !op->attrs->residual) continue;
         ++*fused;
         *over += op->outputs[0].data == op->inputs[op->n_inputs - 1].data;
     }
-    dl_tensor in = *dl_session_input(s, 0);
-    const int64_t nx = dl_tensor_numel(&in);
-    float *x = malloc((size_t)nx * sizeof *x), *x0 = malloc((size_t)nx * sizeof *x0);
-    tu_fill_uniform(x0, (size_t)nx, 11, -1, 1);
-    memcpy(x, x0, (size_t)nx * sizeof *x);
-    in.data = x;
-    float *y = NULL;
-    for (int r = 0; r < 2; r++) { /* twice: the second run finds the first's data in the arena */
-        cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
-        cr_expect_eq(memcmp(x, x0, (size_t)nx * sizeof *x), 0, "run %d wrote into the caller's input", r);
-        const dl_tensor *t = dl_session_output(s, 0);
-        *n = dl_tensor_numel(t);
-        free(y);
-        y = malloc((size_t)*n * sizeof *y);
-        memcpy(y, t->data, (size_t)*n * sizeof *y);
-    }
-    free(x), free(x0);
-    dl_session_free(s);
-    dl_model_free(m);
-    dl_context_free(ctx);
-    return y;
+    return run_twice_and_close(&p, 11, n);
 }
 
 /* yaml on the onednn plugin against the cpu plugin, NCHW (the conv's output in oneDNN's blocked

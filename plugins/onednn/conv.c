@@ -69,7 +69,7 @@ static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success) return odn_fail(b, st, "convolution");
     int sum = 0;
-    if (res && b->s->residual != ODN_RESIDUAL_BINARY) {
+    if (res && !b->s->binary_residual) {
         /* A sum post-op (dst += result) on the residual, which the kernel may then overwrite in
          * place (kernel_in_place) and, where the host lets it, finds already in dst: no copy. oneDNN
          * 2.6 on AVX-512 also runs it on brgconv where a binary add gets its older jit kernels.

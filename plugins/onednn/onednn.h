@@ -14,16 +14,12 @@ typedef struct odn_state {
     dl_backend table;
     dnnl_engine_t engine;
     int threads;
-    int blocked;  /* 1: convs and pools in oneDNN's 8-channel blocked layout inside the kernel
-                     (DLRUN_ONEDNN_LAYOUT=plain: 0) */
-    int residual; /* a conv's fused residual: ODN_RESIDUAL_AUTO, or forced (DLRUN_ONEDNN_RESIDUAL=binary|sum) */
+    int blocked;         /* 1: convs and pools in oneDNN's 8-channel blocked layout inside the kernel
+                            (DLRUN_ONEDNN_LAYOUT=plain: 0) */
+    int binary_residual; /* 1: a conv's fused residual always a binary add post-op, never a sum on the
+                            residual in dst (DLRUN_ONEDNN_RESIDUAL=binary; conv.c) */
     char description[256];
 } odn_state;
-
-/* How a conv adds a fused residual: a binary add post-op, or a sum post-op on the residual in the
- * destination (copied there, or there already where the kernel runs in place over it); AUTO and SUM:
- * the sum wherever oneDNN builds it (conv.c), BINARY: the binary add always (for tests and measuring) */
-enum { ODN_RESIDUAL_AUTO = 0, ODN_RESIDUAL_BINARY = 1, ODN_RESIDUAL_SUM = 2 };
 
 /* Where a primitive argument's memory is at run. */
 typedef enum odn_bind {

@@ -198,10 +198,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     const char *layout = getenv("DLRUN_ONEDNN_LAYOUT");
     s->blocked = !(layout && !strcmp(layout, "plain"));
     const char *residual = getenv("DLRUN_ONEDNN_RESIDUAL"); /* for tests and measuring */
-    s->residual = !residual                     ? ODN_RESIDUAL_AUTO
-                  : !strcmp(residual, "sum")    ? ODN_RESIDUAL_SUM
-                  : !strcmp(residual, "binary") ? ODN_RESIDUAL_BINARY
-                                                : ODN_RESIDUAL_AUTO;
+    s->binary_residual = residual && !strcmp(residual, "binary");
     omp_set_num_threads(s->threads);
     const dnnl_version_t *v = dnnl_version();
     snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s layout): %d thread%s (OpenMP)", v->major,
