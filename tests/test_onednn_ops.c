@@ -288,6 +288,79 @@ static void residual_cases(int sum) {
     check_vs_cpu(with_residual(l), "linear + r, relu", NOT_OVER_RESIDUAL);
 }
 
+/* ---- Winograd ---- */
+
+/* c on the cpu plugin and on two onednn plugins, `direct` and `wino` (DLRUN_ONEDNN_CONV=direct and
+ * =winograd), row-major then channels-last; `wino` run in place over the residual where c has one.
+ * Both within the table's threshold of the cpu plugin; and the two bit for bit the same exactly
+ * where Winograd is not expected to run (its rounding differs from the direct sums). */
+static void winograd_case(const dl_backend *direct, const dl_backend *wino, op_case c, int expect_wino,
+                          const char *what) {
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        float *data[8];
+        for (int i = 0; i < c.n_in; i++) {
+            int64_t n = 1;
+            for (int d = 0; d < c.nd[i]; d++) n *= c.shape[i][d];
+            data[i] = malloc((size_t)n * sizeof(float) + 64);
+            tu_fill_uniform(data[i], (size_t)n, seed++, is_weight(&c, i) ? -0.5f : c.lo,
+                            is_weight(&c, i) ? 0.5f : c.hi);
+        }
+        dl_tensor in[8], y;
+        int64_t ys[8];
+        describe(&c, in, &y, ys);
+        const int64_t n = dl_tensor_numel(&y);
+        const int over = c.a.residual ? OVER_RESIDUAL : OWN_OUTPUT;
+        float *ref = run_on(cpu, &c, data, 0), *d = run_as(direct, &c, data, 0, nhwc),
+              *w = run_as(wino, &c, data, over, nhwc);
+        const double tol = dl_op_nmse(c.kind, DL_PRECISION_F32), nd = tu_nmse(ref, d, (size_t)n),
+                     nw = tu_nmse(ref, w, (size_t)n);
+        cr_expect(nd <= tol, "%s%s, direct: NMSE %.3g > %.1g", what, nhwc ? " (nhwc)" : "", nd, tol);
+        cr_expect(nw <= tol, "%s%s, Winograd: NMSE %.3g > %.1g", what, nhwc ? " (nhwc)" : "", nw, tol);
+        const int same = !memcmp(d, w, (size_t)n * sizeof *d);
+        cr_expect_neq(same, expect_wino, "%s%s: the Winograd plugin's output is %s the direct one's", what,
+                      nhwc ? " (nhwc)" : "", same ? "bit for bit" : "not");
+        free(ref), free(d), free(w);
+        for (int i = 0; i < c.n_in; i++) free(data[i]);
+    }
+}
+
+/* Winograd against direct, each forced (DLRUN_ONEDNN_CONV, read when the plugin starts): 3x3
+ * stride-1 convs with bias or none, padding or none, odd channel counts, relu, and a residual as a
+ * sum run in place over it. oneDNN 2.6 has Winograd kernels on AVX-512 only, and with no
+ * activation or relu: where it has none (clip, stride 2, another machine) the conv runs direct.
+ * Under the default (auto) the conv tests above run whichever of the two the plugin measured
+ * faster. */
+Test(onednn_ops, winograd) {
+    load();
+    dl_error err = {{0}}, bad = {{0}};
+    setenv("DLRUN_ONEDNN_CONV", "direct", 1);
+    const dl_backend *direct = tu_load_backend(ONEDNN_SO, 2, &err);
+    cr_assert(direct, "loading the onednn plugin (direct): %s", err.msg);
+    setenv("DLRUN_ONEDNN_CONV", "winograd", 1);
+    const dl_backend *wino = tu_load_backend(ONEDNN_SO, 2, &err);
+    cr_assert(wino, "loading the onednn plugin (winograd): %s", err.msg);
+    setenv("DLRUN_ONEDNN_CONV", "fast", 1);
+    cr_expect_null(tu_load_backend(ONEDNN_SO, 2, &bad), "DLRUN_ONEDNN_CONV=fast accepted");
+    cr_expect(strstr(bad.msg, "DLRUN_ONEDNN_CONV=fast: want auto, direct or winograd"), "%s", bad.msg);
+    unsetenv("DLRUN_ONEDNN_CONV");
+    cr_expect(strstr(wino->description, "Winograd forced"), "%s", wino->description);
+    cr_expect(strstr(direct->description, "direct convs"), "%s", direct->description);
+    const int avx512 = strstr(wino->description, "AVX-512") != NULL;
+    int p1[4] = {1, 1, 1, 1}, p0[4] = {0, 0, 0, 0};
+    winograd_case(direct, wino, conv_case(1, 64, 15, 13, 64, 3, 3, 1, p1, 1, 1, 1, DL_ACT_RELU), avx512,
+                  "64 to 64, relu");
+    winograd_case(direct, wino, conv_case(2, 16, 9, 11, 32, 3, 3, 1, p1, 1, 1, 0, DL_ACT_NONE), avx512,
+                  "16 to 32, batch 2, no bias");
+    winograd_case(direct, wino, conv_case(1, 33, 12, 10, 35, 3, 3, 1, p0, 1, 1, 1, DL_ACT_RELU), avx512,
+                  "33 to 35, no padding");
+    winograd_case(direct, wino, with_residual(conv_case(2, 32, 9, 11, 32, 3, 3, 1, p1, 1, 1, 1, DL_ACT_RELU)), avx512,
+                  "32 to 32 + r, relu");
+    winograd_case(direct, wino, conv_case(1, 48, 7, 9, 80, 3, 3, 1, p1, 1, 1, 1, DL_ACT_CLIP), 0, "clip: direct");
+    winograd_case(direct, wino, conv_case(2, 16, 9, 7, 16, 3, 3, 2, p1, 1, 1, 1, DL_ACT_RELU), 0, "stride 2: direct");
+    direct->destroy(direct->self);
+    wino->destroy(wino->self);
+}
+
 /* ---- pools ---- */
 
 static void pool(dl_op_kind kind, int c, int h, int w, int k, int s, int p, int d, int ceil, int incl,

@@ -1,9 +1,47 @@
 /* conv.c — conv2d and conv3d on oneDNN: groups (depthwise included), stride, dilation, asymmetric
- * padding, bias, a fused residual as a binary add or a sum post-op and the fused activations as an eltwise post-op. The
+ * padding, bias, a fused residual as a binary add or a sum post-op and the fused activations as an eltwise post-op;
+ * direct, or for 3x3 stride-1 convs by Winograd where the kernel asks for it (algo.c chooses). The
  * weights are reordered once, at prepare, into the layout oneDNN picks. Row-major activations either stay NCHW or (the
  * default, faster on AVX2: docs/onednn.md) take oneDNN's blocked layout inside the kernel, reordered at its edges;
  * channels-last ones are given to oneDNN as they lie (its NHWC kernels, no reorder). */
 #include "onednn.h"
+
+int odn_winograd_may(const dl_op *op) {
+    const dl_op_attrs *a = op->attrs;
+    return op->kind == DL_OP_CONV2D && a->kernel[0] == 3 && a->kernel[1] == 3 && a->stride[0] == 1 &&
+           a->stride[1] == 1 && a->dilation[0] == 1 && a->dilation[1] == 1 && a->groups == 1;
+}
+
+/* The convolution by oneDNN's Winograd kernels (F(2x2, 3x3) and F(4x4, 3x3) on AVX-512, with no
+ * activation or relu), which read and write only their own blocked layouts: source and destination
+ * are left "any" and reordered at the kernel's edges from and to the tensors' own layouts
+ * (row-major or channels-last), the weights once into Winograd's transformed layout. A residual is
+ * a sum post-op on it, copied into the blocked destination (a binary add has no Winograd form). */
+static dl_status winograd(odn_build *b, const dnnl_memory_desc_t *x_any, const dnnl_memory_desc_t *x_md,
+                          const dnnl_memory_desc_t *w_any, const dnnl_memory_desc_t *w_md,
+                          const dnnl_memory_desc_t *b_md, const dnnl_memory_desc_t *y_any,
+                          const dnnl_memory_desc_t *y_md, int res, const dnnl_dims_t strides, const dnnl_dims_t dilates,
+                          const dnnl_dims_t pad_l, const dnnl_dims_t pad_r) {
+    if (res && b->s->binary_residual)
+        return dl_fail(b->err, DL_E_UNSUPPORTED, "%s: a residual as a binary add has no Winograd form", b->what);
+    dnnl_convolution_desc_t desc;
+    ODN_TRY(b, "Winograd convolution descriptor",
+            dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_winograd, x_any,
+                                                       w_any, b_md, y_any, strides, dilates, pad_l, pad_r));
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    ODN_TRY(b, "attributes", odn_attr_create(&attr, b->op->attrs, res ? y_md : NULL, 1));
+    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, b->s->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) return odn_fail(b, st, "Winograd convolution");
+    odn_tensor_arg args[5] = {{DNNL_ARG_SRC, ODN_INPUT, 0, *x_md},
+                              {DNNL_ARG_WEIGHTS, ODN_INPUT, 1, *w_md},
+                              {DNNL_ARG_DST, ODN_OUTPUT, 0, *y_md},
+                              {DNNL_ARG_BIAS, ODN_INPUT, 2, b_md ? *b_md : *y_md},
+                              {ODN_ARG_RESIDUAL_IN_DST, ODN_INPUT, res, *y_md}};
+    if (!b_md) args[3] = args[4];
+    return odn_add_primitive(b, pd, args, 3 + (b_md != NULL) + (res > 0));
+}
 
 /* A convolution over nsp spatial dimensions (2 or 3), with these per-dimension attributes. */
 static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_t *dilation, const int32_t *pad_begin,
@@ -37,6 +75,9 @@ static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_
         pad_l[i] = pad_begin[i], pad_r[i] = pad_end[i];
     }
     dnnl_convolution_desc_t desc;
+    if (b->winograd)
+        return winograd(b, &x_any, &x_md, &w_any, &w_md, has_bias ? &b_md : NULL, &y_any, &y_md, res, strides, dilates,
+                        pad_l, pad_r);
     ODN_TRY(b, "convolution descriptor",
             dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_inference, dnnl_convolution_direct,
                                                        blocked ? &x_any : &x_md, &w_any, has_bias ? &b_md : NULL,

@@ -14,10 +14,12 @@ typedef struct odn_state {
     dl_backend table;
     dnnl_engine_t engine;
     int threads;
-    int blocked;         /* 1: convs and pools in oneDNN's 8-channel blocked layout inside the kernel
-                            (DLRUN_ONEDNN_LAYOUT=plain: 0) */
-    int binary_residual; /* 1: a conv's fused residual always a binary add post-op, never a sum on the
-                            residual in dst (DLRUN_ONEDNN_RESIDUAL=binary; conv.c) */
+    int blocked;           /* 1: convs and pools in oneDNN's 8-channel blocked layout inside the kernel
+                              (DLRUN_ONEDNN_LAYOUT=plain: 0) */
+    int binary_residual;   /* 1: a conv's fused residual always a binary add post-op, never a sum on the
+                              residual in dst (DLRUN_ONEDNN_RESIDUAL=binary; conv.c) */
+    int conv_algo;         /* odn_conv_algo: DLRUN_ONEDNN_CONV=auto|direct|winograd */
+    struct odn_memo *memo; /* algo.c: the Winograd answers measured so far, by shape */
     char description[256];
 } odn_state;
 
@@ -80,6 +82,7 @@ typedef struct odn_build {
     dl_kernel *k;
     const char *what; /* "layer (kind)" */
     dl_error *err;
+    int winograd; /* a conv by oneDNN's Winograd algorithm, not its direct one (odn_winograd_may) */
 } odn_build;
 
 /* A oneDNN call's failure as a dl_status with a one-line message naming the op, what failed and
@@ -117,6 +120,21 @@ int odn_activation_ok(int activation);
  * its primitive as a step, with reorders where the primitive's layout of an argument differs from
  * the given one, its scratchpad in the workspace, and weights known at prepare reordered once. */
 dl_status odn_add_primitive(odn_build *b, dnnl_primitive_desc_t pd, const odn_tensor_arg *args, int n_args);
+
+/* 1 for a conv oneDNN may run by Winograd: 2-D, 3x3, stride 1, no dilation, no groups (oneDNN
+ * still decides, at building, whether it has a kernel for it: channels, ISA). */
+int odn_winograd_may(const dl_op *op);
+
+/* How a conv that Winograd may run is run (DLRUN_ONEDNN_CONV): measured at prepare (auto), or
+ * forced either way (for tests and measuring; forced Winograd fails where oneDNN has none). */
+typedef enum odn_conv_algo { ODN_CONV_AUTO = 0, ODN_CONV_DIRECT = 1, ODN_CONV_WINOGRAD = 2 } odn_conv_algo;
+
+/* algo.c: given the direct kernel of a conv and its Winograd kernel, 1 if the Winograd one is to
+ * be kept: each run in turn on patterned inputs at prepare, the answer remembered per shape for
+ * the plugin's life, so that placement's timing and the session's kernel agree. */
+int odn_winograd_faster(odn_state *s, const dl_op *op, dl_kernel *direct, dl_kernel *wino);
+int odn_algo_init(odn_state *s); /* 0: out of memory */
+void odn_algo_free(odn_state *s);
 
 /* Runs a prepared kernel's steps with their arguments bound to this call's tensors and workspace. */
 dl_status odn_kernel_run(dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err);

@@ -52,6 +52,7 @@ static const odn_builder builders[DL_OP_COUNT] = {
 static void odn_destroy(void *self) {
     odn_state *s = self;
     if (s->engine) dnnl_engine_destroy(s->engine);
+    odn_algo_free(s);
     free(s);
 }
 
@@ -100,8 +101,9 @@ static int one_layout(const dl_op *op) {
 }
 
 /* The checks of supports() and prepare(), then the builder: with k NULL it stops at the primitive
- * descriptors (oneDNN's own yes or no), with a kernel it creates the primitives. */
-static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, dl_error *err) {
+ * descriptors (oneDNN's own yes or no), with a kernel it creates the primitives (a conv by
+ * Winograd with `winograd`). */
+static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, int winograd, dl_error *err) {
     char what[96];
     snprintf(what, sizeof what, "%s (%s)", op->name ? op->name : "op", dl_op_kind_name(op->kind));
     if (op->kind < 0 || op->kind >= DL_OP_COUNT || !builders[op->kind])
@@ -118,17 +120,17 @@ static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, dl_error *er
             return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty input (oneDNN primitives want elements)", what);
     if (dl_tensor_numel(&op->outputs[0]) == 0)
         return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty output (oneDNN primitives want elements)", what);
-    odn_build b = {s, op, k, what, err};
+    odn_build b = {s, op, k, what, err, winograd};
     if (k) snprintf(k->name, sizeof k->name, "%s", what);
     /* oneDNN sizes its blocking by the threads it will have: the same count as at run */
     omp_set_num_threads(s->threads);
     return builders[op->kind](&b);
 }
 
-static int odn_supports(void *self, const dl_op *op, dl_error *why) { return build(self, op, NULL, why) == DL_OK; }
+static int odn_supports(void *self, const dl_op *op, dl_error *why) { return build(self, op, NULL, 0, why) == DL_OK; }
 
-static dl_status odn_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {
-    odn_state *s = self;
+/* A kernel for op, direct or (winograd) by Winograd. */
+static dl_status new_kernel(odn_state *s, const dl_op *op, int winograd, dl_kernel **out, dl_error *err) {
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     k->threads = s->threads;
@@ -138,11 +140,27 @@ static dl_status odn_prepare(void *self, const dl_op *op, dl_kernel **out, size_
         free(k);
         return dl_fail(err, DL_E_RUNTIME, "%s: oneDNN stream: %s", op->name ? op->name : "op", dnnl_status2str(r));
     }
-    dl_status st = build(s, op, k, err);
+    dl_status st = build(s, op, k, winograd, err);
     if (st != DL_OK) {
         odn_kernel_free(k);
         return st;
     }
+    *out = k;
+    return DL_OK;
+}
+
+/* A conv Winograd may run is built both ways where oneDNN has a Winograd kernel for it (AVX-512;
+ * relu or no activation), and algo.c keeps the faster, unless DLRUN_ONEDNN_CONV forces one: then
+ * Winograd wherever oneDNN builds it, else direct. */
+static dl_status odn_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {
+    odn_state *s = self;
+    dl_kernel *k = NULL, *w = NULL;
+    dl_error why;
+    if (odn_winograd_may(op) && s->conv_algo != ODN_CONV_DIRECT && new_kernel(s, op, 1, &w, &why) != DL_OK) w = NULL;
+    dl_status st = w && s->conv_algo == ODN_CONV_WINOGRAD ? DL_OK : new_kernel(s, op, 0, &k, err);
+    if (st == DL_OK && w && k && !odn_winograd_faster(s, op, k, w)) odn_kernel_free(w), w = NULL;
+    if (w) odn_kernel_free(k), k = w;
+    if (st != DL_OK) return st;
     *workspace = k->workspace;
     *out = k;
     return DL_OK;
@@ -199,11 +217,29 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     s->blocked = !(layout && !strcmp(layout, "plain"));
     const char *residual = getenv("DLRUN_ONEDNN_RESIDUAL"); /* for tests and measuring */
     s->binary_residual = residual && !strcmp(residual, "binary");
+    const char *algo = getenv("DLRUN_ONEDNN_CONV"); /* auto (measured), direct or winograd */
+    s->conv_algo = !algo || !strcmp(algo, "auto") ? ODN_CONV_AUTO
+                   : !strcmp(algo, "direct")      ? ODN_CONV_DIRECT
+                   : !strcmp(algo, "winograd")    ? ODN_CONV_WINOGRAD
+                                                  : -1;
+    if (s->conv_algo < 0) {
+        dl_fail(err, DL_E_INVALID, "DLRUN_ONEDNN_CONV=%s: want auto, direct or winograd", algo);
+        dnnl_engine_destroy(s->engine);
+        free(s);
+        return NULL;
+    }
+    if (!odn_algo_init(s)) {
+        dl_fail(err, DL_E_NOMEM, "out of memory");
+        dnnl_engine_destroy(s->engine);
+        free(s);
+        return NULL;
+    }
     omp_set_num_threads(s->threads);
     const dnnl_version_t *v = dnnl_version();
-    snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s layout): %d thread%s (OpenMP)", v->major,
-             v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()), s->blocked ? "blocked" : "plain", s->threads,
-             s->threads == 1 ? "" : "s");
+    static const char *const algos[] = {"Winograd where faster", "direct convs", "Winograd forced"};
+    snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s layout, %s): %d thread%s (OpenMP)",
+             v->major, v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()), s->blocked ? "blocked" : "plain",
+             algos[s->conv_algo], s->threads, s->threads == 1 ? "" : "s");
     s->table = (dl_backend){
         .abi_version = DL_ABI_VERSION,
         .struct_size = sizeof(dl_backend),

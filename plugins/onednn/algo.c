@@ -1,0 +1,161 @@
+/* algo.c — which algorithm a oneDNN conv runs by: direct, or Winograd where oneDNN has a kernel
+ * for it (3x3, stride 1; docs/onednn.md, "Winograd"). Both kernels are prepared and run in turn on
+ * patterned inputs; the faster is kept. Timed alone, a kernel finds its weights in cache, which in
+ * a model's run the layers before have evicted, and Winograd's transformed weights are 16/9 or
+ * 36/9 the size of the filters: so the last-level cache is flushed before each timed run. The answer is
+ * remembered per op shape for the plugin's life, so the kernel placement timed is the kernel the
+ * session runs. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <omp.h>
+
+#include "onednn.h"
+
+#define MEMO_SIZE 512
+#define KEY_LEN 384
+/* Inputs and output of a conv timed here at most: beyond it the direct kernel is kept untimed. */
+#define MAX_SCRATCH ((size_t)1 << 30)
+
+typedef struct memo_entry {
+    char key[KEY_LEN];
+    int wino;
+} memo_entry;
+
+struct odn_memo {
+    pthread_mutex_t lock;
+    int n, next; /* entries filled; the next to overwrite once full */
+    memo_entry e[MEMO_SIZE];
+};
+
+int odn_algo_init(odn_state *s) {
+    s->memo = calloc(1, sizeof *s->memo);
+    if (!s->memo) return 0;
+    pthread_mutex_init(&s->memo->lock, NULL);
+    return 1;
+}
+
+void odn_algo_free(odn_state *s) {
+    if (!s->memo) return;
+    pthread_mutex_destroy(&s->memo->lock);
+    free(s->memo);
+    s->memo = NULL;
+}
+
+static void put_tensor(char *key, size_t len, const dl_tensor *t) {
+    size_t at = strlen(key);
+    for (int d = 0; d < t->ndim && at < len; d++, at = strlen(key))
+        snprintf(key + at, len - at, "%s%lld", d ? "x" : " ", (long long)t->shape[d]);
+    if (at < len) snprintf(key + at, len - at, "%s", dl_tensor_layout(t) == DL_LAYOUT_CHANNELS_LAST ? "c" : "");
+}
+
+/* What the two kernels' speed depends on: the tensors' shapes and layouts, padding, the fused
+ * activation and residual, and the threads. */
+static void key_of(const odn_state *s, const dl_op *op, char *key, size_t len) {
+    const dl_op_attrs *a = op->attrs;
+    snprintf(key, len, "t%d a%d r%d p%d,%d,%d,%d", s->threads, a->activation, dl_op_residual(op), a->pad_begin[0],
+             a->pad_begin[1], a->pad_end[0], a->pad_end[1]);
+    for (int i = 0; i < op->n_inputs; i++) put_tensor(key, len, &op->inputs[i]);
+    put_tensor(key, len, &op->outputs[0]);
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Patterned values in [-1, 1): no zeros, no denormals. */
+static void fill(float *p, size_t n, uint32_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (float)(seed >> 8) / 8388608.0f - 1.0f + 1.0f / 16777216.0f;
+    }
+}
+
+/* The last-level cache's size, twice over (at least 64 MiB where the system does not say). */
+static size_t flush_bytes(void) {
+    long l3 = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    size_t b = l3 > 0 ? 2 * (size_t)l3 : 0;
+    return b < ((size_t)64 << 20) ? (size_t)64 << 20 : b;
+}
+
+/* Writes a buffer the size of the cache twice over, so that the next run finds nothing of its own
+ * in it: the weights come from memory, as in a model's run. */
+static void flush(char *buf, size_t bytes) {
+    const int threads = omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t i = 0; i < bytes; i += 64) buf[i] = (char)(buf[i] + 1);
+}
+
+/* Runs both kernels on the same scratch tensors: one untimed run each, then three each in turn
+ * after a flush; ms[j] the fastest of kernel j. 0 where it could not (memory, or a failed run). */
+static int measure(odn_state *s, const dl_op *op, dl_kernel *const k[2], double ms[2]) {
+    dl_tensor in[16], out = op->outputs[0];
+    void *mine[17] = {0};
+    size_t total = 0;
+    int ok = op->n_inputs <= 16;
+    for (int i = 0; ok && i < op->n_inputs; i++) {
+        in[i] = op->inputs[i];
+        if (in[i].data) continue; /* a weight, known at prepare */
+        const size_t n = (size_t)dl_tensor_numel(&in[i]);
+        total += n * sizeof(float);
+        ok = total <= MAX_SCRATCH && (mine[i] = malloc(n * sizeof(float) + 64)) != NULL;
+        if (ok) fill(mine[i], n, 17u + (uint32_t)i), in[i].data = mine[i];
+    }
+    const size_t ny = (size_t)dl_tensor_numel(&out),
+                 wsb = k[0]->workspace > k[1]->workspace ? k[0]->workspace : k[1]->workspace;
+    total += ny * sizeof(float) + wsb;
+    const size_t fb = flush_bytes();
+    char *flush_buf = NULL;
+    ok = ok && total <= MAX_SCRATCH && (mine[16] = malloc(ny * sizeof(float) + 64)) != NULL;
+    void *ws = NULL;
+    ok = ok && posix_memalign(&ws, 64, wsb ? wsb : 64) == 0;
+    ok = ok && (flush_buf = calloc(1, fb)) != NULL;
+    out.data = mine[16];
+    omp_set_num_threads(s->threads);
+    ms[0] = ms[1] = 1e300;
+    for (int r = 0; ok && r < 4; r++)
+        for (int j = 0; ok && j < 2; j++) {
+            dl_error err;
+            if (r) flush(flush_buf, fb);
+            const double t0 = now_ms();
+            ok = odn_kernel_run(k[j], in, &out, ws, &err) == DL_OK;
+            const double t = now_ms() - t0;
+            if (r && t < ms[j]) ms[j] = t;
+        }
+    for (int i = 0; i < 17; i++) free(mine[i]);
+    free(ws);
+    free(flush_buf);
+    return ok;
+}
+
+int odn_winograd_faster(odn_state *s, const dl_op *op, dl_kernel *direct, dl_kernel *wino) {
+    char key[KEY_LEN];
+    key_of(s, op, key, sizeof key);
+    struct odn_memo *m = s->memo;
+    pthread_mutex_lock(&m->lock);
+    int found = -1;
+    for (int i = 0; i < m->n && found < 0; i++)
+        if (!strcmp(m->e[i].key, key)) found = m->e[i].wino;
+    pthread_mutex_unlock(&m->lock);
+    if (found >= 0) return found;
+    dl_kernel *const k[2] = {direct, wino};
+    double ms[2];
+    /* Winograd kept where it is faster by more than the noise of a few runs (3 %) */
+    const int wins = measure(s, op, k, ms) && ms[1] < 0.97 * ms[0];
+    pthread_mutex_lock(&m->lock);
+    memo_entry *e = &m->e[m->n < MEMO_SIZE ? m->n++ : m->next++ % MEMO_SIZE];
+    snprintf(e->key, sizeof e->key, "%s", key);
+    e->wino = wins;
+    pthread_mutex_unlock(&m->lock);
+    return wins;
+}
