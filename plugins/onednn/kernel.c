@@ -141,6 +141,7 @@ static dl_status reorder_once(odn_build *b, const dnnl_memory_desc_t *from_md, c
     void *dst = NULL;
     if (posix_memalign(&dst, 64, bytes ? bytes : 64) != 0)
         return dl_fail(b->err, DL_E_NOMEM, "%s: cannot allocate %zu bytes", b->what, bytes);
+    k->owned_bytes[k->n_owned] = bytes;
     k->owned[ *slot = k->n_owned++] = dst;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;

@@ -60,7 +60,8 @@ struct dl_kernel {
     size_t workspace; /* bytes run needs: scratchpads and blocked copies of the tensors */
     int n_owned;
     void *owned[ODN_MAX_OWNED]; /* buffers of ODN_OWNED memories */
-    int in_place;               /* the input the output may overwrite (kernel_in_place), or -1 */
+    size_t owned_bytes[ODN_MAX_OWNED];
+    int in_place; /* the input the output may overwrite (kernel_in_place), or -1 */
 };
 
 /* How a builder describes one argument of the primitive it made (odn_add_primitive). `md` is the
