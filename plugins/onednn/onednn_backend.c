@@ -158,9 +158,12 @@ static dl_status odn_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     dl_error why;
     if (odn_winograd_may(op) && s->conv_algo != ODN_CONV_DIRECT && new_kernel(s, op, 1, &w, &why) != DL_OK) w = NULL;
     dl_status st = w && s->conv_algo == ODN_CONV_WINOGRAD ? DL_OK : new_kernel(s, op, 0, &k, err);
-    if (st == DL_OK && w && k && !odn_winograd_faster(s, op, k, w)) odn_kernel_free(w), w = NULL;
+    if (st != DL_OK) {
+        odn_kernel_free(w);
+        return st;
+    }
+    if (w && k && !odn_winograd_faster(s, op, k, w)) odn_kernel_free(w), w = NULL;
     if (w) odn_kernel_free(k), k = w;
-    if (st != DL_OK) return st;
     *workspace = k->workspace;
     *out = k;
     return DL_OK;
