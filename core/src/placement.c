@@ -678,17 +678,14 @@ static dl_status check_host_floor(const dl_session *s, const dl_placement *pl, d
         }
     }
     if (at < 0 || (held <= avail && biggest <= avail - held)) return DL_OK;
-    char nb[32], ab[32], tb[32];
-    dl_format_bytes((double)held + (double)biggest, nb, sizeof nb);
-    dl_format_bytes((double)avail, ab, sizeof ab);
+    char tb[32], parts[600];
     dl_format_bytes((double)biggest, tb, sizeof tb);
     const dl_node *n = &s->g->nodes[at];
-    return dl_fail(err, DL_E_NOMEM,
-                   "model '%s' at batch %lld needs at least %s of host memory (the weights%s, and %s for %s of %s "
-                   "'%s'), but %s allows %s; use a smaller --batch",
-                   s->g->name, s->g->n_inputs ? (long long)s->shape[s->g->inputs[0]].d[0] : 1LL, nb,
-                   held > dl_session_host_weights(s) ? ", the inputs" : "", tb, is_output ? "the output" : "an input",
-                   dl_op_kind_name(n->kind), n->name, what, ab);
+    snprintf(parts, sizeof parts, "the weights%s, and %s for %s of %s '%s'",
+             held > dl_session_host_weights(s) ? ", the inputs" : "", tb, is_output ? "the output" : "an input",
+             dl_op_kind_name(n->kind), n->name);
+    const size_t need = held + biggest < held ? SIZE_MAX : held + biggest;
+    return dl_session_refuse(s, 0, "at least ", need, avail, what, parts, "use a smaller --batch", err);
 }
 
 /* 1 when node i only copies its input (reshape, flatten, dropout) and be runs it in place: the

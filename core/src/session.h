@@ -210,6 +210,10 @@ void dl_session_free_inputs(const dl_session *s, dl_tensor *in);
 dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double ms[2], dl_error *err);
 /* Bytes of value v at the session's shapes. */
 size_t dl_session_value_bytes(const dl_session *s, int v);
+/* DL_E_NOMEM: "model 'm' at batch N needs <at_least>NEED of <domain d> memory (parts), but <what>
+ * allows AVAIL[; hint]" */
+dl_status dl_session_refuse(const dl_session *s, int d, const char *at_least, size_t need, size_t avail,
+                            const char *what, const char *parts, const char *hint, dl_error *err);
 /* Host f32 data of weight v as this session runs it: folded, else bound (an f16/bf16 weight is
  * converted then, once); NULL when out of memory. */
 const float *dl_session_weight(const dl_session *s, int v);

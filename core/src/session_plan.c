@@ -123,13 +123,13 @@ static size_t caller_inputs(const dl_session *s) {
 
 size_t dl_session_host_held(const dl_session *s) { return dl_session_host_weights(s) + caller_inputs(s); }
 
-static dl_status refuse(const dl_session *s, int d, size_t need, size_t avail, const char *what, const char *parts,
-                        const char *hint, dl_error *err) {
+dl_status dl_session_refuse(const dl_session *s, int d, const char *at_least, size_t need, size_t avail,
+                            const char *what, const char *parts, const char *hint, dl_error *err) {
     char nb[32], ab[32];
     dl_format_bytes((double)need, nb, sizeof nb);
     dl_format_bytes((double)avail, ab, sizeof ab);
-    return dl_fail(err, DL_E_NOMEM, "model '%s' at batch %lld needs %s of %s memory (%s), but %s allows %s%s%s",
-                   s->g->name, s->g->n_inputs ? (long long)s->shape[s->g->inputs[0]].d[0] : 1LL, nb,
+    return dl_fail(err, DL_E_NOMEM, "model '%s' at batch %lld needs %s%s of %s memory (%s), but %s allows %s%s%s",
+                   s->g->name, s->g->n_inputs ? (long long)s->shape[s->g->inputs[0]].d[0] : 1LL, at_least, nb,
                    d == 0 ? "host" : s->doms[d].be->name, parts, what, ab, hint ? "; " : "", hint ? hint : "");
 }
 
@@ -137,7 +137,8 @@ dl_status dl_session_check_weights(const dl_session *s, size_t seeded, dl_error 
     const char *what;
     size_t avail = dl_session_budget(s, 0, &what), need = seeded + dl_session_host_held(s);
     if (avail == 0 || need <= avail) return DL_OK;
-    return refuse(s, 0, need, avail, what, caller_inputs(s) ? "seeded weights, inputs" : "seeded weights", NULL, err);
+    return dl_session_refuse(s, 0, "", need, avail, what,
+                             caller_inputs(s) ? "seeded weights, inputs" : "seeded weights", NULL, err);
 }
 
 static dl_status check_fits(dl_session *s, int d, dl_error *err) {
@@ -148,7 +149,7 @@ static dl_status check_fits(dl_session *s, int d, dl_error *err) {
     if (avail == 0 || need <= avail) return DL_OK;
     char parts[64];
     snprintf(parts, sizeof parts, "activations, scratch%s%s", weights ? ", weights" : "", inputs ? ", inputs" : "");
-    return refuse(s, d, need, avail, what, parts, "use a smaller --batch", err);
+    return dl_session_refuse(s, d, "", need, avail, what, parts, "use a smaller --batch", err);
 }
 
 /* Offsets of every slot in its domain's arena, and whether each domain fits. */
