@@ -127,7 +127,7 @@ dl_status odn_add_primitive(odn_build *b, dnnl_primitive_desc_t pd, const odn_te
 int odn_winograd_may(const dl_op *op);
 
 /* How a conv that Winograd may run is run (DLRUN_ONEDNN_CONV): measured at prepare (auto), or
- * forced either way (for tests and measuring; forced Winograd fails where oneDNN has none). */
+ * forced either way (for tests and measuring; forced Winograd runs direct where oneDNN has none). */
 typedef enum odn_conv_algo { ODN_CONV_AUTO = 0, ODN_CONV_DIRECT = 1, ODN_CONV_WINOGRAD = 2 } odn_conv_algo;
 
 /* algo.c: given the direct kernel of a conv and its Winograd kernel, 1 if the Winograd one is to
