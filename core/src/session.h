@@ -204,9 +204,11 @@ dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inpu
 dl_tensor *dl_session_seeded_inputs(const dl_session *s, dl_error *err);
 void dl_session_free_inputs(const dl_session *s, dl_tensor *in);
 /* s and t run in turn on the same seeded inputs at s's input shapes (2 untimed runs each, then
- * `rounds` rounds alternating their order, at most DL_RUN_BOTH_MAX_ROUNDS); their median times in
- * ms[0] and ms[1]; their steps' times cleared afterwards. */
-#define DL_RUN_BOTH_MAX_ROUNDS 9
+ * `rounds` rounds alternating their order, and more while their timed runs together have taken
+ * under DL_RUN_BOTH_BUDGET_MS, at most DL_RUN_BOTH_MAX_ROUNDS); their median times in ms[0] and
+ * ms[1]; their steps' times cleared afterwards. */
+#define DL_RUN_BOTH_MAX_ROUNDS 15
+#define DL_RUN_BOTH_BUDGET_MS 400.0
 dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double ms[2], dl_error *err);
 /* Bytes of value v at the session's shapes. */
 size_t dl_session_value_bytes(const dl_session *s, int v);
