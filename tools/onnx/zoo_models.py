@@ -193,6 +193,8 @@ class Result:
         self.name, self.size = name, size
         self.stage, self.error = "", ""   # stage that failed ("export", "convert", "run"); its message
         self.rel_l2, self.top1, self.seconds, self.ops = None, None, 0.0, []
+        self.check = None                 # with check=BACKEND: dlrun check's last line; check_ok its verdict
+        self.check_ok = True
 
     @property
     def ok(self):
@@ -216,8 +218,11 @@ def top1_agreement(got, want, family):
     return float((got.argmax(axis) == want.argmax(axis)).mean())
 
 
-def run_model(name, family, size, workdir, dlrun, opset=13, seed=0, threads=None, backend=None, timeout=1800):
-    """Exports, converts, runs and compares one model; a Result (never raises for the model's sake)."""
+def run_model(name, family, size, workdir, dlrun, opset=13, seed=0, threads=None, backend=None, timeout=1800,
+              check=None):
+    """Exports, converts, runs and compares one model; a Result (never raises for the model's sake).
+    With check=BACKEND, `dlrun check MODEL --backend BACKEND` also runs on the converted model (every op
+    on BACKEND against the cpu reference, then end to end)."""
     r = Result(name, size)
     t0 = time.time()
     try:
@@ -261,6 +266,8 @@ def run_model(name, family, size, workdir, dlrun, opset=13, seed=0, threads=None
         r.stage, r.error = "run", last_line(p.stderr or p.stdout)
         return r
     got = np.load(y_path).astype(np.float64)
+    if check:
+        run_check(r, dlrun, yaml, check, threads, timeout)
     for path in (onnx_path, yaml, yaml[:-5] + ".safetensors", x_path, y_path):
         if os.path.exists(path):
             os.remove(path)
@@ -271,6 +278,16 @@ def run_model(name, family, size, workdir, dlrun, opset=13, seed=0, threads=None
     r.rel_l2 = float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-300))
     r.top1 = top1_agreement(got, want, family)
     return r
+
+
+def run_check(r, dlrun, yaml, backend, threads, timeout):
+    cmd = [dlrun, "check", yaml, "--backend", backend] + (["--threads", str(threads)] if threads else [])
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        r.check, r.check_ok = f"no result after {timeout} s", False
+        return
+    r.check, r.check_ok = last_line(p.stdout if p.returncode == 0 else (p.stdout + p.stderr)), p.returncode == 0
 
 
 def ops_of(yaml_path):
