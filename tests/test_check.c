@@ -2,12 +2,15 @@
  * deliberately broken plugins (relu a little off, half unwritten, a write past the end, a NaN)
  * are each caught by both commands; unsupported ops are listed, not counted as passes; a seed
  * replays a run exactly; a reference in channels-last storage reaches the checked backend converted
- * to the layout that backend takes. */
+ * to the layout that backend takes; infinities both sides have (a causal mask) match. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -161,4 +164,35 @@ Test(check, bf16_storage_is_checked_against_both_references, .timeout = 300) {
     cr_expect_eq(dlrun("test-ops --backend example --precision bf16 --op relu --seed 2", &out), 0, "%s", out);
     cr_expect(!strstr(out, "cpu bf16") && strstr(out, "example            cpu f32"), "%s", out);
     free(out);
+}
+
+/* A causal mask adds -inf (tools/zoo's decoders): where the checked backend gives the reference's
+ * own infinity the op passes, and the NMSE is taken over the finite elements (it was NaN, a FAIL,
+ * on an output both backends agreed on to the bit). */
+Test(check, infinities_the_reference_has_too_are_a_match, .timeout = 120) {
+    const char header[] = "{\"mask\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}    ";
+    const float mask[6] = {0, -INFINITY, -INFINITY, 0, 0, -INFINITY};
+    unsigned char file[8 + sizeof header - 1 + sizeof mask];
+    const uint64_t len = sizeof header - 1; /* a multiple of 8, with the spaces */
+    cr_assert_eq(len % 8, 0);
+    memcpy(file, &len, 8);
+    memcpy(file + 8, header, len);
+    memcpy(file + 8 + len, mask, sizeof mask);
+    char *weights = tu_write_temp(".safetensors", file, sizeof file), *yaml_text, *out;
+    cr_assert(asprintf(&yaml_text,
+                       "model: masked\nweights: \"%s\"\ninputs:\n  - {name: x, shape: [2, 3]}\n"
+                       "constants:\n  - {name: mask, shape: [2, 3]}\nlayers:\n"
+                       "  - {name: masked, op: add, inputs: [x, mask]}\n  - {name: prob, op: softmax}\n",
+                       weights) > 0);
+    char *yaml = tu_write_temp(".yaml", yaml_text, strlen(yaml_text)), args[600];
+    snprintf(args, sizeof args, "check %s --backend cpu --seed 3", yaml);
+    cr_expect_eq(dlrun(args, &out), 0, "%s", out);
+    cr_expect(strstr(out, "3 passed, 0 failed, 0 not supported"), "2 ops and end to end: %s", out);
+    cr_expect(strstr(out, "masked                     add            cpu"), "%s", out);
+    free(out);
+    unlink(yaml);
+    unlink(weights);
+    free(yaml);
+    free(weights);
+    free(yaml_text);
 }
