@@ -291,9 +291,9 @@ static void residual_cases(int sum) {
 /* ---- Winograd ---- */
 
 /* c on the cpu plugin and on two onednn plugins, `direct` and `wino` (DLRUN_ONEDNN_CONV=direct and
- * =winograd), row-major then channels-last; `wino` run in place over the residual where c has one.
- * Both within the table's threshold of the cpu plugin; and the two bit for bit the same exactly
- * where Winograd is not expected to run (its rounding differs from the direct sums). */
+ * =winograd, or =other), row-major then channels-last; `wino` run in place over the residual where
+ * c has one. Both within the table's threshold of the cpu plugin; and the two bit for bit the same
+ * exactly where the forced kernel is not expected to run (its rounding differs from the direct sums). */
 static void winograd_case(const dl_backend *direct, const dl_backend *wino, op_case c, int expect_wino,
                           const char *what) {
     for (int nhwc = 0; nhwc < 2; nhwc++) {
@@ -315,9 +315,9 @@ static void winograd_case(const dl_backend *direct, const dl_backend *wino, op_c
         const double tol = dl_op_nmse(c.kind, DL_PRECISION_F32), nd = tu_nmse(ref, d, (size_t)n),
                      nw = tu_nmse(ref, w, (size_t)n);
         cr_expect(nd <= tol, "%s%s, direct: NMSE %.3g > %.1g", what, nhwc ? " (nhwc)" : "", nd, tol);
-        cr_expect(nw <= tol, "%s%s, Winograd: NMSE %.3g > %.1g", what, nhwc ? " (nhwc)" : "", nw, tol);
+        cr_expect(nw <= tol, "%s%s, forced: NMSE %.3g > %.1g", what, nhwc ? " (nhwc)" : "", nw, tol);
         const int same = !memcmp(d, w, (size_t)n * sizeof *d);
-        cr_expect_neq(same, expect_wino, "%s%s: the Winograd plugin's output is %s the direct one's", what,
+        cr_expect_neq(same, expect_wino, "%s%s: the forced plugin's output is %s the direct one's", what,
                       nhwc ? " (nhwc)" : "", same ? "bit for bit" : "not");
         free(ref), free(d), free(w);
         for (int i = 0; i < c.n_in; i++) free(data[i]);
@@ -341,7 +341,7 @@ Test(onednn_ops, winograd) {
     cr_assert(wino, "loading the onednn plugin (winograd): %s", err.msg);
     setenv("DLRUN_ONEDNN_CONV", "fast", 1);
     cr_expect_null(tu_load_backend(ONEDNN_SO, 2, &bad), "DLRUN_ONEDNN_CONV=fast accepted");
-    cr_expect(strstr(bad.msg, "DLRUN_ONEDNN_CONV=fast: want auto, direct or winograd"), "%s", bad.msg);
+    cr_expect(strstr(bad.msg, "DLRUN_ONEDNN_CONV=fast: want auto, direct, winograd or other"), "%s", bad.msg);
     unsetenv("DLRUN_ONEDNN_CONV");
     cr_expect(strstr(wino->description, "Winograd forced"), "%s", wino->description);
     cr_expect(strstr(direct->description, "direct convs"), "%s", direct->description);
@@ -359,6 +359,34 @@ Test(onednn_ops, winograd) {
     winograd_case(direct, wino, conv_case(2, 16, 9, 7, 16, 3, 3, 2, p1, 1, 1, 1, DL_ACT_RELU), 0, "stride 2: direct");
     direct->destroy(direct->self);
     wino->destroy(wino->self);
+}
+
+/* A residual conv by oneDNN's second jit implementation (DLRUN_ONEDNN_CONV=other), the one auto
+ * measures beside its first where the residual is a sum: on AVX-512 the first is brgconv, the
+ * second jit_1x1 (1x1) or jit (3x3), whose sums run in another order. Within the threshold of the
+ * cpu plugin, in place over the residual, row-major and NHWC; without a residual, or where no
+ * second implementation exists, bit for bit the direct one. */
+Test(onednn_ops, other_implementations) {
+    load();
+    dl_error err = {{0}};
+    setenv("DLRUN_ONEDNN_CONV", "direct", 1);
+    const dl_backend *direct = tu_load_backend(ONEDNN_SO, 2, &err);
+    cr_assert(direct, "loading the onednn plugin (direct): %s", err.msg);
+    setenv("DLRUN_ONEDNN_CONV", "other", 1);
+    const dl_backend *other = tu_load_backend(ONEDNN_SO, 2, &err);
+    cr_assert(other, "loading the onednn plugin (other): %s", err.msg);
+    unsetenv("DLRUN_ONEDNN_CONV");
+    cr_expect(strstr(other->description, "other residual convs"), "%s", other->description);
+    const int avx512 = strstr(other->description, "AVX-512") != NULL;
+    int p1[4] = {1, 1, 1, 1}, p0[4] = {0, 0, 0, 0};
+    winograd_case(direct, other, with_residual(conv_case(2, 67, 9, 11, 80, 1, 1, 1, p0, 1, 1, 1, DL_ACT_RELU)), avx512,
+                  "1x1, 67 to 80 + r, relu");
+    winograd_case(direct, other, with_residual(conv_case(1, 35, 13, 7, 48, 3, 3, 1, p1, 1, 1, 0, DL_ACT_NONE)), avx512,
+                  "3x3, 35 to 48 + r, no bias");
+    winograd_case(direct, other, conv_case(2, 67, 9, 11, 80, 1, 1, 1, p0, 1, 1, 1, DL_ACT_RELU), 0,
+                  "1x1 without a residual: direct");
+    direct->destroy(direct->self);
+    other->destroy(other->self);
 }
 
 /* ---- pools ---- */

@@ -1,10 +1,12 @@
-/* algo.c — which algorithm a oneDNN conv runs by: direct, or Winograd where oneDNN has a kernel
- * for it (3x3, stride 1; docs/onednn.md, "Winograd"). Both kernels are prepared and run in turn on
- * patterned inputs; the faster is kept. Timed alone, a kernel finds its weights in cache, which in
- * a model's run the layers before have evicted, and Winograd's transformed weights are 16/9 or
- * 36/9 the size of the filters: so the weights are evicted from the caches before each timed run.
- * The answer is remembered per op shape for the plugin's life, so the kernel placement timed is
- * the kernel the session runs. */
+/* algo.c — which kernel a oneDNN conv runs: direct by the implementation oneDNN offers first;
+ * Winograd where oneDNN has a kernel for it (3x3, stride 1; docs/onednn.md, "Winograd"); and, for
+ * a conv with a residual sum, oneDNN's further jit implementations (its first, brgconv, read a cold
+ * residual slowly: docs/onednn.md, "Implementations"). The candidates are prepared and run in turn
+ * on patterned inputs; the fastest is kept. Timed alone, a kernel finds its weights in cache, which
+ * in a model's run the layers before have evicted, and Winograd's transformed weights are 16/9 or
+ * 36/9 the size of the filters: so the weights (and a residual, which the kernel overwrites in
+ * place as in a run) are evicted from the caches before each timed run. The answer is remembered
+ * per op shape for the plugin's life, so the kernel placement timed is the kernel the session runs. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -24,9 +26,11 @@
 /* Inputs and output of a conv timed here at most: beyond it the direct kernel is kept untimed. */
 #define MAX_SCRATCH ((size_t)512 << 20)
 
+#define MAX_CANDIDATES 4
+
 typedef struct memo_entry {
     char key[KEY_LEN];
-    int wino;
+    int variant; /* odn_variant */
 } memo_entry;
 
 struct odn_memo {
@@ -90,74 +94,100 @@ static void evict(const void *p, size_t bytes) {
 #endif
 }
 
-/* The weights as both kernels read them (the op's, and each kernel's reordered copies) out of the
- * caches, as a model's run finds them after the layers before. */
-static void evict_weights(const dl_op *op, dl_kernel *const k[2]) {
+/* The weights as the kernels read them (the op's, and each kernel's reordered copies) out of the
+ * caches, as a model's run finds them after the layers before; and the residual the kernels sum
+ * into in place. */
+static void evict_inputs(const dl_op *op, dl_kernel *const *k, int n, const void *residual, size_t rbytes) {
     for (int i = 0; i < op->n_inputs; i++)
         if (op->inputs[i].data) evict(op->inputs[i].data, (size_t)dl_tensor_numel(&op->inputs[i]) * sizeof(float));
-    for (int j = 0; j < 2; j++)
+    for (int j = 0; j < n; j++)
         for (int i = 0; i < k[j]->n_owned; i++) evict(k[j]->owned[i], k[j]->owned_bytes[i]);
+    if (residual) evict(residual, rbytes);
 }
 
-/* Runs both kernels on the same scratch tensors: one untimed run each, then up to three each in
- * turn, the weights evicted before each (one where the first pair differs by 25 % or more); ms[j]
- * the fastest of kernel j. 0 where it could not (memory, or a failed run). */
-static int measure(odn_state *s, const dl_op *op, dl_kernel *const k[2], double ms[2]) {
+/* Runs the n kernels on the same scratch tensors: one untimed run each, then up to three each in
+ * turn, the inputs evicted before each (one where the fastest beats every other by 20 % or more);
+ * ms[j] the fastest of kernel j. Kernels that all overwrite their residual in place run so, their
+ * output the residual's buffer, as the session runs them. 0 where it could not (memory, or a
+ * failed run). */
+static int measure(odn_state *s, const dl_op *op, dl_kernel *const *k, int n, double *ms) {
     dl_tensor in[16], out = op->outputs[0];
     void *mine[17] = {0};
-    size_t total = 0;
-    int ok = op->n_inputs <= 16;
+    size_t total = 0, wsb = 0;
+    int ok = op->n_inputs <= 16, at = k[0]->in_place;
+    for (int j = 0; j < n; j++) {
+        if (k[j]->workspace > wsb) wsb = k[j]->workspace;
+        if (k[j]->in_place != at) at = -1;
+    }
     for (int i = 0; ok && i < op->n_inputs; i++) {
         in[i] = op->inputs[i];
         if (in[i].data) continue; /* a weight, known at prepare */
-        const size_t n = (size_t)dl_tensor_numel(&in[i]);
-        total += n * sizeof(float);
-        ok = total <= MAX_SCRATCH && (mine[i] = malloc(n * sizeof(float) + 64)) != NULL;
-        if (ok) fill(mine[i], n, 17u + (uint32_t)i), in[i].data = mine[i];
+        const size_t m = (size_t)dl_tensor_numel(&in[i]);
+        total += m * sizeof(float);
+        ok = total <= MAX_SCRATCH && (mine[i] = malloc(m * sizeof(float) + 64)) != NULL;
+        if (ok) fill(mine[i], m, 17u + (uint32_t)i), in[i].data = mine[i];
     }
-    const size_t ny = (size_t)dl_tensor_numel(&out),
-                 wsb = k[0]->workspace > k[1]->workspace ? k[0]->workspace : k[1]->workspace;
-    total += ny * sizeof(float) + wsb;
-    ok = ok && total <= MAX_SCRATCH && (mine[16] = malloc(ny * sizeof(float) + 64)) != NULL;
+    const size_t ny = (size_t)dl_tensor_numel(&out);
+    if (at >= 0 && ok && mine[at]) { /* in place over the residual (an activation: scratch) */
+        out.data = in[at].data;
+    } else {
+        total += ny * sizeof(float);
+        ok = ok && total <= MAX_SCRATCH && (mine[16] = malloc(ny * sizeof(float) + 64)) != NULL;
+        out.data = mine[16];
+    }
+    ok = ok && total + wsb <= MAX_SCRATCH;
     void *ws = NULL;
     ok = ok && posix_memalign(&ws, 64, wsb ? wsb : 64) == 0;
-    out.data = mine[16];
     omp_set_num_threads(s->threads);
-    ms[0] = ms[1] = 1e300;
+    for (int j = 0; j < n; j++) ms[j] = 1e300;
     for (int r = 0; ok && r < 4; r++) {
-        for (int j = 0; ok && j < 2; j++) {
+        for (int j = 0; ok && j < n; j++) {
             dl_error err;
-            if (r) evict_weights(op, k);
+            if (r) evict_inputs(op, k, n, at >= 0 ? out.data : NULL, ny * sizeof(float));
             const double t0 = now_ms();
             ok = odn_kernel_run(k[j], in, &out, ws, &err) == DL_OK;
             const double t = now_ms() - t0;
             if (r && t < ms[j]) ms[j] = t;
         }
-        if (r == 1 && (ms[1] < 0.8 * ms[0] || ms[0] < 0.8 * ms[1])) break; /* clear at once */
+        if (r == 1) { /* clear at once: the fastest 20 % ahead of every other */
+            int best = 0, clear = 1;
+            for (int j = 1; j < n; j++)
+                if (ms[j] < ms[best]) best = j;
+            for (int j = 0; j < n; j++) clear &= j == best || ms[best] < 0.8 * ms[j];
+            if (clear) break;
+        }
     }
     for (int i = 0; i < 17; i++) free(mine[i]);
     free(ws);
     return ok;
 }
 
-int odn_winograd_faster(odn_state *s, const dl_op *op, dl_kernel *direct, dl_kernel *wino) {
+int odn_variant_known(odn_state *s, const dl_op *op) {
     char key[KEY_LEN];
     key_of(s, op, key, sizeof key);
     struct odn_memo *m = s->memo;
     pthread_mutex_lock(&m->lock);
     int found = -1;
     for (int i = 0; i < m->n && found < 0; i++)
-        if (!strcmp(m->e[i].key, key)) found = m->e[i].wino;
+        if (!strcmp(m->e[i].key, key)) found = m->e[i].variant;
     pthread_mutex_unlock(&m->lock);
-    if (found >= 0) return found;
-    dl_kernel *const k[2] = {direct, wino};
-    double ms[2];
-    /* Winograd kept where it is faster by more than the noise of a few runs (3 %) */
-    const int wins = measure(s, op, k, ms) && ms[1] < 0.97 * ms[0];
+    return found;
+}
+
+int odn_fastest(odn_state *s, const dl_op *op, dl_kernel *const *k, const int *variants, int n) {
+    if (n > MAX_CANDIDATES) n = MAX_CANDIDATES;
+    double ms[MAX_CANDIDATES];
+    int best = 0;
+    if (n > 1 && measure(s, op, k, n, ms))
+        for (int j = 1; j < n; j++) /* another kept where it is faster by more than a few runs' noise (3 %) */
+            if (ms[j] < 0.97 * ms[0] && ms[j] < ms[best]) best = j;
+    char key[KEY_LEN];
+    key_of(s, op, key, sizeof key);
+    struct odn_memo *m = s->memo;
     pthread_mutex_lock(&m->lock);
     memo_entry *e = &m->e[m->n < MEMO_SIZE ? m->n++ : m->next++ % MEMO_SIZE];
     snprintf(e->key, sizeof e->key, "%s", key);
-    e->wino = wins;
+    e->variant = variants[best];
     pthread_mutex_unlock(&m->lock);
-    return wins;
+    return best;
 }

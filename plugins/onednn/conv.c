@@ -1,9 +1,13 @@
 /* conv.c — conv2d and conv3d on oneDNN: groups (depthwise included), stride, dilation, asymmetric
  * padding, bias, a fused residual as a binary add or a sum post-op and the fused activations as an eltwise post-op;
- * direct, or for 3x3 stride-1 convs by Winograd where the kernel asks for it (algo.c chooses). The
+ * direct, or for 3x3 stride-1 convs by Winograd, and a residual sum conv also by oneDNN's further
+ * implementations, as the kernel's variant asks (algo.c chooses). The
  * weights are reordered once, at prepare, into the layout oneDNN picks. Row-major activations either stay NCHW or (the
  * default, faster on AVX2: docs/onednn.md) take oneDNN's blocked layout inside the kernel, reordered at its edges;
  * channels-last ones are given to oneDNN as they lie (its NHWC kernels, no reorder). */
+#include <stdio.h>
+#include <string.h>
+
 #include "onednn.h"
 
 int odn_winograd_may(const dl_op *op) {
@@ -43,6 +47,36 @@ static dl_status winograd(odn_build *b, const dnnl_memory_desc_t *x_any, const d
     return odn_add_primitive(b, pd, args, 3 + (b_md != NULL) + (res > 0));
 }
 
+int odn_impls_may(const odn_state *s, const dl_op *op) {
+    return op->kind == DL_OP_CONV2D && dl_op_residual(op) && !s->binary_residual;
+}
+
+/* The j-th (j >= 1) implementation oneDNN offers for desc besides its first, counting only its jit
+ * and brgemm ones by name (its reference and gemm ones are far slower: gemm with a sum, 18 ms where
+ * jit takes 2.5; and oneDNN 2.6 lists brgconv more than once, one per ISA variant, by one name). */
+static dnnl_status_t further_impl(odn_build *b, const dnnl_convolution_desc_t *desc, const_dnnl_primitive_attr_t attr,
+                                  int j, dnnl_primitive_desc_t *pd) {
+    dnnl_primitive_desc_iterator_t it;
+    dnnl_status_t st = dnnl_primitive_desc_iterator_create(&it, desc, attr, b->s->engine, NULL);
+    if (st != dnnl_success) return st;
+    char seen[1 + ODN_MAX_IMPLS][64] = {{0}};
+    int n = 0;
+    *pd = NULL;
+    do {
+        dnnl_primitive_desc_t cand = dnnl_primitive_desc_iterator_fetch(it);
+        const char *impl = "";
+        if (!cand) break;
+        dnnl_primitive_desc_query(cand, dnnl_query_impl_info_str, 0, &impl);
+        int fresh = n == 0 || strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0;
+        for (int i = 0; i < n && fresh; i++) fresh = strncmp(seen[i], impl, sizeof seen[i] - 1) != 0;
+        if (fresh) snprintf(seen[n++], sizeof seen[0], "%s", impl);
+        if (fresh && n == j + 1) *pd = cand;
+        else dnnl_primitive_desc_destroy(cand);
+    } while (!*pd && n <= ODN_MAX_IMPLS && dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(it);
+    return *pd ? dnnl_success : dnnl_unimplemented;
+}
+
 /* A convolution over nsp spatial dimensions (2 or 3), with these per-dimension attributes. */
 static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_t *dilation, const int32_t *pad_begin,
                       const int32_t *pad_end) {
@@ -75,7 +109,7 @@ static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_
         pad_l[i] = pad_begin[i], pad_r[i] = pad_end[i];
     }
     dnnl_convolution_desc_t desc;
-    if (b->winograd)
+    if (b->variant == ODN_WINOGRAD)
         return winograd(b, &x_any, &x_md, &w_any, &w_md, has_bias ? &b_md : NULL, &y_any, &y_md, res, strides, dilates,
                         pad_l, pad_r);
     ODN_TRY(b, "convolution descriptor",
@@ -117,12 +151,18 @@ static dl_status conv(odn_build *b, int nsp, const int32_t *stride, const int32_
          * ResNet-50 at batch 8, 2 threads: 153 ms with sums in place, 159-161 with binary adds. */
         dnnl_primitive_desc_t with_sum = NULL;
         ODN_TRY(b, "attributes", odn_attr_create(&attr, a, &r_md, 1));
-        st = dnnl_primitive_desc_create(&with_sum, &desc, attr, b->s->engine, NULL);
+        st = b->variant > ODN_WINOGRAD ? further_impl(b, &desc, attr, b->variant - 1, &with_sum)
+                                       : dnnl_primitive_desc_create(&with_sum, &desc, attr, b->s->engine, NULL);
         dnnl_primitive_attr_destroy(attr);
         if (st == dnnl_success) {
             dnnl_primitive_desc_destroy(pd);
             pd = with_sum, sum = 1;
         }
+    }
+    if (b->variant > ODN_WINOGRAD && !sum) {
+        dnnl_primitive_desc_destroy(pd);
+        return dl_fail(b->err, DL_E_UNSUPPORTED, "%s: no further implementation of a conv with a residual sum",
+                       b->what);
     }
     odn_tensor_arg args[5] = {{DNNL_ARG_SRC, ODN_INPUT, 0, x_md},
                               {DNNL_ARG_WEIGHTS, ODN_INPUT, 1, w_md},

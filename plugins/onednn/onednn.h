@@ -83,8 +83,15 @@ typedef struct odn_build {
     dl_kernel *k;
     const char *what; /* "layer (kind)" */
     dl_error *err;
-    int winograd; /* a conv by oneDNN's Winograd algorithm, not its direct one (odn_winograd_may) */
+    int variant; /* a conv's odn_variant: oneDNN's first choice, Winograd, or another implementation */
 } odn_build;
+
+/* How a conv is built: oneDNN's direct algorithm by the implementation it offers first; Winograd
+ * (odn_winograd_may); or, for a conv with a residual sum (odn_impls_may), by the j-th further jit
+ * implementation oneDNN offers for it (ODN_IMPL(j), 1 <= j <= ODN_MAX_IMPLS). algo.c measures them. */
+enum { ODN_DIRECT = 0, ODN_WINOGRAD = 1 };
+#define ODN_IMPL(j) (1 + (j))
+#define ODN_MAX_IMPLS 2
 
 /* A oneDNN call's failure as a dl_status with a one-line message naming the op, what failed and
  * oneDNN's status; DL_E_UNSUPPORTED for "unimplemented", else DL_E_RUNTIME. */
@@ -128,12 +135,24 @@ int odn_winograd_may(const dl_op *op);
 
 /* How a conv that Winograd may run is run (DLRUN_ONEDNN_CONV): measured at prepare (auto), or
  * forced either way (for tests and measuring; forced Winograd runs direct where oneDNN has none). */
-typedef enum odn_conv_algo { ODN_CONV_AUTO = 0, ODN_CONV_DIRECT = 1, ODN_CONV_WINOGRAD = 2 } odn_conv_algo;
+typedef enum odn_conv_algo {
+    ODN_CONV_AUTO = 0,
+    ODN_CONV_DIRECT = 1,   /* oneDNN's first choice of its direct kernels, nothing measured */
+    ODN_CONV_WINOGRAD = 2, /* Winograd wherever oneDNN builds it */
+    ODN_CONV_OTHER = 3     /* a residual sum conv by oneDNN's second jit implementation where it has one */
+} odn_conv_algo;
 
-/* algo.c: given the direct kernel of a conv and its Winograd kernel, 1 if the Winograd one is to
- * be kept: each run in turn on patterned inputs at prepare, the answer remembered per shape for
- * the plugin's life, so that placement's timing and the session's kernel agree. */
-int odn_winograd_faster(odn_state *s, const dl_op *op, dl_kernel *direct, dl_kernel *wino);
+/* 1 for a conv whose residual is a sum post-op, which algo.c times on oneDNN's further
+ * implementations too: brgconv's sum read a cold residual at half the speed of jit:avx512_core's
+ * (ResNet-50's 1x1 convs at batch 8, docs/onednn.md). */
+int odn_impls_may(const odn_state *s, const dl_op *op);
+/* algo.c: the variant measured fastest for a conv of this shape in this process, or -1 if none yet. */
+int odn_variant_known(odn_state *s, const dl_op *op);
+/* algo.c: of n kernels of one conv (k[0] built as variants[0] = ODN_DIRECT, the others as
+ * variants[i]), the index of the one to keep: each run in turn on patterned inputs at prepare, k[0]
+ * kept unless another is 3 % faster; the answer remembered per shape for the plugin's life, so that
+ * placement's timing and the session's kernel agree. */
+int odn_fastest(odn_state *s, const dl_op *op, dl_kernel *const *k, const int *variants, int n);
 int odn_algo_init(odn_state *s); /* 0: out of memory */
 void odn_algo_free(odn_state *s);
 

@@ -101,9 +101,9 @@ static int one_layout(const dl_op *op) {
 }
 
 /* The checks of supports() and prepare(), then the builder: with k NULL it stops at the primitive
- * descriptors (oneDNN's own yes or no), with a kernel it creates the primitives (a conv by
- * Winograd with `winograd`). */
-static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, int winograd, dl_error *err) {
+ * descriptors (oneDNN's own yes or no), with a kernel it creates the primitives (a conv as its
+ * `variant`: odn_variant). */
+static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, int variant, dl_error *err) {
     char what[96];
     snprintf(what, sizeof what, "%s (%s)", op->name ? op->name : "op", dl_op_kind_name(op->kind));
     if (op->kind < 0 || op->kind >= DL_OP_COUNT || !builders[op->kind])
@@ -120,7 +120,7 @@ static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, int winograd
             return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty input (oneDNN primitives want elements)", what);
     if (dl_tensor_numel(&op->outputs[0]) == 0)
         return dl_fail(err, DL_E_UNSUPPORTED, "%s: an empty output (oneDNN primitives want elements)", what);
-    odn_build b = {s, op, k, what, err, winograd};
+    odn_build b = {s, op, k, what, err, variant};
     if (k) snprintf(k->name, sizeof k->name, "%s", what);
     /* oneDNN sizes its blocking by the threads it will have: the same count as at run */
     omp_set_num_threads(s->threads);
@@ -129,8 +129,8 @@ static dl_status build(odn_state *s, const dl_op *op, dl_kernel *k, int winograd
 
 static int odn_supports(void *self, const dl_op *op, dl_error *why) { return build(self, op, NULL, 0, why) == DL_OK; }
 
-/* A kernel for op, direct or (winograd) by Winograd. */
-static dl_status new_kernel(odn_state *s, const dl_op *op, int winograd, dl_kernel **out, dl_error *err) {
+/* A kernel for op, a conv as its `variant` (odn_variant). */
+static dl_status new_kernel(odn_state *s, const dl_op *op, int variant, dl_kernel **out, dl_error *err) {
     dl_kernel *k = calloc(1, sizeof *k);
     if (!k) return dl_fail(err, DL_E_NOMEM, "out of memory");
     k->threads = s->threads;
@@ -140,7 +140,7 @@ static dl_status new_kernel(odn_state *s, const dl_op *op, int winograd, dl_kern
         free(k);
         return dl_fail(err, DL_E_RUNTIME, "%s: oneDNN stream: %s", op->name ? op->name : "op", dnnl_status2str(r));
     }
-    dl_status st = build(s, op, k, winograd, err);
+    dl_status st = build(s, op, k, variant, err);
     if (st != DL_OK) {
         odn_kernel_free(k);
         return st;
@@ -150,20 +150,40 @@ static dl_status new_kernel(odn_state *s, const dl_op *op, int winograd, dl_kern
 }
 
 /* A conv Winograd may run is built both ways where oneDNN has a Winograd kernel for it (AVX-512;
- * relu or no activation), and algo.c keeps the faster, unless DLRUN_ONEDNN_CONV forces one: then
- * Winograd wherever oneDNN builds it, else direct. */
+ * relu or no activation), a conv with a residual sum also by oneDNN's further implementations, and
+ * algo.c keeps the fastest (once per shape: then only that one is built), unless DLRUN_ONEDNN_CONV
+ * forces one (direct: oneDNN's first choice; winograd: Winograd wherever oneDNN builds it; other:
+ * a residual sum conv by oneDNN's second jit implementation where it has one), else direct. */
 static dl_status odn_prepare(void *self, const dl_op *op, dl_kernel **out, size_t *workspace, dl_error *err) {
     odn_state *s = self;
-    dl_kernel *k = NULL, *w = NULL;
+    dl_kernel *cand[1 + 1 + ODN_MAX_IMPLS] = {0};
+    int var[1 + 1 + ODN_MAX_IMPLS], n = 0;
     dl_error why;
-    if (odn_winograd_may(op) && s->conv_algo != ODN_CONV_DIRECT && new_kernel(s, op, 1, &w, &why) != DL_OK) w = NULL;
-    dl_status st = w && s->conv_algo == ODN_CONV_WINOGRAD ? DL_OK : new_kernel(s, op, 0, &k, err);
+    const int auto_ = s->conv_algo == ODN_CONV_AUTO;
+    const int wino = odn_winograd_may(op) && s->conv_algo != ODN_CONV_DIRECT, impls = auto_ && odn_impls_may(s, op);
+    const int known = auto_ && (wino || impls) ? odn_variant_known(s, op) : -1;
+    dl_kernel *k = NULL;
+    if (known > ODN_DIRECT && new_kernel(s, op, known, &k, &why) == DL_OK) goto done;
+    if (s->conv_algo == ODN_CONV_OTHER && odn_impls_may(s, op) && new_kernel(s, op, ODN_IMPL(1), &k, &why) == DL_OK)
+        goto done;
+    if (wino && known < 0 && new_kernel(s, op, ODN_WINOGRAD, &k, &why) == DL_OK) {
+        if (!auto_) goto done; /* forced */
+        cand[1] = k, var[1] = ODN_WINOGRAD, n = 1;
+    }
+    dl_status st = new_kernel(s, op, ODN_DIRECT, &cand[0], err);
     if (st != DL_OK) {
-        odn_kernel_free(w);
+        odn_kernel_free(cand[1]);
         return st;
     }
-    if (w && k && !odn_winograd_faster(s, op, k, w)) odn_kernel_free(w), w = NULL;
-    if (w) odn_kernel_free(k), k = w;
+    var[0] = ODN_DIRECT, n++;
+    for (int j = 1; impls && known < 0 && j <= ODN_MAX_IMPLS; j++, n++)
+        if (new_kernel(s, op, ODN_IMPL(j), &cand[n], &why) != DL_OK) break;
+        else var[n] = ODN_IMPL(j);
+    const int keep = n > 1 ? odn_fastest(s, op, cand, var, n) : 0;
+    k = cand[keep];
+    for (int j = 0; j < n; j++)
+        if (j != keep) odn_kernel_free(cand[j]);
+done:
     *workspace = k->workspace;
     *out = k;
     return DL_OK;
@@ -220,13 +240,14 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     s->blocked = !(layout && !strcmp(layout, "plain"));
     const char *residual = getenv("DLRUN_ONEDNN_RESIDUAL"); /* for tests and measuring */
     s->binary_residual = residual && !strcmp(residual, "binary");
-    const char *algo = getenv("DLRUN_ONEDNN_CONV"); /* auto (measured), direct or winograd */
+    const char *algo = getenv("DLRUN_ONEDNN_CONV"); /* auto (measured), direct, winograd or other */
     s->conv_algo = !algo || !strcmp(algo, "auto") ? ODN_CONV_AUTO
                    : !strcmp(algo, "direct")      ? ODN_CONV_DIRECT
                    : !strcmp(algo, "winograd")    ? ODN_CONV_WINOGRAD
+                   : !strcmp(algo, "other")       ? ODN_CONV_OTHER
                                                   : -1;
     if (s->conv_algo < 0) {
-        dl_fail(err, DL_E_INVALID, "DLRUN_ONEDNN_CONV=%s: want auto, direct or winograd", algo);
+        dl_fail(err, DL_E_INVALID, "DLRUN_ONEDNN_CONV=%s: want auto, direct, winograd or other", algo);
         dnnl_engine_destroy(s->engine);
         free(s);
         return NULL;
@@ -239,7 +260,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     }
     omp_set_num_threads(s->threads);
     const dnnl_version_t *v = dnnl_version();
-    static const char *const algos[] = {"Winograd where faster", "direct convs", "Winograd forced"};
+    static const char *const algos[] = {"conv kernels measured", "direct convs", "Winograd forced",
+                                        "other residual convs"};
     snprintf(s->description, sizeof s->description, "oneDNN %d.%d.%d (%s, %s layout, %s): %d thread%s (OpenMP)",
              v->major, v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()), s->blocked ? "blocked" : "plain",
              algos[s->conv_algo], s->threads, s->threads == 1 ? "" : "s");
