@@ -327,3 +327,28 @@ Test(convert_host, odd_shapes_other_ranks_and_refusals) {
     cr_expect(!dl_convert_host(&b4, &a4));
     for (int i = 0; i < 221; i++) cr_assert_eq(y[i], 0.0f, "a refused conversion wrote element %d", i);
 }
+
+/* An RGB image to NHWC takes its own (SSE) path: 3 channels, pixel counts that are and are not a
+ * multiple of 4, two images; every element where the index map puts it, and back. */
+Test(convert_host, three_channels_to_nhwc) {
+    static const int64_t hws[3][2] = {{5, 7}, {4, 4}, {1, 3}};
+    for (int t = 0; t < 3; t++) {
+        int64_t sh[4] = {2, 3, hws[t][0], hws[t][1]}, cls[4];
+        const int64_t hw = sh[2] * sh[3], n = 2 * 3 * hw;
+        float x[2 * 3 * 35], y[2 * 3 * 35], z[2 * 3 * 35];
+        tu_fill_uniform(x, (size_t)n, 40 + (uint64_t)t, -2, 2);
+        dl_channels_last_strides(sh, cls);
+        dl_tensor tx = {x, {DL_DEVICE_CPU, 0}, 4, DL_F32, sh, NULL, 0};
+        dl_tensor ty = {y, {DL_DEVICE_CPU, 0}, 4, DL_F32, sh, cls, 0};
+        dl_tensor tz = {z, {DL_DEVICE_CPU, 0}, 4, DL_F32, sh, NULL, 0};
+        cr_assert(dl_convert_host(&ty, &tx));
+        for (int64_t b = 0; b < 2; b++)
+            for (int64_t c = 0; c < 3; c++)
+                for (int64_t p = 0; p < hw; p++)
+                    cr_assert_eq(bits_of(y[(b * hw + p) * 3 + c]), bits_of(x[(b * 3 + c) * hw + p]),
+                                 "%lldx%lld: image %lld channel %lld pixel %lld", (long long)sh[2], (long long)sh[3],
+                                 (long long)b, (long long)c, (long long)p);
+        cr_assert(dl_convert_host(&tz, &ty));
+        cr_assert(memcmp(x, z, (size_t)n * sizeof *x) == 0, "NCHW -> NHWC -> NCHW differs");
+    }
+}

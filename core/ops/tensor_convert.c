@@ -1,7 +1,11 @@
 /* tensor_convert.c — dtype and layout conversion of host tensors (see tensor_convert.h). Casts
  * are contiguous loops; a layout change walks the pixels in order, each pixel's channels
- * inside (a loop of its own for f32). */
+ * inside (a loop of its own for f32, and SSE shuffles for an f32 image of 3 channels to NHWC). */
 #include "tensor_convert.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 int dl_dtype_is_float(dl_dtype d) {
     return dl_dtype_eq(d, DL_F32) || dl_dtype_eq(d, DL_F16) || dl_dtype_eq(d, DL_BF16);
@@ -48,7 +52,27 @@ int dl_convert_elements(void *dst, dl_dtype dt, const void *src, dl_dtype st, in
  * of 16 x 112 x 112 against 2.5-2.8 through load() and store() (the 2-core AMD EPYC VM; tiles of
  * 16 x 16 measured no faster). */
 static void transpose_f32(float *d, const float *s, int64_t c, int64_t hw, int to_last) {
-    for (int64_t p = 0; p < hw; p++)
+    int64_t p = 0;
+#if defined(__SSE2__)
+    /* An RGB image to NHWC, the input of every channels-last CNN (3-4 % of MobileNetV2's or
+     * SqueezeNet's run at batch 1): four pixels of each plane, r0..r3 g0..g3 b0..b3, become
+     * r0 g0 b0 r1 | g1 b1 r2 g2 | b2 r3 g3 b3. 0.012 ms for 224 x 224 against 0.059 below. */
+    if (c == 3 && to_last) {
+        const float *r = s, *g = s + hw, *b = s + 2 * hw;
+        for (; p + 4 <= hw; p += 4) {
+            const __m128 x = _mm_loadu_ps(r + p), y = _mm_loadu_ps(g + p), z = _mm_loadu_ps(b + p);
+            const __m128 lo = _mm_unpacklo_ps(x, y), hi = _mm_unpackhi_ps(x, y); /* r0 g0 r1 g1, r2 g2 r3 g3 */
+            const __m128 b0r1 = _mm_shuffle_ps(z, lo, _MM_SHUFFLE(2, 2, 0, 0));  /* b0 b0 r1 r1 */
+            const __m128 g1b1 = _mm_shuffle_ps(lo, z, _MM_SHUFFLE(1, 1, 3, 3));  /* g1 g1 b1 b1 */
+            const __m128 b2r3 = _mm_shuffle_ps(z, hi, _MM_SHUFFLE(2, 2, 2, 2));  /* b2 b2 r3 r3 */
+            const __m128 g3b3 = _mm_shuffle_ps(hi, z, _MM_SHUFFLE(3, 3, 3, 3));  /* g3 g3 b3 b3 */
+            _mm_storeu_ps(d + 3 * p, _mm_shuffle_ps(lo, b0r1, _MM_SHUFFLE(2, 0, 1, 0)));
+            _mm_storeu_ps(d + 3 * p + 4, _mm_shuffle_ps(g1b1, hi, _MM_SHUFFLE(1, 0, 2, 0)));
+            _mm_storeu_ps(d + 3 * p + 8, _mm_shuffle_ps(b2r3, g3b3, _MM_SHUFFLE(2, 0, 2, 0)));
+        }
+    }
+#endif
+    for (; p < hw; p++)
         for (int64_t k = 0; k < c; k++) {
             if (to_last) d[p * c + k] = s[k * hw + p];
             else d[k * hw + p] = s[p * c + k];
