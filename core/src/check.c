@@ -44,7 +44,8 @@ static int compare(const float *ref, const float *got, int64_t n, double thresho
         double a = ref[i], b = got[i], d = fabs(a - b);
         if (!isfinite(a)) { /* -inf where a causal mask adds it: the same infinity (or a NaN) matches */
             if (a == b || (isnan(a) && isnan(b))) continue;
-            if (bad < 0) bad = i, why = isnan(a) ? "a number where the reference is NaN" : "not the reference's infinity";
+            if (bad < 0)
+                bad = i, why = isnan(a) ? "a number where the reference is NaN" : "not the reference's infinity";
             num = INFINITY;
             continue;
         }
