@@ -385,6 +385,8 @@ Test(onednn_ops, other_implementations) {
                   "3x3, 35 to 48 + r, no bias");
     winograd_case(direct, other, conv_case(2, 67, 9, 11, 80, 1, 1, 1, p0, 1, 1, 1, DL_ACT_RELU), 0,
                   "1x1 without a residual: direct");
+    winograd_case(direct, other, conv_case(1, 64, 15, 13, 64, 3, 3, 1, p1, 1, 1, 1, DL_ACT_RELU), 0,
+                  "3x3 without a residual: direct, not Winograd");
     direct->destroy(direct->self);
     other->destroy(other->self);
 }

@@ -56,7 +56,8 @@ static void transpose_f32(float *d, const float *s, int64_t c, int64_t hw, int t
 #if defined(__SSE2__)
     /* An RGB image to NHWC, the input of every channels-last CNN (3-4 % of MobileNetV2's or
      * SqueezeNet's run at batch 1): four pixels of each plane, r0..r3 g0..g3 b0..b3, become
-     * r0 g0 b0 r1 | g1 b1 r2 g2 | b2 r3 g3 b3. 0.012 ms for 224 x 224 against 0.059 below. */
+     * r0 g0 b0 r1 | g1 b1 r2 g2 | b2 r3 g3 b3. 0.012 ms for 224 x 224 against 0.059 below (a standalone
+     * loop; in dlrun's profile 0.015 against 0.052). */
     if (c == 3 && to_last) {
         const float *r = s, *g = s + hw, *b = s + 2 * hw;
         for (; p + 4 <= hw; p += 4) {

@@ -24,7 +24,7 @@
 
 #define PARTS_MIN_MS 5.0  /* a whole run under this is not split: too little to win, tests' models */
 #define PARTS_MARGIN 0.97 /* a part must be 3 % faster to be taken over what it is measured against */
-#define PARTS_ROUNDS 5    /* timed runs of each, in turn (ResNet-50 b8 at 3: its 5 % went unseen) */
+#define PARTS_ROUNDS 5    /* timed runs of each, in turn, at least (ResNet-50 b8 at 3: its 5 % went unseen) */
 
 void dl_session_parts_free(dl_session *s) {
     if (s->whole_out)

@@ -27,6 +27,7 @@
 #define MAX_SCRATCH ((size_t)512 << 20)
 
 #define MAX_CANDIDATES 4
+_Static_assert(MAX_CANDIDATES >= 2 + ODN_MAX_IMPLS, "direct, Winograd and every further implementation");
 
 typedef struct memo_entry {
     char key[KEY_LEN];
@@ -60,12 +61,13 @@ static void put_tensor(char *key, size_t len, const dl_tensor *t) {
     if (at < len) snprintf(key + at, len - at, "%s", dl_tensor_layout(t) == DL_LAYOUT_CHANNELS_LAST ? "c" : "");
 }
 
-/* What the two kernels' speed depends on: the tensors' shapes and layouts, padding, the fused
- * activation and residual, and the threads. */
+/* What the kernels' speed depends on: the tensors' shapes and layouts, padding, stride, dilation,
+ * the fused activation and residual, and the threads. */
 static void key_of(const odn_state *s, const dl_op *op, char *key, size_t len) {
     const dl_op_attrs *a = op->attrs;
-    snprintf(key, len, "t%d a%d r%d p%d,%d,%d,%d", s->threads, a->activation, dl_op_residual(op), a->pad_begin[0],
-             a->pad_begin[1], a->pad_end[0], a->pad_end[1]);
+    snprintf(key, len, "t%d a%d r%d p%d,%d,%d,%d s%d,%d d%d,%d", s->threads, a->activation, dl_op_residual(op),
+             a->pad_begin[0], a->pad_begin[1], a->pad_end[0], a->pad_end[1], a->stride[0], a->stride[1], a->dilation[0],
+             a->dilation[1]);
     for (int i = 0; i < op->n_inputs; i++) put_tensor(key, len, &op->inputs[i]);
     put_tensor(key, len, &op->outputs[0]);
 }

@@ -18,8 +18,8 @@ typedef struct odn_state {
                               (DLRUN_ONEDNN_LAYOUT=plain: 0) */
     int binary_residual;   /* 1: a conv's fused residual always a binary add post-op, never a sum on the
                               residual in dst (DLRUN_ONEDNN_RESIDUAL=binary; conv.c) */
-    int conv_algo;         /* odn_conv_algo: DLRUN_ONEDNN_CONV=auto|direct|winograd */
-    struct odn_memo *memo; /* algo.c: the Winograd answers measured so far, by shape */
+    int conv_algo;         /* odn_conv_algo: DLRUN_ONEDNN_CONV=auto|direct|winograd|other */
+    struct odn_memo *memo; /* algo.c: the conv variants measured fastest so far, by shape */
     char description[256];
 } odn_state;
 
@@ -89,7 +89,7 @@ typedef struct odn_build {
 /* How a conv is built: oneDNN's direct algorithm by the implementation it offers first; Winograd
  * (odn_winograd_may); or, for a conv with a residual sum (odn_impls_may), by the j-th further jit
  * implementation oneDNN offers for it (ODN_IMPL(j), 1 <= j <= ODN_MAX_IMPLS). algo.c measures them. */
-enum { ODN_DIRECT = 0, ODN_WINOGRAD = 1 };
+typedef enum odn_variant { ODN_DIRECT = 0, ODN_WINOGRAD = 1 } odn_variant;
 #define ODN_IMPL(j) (1 + (j))
 #define ODN_MAX_IMPLS 2
 
@@ -133,8 +133,8 @@ dl_status odn_add_primitive(odn_build *b, dnnl_primitive_desc_t pd, const odn_te
  * still decides, at building, whether it has a kernel for it: channels, ISA). */
 int odn_winograd_may(const dl_op *op);
 
-/* How a conv that Winograd may run is run (DLRUN_ONEDNN_CONV): measured at prepare (auto), or
- * forced either way (for tests and measuring; forced Winograd runs direct where oneDNN has none). */
+/* How a conv is run (DLRUN_ONEDNN_CONV): its variants measured at prepare (auto), or one forced, for
+ * tests and measuring (forced Winograd or other runs direct where oneDNN has none for the conv). */
 typedef enum odn_conv_algo {
     ODN_CONV_AUTO = 0,
     ODN_CONV_DIRECT = 1,   /* oneDNN's first choice of its direct kernels, nothing measured */

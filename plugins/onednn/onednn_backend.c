@@ -160,7 +160,8 @@ static dl_status odn_prepare(void *self, const dl_op *op, dl_kernel **out, size_
     int var[1 + 1 + ODN_MAX_IMPLS], n = 0;
     dl_error why;
     const int auto_ = s->conv_algo == ODN_CONV_AUTO;
-    const int wino = odn_winograd_may(op) && s->conv_algo != ODN_CONV_DIRECT, impls = auto_ && odn_impls_may(s, op);
+    const int wino = odn_winograd_may(op) && (auto_ || s->conv_algo == ODN_CONV_WINOGRAD),
+              impls = auto_ && odn_impls_may(s, op);
     const int known = auto_ && (wino || impls) ? odn_variant_known(s, op) : -1;
     dl_kernel *k = NULL;
     if (known > ODN_DIRECT && new_kernel(s, op, known, &k, &why) == DL_OK) goto done;
