@@ -167,11 +167,12 @@ Test(check, bf16_storage_is_checked_against_both_references, .timeout = 300) {
 }
 
 /* A causal mask adds -inf (tools/zoo's decoders): where the checked backend gives the reference's
- * own infinity the op passes, and the NMSE is taken over the finite elements (it was NaN, a FAIL,
- * on an output both backends agreed on to the bit). */
+ * own infinity, or NaN where the reference has NaN, the op passes, and the NMSE is taken over the
+ * finite elements (it was NaN, a FAIL, on an output both backends agreed on to the bit). An
+ * element left unwritten (the poison value, itself a NaN) fails even where the reference is NaN. */
 Test(check, infinities_the_reference_has_too_are_a_match, .timeout = 120) {
     const char header[] = "{\"mask\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}    ";
-    const float mask[6] = {0, -INFINITY, -INFINITY, 0, 0, -INFINITY};
+    const float mask[6] = {0, -INFINITY, -INFINITY, NAN, NAN, NAN}; /* the second row: NaN after relu */
     unsigned char file[8 + sizeof header - 1 + sizeof mask];
     const uint64_t len = sizeof header - 1; /* a multiple of 8, with the spaces */
     cr_assert_eq(len % 8, 0);
@@ -182,13 +183,18 @@ Test(check, infinities_the_reference_has_too_are_a_match, .timeout = 120) {
     cr_assert(asprintf(&yaml_text,
                        "model: masked\nweights: \"%s\"\ninputs:\n  - {name: x, shape: [2, 3]}\n"
                        "constants:\n  - {name: mask, shape: [2, 3]}\nlayers:\n"
-                       "  - {name: masked, op: add, inputs: [x, mask]}\n  - {name: prob, op: softmax}\n",
+                       "  - {name: masked, op: add, inputs: [x, mask]}\n  - {name: y, op: relu}\n",
                        weights) > 0);
     char *yaml = tu_write_temp(".yaml", yaml_text, strlen(yaml_text)), args[600];
     snprintf(args, sizeof args, "check %s --backend cpu --seed 3", yaml);
     cr_expect_eq(dlrun(args, &out), 0, "%s", out);
-    cr_expect(strstr(out, "3 passed, 0 failed, 0 not supported"), "2 ops and end to end: %s", out);
+    cr_expect(strstr(out, "4 passed, 0 failed, 0 not supported"), "2 ops, end to end, fused: %s", out);
     cr_expect(strstr(out, "masked                     add            cpu"), "%s", out);
+    free(out);
+    /* relu_unwritten leaves the second half of relu's output (NaN in the reference) unwritten */
+    snprintf(args, sizeof args, "check %s --backend relu_unwritten --seed 3", yaml);
+    cr_expect_eq(dlrun(args, &out), 1, "%s", out);
+    cr_expect(strstr(out, "never written (still the poison value)"), "%s", out);
     free(out);
     unlink(yaml);
     unlink(weights);

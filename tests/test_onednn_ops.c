@@ -249,19 +249,25 @@ Test(onednn_ops, conv2d) {
  * there or run in place over it (3x3, 1x1 stride 2, no bias, before relu and clip); linear too,
  * always a binary add. Run with the plugin's own form (a conv's sum, each case both in place and
  * not), then with the binary add forced (DLRUN_ONEDNN_RESIDUAL=binary, read when the plugin starts). */
+/* The onednn plugin loaded anew with variable `name` set to `value` for its start (the plugin
+ * reads its DLRUN_ONEDNN_* settings then); the test fails if it does not load. */
+static const dl_backend *load_with(const char *name, const char *value) {
+    dl_error err = {{0}};
+    setenv(name, value, 1);
+    const dl_backend *be = tu_load_backend(ONEDNN_SO, 2, &err);
+    unsetenv(name);
+    cr_assert(be, "loading the onednn plugin with %s=%s: %s", name, value, err.msg);
+    return be;
+}
+
 static void residual_cases(int sum);
 Test(onednn_ops, fused_residual) {
     residual_cases(1);
     load();
-    const dl_backend *own = odn;
-    setenv("DLRUN_ONEDNN_RESIDUAL", "binary", 1);
-    dl_error err = {{0}};
-    const dl_backend *forced = tu_load_backend(ONEDNN_SO, 2, &err);
-    cr_assert(forced, "loading the onednn plugin (binary): %s", err.msg);
+    const dl_backend *own = odn, *forced = load_with("DLRUN_ONEDNN_RESIDUAL", "binary");
     odn = forced;
     residual_cases(0);
     forced->destroy(forced->self);
-    unsetenv("DLRUN_ONEDNN_RESIDUAL");
     odn = own;
 }
 
@@ -332,13 +338,9 @@ static void winograd_case(const dl_backend *direct, const dl_backend *wino, op_c
  * faster. */
 Test(onednn_ops, winograd) {
     load();
-    dl_error err = {{0}}, bad = {{0}};
-    setenv("DLRUN_ONEDNN_CONV", "direct", 1);
-    const dl_backend *direct = tu_load_backend(ONEDNN_SO, 2, &err);
-    cr_assert(direct, "loading the onednn plugin (direct): %s", err.msg);
-    setenv("DLRUN_ONEDNN_CONV", "winograd", 1);
-    const dl_backend *wino = tu_load_backend(ONEDNN_SO, 2, &err);
-    cr_assert(wino, "loading the onednn plugin (winograd): %s", err.msg);
+    dl_error bad = {{0}};
+    const dl_backend *direct = load_with("DLRUN_ONEDNN_CONV", "direct"),
+                     *wino = load_with("DLRUN_ONEDNN_CONV", "winograd");
     setenv("DLRUN_ONEDNN_CONV", "fast", 1);
     cr_expect_null(tu_load_backend(ONEDNN_SO, 2, &bad), "DLRUN_ONEDNN_CONV=fast accepted");
     cr_expect(strstr(bad.msg, "DLRUN_ONEDNN_CONV=fast: want auto, direct, winograd or other"), "%s", bad.msg);
@@ -368,14 +370,8 @@ Test(onednn_ops, winograd) {
  * second implementation exists, bit for bit the direct one. */
 Test(onednn_ops, other_implementations) {
     load();
-    dl_error err = {{0}};
-    setenv("DLRUN_ONEDNN_CONV", "direct", 1);
-    const dl_backend *direct = tu_load_backend(ONEDNN_SO, 2, &err);
-    cr_assert(direct, "loading the onednn plugin (direct): %s", err.msg);
-    setenv("DLRUN_ONEDNN_CONV", "other", 1);
-    const dl_backend *other = tu_load_backend(ONEDNN_SO, 2, &err);
-    cr_assert(other, "loading the onednn plugin (other): %s", err.msg);
-    unsetenv("DLRUN_ONEDNN_CONV");
+    const dl_backend *direct = load_with("DLRUN_ONEDNN_CONV", "direct"),
+                     *other = load_with("DLRUN_ONEDNN_CONV", "other");
     cr_expect(strstr(other->description, "other residual convs"), "%s", other->description);
     const int avx512 = strstr(other->description, "AVX-512") != NULL;
     int p1[4] = {1, 1, 1, 1}, p0[4] = {0, 0, 0, 0};

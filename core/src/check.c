@@ -42,21 +42,17 @@ static int compare(const float *ref, const float *got, int64_t n, double thresho
     const char *why = NULL;
     for (int64_t i = 0; i < n; i++) {
         double a = ref[i], b = got[i], d = fabs(a - b);
-        if (!isfinite(a)) { /* -inf where a causal mask adds it: the same infinity (or a NaN) matches */
-            if (!is_poison(got[i]) && (a == b || (isnan(a) && isnan(b)))) continue; /* poison is a NaN too */
-            if (bad < 0)
-                bad = i, why = isnan(a) ? "a number where the reference is NaN" : "not the reference's infinity";
+        const char *off = NULL;
+        if (is_poison(got[i])) off = "never written (still the poison value)"; /* a NaN too */
+        else if (isfinite(a)) off = isfinite(b) ? NULL : "not finite where the reference is";
+        else if (a == b || (isnan(a) && isnan(b))) continue; /* the same infinity (a causal mask's -inf), or NaN */
+        else off = isnan(a) ? "a number where the reference is NaN" : "not the reference's infinity";
+        if (off) {
+            if (bad < 0) bad = i, why = off;
             num = INFINITY;
             continue;
         }
         den += a * a;
-        if (!isfinite(b)) {
-            if (bad < 0)
-                bad = i, why = is_poison(got[i]) ? "never written (still the poison value)"
-                                                 : "not finite where the reference is";
-            num = INFINITY;
-            continue;
-        }
         num += d * d;
         if (d > max_abs) max_abs = d;
         double rel = d / fmax(fabs(a), 1e-6);

@@ -130,7 +130,8 @@ static int measure(odn_state *s, const dl_op *op, dl_kernel *const *k, int n, do
         if (ok) fill(mine[i], m, 17u + (uint32_t)i), in[i].data = mine[i];
     }
     const size_t ny = (size_t)dl_tensor_numel(&out);
-    if (at >= 0 && ok && mine[at]) { /* in place over the residual (an activation: scratch) */
+    const int in_place = at >= 0 && ok && mine[at]; /* over the residual (an activation: scratch) */
+    if (in_place) {
         out.data = in[at].data;
     } else {
         total += ny * sizeof(float);
@@ -145,7 +146,7 @@ static int measure(odn_state *s, const dl_op *op, dl_kernel *const *k, int n, do
     for (int r = 0; ok && r < 4; r++) {
         for (int j = 0; ok && j < n; j++) {
             dl_error err;
-            if (r) evict_inputs(op, k, n, at >= 0 ? out.data : NULL, ny * sizeof(float));
+            if (r) evict_inputs(op, k, n, in_place ? out.data : NULL, ny * sizeof(float));
             const double t0 = now_ms();
             ok = odn_kernel_run(k[j], in, &out, ws, &err) == DL_OK;
             const double t = now_ms() - t0;

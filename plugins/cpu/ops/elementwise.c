@@ -8,7 +8,8 @@
 void cpu_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
-    CPU_FOR(k->g.numel, i, k->g.numel, y[i] = x[i] > 0 ? x[i] : 0.0f;);
+    /* the fused epilogue's relu (NaN stays NaN, as in PyTorch; `x > 0 ? x : 0` made it 0) */
+    CPU_FOR(k->g.numel, i, k->g.numel, y[i] = cpu_activate(x[i], DL_ACT_RELU, NULL););
 }
 
 void cpu_leaky_relu(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
