@@ -55,6 +55,36 @@ void cpu_reduce_min(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
     (void)ws, reduce(k, in[0].data, y, R_MIN);
 }
 
+/* The sum of n floats, and of their squared distances from `mean`, in double: 16 partial sums
+ * side by side, which the compiler keeps in vector registers (one running total waits 4 cycles
+ * on each add: a ViT's 25 layer norms over rows of 768 took 2.4 ms of 82), then added up. */
+#define PARTS 16
+static double sum_of(const float *x, int64_t n) {
+    double part[PARTS] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + PARTS <= n; i += PARTS)
+        for (int l = 0; l < PARTS; l++) part[l] += x[i + l];
+    for (; i < n; i++) s += x[i];
+    for (int l = 0; l < PARTS; l++) s += part[l];
+    return s;
+}
+static double squares_of(const float *x, int64_t n, double mean) {
+    double part[PARTS] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + PARTS <= n; i += PARTS)
+        for (int l = 0; l < PARTS; l++) part[l] += (x[i + l] - mean) * (x[i + l] - mean);
+    for (; i < n; i++) s += (x[i] - mean) * (x[i] - mean);
+    for (int l = 0; l < PARTS; l++) s += part[l];
+    return s;
+}
+#undef PARTS
+
+/* The mean of n floats and 1 / sqrt(variance + eps), in double, two passes. */
+static void moments(const float *x, int64_t n, double eps, double *mean, double *inv) {
+    *mean = sum_of(x, n) / (double)n;
+    *inv = 1.0 / sqrt(squares_of(x, n, *mean) / (double)n + eps);
+}
+
 void cpu_layer_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const dl_op_geom *g = &k->g;
     const float *x = in[0].data, *w = in[1].data, *b = in[2].data;
@@ -62,16 +92,12 @@ void cpu_layer_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
     (void)ws;
     for (int d = g->a.axis; d < g->xnd; d++) inner *= g->xs[d];
     const int64_t rows = g->numel / inner;
-    const double eps = g->a.epsilon;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *src = x + r * inner;
         float *dst = y + r * inner;
-        double mean = 0, var = 0;
-        for (int64_t i = 0; i < inner; i++) mean += src[i];
-        mean /= (double)inner;
-        for (int64_t i = 0; i < inner; i++) var += (src[i] - mean) * (src[i] - mean);
-        const double inv = 1.0 / sqrt(var / (double)inner + eps);
+        double mean, inv;
+        moments(src, inner, g->a.epsilon, &mean, &inv);
         for (int64_t i = 0; i < inner; i++) dst[i] = (float)((src[i] - mean) * inv) * w[i] + b[i];
     }
 }
@@ -89,11 +115,8 @@ void cpu_group_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
     for (int64_t r = 0; r < g->xs[0] * groups; r++) {
         const float *src = x + r * len;
         float *dst = y + r * len;
-        double mean = 0, var = 0;
-        for (int64_t i = 0; i < len; i++) mean += src[i];
-        mean /= (double)len;
-        for (int64_t i = 0; i < len; i++) var += (src[i] - mean) * (src[i] - mean);
-        const double inv = 1.0 / sqrt(var / (double)len + eps);
+        double mean, inv;
+        moments(src, len, eps, &mean, &inv);
         for (int64_t i = 0; i < len; i++) {
             int64_t ch = r % groups * per + i / spatial;
             dst[i] = (float)((src[i] - mean) * inv) * w[ch] + b[ch];
