@@ -249,6 +249,34 @@ def new_mappings(dlrun, rng):
     p = t.astype(np.float64) @ w
     expect_runs("MatMul read twice keeps its add", m, {"t": t}, (p + c) * p, dlrun)
 
+    # an operand transposed in its last two dimensions is the matmul's trans_a / trans_b: attention's
+    # K^T as a pure swap (no transpose left), or [tokens, heads, d] by [1, 2, 0] (a transpose by
+    # [1, 0, 2] that copies whole rows, then the swap); read twice, the transpose stays
+    q, k = u(3, 5, 4), u(3, 7, 4)
+    m = model([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), helper.make_node("MatMul", ["q", "kt"], ["y"])],
+              [vi("q", [3, 5, 4]), vi("k", [3, 7, 4])], [vi("y", None)])
+    if layer_ops(m) != ["matmul"]:
+        failures.append(f"MatMul by a swapped operand: dlrun ops {layer_ops(m)}, wanted ['matmul']")
+    expect_runs("MatMul by K^T as trans_b", m, {"q": q, "k": k}, q.astype(np.float64) @ k.transpose(0, 2, 1), dlrun)
+    m = model([helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1]), helper.make_node("MatMul", ["qt", "k"], ["y"])],
+              [vi("q", [3, 5, 4]), vi("k", [3, 5, 7])], [vi("y", None)])
+    k2 = u(3, 5, 7)
+    expect_runs("MatMul of a swapped operand as trans_a", m, {"q": q, "k": k2}, q.transpose(0, 2, 1).astype(np.float64) @ k2,
+                dlrun)
+    kh = u(7, 3, 4)  # [tokens, heads, d]
+    want = q.astype(np.float64) @ kh.transpose(1, 2, 0)
+    m = model([helper.make_node("Transpose", ["k"], ["kt"], perm=[1, 2, 0]), helper.make_node("MatMul", ["q", "kt"], ["y"])],
+              [vi("q", [3, 5, 4]), vi("k", [7, 3, 4])], [vi("y", None)])
+    if layer_ops(m) != ["transpose", "matmul"]:
+        failures.append(f"MatMul by K^T of [tokens, heads, d]: dlrun ops {layer_ops(m)}, wanted ['transpose', 'matmul']")
+    expect_runs("MatMul by K^T of [tokens, heads, d]", m, {"q": q, "k": kh}, want, dlrun)
+    m = model([helper.make_node("Transpose", ["k"], ["kt"], perm=[1, 2, 0]), helper.make_node("MatMul", ["q", "kt"], ["y"]),
+               helper.make_node("Mul", ["kt", "kt"], ["z"])], [vi("q", [3, 5, 4]), vi("k", [7, 3, 4])],
+              [vi("y", None), vi("z", None)])
+    if layer_ops(m) != ["transpose", "matmul", "mul"]:
+        failures.append(f"K^T read twice: dlrun ops {layer_ops(m)}, wanted ['transpose', 'matmul', 'mul']")
+    expect_runs("MatMul by K^T read twice", m, {"q": q, "k": kh}, want, dlrun)
+
 
 
 def unary(op, shape=(2, 3, 4, 5), opset=13, **attrs):
