@@ -116,8 +116,10 @@ static void check(gcase g) {
 }
 
 Test(cpu_gemm, shapes_and_operands) {
-    /* odd sizes, edges in both directions, k under, at and over one 256-step pass */
-    const int ms[] = {1, 5, 6, 7, 37, 101}, ns[] = {1, 15, 16, 17, 49, 203}, ks[] = {1, 3, 27, 256, 300, 515};
+    /* odd sizes, edges in both directions, one to four panels of B in the last micro-kernel call
+     * (40: 3, the last partial; 49: 4), k under, at and over one pass (256 steps; 512 for a B
+     * packed beforehand) */
+    const int ms[] = {1, 5, 6, 7, 37, 101}, ns[] = {1, 16, 17, 40, 49, 203}, ks[] = {1, 27, 256, 300, 515, 1030};
     int count = 0;
     for (int i = 0; i < 6; i++)
         for (int j = 0; j < 6; j++)

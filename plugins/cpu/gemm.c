@@ -25,6 +25,9 @@
 /* k steps per pass where B is read in place: its rows lie apart, and a pass's B comes from L2
  * either way, while each further pass stores and reloads C */
 #define KC_IN_PLACE 1024
+/* k steps per pass where B was packed before the product (a weight): each further pass stores and
+ * reloads C, and B's panels come from L2 either way (4 panels of 512 steps: 128 KiB) */
+#define KC_PACKED 512
 
 static size_t packed_floats(int64_t outer, int64_t k, int64_t width) {
     if (outer <= 0 || k <= 0) return 0;
@@ -269,7 +272,9 @@ static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t ro
     float t[MR * NR]; /* the block on its way to C: row r at t + r * NR (runs, the other activations) */
     lanes16 cb = l16_set1(0.0f);
     const lanes16 lo_v = l16_set1(e->lo), hi_v = l16_set1(e->hi);
-    if (last && e->col_bias) {
+    if (last && e->col_bias && cols == NR) {
+        cb = l16_load(e->col_bias + j0); /* not through t: a 512-bit load of two 256-bit stores waits on them */
+    } else if (last && e->col_bias) {
         l16_store(t, cb);
         copy_run(t, e->col_bias + j0, (int)cols);
         cb = l16_load(t);
@@ -370,7 +375,12 @@ static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t ro
  * panel b_next floats past the first); AVX2: one panel of 16 as two vectors of 8 (6 x 16). With
  * AVX-512, STEP1 is the step of a lone panel (6 x 16, c<row>0 only). */
 #ifdef CPU_GEMM_AVX512
-#define KERNEL_PANELS 2 /* B panels a micro-kernel call takes */
+/* B panels a micro-kernel call takes: 4 (6 x 64) where B was packed before the product (a weight:
+ * linear, matmul by a weight, an NHWC 1x1 conv), 2 (6 x 32) otherwise. A transformer's linears ran
+ * 6-15 % faster at 6 x 64; MobileNetV2's NCHW convs, their image read in place as B with few k
+ * steps a call, 10-15 % slower. */
+#define KERNEL_PANELS 4
+#define KERNEL_PANELS_AT_RUN_TIME 2
 #define PAIR_A_PANELS 1 /* a lone panel of B takes two of A */
 #define VEC __m512
 #define V_LOAD _mm512_loadu_ps
@@ -397,6 +407,7 @@ static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t ro
     } while (0)
 #else
 #define KERNEL_PANELS 1
+#define KERNEL_PANELS_AT_RUN_TIME 1
 #define PAIR_A_PANELS 0
 #define VEC __m256
 #define V_LOAD _mm256_loadu_ps
@@ -421,6 +432,46 @@ static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t ro
         STEP_ROW2(4, a, b0_, b1_);                                  \
         STEP_ROW2(5, a, b0_, b1_);                                  \
     } while (0)
+#ifdef CPU_GEMM_AVX512
+/* Three and four panels of B (6 x 48, 6 x 64: 18 and 24 sums in registers, 4 B vectors and 6
+ * broadcasts feeding 24 FMAs a step where 6 x 32 had 2 and 6 feeding 12) */
+#define STEP_ROW3(r, a, b0, b1, b2)       \
+    do {                                  \
+        const VEC x_ = V_SET1((a)[r]);    \
+        c##r##0 = V_FMA(x_, b0, c##r##0); \
+        c##r##1 = V_FMA(x_, b1, c##r##1); \
+        c##r##2 = V_FMA(x_, b2, c##r##2); \
+    } while (0)
+#define STEP3(a, bp)                                                                              \
+    do {                                                                                          \
+        const VEC b0_ = V_LOAD(bp), b1_ = V_LOAD((bp) + b_next), b2_ = V_LOAD((bp) + 2 * b_next); \
+        STEP_ROW3(0, a, b0_, b1_, b2_);                                                           \
+        STEP_ROW3(1, a, b0_, b1_, b2_);                                                           \
+        STEP_ROW3(2, a, b0_, b1_, b2_);                                                           \
+        STEP_ROW3(3, a, b0_, b1_, b2_);                                                           \
+        STEP_ROW3(4, a, b0_, b1_, b2_);                                                           \
+        STEP_ROW3(5, a, b0_, b1_, b2_);                                                           \
+    } while (0)
+#define STEP_ROW4(r, a, b0, b1, b2, b3)   \
+    do {                                  \
+        const VEC x_ = V_SET1((a)[r]);    \
+        c##r##0 = V_FMA(x_, b0, c##r##0); \
+        c##r##1 = V_FMA(x_, b1, c##r##1); \
+        c##r##2 = V_FMA(x_, b2, c##r##2); \
+        c##r##3 = V_FMA(x_, b3, c##r##3); \
+    } while (0)
+#define STEP4(a, bp)                                                                              \
+    do {                                                                                          \
+        const VEC b0_ = V_LOAD(bp), b1_ = V_LOAD((bp) + b_next), b2_ = V_LOAD((bp) + 2 * b_next), \
+                  b3_ = V_LOAD((bp) + 3 * b_next);                                                \
+        STEP_ROW4(0, a, b0_, b1_, b2_, b3_);                                                      \
+        STEP_ROW4(1, a, b0_, b1_, b2_, b3_);                                                      \
+        STEP_ROW4(2, a, b0_, b1_, b2_, b3_);                                                      \
+        STEP_ROW4(3, a, b0_, b1_, b2_, b3_);                                                      \
+        STEP_ROW4(4, a, b0_, b1_, b2_, b3_);                                                      \
+        STEP_ROW4(5, a, b0_, b1_, b2_, b3_);                                                      \
+    } while (0)
+#endif
 
 /* The block of A's panel a (6 rows) times np of B's panels (np is 1, or 2 with AVX-512) over kc
  * steps: B's panel at b (NR floats a step), the next b_next floats further, or B read in place
@@ -443,11 +494,19 @@ static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_next, int
         store_block(second, e->transposed ? c : c + MR * ldc, ldc, rows2, cols, accumulate, last, e, i0 + MR, j0);
         return;
     }
-    if (np == 2) K_LOOP(STEP2);
+    VEC c02 = c00, c12 = c00, c22 = c00, c32 = c00, c42 = c00, c52 = c00;
+    VEC c03 = c00, c13 = c00, c23 = c00, c33 = c00, c43 = c00, c53 = c00;
+    if (np == 4) K_LOOP(STEP4);
+    else if (np == 3) K_LOOP(STEP3);
+    else if (np == 2) K_LOOP(STEP2);
     else K_LOOP(STEP1);
-    const lanes16 left[MR] = {c00, c10, c20, c30, c40, c50}, right[MR] = {c01, c11, c21, c31, c41, c51};
-    store_block(left, c, ldc, rows, cols < NR ? cols : NR, accumulate, last, e, i0, j0);
-    if (np == 2) store_block(right, c, ldc, rows, cols - NR, accumulate, last, e, i0, j0 + NR);
+    const lanes16 acc[4][MR] = {{c00, c10, c20, c30, c40, c50},
+                                {c01, c11, c21, c31, c41, c51},
+                                {c02, c12, c22, c32, c42, c52},
+                                {c03, c13, c23, c33, c43, c53}};
+    for (int q = 0; q < np; q++)
+        store_block(acc[q], c, ldc, rows, cols - q * NR < NR ? cols - q * NR : NR, accumulate, last, e, i0,
+                    j0 + q * NR);
 #else
     K_LOOP(STEP2);
     const lanes16 acc[MR] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
@@ -456,6 +515,7 @@ static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_next, int
 }
 #else
 #define KERNEL_PANELS 1
+#define KERNEL_PANELS_AT_RUN_TIME 1
 #define PAIR_A_PANELS 0
 static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_next, int64_t a_step, const float *b,
                          int64_t b_next, const int64_t *rows_at, float *c, int64_t ldc, int64_t rows, int64_t rows2,
@@ -514,7 +574,7 @@ static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a
                       const cpu_gemm_operand *b, float *buf, float *tb, float *c, int64_t ldc, const epi *e, int64_t ia,
                       int64_t ib, int64_t ja, int64_t jb) {
     const int64_t tl = (jb - ja) * NR;
-    const int64_t step = b->row_at ? KC_IN_PLACE : KC;
+    const int64_t step = b->row_at ? KC_IN_PLACE : pb ? KC_PACKED : KC;
     if (tb && k <= step) tb = NULL; /* one pass: C^T stored block by block */
     for (int64_t p0 = 0; p0 < k; p0 += step) {
         const int64_t kc = k - p0 < step ? k - p0 : step;
@@ -522,10 +582,11 @@ static void run_block(int64_t m, int64_t n, int64_t k, const cpu_gemm_operand *a
         const int64_t *at = b->row_at ? b->row_at + p0 : NULL; /* B read in place */
         if (!pb && !at)
             for (int64_t jp = ja; jp < jb; jp++) b->pack(b->ctx, jp, p0, kc, buf + (jp - ja) * kc * NR);
-        /* KERNEL_PANELS of B's panels at a time; the next one b_next floats past the first */
+        /* `group` of B's panels at a time; the next one b_next floats past the first */
         const int64_t b_next = at ? NR : pb ? k * NR : kc * NR;
-        for (int64_t jp = ja; jp < jb; jp += KERNEL_PANELS) {
-            const int np = jb - jp < KERNEL_PANELS ? (int)(jb - jp) : KERNEL_PANELS;
+        const int group = pb ? KERNEL_PANELS : KERNEL_PANELS_AT_RUN_TIME;
+        for (int64_t jp = ja; jp < jb; jp += group) {
+            const int np = jb - jp < group ? (int)(jb - jp) : group;
             const int64_t j0 = jp * NR, cols = n - j0 < np * NR ? n - j0 : np * NR;
             const float *bp = at ? b->base + j0 : pb ? pb + jp * k * NR + p0 * NR : buf + (jp - ja) * kc * NR;
             for (int64_t ip = ia; ip < ib; ip++) {
