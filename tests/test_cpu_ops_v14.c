@@ -162,6 +162,33 @@ OP_TEST(transpose_permutations) {
     check_transpose(MAKE(-1, 1, 2, 3, 1, 5, 2), (int32_t[]){4, 0, 3, 2, 1});
 }
 
+/* channel_shuffle as ShuffleNet writes it: x viewed as [N, groups, C/groups, rest], its dims 1 and
+ * 2 swapped, each element scattered to its place in that transposed view. */
+static void check_channel_shuffle(tt x, int groups) {
+    dl_op_attrs a;
+    attrs(&a);
+    a.groups = groups;
+    tt y = make(x.nd, x.shape, 0, 1);
+    run_op(DL_OP_CHANNEL_SHUFFLE, &a, &x, 1, &y);
+    const int64_t per = x.shape[1] / groups, rest = x.n / x.shape[0] / x.shape[1];
+    double *ref = malloc((size_t)y.n * sizeof *ref);
+    for (int64_t n = 0; n < x.shape[0]; n++)
+        for (int64_t i = 0; i < groups; i++)
+            for (int64_t j = 0; j < per; j++)
+                for (int64_t r = 0; r < rest; r++)
+                    ref[((n * per + j) * groups + i) * rest + r] = x.data[((n * groups + i) * per + j) * rest + r];
+    expect_close(&y, ref, 0, "channel_shuffle");
+    free(ref), free(x.data), free(y.data);
+}
+
+OP_TEST(channel_shuffle_groups) {
+    check_channel_shuffle(MAKE(-1, 1, 2, 6, 5, 7), 2);
+    check_channel_shuffle(MAKE(-1, 1, 3, 21, 3, 5), 3);
+    check_channel_shuffle(MAKE(-1, 1, 1, 116, 7, 9), 2); /* ShuffleNetV2's stage 2 */
+    check_channel_shuffle(MAKE(-1, 1, 2, 12, 11), 4);    /* 3-D */
+    check_channel_shuffle(MAKE(-1, 1, 2, 5, 3, 3), 5);   /* one channel a group: the identity */
+}
+
 /* The indices ONNX Slice takes along a dimension of size n, listed by walking: an independent
  * reading of the spec (clamp, then step while inside). Returns how many. */
 static int64_t slice_walk(int64_t n, int64_t s, int64_t e, int64_t k, int64_t *idx) {
@@ -223,6 +250,8 @@ OP_TEST(slice_steps_negatives_and_clamping) {
     check_slice(MAKE(-1, 1, 2, 3, 9, 7), (slice_spec){1, {2}, {-2}, {9}, {5}});   /* one element */
     check_slice(MAKE(-1, 1, 3, 5), (slice_spec){1, {1}, {0}, {5}, {INT64_MAX}});  /* a huge step: one */
     check_slice(MAKE(-1, 1, 3, 5), (slice_spec){1, {1}, {4}, {-9}, {INT64_MIN}}); /* and backwards */
+    check_slice(MAKE(-1, 1, 2, 7, 5, 3), (slice_spec){1, {1}, {2}, {6}, {1}});    /* channels: ShuffleNet's split */
+    check_slice(MAKE(-1, 1, 3, 8, 5, 4), (slice_spec){3, {-3, 0, 3}, {1, 1, -1}, {8, 3, -5}, {2, 1, -1}});
 }
 
 /* ---- pad ---- */

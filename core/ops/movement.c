@@ -1,7 +1,8 @@
 /* movement.c — rows of the ops of ABI 1.4 that move elements to new places without arithmetic:
  * transpose (any permutation), slice (ONNX Slice: steps, negative indices, clamping) and pad
  * (constant, reflect, edge); and resize (nearest or linear resampling of H and W), which reads
- * its input at computed places; and gather (ONNX Gather: an embedding lookup by int64 indices). */
+ * its input at computed places; gather (ONNX Gather: an embedding lookup by int64 indices); and
+ * channel_shuffle (ABI 1.11: ShuffleNet's channels dealt out group by group). */
 #include <limits.h>
 #include <stdint.h>
 
@@ -318,4 +319,35 @@ const dl_op_def dl_op_row_gather = {
     .infer = gather_infer,
     .flops = dl_flops_none,
     .int_inputs = 1u << 1,
+};
+
+/* ---- channel_shuffle ---- */
+
+static int channel_shuffle_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
+    const dl_tensor *x = &op->inputs[0];
+    char s[200];
+    if (x->ndim < 2)
+        DL_NO(why, "needs an input with channels in dimension 1, got %s", dl_in_str(op, cx, 0, s, sizeof s));
+    const int g = op->attrs->groups;
+    if (g < 1 || x->shape[1] % g)
+        DL_NO(why, "%d groups do not divide the %lld channels of input %s", g, (long long)x->shape[1],
+              dl_in_str(op, cx, 0, s, sizeof s));
+    return dl_infer_same(op, cx, y, why);
+}
+
+const dl_op_def dl_op_row_channel_shuffle = {
+    .name = "channel_shuffle",
+    .abi_minor = 11,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .attrs =
+        (const dl_attr_def[]){{"groups", DL_ATTR_INT, DL_ATTR_REQUIRED, DL_ATTR_AT(attrs.groups), 1, 1 << 30, 1, 0},
+                              {0}},
+    .nmse = DL_NMSE_EXACT,
+    .cases = (const dl_op_case[]){{"channel_shuffle 2 groups", "[[2, 6, 5, 7]]", "groups: 2", 1},
+                                  {"channel_shuffle 3 of 7 odd", "[[3, 21, 3, 5]]", "groups: 3", 1},
+                                  {"channel_shuffle 3-D", "[[2, 12, 11]]", "groups: 4", 1},
+                                  {0}},
+    .infer = channel_shuffle_infer,
+    .flops = dl_flops_none,
 };

@@ -59,7 +59,8 @@
     X(GROUP_NORM, group_norm) \
     X(GATHER, gather) \
     X(CONV_TRANSPOSE2D, conv_transpose2d) \
-    X(CONV3D, conv3d)
+    X(CONV3D, conv3d) \
+    X(CHANNEL_SHUFFLE, channel_shuffle)
 /* clang-format on */
 
 #define DECLARE(kind, name) extern const dl_op_def dl_op_row_##name;

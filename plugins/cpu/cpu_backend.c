@@ -93,6 +93,7 @@ static const cpu_op_fn kernels[DL_OP_COUNT] = {
     [DL_OP_GATHER] = cpu_gather,
     [DL_OP_CONV_TRANSPOSE2D] = cpu_conv_transpose2d,
     [DL_OP_CONV3D] = cpu_conv3d,
+    [DL_OP_CHANNEL_SHUFFLE] = cpu_channel_shuffle,
 };
 
 static int cpu_supports(void *self, const dl_op *op, dl_error *why) {

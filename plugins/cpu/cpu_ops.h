@@ -179,6 +179,7 @@ void cpu_layer_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
 void cpu_log_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_group_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_gather(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+void cpu_channel_shuffle(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_conv_transpose2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 size_t cpu_conv_transpose2d_workspace(const dl_kernel *k); /* bytes cpu_conv_transpose2d needs as ws */
 void cpu_conv3d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);

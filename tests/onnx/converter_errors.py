@@ -277,6 +277,32 @@ def new_mappings(dlrun, rng):
         failures.append(f"K^T read twice: dlrun ops {layer_ops(m)}, wanted ['transpose', 'matmul', 'mul']")
     expect_runs("MatMul by K^T read twice", m, {"q": q, "k": kh}, want, dlrun)
 
+    # ShuffleNet's channel shuffle (Reshape to 5-D, Transpose of dims 1 and 2, Reshape back) is one
+    # channel_shuffle layer, at --batch 3 too; a transpose of other dims stays as it was
+    xs = u(1, 12, 5, 3)
+    shape5, shape4 = np.array([1, 3, 4, 5, 3], np.int64), np.array([1, 12, 5, 3], np.int64)
+    def shuffle_model(perm, shape=(1, 12, 5, 3)):
+        return model([helper.make_node("Reshape", ["x", "s5"], ["r5"]), helper.make_node("Transpose", ["r5"], ["t5"], perm=perm),
+                      helper.make_node("Reshape", ["t5", "s4"], ["y"])], [vi("x", list(shape))], [vi("y", None)],
+                     [("s5", shape5), ("s4", shape4)])
+    m = shuffle_model([0, 2, 1, 3, 4])
+    if layer_ops(m) != ["channel_shuffle"]:
+        failures.append(f"channel shuffle: dlrun ops {layer_ops(m)}, wanted ['channel_shuffle']")
+    want = xs.reshape(1, 3, 4, 5, 3).transpose(0, 2, 1, 3, 4).reshape(1, 12, 5, 3)
+    expect_runs("channel shuffle as one layer", m, {"x": xs}, want, dlrun, exact=True)
+    x3 = u(3, 12, 5, 3)
+    shape5[0], shape4[0] = 0, 0  # the batch copied from the input: the model runs at any batch
+    m = shuffle_model([0, 2, 1, 3, 4])
+    expect_runs("channel shuffle at --batch 3", m, {"x": x3},
+                x3.reshape(3, 3, 4, 5, 3).transpose(0, 2, 1, 3, 4).reshape(3, 12, 5, 3), dlrun, run_extra=("--batch", "3"),
+                exact=True)
+    shape5[0], shape4[0] = 1, 1
+    m = shuffle_model([0, 1, 2, 4, 3])
+    if "channel_shuffle" in layer_ops(m):
+        failures.append(f"a transpose of the last dims became a channel_shuffle: {layer_ops(m)}")
+    expect_runs("a 5-D transpose that is no shuffle", m, {"x": xs},
+                xs.reshape(1, 3, 4, 5, 3).transpose(0, 1, 2, 4, 3).reshape(1, 12, 5, 3), dlrun, exact=True)
+
 
 
 def unary(op, shape=(2, 3, 4, 5), opset=13, **attrs):

@@ -574,9 +574,28 @@ class Converter:
         x = self.get(self.node.input[0])
         if isinstance(x, Runtime):
             shape = self._reshape_target(x.shape, spec, a.get("allowzero", 0))
-            self.set_out(self.node.output[0], self.reshape_to(x, shape, self.node.output[0]))
+            out = self.node.output[0]
+            self.set_out(out, self.channel_shuffle(x, shape, out) or self.reshape_to(x, shape, out))
         else:
             self.values[self.node.output[0]] = np.reshape(x, self._reshape_target(np.shape(x), spec, a.get("allowzero", 0)))
+
+    def channel_shuffle(self, x, shape, out):
+        """ShuffleNet's channel shuffle, Reshape [N, C, ...] -> [N, g, C/g, ...], Transpose of dims 1
+        and 2, Reshape back to [N, C, ...], as one channel_shuffle layer (which runs channels-last,
+        where the 5-D transpose made the model convert to row-major and back around it); None when
+        runtime value x, reshaped to shape, does not complete that pattern."""
+        t = self.producer(x, "transpose")
+        if t is None or len(x.shape) < 4 or list(t["perm"]) != [0, 2, 1] + list(range(3, len(x.shape))):
+            return None
+        r = self.producer(Runtime(t["inputs"][0], ()), "reshape")
+        src = r and self.layer_shape(r["inputs"][0])
+        if not src or tuple(src) != tuple(shape) or len(src) != len(x.shape) - 1:
+            return None
+        g, per = x.shape[2], x.shape[1]  # x is [N, C/g, g, ...]; the reshape made [N, g, C/g, ...]
+        if g * per != src[1] or tuple(x.shape[3:]) != tuple(src[2:]) or x.shape[0] != src[0]:
+            return None
+        return Runtime(self.layer(out, "channel_shuffle", [Runtime(r["inputs"][0], tuple(src))], groups=int(g)),
+                       tuple(src))
 
     def op_Transpose(self):
         a = self.attrs({"perm"})

@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 10
+#define DL_ABI_MINOR 11
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -202,6 +202,10 @@ typedef enum dl_layout {
  *   CONV3D (1.7)      x[N,C,D,H,W], weight[OC, C/groups, KD, KH, KW], bias[OC] (optional): as
  *                     CONV2D with a depth dimension, attributes in kernel3, stride3, pad_begin3,
  *                     pad_end3 and dilation3 ([depth, height, width])    -> [N,OC,OD,OH,OW]
+ *   CHANNEL_SHUFFLE (1.11) x[N,C,...]  the channels as attrs.groups groups of C/groups, dealt out
+ *                     in turn: y[:, j * groups + i] = x[:, i * (C / groups) + j] (ShuffleNet's
+ *                     reshape to [N, groups, C/groups, ...], transpose of dims 1 and 2, reshape
+ *                     back)                                                   -> x's shape
  * Output sizes of the window ops follow PyTorch: OH = floor((H + pad_begin + pad_end -
  * dilation * (KH - 1) - 1) / stride) + 1, rounded up instead with ceil_mode (pools only, where
  * the last window must start inside the input or its top/left padding). */
@@ -255,7 +259,8 @@ typedef enum dl_op_kind {
     DL_OP_GROUP_NORM = 46,       /* 1.4 */
     DL_OP_GATHER = 47,           /* 1.4 */
     DL_OP_CONV_TRANSPOSE2D = 48, /* 1.4 */
-    DL_OP_CONV3D = 49            /* 1.7 */
+    DL_OP_CONV3D = 49,           /* 1.7 */
+    DL_OP_CHANNEL_SHUFFLE = 50   /* 1.11 */
 } dl_op_kind;
 
 /* How many kinds each version defines: kinds below the count exist in that version. */
@@ -264,10 +269,11 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_2 17
 #define DL_OP_COUNT_V1_3 17 /* 1.3 added storage dtypes and layouts, no kinds */
 #define DL_OP_COUNT_V1_4 49
-#define DL_OP_COUNT_V1_5 49          /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
-#define DL_OP_COUNT_V1_6 49          /* 1.6 added timing events, no kinds */
-#define DL_OP_COUNT_V1_7 50          /* 1.7 added conv3d */
-#define DL_OP_COUNT DL_OP_COUNT_V1_7 /* kinds in this version of the header */
+#define DL_OP_COUNT_V1_5 49           /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
+#define DL_OP_COUNT_V1_6 49           /* 1.6 added timing events, no kinds */
+#define DL_OP_COUNT_V1_7 50           /* 1.7 added conv3d; 1.8 to 1.10 no kinds */
+#define DL_OP_COUNT_V1_11 51          /* 1.11 added channel_shuffle */
+#define DL_OP_COUNT DL_OP_COUNT_V1_11 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
 typedef enum dl_activation {

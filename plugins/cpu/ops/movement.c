@@ -157,3 +157,37 @@ void cpu_gather(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
         memcpy(y + r * inner, x + (o * n + i) * inner, (size_t)inner * sizeof *y);
     }
 }
+
+/* ShuffleNet's channel shuffle: output channel j * groups + i is input channel i * (C / groups) + j.
+ * Row-major: whole planes moved; channels-last ([N, H, W, C] in memory, nhwc.c): each pixel's
+ * channels dealt out in place of the planes. */
+void cpu_channel_shuffle(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    const float *x = in[0].data;
+    const int axis = k->cl ? g->xnd - 1 : 1;
+    const int64_t c = g->xs[axis], groups = g->a.groups, per = c / groups;
+    int64_t outer = 1, inner = 1;
+    (void)ws;
+    for (int d = 0; d < axis; d++) outer *= g->xs[d];
+    for (int d = axis + 1; d < g->xnd; d++) inner *= g->xs[d];
+    if (inner == 1) {
+#pragma omp parallel for schedule(static)
+        for (int64_t o = 0; o < outer; o++) {
+            const float *src = x + o * c;
+            float *dst = y + o * c;
+            if (groups == 2) { /* two halves interleaved: a loop the compiler vectorises */
+                const float *lo = src, *hi = src + per;
+                for (int64_t j = 0; j < per; j++) dst[2 * j] = lo[j], dst[2 * j + 1] = hi[j];
+                continue;
+            }
+            for (int64_t j = 0; j < per; j++)
+                for (int64_t i = 0; i < groups; i++) dst[j * groups + i] = src[i * per + j];
+        }
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < outer * c; r++) {
+        const int64_t o = r / c, q = r % c;
+        memcpy(y + r * inner, x + (o * c + q % groups * per + q / groups) * inner, (size_t)inner * sizeof *y);
+    }
+}

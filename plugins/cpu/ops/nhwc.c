@@ -23,8 +23,9 @@
  *     neighbouring pixels at once where their windows lie inside the image's columns (the weight
  *     packed tap by tap at prepare);
  *   - max pooling (any window, stride, dilation and padding; NaN wins, as in NCHW), global
- *     average pooling (sums in double, as in NCHW) and concat of 4-D tensors (the NCHW kernel on
- *     the shapes as they lie, [N, H, W, C], along the matching axis);
+ *     average pooling (sums in double, as in NCHW), concat of 4-D tensors (the NCHW kernel on
+ *     the shapes as they lie, [N, H, W, C], along the matching axis), slice (the same, its axes
+ *     mapped) and channel_shuffle (each pixel's channels dealt out);
  *   - the elementwise ops of one input (same order in and out: their NCHW kernels as they are) and
  *     the binary ops with 4-D operands (their NCHW kernels on shapes permuted to [N, H, W, C]).
  * Everything else stays row-major: f16/bf16 or mixed layouts go through storage.c as before.
@@ -98,7 +99,8 @@ static int is_dense(const dl_op *op) { return op->kind == DL_OP_CONV2D && op->at
 /* op's kind (and, for a conv, its shape) has an NHWC kernel here */
 static int has_kernel(const dl_op *op) {
     if (is_unary(op->kind) || op->kind == DL_OP_GLOBAL_AVGPOOL || op->kind == DL_OP_MAXPOOL2D) return 1;
-    if (op->kind == DL_OP_CONCAT) return op->outputs[0].ndim == 4;
+    if (op->kind == DL_OP_CONCAT || op->kind == DL_OP_CHANNEL_SHUFFLE || op->kind == DL_OP_SLICE)
+        return op->outputs[0].ndim == 4;
     if (is_binary(op->kind)) return op->n_inputs == 2 && op->inputs[0].ndim == 4 && op->inputs[1].ndim == 4;
     return is_dense(op) || is_depthwise(op);
 }
@@ -137,6 +139,18 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
         for (int i = 0; i < 3; i++) {
             const int64_t c = s[i][1];
             s[i][1] = s[i][2], s[i][2] = s[i][3], s[i][3] = c;
+        }
+        return DL_OK;
+    }
+    if (g->kind == DL_OP_CHANNEL_SHUFFLE || g->kind == DL_OP_SLICE) { /* as they lie: [N, H, W, C] */
+        int64_t *sh[2] = {g->xs, g->ys};
+        for (int i = 0; i < 2; i++) {
+            const int64_t c = sh[i][1];
+            sh[i][1] = sh[i][2], sh[i][2] = sh[i][3], sh[i][3] = c;
+        }
+        for (int i = 0; i < g->a.n_axes && g->kind == DL_OP_SLICE; i++) { /* N, C, H, W -> 0, 3, 1, 2 */
+            const int d = dl_axis_norm(g->a.axes[i], 4);
+            g->a.axes[i] = d == 0 ? 0 : d == 1 ? 3 : d - 1;
         }
         return DL_OK;
     }
