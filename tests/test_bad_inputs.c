@@ -149,6 +149,9 @@ static const bad_model models[] = {
      "tensor may have"},
     {HEAD "  - {op: group_norm, groups: 2}\n",
      ":5:5: group_norm 'group_norm_1': 2 groups do not divide the 3 channels"},
+    {HEAD "  - {op: channel_shuffle, groups: 2}\n",
+     ":5:5: channel_shuffle 'channel_shuffle_1': 2 groups do not divide the 3 channels of input 'x' [1, 3, 8, 8]"},
+    {HEAD "  - {op: channel_shuffle}\n", ":5:5: channel_shuffle 'channel_shuffle_1' needs 'groups'"},
     {HEAD "  - {op: layer_norm, axis: 4}\n",
      ":5:5: layer_norm 'layer_norm_1': axis 4 is out of range for input 'x' [1, 3, 8, 8]"},
 };

@@ -9,6 +9,18 @@ int dl_infer_same(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error
     return 1;
 }
 
+int dl_check_channel_groups(const dl_op *op, const dl_infer_ctx *cx, dl_error *why) {
+    const dl_tensor *x = &op->inputs[0];
+    char s[200];
+    if (x->ndim < 2)
+        DL_NO(why, "needs an input with channels in dimension 1, got %s", dl_in_str(op, cx, 0, s, sizeof s));
+    const int g = op->attrs->groups;
+    if (g < 1 || x->shape[1] % g)
+        DL_NO(why, "%d groups do not divide the %lld channels of input %s", g, (long long)x->shape[1],
+              dl_in_str(op, cx, 0, s, sizeof s));
+    return 1;
+}
+
 int dl_is_vec(const dl_tensor *t, int64_t n) { return t->ndim == 1 && t->shape[0] == n; }
 
 double dl_flops_numel(const dl_op *op) { return (double)dl_tensor_numel(&op->outputs[0]); }

@@ -324,15 +324,7 @@ const dl_op_def dl_op_row_gather = {
 /* ---- channel_shuffle ---- */
 
 static int channel_shuffle_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
-    const dl_tensor *x = &op->inputs[0];
-    char s[200];
-    if (x->ndim < 2)
-        DL_NO(why, "needs an input with channels in dimension 1, got %s", dl_in_str(op, cx, 0, s, sizeof s));
-    const int g = op->attrs->groups;
-    if (g < 1 || x->shape[1] % g)
-        DL_NO(why, "%d groups do not divide the %lld channels of input %s", g, (long long)x->shape[1],
-              dl_in_str(op, cx, 0, s, sizeof s));
-    return dl_infer_same(op, cx, y, why);
+    return dl_check_channel_groups(op, cx, why) && dl_infer_same(op, cx, y, why);
 }
 
 const dl_op_def dl_op_row_channel_shuffle = {

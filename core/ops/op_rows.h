@@ -28,6 +28,9 @@ static inline const char *dl_shape_txt(const dl_tensor *t, char *buf, size_t len
 
 /* y = the first input's shape (ops that keep it). */
 int dl_infer_same(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why);
+/* 1 if the first input has channels in dimension 1 that attrs.groups divides (group_norm,
+ * channel_shuffle); else 0 with the reason. */
+int dl_check_channel_groups(const dl_op *op, const dl_infer_ctx *cx, dl_error *why);
 /* y = the numpy broadcast of the two inputs' shapes (add, mul, ...). */
 int dl_infer_broadcast(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why);
 /* 1 if t is the vector [n] */

@@ -145,11 +145,8 @@ static void group_norm_weights(const dl_op_params *p, const dl_shape *x, dl_shap
 
 static int group_norm_infer(const dl_op *op, const dl_infer_ctx *cx, dl_shape *y, dl_error *why) {
     const dl_tensor *x = &op->inputs[0];
-    char s[200], ws[128];
-    if (x->ndim < 2)
-        DL_NO(why, "needs an input with channels in dimension 1, got %s", dl_in_str(op, cx, 0, s, sizeof s));
-    int g = op->attrs->groups;
-    if (g < 1 || x->shape[1] % g) DL_NO(why, "%d groups do not divide the %lld channels", g, (long long)x->shape[1]);
+    char ws[128];
+    if (!dl_check_channel_groups(op, cx, why)) return 0;
     for (int i = 1; i < 3; i++)
         if (!dl_is_vec(&op->inputs[i], x->shape[1]))
             DL_NO(why, "%s must be [%lld], got %s", i == 1 ? "weight" : "bias", (long long)x->shape[1],
