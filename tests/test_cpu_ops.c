@@ -150,6 +150,17 @@ OP_TEST(conv2d_pixel_rows_cases) {
     check_conv((conv_case){1, 7, 9, 9, 16, 9, 9, 1, 1, 4, 4, 4, 4, 1, 1, 1, 1, 0});    /* 81 taps: packed by runs */
 }
 
+OP_TEST(conv2d_grouped_small_cases) {
+    /* groups of 2 or 4 channels in and out (ResNeXt's 32 x 4): channels-last, nhwc.c's grouped
+     * kernel, the last channels a partial vector where C is not a multiple of it; 8 a group (the
+     * row-major path) beside them */
+    check_conv((conv_case){1, 128, 9, 11, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32, 1, 0});        /* 4 a group */
+    check_conv((conv_case){2, 24, 7, 10, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, 1, DL_ACT_RELU}); /* 8, stride 2 */
+    check_conv((conv_case){1, 12, 8, 9, 12, 3, 3, 1, 1, 2, 1, 0, 2, 2, 1, 6, 0, 0});            /* 2, dilation, pads */
+    check_conv((conv_case){1, 20, 9, 8, 20, 5, 5, 1, 2, 2, 2, 2, 2, 1, 1, 5, 1, 0});            /* 4, 5x5 */
+    check_conv((conv_case){1, 32, 6, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8, 1, DL_ACT_RELU, 1}); /* residual */
+}
+
 OP_TEST(conv2d_depthwise_cases) {
     /* groups == channels: the direct kernel (window8.c), 8 channels per task in bands of output
      * rows; odd sizes, every window attribute, each fused activation */

@@ -80,7 +80,8 @@ enum {
     CONV_PACKED_T = 5,
     CONV_DIRECT = 6,
     CONV_POINTWISE_T = 7,
-    CONV_NHWC_DENSE = 8 /* ops/nhwc.c: a conv of one group on channels-last tensors */
+    CONV_NHWC_DENSE = 8,  /* ops/nhwc.c: a conv of one group on channels-last tensors */
+    CONV_NHWC_GROUPED = 9 /* ops/nhwc.c: groups of 2 or 4 channels in and out, channels-last */
 };
 
 /* CONV_DIRECT's padded image, split into stride[0] x stride[1] phase planes of hq x wq (stride 1:
