@@ -116,9 +116,9 @@ static void check(gcase g) {
 }
 
 Test(cpu_gemm, shapes_and_operands) {
-    /* odd sizes, edges in both directions, one to four panels of B in the last micro-kernel call
-     * (40: 3, the last partial; 49: 4), k under, at and over one pass (256 steps; 512 for a B
-     * packed beforehand) */
+    /* odd sizes, edges in both directions, k under, at and over one pass (256 steps; 512 for a B
+     * packed beforehand); with 3 threads the blocks are at most 2 panels of B wide for most of
+     * these, so one_thread below takes the 3- and 4-panel blocks */
     const int ms[] = {1, 5, 6, 7, 37, 101}, ns[] = {1, 16, 17, 40, 49, 203}, ks[] = {1, 27, 256, 300, 515, 1030};
     int count = 0;
     for (int i = 0; i < 6; i++)
@@ -171,6 +171,11 @@ Test(cpu_gemm, one_thread) {
     check((gcase){49, 512, 300, 1, 1, 0, 1, 0, 1, DL_ACT_CLIP, 1, .threads = 1});
     check((gcase){49, 37, 1030, 1, 0, 0, 1, 0, 1, DL_ACT_NONE, 1, 0, 0, 1, 1, .threads = 1});
     check((gcase){101, 16, 515, 0, 0, 1, 1, 1, 1, DL_ACT_NONE, .threads = 1});
+    /* B packed beforehand, C as it lies, k over two 512-step passes: with AVX-512 the 4-panel block
+     * (64 columns whole; 49: a partial fourth) and the 3-panel one (40) add onto C's earlier sums */
+    check((gcase){37, 64, 1030, 0, 0, 0, 1, 0, 1, DL_ACT_RELU, .threads = 1});
+    check((gcase){13, 49, 515, 1, 0, 1, 1, 1, 1, DL_ACT_NONE, .residual = 1, .threads = 1});
+    check((gcase){7, 40, 600, 0, 1, 0, 1, 0, 0, DL_ACT_GELU, .threads = 1});
 }
 
 Test(cpu_gemm, a_read_in_place) {

@@ -188,6 +188,32 @@ static void check_transpose(int nd, const int64_t *xs, const int *perm) {
     dl_op_geom_free(&o.g);
 }
 
+/* channel_shuffle: output channel j * groups + i reads input channel i * (C / groups) + j */
+static void check_channel_shuffle(int nd, const int64_t *xs, int groups) {
+    opb o;
+    start(&o, DL_OP_CHANNEL_SHUFFLE, nd, xs);
+    o.a.groups = groups;
+    finish(&o);
+    dlk_gather_p p;
+    cu_channel_shuffle_params(&o.g, &p);
+    const int64_t per = xs[1] / groups;
+    int64_t c[8];
+    for (int64_t i = 0; i < o.g.numel; i++) {
+        coords_of(i, nd, o.ys, c);
+        c[1] = c[1] % groups * per + c[1] / groups;
+        cr_assert_eq(p.base + dlk_offset(p.nd, p.ys, p.st, i), index_of(c, nd, xs), "at %lld", (long long)i);
+    }
+    dl_op_geom_free(&o.g);
+}
+
+Test(cuda_params, channel_shuffle_offsets) {
+    check_channel_shuffle(DIMS(2, 6, 5, 7), 2);
+    check_channel_shuffle(DIMS(1, 116, 3, 4), 2);
+    check_channel_shuffle(DIMS(3, 21, 3, 5), 3);
+    check_channel_shuffle(DIMS(2, 12, 11), 4);
+    check_channel_shuffle(DIMS(2, 5, 3), 5);
+}
+
 Test(cuda_params, transpose_offsets) {
     check_transpose(DIMS(2, 3, 5, 7), (int[]){0, 2, 3, 1});
     check_transpose(DIMS(3, 5, 7), (int[]){2, 1, 0});

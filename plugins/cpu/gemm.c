@@ -1,6 +1,6 @@
 /* gemm.c — the CPU plugin's packed matrix product (gemm.h): packing, the micro-kernel (6 x 32 with
- * AVX-512, 6 x 16 with AVX2 + FMA, or portable C), the epilogue, and the split of C into blocks
- * across threads. */
+ * AVX-512, 6 x 64 where B was packed beforehand; 6 x 16 with AVX2 + FMA; or portable C), the
+ * epilogue, and the split of C into blocks across threads. */
 #include "gemm.h"
 
 #include <math.h>
@@ -473,7 +473,8 @@ static void store_block(const lanes16 acc[MR], float *c, int64_t ldc, int64_t ro
     } while (0)
 #endif
 
-/* The block of A's panel a (6 rows) times np of B's panels (np is 1, or 2 with AVX-512) over kc
+/* The block of A's panel a (6 rows) times np of B's panels (np is 1; with AVX-512 up to 2, or 4 for a
+ * B packed beforehand) over kc
  * steps: B's panel at b (NR floats a step), the next b_next floats further, or B read in place
  * (step p's 16 or 32 floats at b + rows_at[p]; b_next is then NR). c is C's row i0, the block its
  * rows [i0, i0 + rows) by columns [j0, j0 + cols), cols <= np * 16; store_block takes each 16
@@ -494,12 +495,18 @@ static void micro_kernel(int np, int64_t kc, const float *a, int64_t a_next, int
         store_block(second, e->transposed ? c : c + MR * ldc, ldc, rows2, cols, accumulate, last, e, i0 + MR, j0);
         return;
     }
+    if (np <= 2) { /* 12 sums: the 6 x 32 block as it was, nothing more set up or stored */
+        if (np == 2) K_LOOP(STEP2);
+        else K_LOOP(STEP1);
+        const lanes16 left[MR] = {c00, c10, c20, c30, c40, c50}, right[MR] = {c01, c11, c21, c31, c41, c51};
+        store_block(left, c, ldc, rows, cols < NR ? cols : NR, accumulate, last, e, i0, j0);
+        if (np == 2) store_block(right, c, ldc, rows, cols - NR, accumulate, last, e, i0, j0 + NR);
+        return;
+    }
     VEC c02 = c00, c12 = c00, c22 = c00, c32 = c00, c42 = c00, c52 = c00;
     VEC c03 = c00, c13 = c00, c23 = c00, c33 = c00, c43 = c00, c53 = c00;
     if (np == 4) K_LOOP(STEP4);
-    else if (np == 3) K_LOOP(STEP3);
-    else if (np == 2) K_LOOP(STEP2);
-    else K_LOOP(STEP1);
+    else K_LOOP(STEP3);
     const lanes16 acc[4][MR] = {{c00, c10, c20, c30, c40, c50},
                                 {c01, c11, c21, c31, c41, c51},
                                 {c02, c12, c22, c32, c42, c52},

@@ -10,7 +10,8 @@
  * Layout (the BLIS scheme): A is packed in panels of CPU_GEMM_MR rows, each panel k steps of MR
  * floats; B in panels of CPU_GEMM_NR columns, each k steps of NR floats; panels are zero-padded,
  * so the micro-kernel never sees an edge. With AVX-512 the micro-kernel keeps a 6 x 32 block of C
- * (two panels of B) in 12 registers of 16 lanes; with AVX2 + FMA a 6 x 16 block in 12 of 8;
+ * (two panels of B) in 12 registers of 16 lanes, or 6 x 64 in 24 where B was packed beforehand;
+ * with AVX2 + FMA a 6 x 16 block in 12 of 8;
  * without them a portable C kernel of the same layout runs. The layout is the same for all three,
  * so a packed operand does not depend on the kernel. */
 #ifndef DLRUN_CPU_GEMM_H

@@ -335,6 +335,7 @@ static void launch_params(dl_kernel *k, dl_layout layout) {
         break;
     case DL_OP_TRANSPOSE: cu_transpose_params(&k->g, &k->p.gather); break;
     case DL_OP_SLICE: cu_slice_params(&k->g, &k->p.gather); break;
+    case DL_OP_CHANNEL_SHUFFLE: cu_channel_shuffle_params(&k->g, &k->p.gather); break;
     case DL_OP_PAD: cu_pad_params(&k->g, &k->p.pad); break;
     case DL_OP_RESIZE: cu_resize_params(&k->g, &k->p.resize); break;
     case DL_OP_REDUCE_MEAN:
@@ -491,6 +492,7 @@ static const cu_launch_fn launchers[DL_OP_COUNT] = {
     [DL_OP_SOFTPLUS] = run_unary,
     [DL_OP_TRANSPOSE] = run_gather,
     [DL_OP_SLICE] = run_gather,
+    [DL_OP_CHANNEL_SHUFFLE] = run_gather,
     [DL_OP_PAD] = run_pad,
     [DL_OP_RESIZE] = run_resize,
     [DL_OP_REDUCE_MEAN] = run_reduce,

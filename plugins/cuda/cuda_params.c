@@ -76,6 +76,14 @@ void cu_transpose_params(const dl_op_geom *g, dlk_gather_p *p) {
     p->nd = dl_merge_dims(g->ynd, p->ys, (int64_t *const[]){p->st}, 1);
 }
 
+void cu_channel_shuffle_params(const dl_op_geom *g, dlk_gather_p *p) {
+    memset(p, 0, sizeof *p);
+    const int64_t c = g->xs[1], groups = g->a.groups, per = c / groups, rest = prod(g->xs, 2, g->xnd);
+    const int64_t ys[4] = {g->xs[0], per, groups, rest}, st[4] = {c * rest, rest, per * rest, 1};
+    memcpy(p->ys, ys, sizeof ys), memcpy(p->st, st, sizeof st);
+    p->nd = dl_merge_dims(4, p->ys, (int64_t *const[]){p->st}, 1);
+}
+
 /* The first element and step of each sliced dimension from dl_slice_dim (ONNX's normalisation of
  * negative and out-of-range starts and ends), once here rather than per element. */
 void cu_slice_params(const dl_op_geom *g, dlk_gather_p *p) {

@@ -103,6 +103,9 @@ typedef struct dlk_take_p {
 
 void cu_transpose_params(const dl_op_geom *g, dlk_gather_p *p);
 void cu_slice_params(const dl_op_geom *g, dlk_gather_p *p);
+/* channel_shuffle as a gather: y seen as [N, C/groups, groups, rest] reads x seen as [N, groups,
+ * C/groups, rest] (ShuffleNet's transpose of dims 1 and 2), row-major */
+void cu_channel_shuffle_params(const dl_op_geom *g, dlk_gather_p *p);
 void cu_pad_params(const dl_op_geom *g, dlk_pad_p *p);
 void cu_resize_params(const dl_op_geom *g, dlk_resize_p *p);
 void cu_gather_params(const dl_op_geom *g, dlk_take_p *p);

@@ -261,6 +261,8 @@ def new_mappings(dlrun, rng):
     m = model([helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1]), helper.make_node("MatMul", ["qt", "k"], ["y"])],
               [vi("q", [3, 5, 4]), vi("k", [3, 5, 7])], [vi("y", None)])
     k2 = u(3, 5, 7)
+    if layer_ops(m) != ["matmul"]:
+        failures.append(f"MatMul of a swapped operand: dlrun ops {layer_ops(m)}, wanted ['matmul']")
     expect_runs("MatMul of a swapped operand as trans_a", m, {"q": q, "k": k2}, q.transpose(0, 2, 1).astype(np.float64) @ k2,
                 dlrun)
     kh = u(7, 3, 4)  # [tokens, heads, d]
