@@ -557,14 +557,29 @@ static void depthwise_row(const dl_kernel *k, const dl_tensor *in, float *y, int
  * are loaded once and input channel ci of each group is spread over its group's lanes (a
  * permutation), times the packed weights of ci; gw sums in flight, added at the end. */
 
-typedef int32_t vw_lanes __attribute__((vector_size(VW * sizeof(int32_t)))); /* a permutation of vw's lanes */
-
-/* lane l -> the lane of channel ci of l's group */
-static inline __attribute__((always_inline)) vw_lanes group_lane(int gw, int ci) {
-    vw_lanes m;
-    for (int l = 0; l < VW; l++) m[l] = l / gw * gw + ci;
-    return m;
+/* Channel ci of each group of gw lanes spread over that group's lanes (gw 2 or 4), as constant
+ * shuffles (GCC and clang alike); the callers' constant gw and unrolled ci pick one */
+#if VW == 16
+#define SPREAD4(ci) \
+    ci, ci, ci, ci, 4 + ci, 4 + ci, 4 + ci, 4 + ci, 8 + ci, 8 + ci, 8 + ci, 8 + ci, 12 + ci, 12 + ci, 12 + ci, 12 + ci
+#define SPREAD2(ci)                                                                                             \
+    ci, ci, 2 + ci, 2 + ci, 4 + ci, 4 + ci, 6 + ci, 6 + ci, 8 + ci, 8 + ci, 10 + ci, 10 + ci, 12 + ci, 12 + ci, \
+        14 + ci, 14 + ci
+#else
+#define SPREAD4(ci) ci, ci, ci, ci, 4 + ci, 4 + ci, 4 + ci, 4 + ci
+#define SPREAD2(ci) ci, ci, 2 + ci, 2 + ci, 4 + ci, 4 + ci, 6 + ci, 6 + ci
+#endif
+static inline __attribute__((always_inline)) vw spread(vw x, int gw, int ci) {
+    if (gw == 2) return ci == 0 ? __builtin_shufflevector(x, x, SPREAD2(0)) : __builtin_shufflevector(x, x, SPREAD2(1));
+    switch (ci) {
+    case 0: return __builtin_shufflevector(x, x, SPREAD4(0));
+    case 1: return __builtin_shufflevector(x, x, SPREAD4(1));
+    case 2: return __builtin_shufflevector(x, x, SPREAD4(2));
+    default: return __builtin_shufflevector(x, x, SPREAD4(3));
+    }
 }
+#undef SPREAD4
+#undef SPREAD2
 
 static inline __attribute__((always_inline)) void gr_pixel_lanes(const dw_row *r, int gw, int64_t ix0, int64_t j0,
                                                                  int64_t j1, int64_t ch, int n, float *yp) {
@@ -575,8 +590,7 @@ static inline __attribute__((always_inline)) void gr_pixel_lanes(const dw_row *r
         for (int64_t j = j0; j < j1; j++) {
             const vw xv = load_lanes(r->x + ((r->iy0 + i * r->dh) * r->w + ix0 + j * r->dw) * c + ch, n);
             const float *wt = r->wt + (i * r->kw + j) * gw * r->cp + ch;
-            for (int ci = 0; ci < gw; ci++)
-                acc[ci] = fmaw(__builtin_shuffle(xv, group_lane(gw, ci)), loadw(wt + ci * r->cp), acc[ci]);
+            for (int ci = 0; ci < gw; ci++) acc[ci] = fmaw(spread(xv, gw, ci), loadw(wt + ci * r->cp), acc[ci]);
         }
     vw sum = r->bias ? load_lanes(r->bias + ch, n) : splatw(0);
     for (int ci = 0; ci < gw; ci++) sum += acc[ci];
@@ -607,11 +621,10 @@ static inline __attribute__((always_inline)) void gr_four_lanes(const dw_row *r,
                      x3 = load_lanes(xp + 3 * step, n);
             for (int ci = 0; ci < gw; ci++) {
                 const vw wv = loadw(wt + ci * r->cp);
-                const vw_lanes m = group_lane(gw, ci);
-                s[0][ci & 1] = fmaw(__builtin_shuffle(x0, m), wv, s[0][ci & 1]);
-                s[1][ci & 1] = fmaw(__builtin_shuffle(x1, m), wv, s[1][ci & 1]);
-                s[2][ci & 1] = fmaw(__builtin_shuffle(x2, m), wv, s[2][ci & 1]);
-                s[3][ci & 1] = fmaw(__builtin_shuffle(x3, m), wv, s[3][ci & 1]);
+                s[0][ci & 1] = fmaw(spread(x0, gw, ci), wv, s[0][ci & 1]);
+                s[1][ci & 1] = fmaw(spread(x1, gw, ci), wv, s[1][ci & 1]);
+                s[2][ci & 1] = fmaw(spread(x2, gw, ci), wv, s[2][ci & 1]);
+                s[3][ci & 1] = fmaw(spread(x3, gw, ci), wv, s[3][ci & 1]);
             }
         }
     }
