@@ -102,7 +102,7 @@ static int is_dense(const dl_op *op) { return op->kind == DL_OP_CONV2D && op->at
 /* The channels a group has, in and out alike, for a grouped conv the grouped kernel below runs
  * (ResNeXt-50's first stage: 32 groups of 4): 2 or 4; else 0. Measured on 2 threads, 3x3 convs:
  * 32 x 2 on 56 x 56 0.075 ms (the row-major path through conversions 0.376, oneDNN 0.223), 32 x 4
- * 0.28 (0.75, oneDNN 0.33); 32 x 8 on 28 x 28 took 0.64 here against 0.43 row-major, so 8 is not
+ * 0.21 (0.75, oneDNN 0.33); 32 x 8 on 28 x 28 took 0.64 here against 0.43 row-major, so 8 is not
  * taken (each output sums 8 channels, each a permutation of the pixel's vector). */
 static int group_width(const dl_op *op) {
     if (op->kind != DL_OP_CONV2D || op->inputs[0].ndim != 4 || op->attrs->groups < 2) return 0;
