@@ -518,37 +518,14 @@ static void dw_four(const dw_row *r, int64_t ox, float *yp) {
     if (ch < c) dw_four_lanes(r, ox, ch, (int)(c - ch), yp);
 }
 
-/* Output row oy of image n, then its residual and activation over the whole row at once */
-static void depthwise_row(const dl_kernel *k, const dl_tensor *in, float *y, int64_t n, int64_t oy) {
-    const dl_op_geom *g = &k->g;
-    const dl_op_attrs *a = &g->a;
-    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], ow = g->ys[3];
-    dw_row r = {.x = (const float *)in[0].data + n * h * w * c,
-                .bias = g->has_bias ? in[2].data : NULL,
-                .wt = k->packed,
-                .c = c,
-                .cp = (c + DW_LANES - 1) / DW_LANES * DW_LANES,
-                .w = w,
-                .kw = a->kernel[1],
-                .sw = a->stride[1],
-                .dw = a->dilation[1],
-                .pl = a->pad_begin[1],
-                .iy0 = oy * a->stride[0] - a->pad_begin[0],
-                .dh = a->dilation[0]};
-    taps_inside(r.iy0, a->kernel[0], r.dh, h, &r.i0, &r.i1);
-    /* the columns [lo, hi) whose every tap is inside the image */
-    int64_t lo = (r.pl + r.sw - 1) / r.sw, hi = (w - 1 - (r.kw - 1) * r.dw + r.pl) / r.sw + 1;
-    if (w - 1 - (r.kw - 1) * r.dw + r.pl < 0) hi = 0;
-    if (hi > ow) hi = ow;
-    if (lo > hi) lo = hi;
-    const int64_t at = (n * g->ys[2] + oy) * ow * c;
-    float *yr = y + at;
+/* The depthwise conv's pixels of an output row: those with taps past the image's left or right
+ * edge one at a time, the others four at a time */
+static void dw_pixels(const dw_row *r, int64_t lo, int64_t hi, int64_t ow, float *yr) {
+    const int64_t c = r->c;
     int64_t ox = 0;
-    for (; ox < lo; ox++) dw_pixel(&r, ox, yr + ox * c);
-    for (; ox + 4 <= hi; ox += 4) dw_four(&r, ox, yr + ox * c);
-    for (; ox < ow; ox++) dw_pixel(&r, ox, yr + ox * c);
-    const float *res = g->residual ? (const float *)in[g->residual].data + at : NULL;
-    if (res || a->activation != DL_ACT_NONE) cpu_bias_res_act(yr, res, ow * c, 0.0f, a);
+    for (; ox < lo; ox++) dw_pixel(r, ox, yr + ox * c);
+    for (; ox + 4 <= hi; ox += 4) dw_four(r, ox, yr + ox * c);
+    for (; ox < ow; ox++) dw_pixel(r, ox, yr + ox * c);
 }
 
 /* ---- grouped conv of 2 or 4 channels a group ----
@@ -650,12 +627,12 @@ static inline __attribute__((always_inline)) void gr_pixels(const dw_row *r, int
     for (; ox < ow; ox++) gr_pixel(r, gw, ox, yr + ox * c);
 }
 
-/* Output row oy of image n, one copy of the loops compiled for each group width */
-static void grouped_row(const dl_kernel *k, const dl_tensor *in, float *y, int64_t n, int64_t oy) {
+/* Output row oy of image n of a depthwise or grouped conv (one copy of the grouped loops for each
+ * group width), then its residual and activation over the whole row at once */
+static void window_row(const dl_kernel *k, const dl_tensor *in, float *y, int64_t n, int64_t oy) {
     const dl_op_geom *g = &k->g;
     const dl_op_attrs *a = &g->a;
     const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], ow = g->ys[3];
-    const int gw = (int)(c / a->groups);
     dw_row r = {.x = (const float *)in[0].data + n * h * w * c,
                 .bias = g->has_bias ? in[2].data : NULL,
                 .wt = k->packed,
@@ -669,14 +646,15 @@ static void grouped_row(const dl_kernel *k, const dl_tensor *in, float *y, int64
                 .iy0 = oy * a->stride[0] - a->pad_begin[0],
                 .dh = a->dilation[0]};
     taps_inside(r.iy0, a->kernel[0], r.dh, h, &r.i0, &r.i1);
-    /* the columns [lo, hi) whose every tap is inside the image (as depthwise_row) */
+    /* the columns [lo, hi) whose every tap is inside the image */
     int64_t lo = (r.pl + r.sw - 1) / r.sw, hi = (w - 1 - (r.kw - 1) * r.dw + r.pl) / r.sw + 1;
     if (w - 1 - (r.kw - 1) * r.dw + r.pl < 0) hi = 0;
     if (hi > ow) hi = ow;
     if (lo > hi) lo = hi;
     const int64_t at = (n * g->ys[2] + oy) * ow * c;
     float *yr = y + at;
-    if (gw == 2) gr_pixels(&r, 2, lo, hi, ow, yr);
+    if (k->conv_mode == CONV_DEPTHWISE) dw_pixels(&r, lo, hi, ow, yr);
+    else if (c / a->groups == 2) gr_pixels(&r, 2, lo, hi, ow, yr);
     else gr_pixels(&r, 4, lo, hi, ow, yr);
     const float *res = g->residual ? (const float *)in[g->residual].data + at : NULL;
     if (res || a->activation != DL_ACT_NONE) cpu_bias_res_act(yr, res, ow * c, 0.0f, a);
@@ -692,14 +670,10 @@ void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
         dense(k, in, y);
         return;
     }
-    const int64_t rows = g->ys[0] * g->ys[2];
-    if (k->conv_mode == CONV_NHWC_GROUPED) {
-        CPU_FOR(g->numel * (int64_t)g->a.kernel[0] * g->a.kernel[1] * (g->xs[1] / g->a.groups), r, rows,
-                grouped_row(k, in, y, r / g->ys[2], r % g->ys[2]););
-        return;
-    }
-    CPU_FOR(g->numel * (int64_t)g->a.kernel[0] * g->a.kernel[1], r, rows,
-            depthwise_row(k, in, y, r / g->ys[2], r % g->ys[2]););
+    /* a task's work: the taps a channel sums, times its group's channels for a grouped conv */
+    const int64_t rows = g->ys[0] * g->ys[2], per = k->conv_mode == CONV_NHWC_GROUPED ? g->xs[1] / g->a.groups : 1;
+    CPU_FOR(g->numel * (int64_t)g->a.kernel[0] * g->a.kernel[1] * per, r, rows,
+            window_row(k, in, y, r / g->ys[2], r % g->ys[2]););
 }
 
 /* ---- max pooling: each output pixel's window, VW channels at a time, NaN winning as in NCHW ---- */
