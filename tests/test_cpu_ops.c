@@ -385,6 +385,11 @@ OP_TEST(pooling) {
         check_pool(maxp, 2, 6, 55, 55, 3, 2, 0, 1, 1, 1); /* SqueezeNet's: ceil_mode adds a window */
         check_pool(maxp, 1, 3, 12, 14, 5, 1, 2, 0, 1, 1); /* 5x5 stride 1: 25 taps */
     }
+    /* average pooling channels-last on more channels than it sums at a time (64): 70, 2x2 stride 2
+     * (DenseNet's transitions), and 3x3 with padding counted and not */
+    check_pool(0, 2, 70, 9, 8, 2, 2, 0, 0, 1, 1);
+    check_pool(0, 1, 70, 7, 9, 3, 2, 1, 1, 0, 1);
+    check_pool(0, 1, 70, 7, 9, 3, 2, 1, 0, 1, 1);
     /* max pooling 8 planes at a time (window8.c): a last task of 5 planes and 7-wide rows, then a
      * map wide enough for several bands of rows */
     check_pool(1, 1, 13, 7, 7, 3, 1, 1, 0, 1, 1);
@@ -543,22 +548,28 @@ OP_TEST(matmul) {
 }
 
 OP_TEST(batchnorm) {
-    dl_op_attrs a;
-    attrs(&a);
-    a.epsilon = 1e-3f;
-    tt in[5] = {MAKE(-2, 2, 2, 5, 3, 7), MAKE(0.5f, 1.5f, 5), MAKE(-1, 1, 5), MAKE(-1, 1, 5), MAKE(0.1f, 2, 5)};
-    tt y = MAKE(0, 1, 2, 5, 3, 7);
-    run_op(DL_OP_BATCHNORM, &a, in, 5, &y);
-    double *ref = malloc((size_t)y.n * sizeof *ref);
-    for (int64_t i = 0; i < y.n; i++) {
-        int c = (int)((i / 21) % 5);
-        ref[i] = (in[0].data[i] - (double)in[3].data[c]) / sqrt((double)in[4].data[c] + 1e-3) * in[1].data[c] +
-                 in[2].data[c];
+    /* 5 channels, and 37: in NHWC two whole vectors of 16 and a partial one (or four of 8 and 5) */
+    const int64_t shapes[2][4] = {{2, 5, 3, 7}, {3, 37, 4, 3}};
+    for (int v = 0; v < 2; v++) {
+        const int64_t *sh = shapes[v], c = sh[1], plane = sh[2] * sh[3];
+        dl_op_attrs a;
+        attrs(&a);
+        a.epsilon = 1e-3f;
+        tt in[5] = {MAKE(-2, 2, sh[0], c, sh[2], sh[3]), MAKE(0.5f, 1.5f, c), MAKE(-1, 1, c), MAKE(-1, 1, c),
+                    MAKE(0.1f, 2, c)};
+        tt y = MAKE(0, 1, sh[0], c, sh[2], sh[3]);
+        run_op(DL_OP_BATCHNORM, &a, in, 5, &y);
+        double *ref = malloc((size_t)y.n * sizeof *ref);
+        for (int64_t i = 0; i < y.n; i++) {
+            int64_t ch = i / plane % c;
+            ref[i] = (in[0].data[i] - (double)in[3].data[ch]) / sqrt((double)in[4].data[ch] + 1e-3) * in[1].data[ch] +
+                     in[2].data[ch];
+        }
+        expect_close(&y, ref, 1e-10, "batchnorm");
+        free(ref);
+        free(y.data);
+        for (int i = 0; i < 5; i++) free(in[i].data);
     }
-    expect_close(&y, ref, 1e-10, "batchnorm");
-    free(ref);
-    for (int i = 0; i < 5; i++) free(in[i].data);
-    free(y.data);
 }
 
 static void check_softmax(int axis, float scale, int last) {
@@ -927,10 +938,17 @@ Test(cpu_storage, nhwc_kernels_run_in_place_of_staging) {
     a.axis = 1;
     tt cat = MAKE(0, 1, 2, 12, 9, 7);
     cr_expect_eq(run_op_as(DL_OP_CONCAT, &a, (tt[]){dw[0], mul[0]}, 2, &cat, 0), 0, "concat staged");
-    /* average pooling has no NHWC kernel: converted around the NCHW one */
+    /* average pooling and batchnorm run in place; softmax has no NHWC kernel: converted around
+     * the NCHW one */
     a.kernel[0] = a.kernel[1] = 3, a.stride[0] = a.stride[1] = 2;
-    cr_expect_eq(run_op_as(DL_OP_AVGPOOL2D, &a, dw, 1, &mp, 0), align64(2 * 6 * 9 * 7 * 4) + align64(2 * 6 * 4 * 3 * 4),
-                 "avgpool not staged");
+    cr_expect_eq(run_op_as(DL_OP_AVGPOOL2D, &a, dw, 1, &mp, 0), 0, "avgpool staged");
+    attrs(&a);
+    tt bn[5] = {dw[0], MAKE(0.5f, 1.5f, 6), MAKE(-1, 1, 6), MAKE(-1, 1, 6), MAKE(0.1f, 2, 6)};
+    cr_expect_eq(run_op_as(DL_OP_BATCHNORM, &a, bn, 5, &y, 0), 2 * 6 * sizeof(float), /* each channel's scale, shift */
+                 "batchnorm staged");
+    a.axis = 1;
+    cr_expect_eq(run_op_as(DL_OP_SOFTMAX, &a, dw, 1, &y, 0), 2 * align64(2 * 6 * 9 * 7 * 4), "softmax not staged");
+    for (int i = 1; i < 5; i++) free(bn[i].data);
     for (int i = 0; i < 3; i++) free(dw[i].data), free(pw[i].data);
     for (int i = 0; i < 2; i++) free(mul[i].data), free(c3[i].data);
     free(y.data), free(y2.data), free(y3.data), free(gp.data), free(mp.data), free(cat.data);
@@ -938,7 +956,7 @@ Test(cpu_storage, nhwc_kernels_run_in_place_of_staging) {
 
 /* The plugin's preferred_layout (ABI 1.9): it never asks for channels-last itself (the host does,
  * seeing the model: dl_session_options.layout). A depthwise conv 3x3 on 16 channels and the same
- * op as a 3x3 conv, a max pooling and a hard_swish follow their input; an average pooling (no NHWC
+ * op as a 3x3 conv, max and average pooling and a hard_swish follow their input; a softmax (no NHWC
  * kernel) and anything at 16 bits are row-major. */
 Test(cpu_storage, preferred_layouts) {
     load();
@@ -958,7 +976,9 @@ Test(cpu_storage, preferred_layouts) {
     op.kind = DL_OP_MAXPOOL2D, op.n_inputs = 1;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "maxpool");
     op.kind = DL_OP_AVGPOOL2D;
-    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "avgpool");
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "avgpool");
+    op.kind = DL_OP_SOFTMAX;
+    cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_ROW_MAJOR, "softmax");
     op.kind = DL_OP_HARD_SWISH;
     cr_expect_eq(be->preferred_layout(be->self, &op), DL_LAYOUT_AS_INPUT, "hard_swish");
 }

@@ -115,7 +115,8 @@ int cpu_conv_plain_1x1(const dl_op_attrs *a);
 /* ops/nhwc.c: the channels-last kernels. cpu_nhwc_runs: 1 where op has one and every 4-D
  * activation and the output are f32 channels-last (k->cl); cpu_nhwc_prepare then packs its weight
  * (conv_mode CONV_GEMM_1X1, CONV_NHWC_DENSE or CONV_DEPTHWISE) or permutes a binary op's or a
- * concat's shapes; conv2d, maxpool2d and global_avgpool call the kernels below when k->cl.
+ * concat's shapes, or sizes batchnorm's workspace; conv2d, the pools and batchnorm call the kernels
+ * below when k->cl.
  * cpu_preferred_layout: the plugin's answer to preferred_layout (ABI 1.9). */
 int cpu_nhwc_runs(const dl_op *op);
 int cpu_preferred_layout(void *self, const dl_op *op);
@@ -123,6 +124,9 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op);
 void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
 void cpu_global_avgpool_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
 void cpu_maxpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
+void cpu_avgpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
+/* ws: the 2 x C floats of k->workspace (each channel's scale, then its shift) */
+void cpu_batchnorm_nhwc(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 size_t cpu_maxpool2d_workspace(const dl_kernel *k); /* bytes cpu_maxpool2d needs as ws */
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 /* ops/window8.c: depthwise conv (groups == input channels; conv2d picks it at prepare) and max
@@ -146,6 +150,8 @@ void cpu_copy(const dl_kernel *k, const dl_tensor *in, float *y, void *ws); /* f
 void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_add(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
+/* batchnorm's per-channel y = x * s + t of its inputs (x, gamma, beta, mean, var), in double, rounded once */
+void cpu_batchnorm_coeffs(const dl_tensor *in, int64_t ch, double eps, float *s, float *t);
 void cpu_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 void cpu_concat(const dl_kernel *k, const dl_tensor *in, float *y, void *ws);
 /* ABI 1.4: ops/math.c, ops/movement.c, ops/reduce_norm.c */

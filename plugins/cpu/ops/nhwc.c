@@ -25,8 +25,9 @@
  *   - a grouped conv of 2 or 4 channels a group in and out (ResNeXt's first stage): as the
  *     depthwise conv, each output channel summing its group's input channels, each spread over
  *     the group's lanes by a permutation;
- *   - max pooling (any window, stride, dilation and padding; NaN wins, as in NCHW), global
- *     average pooling (sums in double, as in NCHW), concat of 4-D tensors (the NCHW kernel on
+ *   - max pooling (any window, stride, dilation and padding; NaN wins, as in NCHW), average and global
+ *     average pooling (sums in double, as in NCHW), batchnorm (each pixel's channels scaled and
+ *     shifted, the fused activation applied), concat of 4-D tensors (the NCHW kernel on
  *     the shapes as they lie, [N, H, W, C], along the matching axis), slice (the same, its axes
  *     mapped) and channel_shuffle (each pixel's channels dealt out);
  *   - the elementwise ops of one input (same order in and out: their NCHW kernels as they are) and
@@ -113,7 +114,10 @@ static int group_width(const dl_op *op) {
 
 /* op's kind (and, for a conv, its shape) has an NHWC kernel here */
 static int has_kernel(const dl_op *op) {
-    if (is_unary(op->kind) || op->kind == DL_OP_GLOBAL_AVGPOOL || op->kind == DL_OP_MAXPOOL2D) return 1;
+    if (is_unary(op->kind) || op->kind == DL_OP_GLOBAL_AVGPOOL || op->kind == DL_OP_MAXPOOL2D ||
+        op->kind == DL_OP_AVGPOOL2D)
+        return 1;
+    if (op->kind == DL_OP_BATCHNORM) return op->n_inputs == 5 && op->outputs[0].ndim == 4;
     if (op->kind == DL_OP_CONCAT || op->kind == DL_OP_CHANNEL_SHUFFLE || op->kind == DL_OP_SLICE)
         return op->outputs[0].ndim == 4;
     if (is_binary(op->kind)) return op->n_inputs == 2 && op->inputs[0].ndim == 4 && op->inputs[1].ndim == 4;
@@ -173,6 +177,11 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
         const int64_t c = g->ys[1];
         g->ys[1] = g->ys[2], g->ys[2] = g->ys[3], g->ys[3] = c;
         g->a.axis = g->a.axis == 0 ? 0 : g->a.axis == 1 ? 3 : g->a.axis - 1;
+        return DL_OK;
+    }
+    if (g->kind == DL_OP_BATCHNORM) { /* each channel's scale and shift, worked out once a run */
+        if ((uint64_t)g->xs[1] > SIZE_MAX / 2 / sizeof(float)) return DL_E_NOMEM;
+        k->workspace = 2 * (size_t)g->xs[1] * sizeof(float);
         return DL_OK;
     }
     if (g->kind != DL_OP_CONV2D) return DL_OK;
@@ -715,6 +724,43 @@ void cpu_maxpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
             maxpool_row(k, in[0].data, y, r / g->ys[2], r % g->ys[2]););
 }
 
+/* ---- average pooling: each window's mean, summed in double in the NCHW kernel's order (rows, then
+ * columns), so both layouts give the same floats; padding counted only with count_include_pad.
+ * DenseNet's transitions (2x2 stride 2) keep its dense blocks channels-last. ---- */
+
+void cpu_avgpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
+    enum { CB = 64 }; /* channels summed at a time */
+    const dl_op_geom *g = &k->g;
+    const dl_op_attrs *a = &g->a;
+    const float *x = in[0].data;
+    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], oh = g->ys[2], ow = g->ys[3];
+    CPU_FOR(g->numel * a->kernel[0] * a->kernel[1], r, g->ys[0] * oh, {
+        const int64_t n = r / oh, oy = r % oh;
+        int64_t y0 = oy * a->stride[0] - a->pad_begin[0];
+        int64_t y1 = y0 + a->kernel[0] < h + a->pad_end[0] ? y0 + a->kernel[0] : h + a->pad_end[0];
+        const int64_t ylen = y1 - y0;
+        y0 = y0 < 0 ? 0 : y0, y1 = y1 > h ? h : y1;
+        for (int64_t ox = 0; ox < ow; ox++) {
+            int64_t x0 = ox * a->stride[1] - a->pad_begin[1];
+            int64_t x1 = x0 + a->kernel[1] < w + a->pad_end[1] ? x0 + a->kernel[1] : w + a->pad_end[1];
+            const int64_t xlen = x1 - x0;
+            x0 = x0 < 0 ? 0 : x0, x1 = x1 > w ? w : x1;
+            const int64_t count = a->count_include_pad ? ylen * xlen : (y1 - y0) * (x1 - x0);
+            float *yp = y + ((n * oh + oy) * ow + ox) * c;
+            for (int64_t c0 = 0; c0 < c; c0 += CB) {
+                const int64_t len = c - c0 < CB ? c - c0 : CB;
+                double s[CB] = {0};
+                for (int64_t iy = y0; iy < y1; iy++)
+                    for (int64_t ix = x0; ix < x1; ix++) {
+                        const float *xp = x + ((n * h + iy) * w + ix) * c + c0;
+                        for (int64_t j = 0; j < len; j++) s[j] += xp[j];
+                    }
+                for (int64_t j = 0; j < len; j++) yp[c0 + j] = count > 0 ? (float)(s[j] / (double)count) : 0.0f;
+            }
+        }
+    });
+}
+
 /* ---- global average pooling: y[n, c] = mean of x[n, :, :, c], summed in double ---- */
 
 void cpu_global_avgpool_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
@@ -730,3 +776,34 @@ void cpu_global_avgpool_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) 
         for (int64_t j = 0; j < len; j++) y[b * c + c0 + j] = (float)(s[j] / (double)plane);
     });
 }
+
+/* ---- batchnorm (inference): y = activation(x * s + t), s and t each channel's ----
+ * The channels of a pixel lie together, so a pixel is one pass over the C scales and shifts (in
+ * L1: worked out once a run into ws, not once a plane as in NCHW). DenseNet's batchnorm + relu
+ * over each concat runs channels-last between its convs. A task is about 4096 floats of pixels. */
+#define BN_PIXELS(ACT)                                                                       \
+    for (int64_t p = p0; p < p1; p++) {                                                      \
+        const float *xp = x + p * c;                                                         \
+        float *yp = y + p * c;                                                               \
+        for (int64_t j = 0; j < c; j++) yp[j] = cpu_activate(xp[j] * s[j] + t[j], ACT, &at); \
+    }
+
+void cpu_batchnorm_nhwc(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
+    const dl_op_geom *g = &k->g;
+    const float *x = in[0].data;
+    const int64_t c = g->xs[1], pixels = g->xs[0] * g->xs[2] * g->xs[3];
+    float *s = ws, *t = s + c;
+    for (int64_t ch = 0; ch < c; ch++) cpu_batchnorm_coeffs(in, ch, g->a.epsilon, &s[ch], &t[ch]);
+    const int64_t per = c >= 4096 ? 1 : 4096 / c, tasks = (pixels + per - 1) / per;
+    const dl_op_attrs at = g->a; /* a local copy: clip's bounds stay in registers */
+    CPU_FOR(pixels * c, q, tasks, {
+        const int64_t p0 = q * per, p1 = p0 + per < pixels ? p0 + per : pixels;
+        switch (at.activation) {
+        case DL_ACT_NONE: BN_PIXELS(DL_ACT_NONE); break;
+        case DL_ACT_RELU: BN_PIXELS(DL_ACT_RELU); break;
+        case DL_ACT_CLIP: BN_PIXELS(DL_ACT_CLIP); break;
+        default: BN_PIXELS(at.activation);
+        }
+    });
+}
+#undef BN_PIXELS

@@ -40,6 +40,10 @@ void cpu_maxpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
 void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const float *x = in[0].data;
     (void)ws;
+    if (k->cl) {
+        cpu_avgpool2d_nhwc(k, in, y);
+        return;
+    }
     const dl_op_attrs *a = &k->g.a;
     const int64_t planes = k->g.xs[0] * k->g.xs[1];
     const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
