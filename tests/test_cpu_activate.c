@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "activate.h"
+#include "vecw.h"
 
 /* every float in [lo, hi] would be 2^30 of them: every step-th bit pattern instead */
 #define SWEEP_STEP 97
@@ -34,6 +35,32 @@ Test(cpu_activate, exp_neg_edges) {
     cr_expect_eq(cpu_exp_neg(-INFINITY), 0.0f);
     cr_expect(isnan(cpu_exp_neg(NAN)), "NaN stays NaN");
     cr_expect(cpu_exp_neg(-87.29f) > 0, "the last normal results are kept");
+}
+
+/* the softmax's exp on VW lanes (vecw.h) gives the scalar one's floats, bit for bit, lane by lane */
+Test(cpu_activate, expw_neg_is_exp_neg_lane_by_lane) {
+    float x[VW], got[VW];
+    long checked = 0;
+    for (uint32_t bits = 0x80000000u; bits <= 0xC3000000u; bits += SWEEP_STEP * VW) { /* -0 .. -128 */
+        for (int l = 0; l < VW; l++) {
+            const uint32_t b = bits + (uint32_t)l * SWEEP_STEP;
+            memcpy(&x[l], &b, sizeof x[l]);
+        }
+        storew(got, expw_neg(loadw(x)));
+        for (int l = 0; l < VW; l++, checked++) {
+            const float want = cpu_exp_neg(x[l]);
+            cr_assert(memcmp(&got[l], &want, sizeof want) == 0, "exp(%.9g): lanes %.9g, scalar %.9g", (double)x[l],
+                      (double)got[l], (double)want);
+        }
+    }
+    const float edge[4] = {-INFINITY, NAN, -87.29f, -87.31f};
+    for (int i = 0; i < 4; i++) {
+        storew(got, expw_neg(splatw(edge[i])));
+        const float want = cpu_exp_neg(edge[i]);
+        cr_expect(isnan(want) ? isnan(got[0]) : got[0] == want, "exp(%g): %g, want %g", (double)edge[i], (double)got[0],
+                  (double)want);
+    }
+    cr_expect(checked > 1000000, "%ld floats checked", checked);
 }
 
 Test(cpu_activate, sigmoid_and_silu) {

@@ -600,7 +600,7 @@ OP_TEST(softmax_axes_and_stability) {
     check_softmax(3, 3, 7);
     check_softmax(3, 1000, 7); /* exp(1000) overflows without subtracting the max */
     check_softmax(0, 50, 7);
-    check_softmax(3, 3, 37);  /* a contiguous row: 8-lane max and sum, and a tail */
+    check_softmax(3, 3, 37);  /* a contiguous row: whole vectors and a masked tail (16 lanes: 32 + 5) */
     check_softmax(3, 90, 37); /* exps below the float range (0) beside the max (1) */
 }
 

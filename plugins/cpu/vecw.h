@@ -46,4 +46,22 @@ static inline __attribute__((always_inline)) void storew_n(float *p, vw v, int n
 static inline vw maxw(vw m, vw v) { return max8(m, v); }
 static inline vw clampw(vw v, vw lo, vw hi) { return clamp8(v, lo, hi); }
 #endif
+/* cpu_exp_neg (activate.h, for x <= 0) on VW lanes, step for step the same arithmetic, so the same
+ * floats (tests/test_cpu_activate.c checks it bit for bit): the softmax's row */
+typedef int32_t vw_lanes_i __attribute__((vector_size(VW * sizeof(float))));
+static inline vw expw_neg(vw x) {
+    const vw c = maxw(x, splatw(-87.3f)), magic = splatw(12582912.0f); /* NaN stays NaN */
+    const vw t = fmaw(c, splatw(1.44269504f), magic), n = t - magic;
+    const vw r = fmaw(n, splatw(2.12194440e-4f), fmaw(n, splatw(-0.693359375f), c));
+    vw p = splatw(1.9875691500e-4f);
+    p = fmaw(p, r, splatw(1.3981999507e-3f));
+    p = fmaw(p, r, splatw(8.3334519073e-3f));
+    p = fmaw(p, r, splatw(4.1665795894e-2f));
+    p = fmaw(p, r, splatw(1.6666665459e-1f));
+    p = fmaw(p, r, splatw(5.0000001201e-1f));
+    p = fmaw(p * r, r, r) + splatw(1.0f);
+    const vw_lanes_i bits = ((vw_lanes_i)t - 0x4B400000 + 127) << 23; /* 2^n: n + 127 in the exponent field */
+    const vw_lanes_i below = (vw_lanes_i)(x < splatw(-87.3f));
+    return (vw)((vw_lanes_i)(p * (vw)bits) & ~below);
+}
 #endif

@@ -4,21 +4,46 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "vecw.h"
 
-/* The largest of x[0..n) (step apart), NaN if any is NaN; 8 running maxima where the floats are
- * contiguous, so that the loop vectorises. */
+/* The largest of x[0..n) (step apart), NaN if any is NaN. Contiguous floats: a vector of running
+ * maxima (vecw.h's, NaN winning), the last vector overlapping the one before (a float seen twice
+ * changes no maximum), then the lanes' maximum. */
 static float max_of(const float *x, int64_t n, int64_t step) {
     float m = -INFINITY;
     int64_t i = 0;
-    if (step == 1 && n >= 8) {
-        float lane[8];
-        for (int l = 0; l < 8; l++) lane[l] = -INFINITY;
-        for (; i + 8 <= n; i += 8)
-            for (int l = 0; l < 8; l++) lane[l] = cpu_max_nan(lane[l], x[i + l]);
-        for (int l = 0; l < 8; l++) m = cpu_max_nan(m, lane[l]);
+    if (step == 1 && n >= VW) {
+        vw mv = loadw(x);
+        for (i = VW; i + VW <= n; i += VW) mv = maxw(mv, loadw(x + i));
+        if (i < n) mv = maxw(mv, loadw(x + n - VW));
+            /* the lanes' maximum by halves: each step the maximum of a lane and its partner's */
+#if VW == 16
+        mv = maxw(mv, __builtin_shufflevector(mv, mv, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+        mv = maxw(mv, __builtin_shufflevector(mv, mv, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+        mv = maxw(mv, __builtin_shufflevector(mv, mv, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+        mv = maxw(mv, __builtin_shufflevector(mv, mv, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+#else
+        mv = maxw(mv, __builtin_shufflevector(mv, mv, 4, 5, 6, 7, 0, 1, 2, 3));
+        mv = maxw(mv, __builtin_shufflevector(mv, mv, 2, 3, 0, 1, 6, 7, 4, 5));
+        mv = maxw(mv, __builtin_shufflevector(mv, mv, 1, 0, 3, 2, 5, 4, 7, 6));
+#endif
+        return mv[0];
     }
     for (; i < n; i++) m = cpu_max_nan(m, x[i * step]);
     return m;
+}
+
+/* The sum of x[0..n) in double: 16 running sums side by side (cpu_sum_f64 keeps 8, one chain of
+ * adds on AVX-512), the softmax's row in L1 */
+static double sum16_f64(const float *x, int64_t n) {
+    double lane[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) lane[l] += x[i + l];
+    double s = 0;
+    for (; i < n; i++) s += x[i];
+    for (int l = 0; l < 16; l++) s += lane[l];
+    return s;
 }
 
 /* Softmax or (log_of) its logarithm along one row: len floats `inner` apart from src into dst (dst
@@ -26,6 +51,17 @@ static float max_of(const float *x, int64_t n, int64_t step) {
  * (cpu_exp_neg); the sum is in double. */
 static void softmax_row(const float *src, float *dst, int64_t len, int64_t inner, int log_of) {
     const float m = max_of(src, len, inner);
+    if (inner == 1 && !log_of) { /* a row of contiguous floats: whole vectors, the last one masked */
+        const vw mv = splatw(m);
+        const int tail = (int)(len % VW);
+        int64_t i = 0;
+        for (; i + VW <= len; i += VW) storew(dst + i, expw_neg(loadw(src + i) - mv));
+        if (tail) storew_n(dst + i, expw_neg(loadw_n(src + i, tail) - mv), tail);
+        const vw inv = splatw((float)(1.0 / sum16_f64(dst, len)));
+        for (i = 0; i + VW <= len; i += VW) storew(dst + i, loadw(dst + i) * inv);
+        if (tail) storew_n(dst + i, loadw_n(dst + i, tail) * inv, tail);
+        return;
+    }
     double s = 0;
     if (log_of) {
         for (int64_t i = 0; i < len; i++) s += cpu_exp_neg(src[i * inner] - m);
