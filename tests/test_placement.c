@@ -582,6 +582,86 @@ Test(placement, auto_layout_keeps_the_plan_measured_faster) {
     auto_layout("DLFAKE_TIMEDCPU_NCHW_US", NULL, "nhwc at every conv on the host", "f32 nhwc");
 }
 
+/* A conv whose output a residual add takes is timed with that residual fused, as it will run:
+ * timedcpu waits 30 ms more in each run of an op prepared with a residual. c2 + c1 fuses into c2,
+ * whose timing has a cache key of its own (";residual") and takes 30 ms or more, where c1's (the
+ * same shapes, no residual) takes a few microseconds; with the fusion off (DLRUN_FUSE_RESIDUAL=0)
+ * no conv is timed with one. Layout auto times every op, one candidate or not. Returns the
+ * residual timing found in the cache (-1: none) and the largest other conv timing in *plain. */
+static double residual_timings(double *plain) {
+    static const char yaml[] = "model: res\ninputs:\n  - {name: x, shape: [1, 8, 12, 10]}\nlayers:\n"
+                               "  - {name: c1, op: conv2d, filters: 8, kernel: 3, padding: 1}\n"
+                               "  - {name: c2, op: conv2d, filters: 8, kernel: 3, padding: 1}\n"
+                               "  - {name: add, op: add, inputs: [c2, c1]}\n";
+    fresh_cache();
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = "timedcpu";
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(yaml, &so, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    char path[4096]; /* the cache under XDG_CACHE_HOME (whichever plan auto kept, and whether its own
+                        placement opened the cache or was handed it) */
+    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", cache_dir);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s", path);
+    char line[4096];
+    double res = -1;
+    *plain = -1;
+    while (fgets(line, sizeof line, f)) { /* "key":\tms, one entry a line */
+        const char *colon = strstr(line, "\":");
+        if (!strstr(line, "\"op=conv2d;") || !colon) continue;
+        const double ms = strtod(colon + 2, NULL);
+        if (colon - line > 9 && !strncmp(colon - 9, ";residual", 9)) res = ms > res ? ms : res;
+        else *plain = ms > *plain ? ms : *plain;
+    }
+    fclose(f);
+    close_all(s, m, ctx);
+    return res;
+}
+
+Test(placement, a_conv_is_timed_with_the_residual_it_will_take) {
+    fresh_env();
+    setenv("DLFAKE_TIMEDCPU_RESIDUAL_US", "30000", 1);
+    plugin_path = DLRUN_TEST_PLUGIN_DIR "/libdlrun-timedcpu.so";
+    double plain, res = residual_timings(&plain);
+    cr_expect(res >= 30 && plain >= 0 && plain < 15, "with the residual %.3f ms, without %.3f ms", res, plain);
+    setenv("DLRUN_FUSE_RESIDUAL", "0", 1);
+    res = residual_timings(&plain);
+    cr_expect(res < 0 && plain >= 0 && plain < 15, "fusion off: with a residual %.3f ms, without %.3f ms", res, plain);
+    unsetenv("DLRUN_FUSE_RESIDUAL");
+    unsetenv("DLFAKE_TIMEDCPU_RESIDUAL_US");
+    plugin_path = FAKES;
+}
+
+/* An op is timed as a session runs it: where its kernel may write its output over an input
+ * (kernel_in_place, ABI 1.10: a conv summing a residual into its destination), the timing runs
+ * pass them so. fakecpu's add waits 40 ms in a run whose output is not over input 1. */
+Test(placement, a_kernel_that_writes_over_an_input_is_timed_so) {
+    fresh_env();
+    setenv("DLFAKE_FAKECPU_OVER_INPUT1_US", "40000", 1);
+    static const char yaml[] = "model: sum\ninputs:\n  - {name: x, shape: [1, 4096]}\nlayers:\n"
+                               "  - {name: r, op: relu}\n"
+                               "  - {name: a, op: add, inputs: [r, x]}\n";
+    dl_context *ctx;
+    dl_model *m;
+    dl_error err;
+    dl_status st;
+    dl_session *s = session(yaml, NULL, &ctx, &m, &err, &st);
+    cr_assert_eq(st, DL_OK, "%s", err.msg);
+    dl_placement_info pi;
+    dl_session_placement(s, 1, &pi);
+    double ms = -1;
+    for (int c = 0; c < pi.n_candidates; c++)
+        if (!strcmp(pi.candidates[c].backend, "fakecpu")) ms = pi.candidates[c].ms;
+    cr_expect(ms >= 0 && ms < 20, "the add on fakecpu timed at %.3f ms", ms);
+    close_all(s, m, ctx);
+    unsetenv("DLFAKE_FAKECPU_OVER_INPUT1_US");
+}
+
 /* Where the two plans' sums lie close, auto runs both end to end and keeps the faster run, which
  * may not be the smaller sum: timedcpu waits 2.5 ms an op channels-last and 3 ms row-major, in
  * every run, so NHWC sums less (5 ms against 6); and 20 ms more an op channels-last in a model's

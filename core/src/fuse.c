@@ -144,26 +144,57 @@ static int computed_by(const dl_session *s, int v) {
     return p;
 }
 
+/* The graph's side of fusing add node i's operand j (value a) into the conv2d or linear p that
+ * computes it, with the other operand r as p's residual: allowed (above) as far as the graph and
+ * the fusions so far say. Returns p, or -1. Whether p's backend takes the fused op is asked where
+ * it runs (fuse_residual); placement asks this first, to time p as it will run
+ * (dl_fuse_residual_of). */
+static int residual_target(const dl_session *s, int i, int j) {
+    const dl_graph *g = s->g;
+    const dl_node *n = &g->nodes[i];
+    const dl_fusion *f = &s->fuse;
+    if (n->kind != DL_OP_ADD || n->n_inputs != 2 || n->backend || f->into[i] >= 0 ||
+        f->attrs[i].activation != DL_ACT_NONE) /* (activations fuse after this pass) */
+        return -1;
+    const char *off = getenv("DLRUN_FUSE_RESIDUAL"); /* "0": off, for A/B runs (docs/architecture.md) */
+    if ((off && !strcmp(off, "0")) || s->opt.no_fuse) return -1;
+    const int a = n->inputs[j], r = n->inputs[1 - j], p = computed_by(s, a);
+    if (p < 0 || a == r || f->into[p] >= 0 || f->residual[p] >= 0 || f->attrs[p].residual) return -1;
+    if (!(dl_op_def_of(g->nodes[p].kind)->flags & DL_OPF_RESIDUAL) || f->attrs[p].activation != DL_ACT_NONE) return -1;
+    if (dl_graph_is_output(g, a) || dl_graph_consumers(g, a) != 1 || g->values[r].kind == DL_VALUE_WEIGHT) return -1;
+    const int q = g->values[r].producer; /* r must exist when p runs */
+    if (q >= p || !same_shape(&s->shape[a], &s->shape[r]) || !dl_dtype_eq(g->values[a].dtype, g->values[r].dtype))
+        return -1;
+    return p;
+}
+
+int dl_fuse_residual_of(const dl_session *s, int p) {
+    const dl_graph *g = s->g;
+    int a = g->nodes[p].output;
+    if (dl_graph_consumers(g, a) != 1 || dl_graph_is_output(g, a)) return -1;
+    int i = g->reader_node[g->reader_start[a]];
+    if (g->nodes[i].kind == DL_OP_BATCHNORM && s->fuse.into[i] == p) { /* folded into p: its output is p's */
+        a = g->nodes[i].output;
+        if (dl_graph_consumers(g, a) != 1 || dl_graph_is_output(g, a)) return -1;
+        i = g->reader_node[g->reader_start[a]];
+    }
+    for (int j = 0; j < 2 && g->nodes[i].kind == DL_OP_ADD && g->nodes[i].n_inputs == 2; j++) {
+        const int t = residual_target(s, i, j); /* fuse_residual takes the first operand that may */
+        if (t >= 0) return t == p ? g->nodes[i].inputs[1 - j] : -1;
+    }
+    return -1;
+}
+
 /* Fuses add node i as a residual into the conv2d or linear computing one of its operands, where
  * allowed (above) and accepted; returns 1 if it did. */
 static int fuse_residual(dl_session *s, int i) {
     const dl_graph *g = s->g;
     const dl_node *n = &g->nodes[i];
     dl_fusion *f = &s->fuse;
-    if (n->kind != DL_OP_ADD || n->n_inputs != 2 || n->backend || f->into[i] >= 0 ||
-        f->attrs[i].activation != DL_ACT_NONE) /* (activations fuse after this pass) */
-        return 0;
-    const char *off = getenv("DLRUN_FUSE_RESIDUAL"); /* "0": off, for A/B runs (docs/architecture.md) */
-    if (off && !strcmp(off, "0")) return 0;
     for (int j = 0; j < 2; j++) {
-        const int a = n->inputs[j], r = n->inputs[1 - j], p = computed_by(s, a);
-        if (p < 0 || a == r || f->into[p] >= 0 || f->residual[p] >= 0 || f->attrs[p].residual) continue;
-        if (!(dl_op_def_of(g->nodes[p].kind)->flags & DL_OPF_RESIDUAL) || f->attrs[p].activation != DL_ACT_NONE)
-            continue;
-        if (dl_graph_is_output(g, a) || dl_graph_consumers(g, a) != 1 || g->values[r].kind == DL_VALUE_WEIGHT) continue;
-        const int q = g->values[r].producer; /* r must exist when p runs */
-        if (q >= p || !same_shape(&s->shape[a], &s->shape[r]) || !dl_dtype_eq(g->values[a].dtype, g->values[r].dtype))
-            continue;
+        const int p = residual_target(s, i, j);
+        if (p < 0) continue;
+        const int r = n->inputs[1 - j];
         const dl_backend *bp = s->place.be[p];
         if (!dl_same_domain(bp, s->place.be[i])) continue;
         dl_op_attrs fused = f->attrs[p];

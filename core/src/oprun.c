@@ -204,6 +204,13 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
             st = dl_fail(err, DL_E_UNSUPPORTED, "cannot read a %s output", dl_dtype_name(o.dtype));
     }
     if (st == DL_OK && iterations > 0) {
+        /* timed as a session runs it: the output over the input the kernel may overwrite (a fused
+         * residual, ABI 1.10), which a session passes so where that input dies at the op (the
+         * usual residual), where the kernel would otherwise copy it first */
+        const int over = DL_BACKEND_HAS(be, kernel_in_place) ? be->kernel_in_place(be->self, k, &view) : -1;
+        if (over >= 0 && over < n && !is_weight[over] &&
+            (size_t)dl_tensor_numel(&op->inputs[over]) * dl_dtype_size(op->inputs[over].dtype) == obytes)
+            in[over].data = o.data;
         double *t = malloc((size_t)iterations * sizeof *t);
         for (int it = -2; t && it < iterations && st == DL_OK; it++) { /* two warm-up runs */
             double t0 = dl_now_ms();

@@ -242,6 +242,9 @@ dl_status dl_fold_batchnorm(dl_session *s, dl_error *err);
  * hard_swish, gelu...) whose input comes only from a conv2d, linear, add or batchnorm on the same
  * domain, which accepts the fused op, runs as that op's epilogue. Off with no_fuse. */
 void dl_fuse_epilogues(dl_session *s);
+/* Before that, for placement: the value a residual add after node p would give p once fused
+ * (the graph allowing it; p's backend is asked later), or -1. Placement times p with it. */
+int dl_fuse_residual_of(const dl_session *s, int p);
 void dl_fusion_free(dl_fusion *f);
 
 /* ---- placement.c ---- */

@@ -7,6 +7,10 @@
  *   DLFAKE_<NAME>_COPY_US     time per copy to or from host memory (default 0)
  *   DLFAKE_<NAME>_OPS         comma-separated op kinds it supports (default all four)
  *   DLFAKE_<NAME>_IN_PLACE    1: it may run its ops with the output over input 0 (supports_in_place)
+ *   DLFAKE_<NAME>_OVER_INPUT1_US  set: its add kernels may write their output over input 1
+ *                             (kernel_in_place, ABI 1.10), and each run of one whose output is not
+ *                             there waits this many microseconds more (the copy a kernel that sums
+ *                             into its destination would make first)
  *   DLFAKE_<NAME>_ASYNC       1: like a GPU stream, run() only queues the op; the queue runs, in
  *                             order, at synchronize() or before a copy (so a host that reads a
  *                             result without synchronizing this backend reads stale memory)
@@ -69,6 +73,7 @@ typedef struct fake {
     double event_ms, clock_ms; /* EVENT_US in ms; the fake device clock */
     double sync_us;
     double first_us; /* added to each kernel's first run */
+    double over1_us; /* OVER_INPUT1_US */
 } fake;
 
 static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D",         "RELU",   "MAXPOOL2D", "AVGPOOL2D",
@@ -191,6 +196,7 @@ static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
         wait_us(f->op_us[k->kind]);
         return DL_OK;
     }
+    if (f->over1_us > 0 && k->kind == DL_OP_ADD && out[0].data != in[1].data) wait_us(f->over1_us);
     pending p = {k, in[0].data, k->kind == DL_OP_ADD ? in[1].data : NULL, out[0].data};
     if (f->event_ms > 0) f->clock_ms = device_clock(f) + f->event_ms;
     if (!f->async) {
@@ -203,6 +209,7 @@ static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
 }
 static void fk_release(void *self, dl_kernel *k) { free(k); }
 static int fk_in_place(void *self, const dl_op *op) { return op->kind != DL_OP_ADD; } /* reads x[i], then writes y[i] */
+static int fk_kernel_in_place(void *self, const dl_kernel *k, const dl_op *op) { return k->kind == DL_OP_ADD ? 1 : -1; }
 /* (1.6) events: the fake device clock when recorded */
 static dl_status fk_event_record(void *self, void **event, dl_error *err) {
     fake *f = self;
@@ -255,6 +262,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
                             .synchronize = fk_synchronize};
     snprintf(key, sizeof key, "DLFAKE_%s_IN_PLACE", up);
     if (env_num(key, 0) != 0) f->table.supports_in_place = fk_in_place;
+    snprintf(key, sizeof key, "DLFAKE_%s_OVER_INPUT1_US", up);
+    if ((f->over1_us = env_num(key, 0)) > 0) f->table.kernel_in_place = fk_kernel_in_place;
     snprintf(key, sizeof key, "DLFAKE_%s_SYNC_US", up);
     f->sync_us = env_num(key, 0);
     snprintf(key, sizeof key, "DLFAKE_%s_FIRST_US", up);

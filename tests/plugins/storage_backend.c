@@ -15,7 +15,10 @@
  * backend allocated (a session's host arena, not an op timed alone on buffers of its own): the
  * test of auto's runs of both plans makes the model's runs disagree with its ops timed alone.
  * DLFAKE_TIMEDCPU_RUN_IMAGE2_US waits that many microseconds times the square of the first input's
- * first dimension, in a session's runs only (the tests of --micro-batch auto). */
+ * first dimension, in a session's runs only (the tests of --micro-batch auto).
+ * DLFAKE_TIMEDCPU_RESIDUAL_US waits that many microseconds more in each run of an op prepared with a
+ * fused residual (attrs.residual): the test that placement times a conv with the residual it will
+ * take. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -102,12 +105,41 @@ static int px_supports(void *self, const dl_op *op, dl_error *why) {
     return p->cpu->supports(p->cpu->self, op, why);
 #endif
 }
+#ifdef STORAGE_TIMED
+/* timedcpu: the kernels prepared with a fused residual (DLFAKE_TIMEDCPU_RESIDUAL_US) */
+#define PX_RESIDUAL_KERNELS 64
+static struct {
+    pthread_mutex_t lock;
+    const dl_kernel *k[PX_RESIDUAL_KERNELS];
+} with_residual = {PTHREAD_MUTEX_INITIALIZER, {0}};
+static void note_residual(const dl_kernel *k, int on) {
+    pthread_mutex_lock(&with_residual.lock);
+    for (int i = 0; i < PX_RESIDUAL_KERNELS; i++)
+        if (on ? !with_residual.k[i] : with_residual.k[i] == k) {
+            with_residual.k[i] = on ? k : NULL;
+            break;
+        }
+    pthread_mutex_unlock(&with_residual.lock);
+}
+static int has_residual(const dl_kernel *k) {
+    int found = 0;
+    pthread_mutex_lock(&with_residual.lock);
+    for (int i = 0; i < PX_RESIDUAL_KERNELS && !found; i++) found = with_residual.k[i] == k;
+    pthread_mutex_unlock(&with_residual.lock);
+    return found;
+}
+#else
+static void note_residual(const dl_kernel *k, int on) {}
+#endif
+
 static dl_status px_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *ws, dl_error *err) {
     proxy *p = self;
     if (!px_supports(self, op, err)) return DL_E_UNSUPPORTED;
     const char *fails = getenv("DLFAKE_BF16NHWC_PREPARE_FAILS");
     if (fails && strcmp(fails, "1") == 0) return dl_fail(err, DL_E_RUNTIME, "prepare was called");
-    return p->cpu->prepare(p->cpu->self, op, k, ws, err);
+    dl_status st = p->cpu->prepare(p->cpu->self, op, k, ws, err);
+    if (st == DL_OK && op->attrs && op->attrs->residual) note_residual(*k, 1);
+    return st;
 }
 static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     proxy *p = self;
@@ -120,14 +152,17 @@ static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     /* a session's run of an op on n images: DLFAKE_TIMEDCPU_RUN_IMAGE2_US x n^2 more (a batch in
      * parts runs faster: the tests of --micro-batch auto) */
     const char *image2_us = in[0].ndim < 1 || in_own_block(in[0].data) ? NULL : getenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+    const char *res_us = has_residual(k) ? getenv("DLFAKE_TIMEDCPU_RESIDUAL_US") : NULL;
     const long wait = (us ? strtol(us, NULL, 10) : 0) + (run_us ? strtol(run_us, NULL, 10) : 0) +
-                      (image2_us ? strtol(image2_us, NULL, 10) * (long)(in[0].shape[0] * in[0].shape[0]) : 0);
+                      (image2_us ? strtol(image2_us, NULL, 10) * (long)(in[0].shape[0] * in[0].shape[0]) : 0) +
+                      (res_us ? strtol(res_us, NULL, 10) : 0);
     if (wait > 0) nanosleep(&(struct timespec){wait / 1000000, wait % 1000000 * 1000}, NULL);
 #endif
     return p->cpu->run(p->cpu->self, k, in, out, ws, err);
 }
 static void px_release(void *self, dl_kernel *k) {
     proxy *p = self;
+    note_residual(k, 0);
     p->cpu->release(p->cpu->self, k);
 }
 static dl_status px_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err) {

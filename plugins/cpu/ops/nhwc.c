@@ -316,6 +316,22 @@ static inline __attribute__((always_inline)) void pw_finish(const pw_out *o, vw 
     for (int r = 0; r < rows; r++) memcpy(y + r * m, t + r * PW_COLS, (size_t)cols * sizeof(float));
 }
 
+#ifndef PW_PREFETCH
+#define PW_PREFETCH 1
+#endif
+/* The lines of the next block (pixels p ..) at panel q's filters: its residual's, to read, and its
+ * output's, to write */
+static inline __attribute__((always_inline)) void pw_prefetch_next(const pw_out *o, int64_t pixels, int64_t p,
+                                                                   int64_t q) {
+    for (int r = 0; r < PW_ROWS && p + r < pixels; r++) {
+        const int64_t at = (p + r) * o->m + q * PW_COLS;
+        __builtin_prefetch(o->res + at, 0, 3);
+        __builtin_prefetch(o->res + at + PW_COLS - 1, 0, 3);
+        __builtin_prefetch(o->y + at, 1, 3);
+        __builtin_prefetch(o->y + at + PW_COLS - 1, 1, 3);
+    }
+}
+
 /* One block of 6 pixels from pixel p (fewer at the end of the map) times panel q */
 static inline __attribute__((always_inline)) void pw_block(const dl_kernel *k, const pw_out *o, const float *x,
                                                            int64_t pixels, int64_t p, int64_t q) {
@@ -352,7 +368,10 @@ static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
     tasks = (tasks + threads - 1) / threads * threads;
     CPU_FOR(pixels * m * c, t, tasks, {
         for (int64_t b = t * blocks / tasks; b < (t + 1) * blocks / tasks; b++) /* a block read once for all panels */
-            for (int64_t q = 0; q < panels; q++) pw_block(k, &o, x, pixels, b * PW_ROWS, q);
+            for (int64_t q = 0; q < panels; q++) {
+                pw_block(k, &o, x, pixels, b * PW_ROWS, q);
+                if (PW_PREFETCH && o.res) pw_prefetch_next(&o, pixels, (b + 1) * PW_ROWS, q);
+            }
     });
 }
 
