@@ -193,6 +193,25 @@ Test(micro_batch, auto_halves_the_part_while_that_is_faster_and_caches_the_choic
     unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
 }
 
+/* Every halving is tried, not only while each is faster: with 5 ms more an op on 4 images, parts
+ * of 4 run slower than the batch at once (2 x (2.4 + 5) against 9.6 ms an op), yet parts of 2
+ * and 1 are faster, and parts of 1 are kept. */
+Test(micro_batch, auto_tries_each_halving_past_one_that_is_not_faster) {
+    cr_assert(tu_fresh_cache());
+    unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    setenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US", "150", 1);
+    setenv("DLFAKE_TIMEDCPU_RUN_FOUR_US", "5000", 1);
+    dl_error err = {{0}};
+    opened o;
+    cr_assert_eq(open_with(TIMED, chain, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+    const char *got = dl_session_batching(o.s);
+    cr_expect(strstr(got, "8 in 8 parts of 1 (auto: ") == got && strstr(got, "; parts of 4 "), "%s", got);
+    cr_expect_eq(dl_session_micro_batch(o.s), 1);
+    close_all(&o);
+    unsetenv("DLFAKE_TIMEDCPU_RUN_FOUR_US");
+    unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+}
+
 Test(micro_batch, auto_keeps_the_batch_at_once_where_parts_give_other_outputs) {
     cr_assert(tu_fresh_cache());
     unsetenv("DLRUN_MICRO_BATCH_RUNS");

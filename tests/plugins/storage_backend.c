@@ -16,6 +16,8 @@
  * test of auto's runs of both plans makes the model's runs disagree with its ops timed alone.
  * DLFAKE_TIMEDCPU_RUN_IMAGE2_US waits that many microseconds times the square of the first input's
  * first dimension, in a session's runs only (the tests of --micro-batch auto).
+ * DLFAKE_TIMEDCPU_RUN_FOUR_US waits that many microseconds more where that first dimension is 4,
+ * in a session's runs only (parts of 4 slower than the batch at once, parts of 2 and 1 faster).
  * DLFAKE_TIMEDCPU_RESIDUAL_US waits that many microseconds more in each run of an op prepared with a
  * fused residual (attrs.residual): the test that placement times a conv with the residual it will
  * take. */
@@ -153,9 +155,12 @@ static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
      * parts runs faster: the tests of --micro-batch auto) */
     const char *image2_us = in[0].ndim < 1 || in_own_block(in[0].data) ? NULL : getenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
     const char *res_us = has_residual(k) ? getenv("DLFAKE_TIMEDCPU_RESIDUAL_US") : NULL;
+    const char *four_us = in[0].ndim < 1 || in[0].shape[0] != 4 || in_own_block(in[0].data)
+                              ? NULL
+                              : getenv("DLFAKE_TIMEDCPU_RUN_FOUR_US");
     const long wait = (us ? strtol(us, NULL, 10) : 0) + (run_us ? strtol(run_us, NULL, 10) : 0) +
                       (image2_us ? strtol(image2_us, NULL, 10) * (long)(in[0].shape[0] * in[0].shape[0]) : 0) +
-                      (res_us ? strtol(res_us, NULL, 10) : 0);
+                      (res_us ? strtol(res_us, NULL, 10) : 0) + (four_us ? strtol(four_us, NULL, 10) : 0);
     if (wait > 0) nanosleep(&(struct timespec){wait / 1000000, wait % 1000000 * 1000}, NULL);
 #endif
     return p->cpu->run(p->cpu->self, k, in, out, ws, err);
