@@ -203,10 +203,11 @@ dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inpu
  * each input's name, int64 ones 0; NULL when out of memory. Free with dl_session_free_inputs. */
 dl_tensor *dl_session_seeded_inputs(const dl_session *s, dl_error *err);
 void dl_session_free_inputs(const dl_session *s, dl_tensor *in);
-/* s and t run in turn on the same seeded inputs at s's input shapes (2 untimed runs each, then
+/* s and t run in turn on the same seeded inputs at s's input shapes (2 untimed rounds, then
  * `rounds` rounds alternating their order, and more while their timed runs together have taken
- * under DL_RUN_BOTH_BUDGET_MS, at most DL_RUN_BOTH_MAX_ROUNDS); their median times in ms[0] and
- * ms[1]; their steps' times cleared afterwards. */
+ * under DL_RUN_BOTH_BUDGET_MS, at most DL_RUN_BOTH_MAX_ROUNDS), each turn two runs in a row of
+ * which the second is timed (as a model's repeated runs find the caches); their median times in
+ * ms[0] and ms[1]; their steps' times cleared afterwards. */
 #define DL_RUN_BOTH_MAX_ROUNDS 15
 #define DL_RUN_BOTH_BUDGET_MS 400.0
 dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double ms[2], dl_error *err);

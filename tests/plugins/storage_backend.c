@@ -18,6 +18,9 @@
  * first dimension, in a session's runs only (the tests of --micro-batch auto).
  * DLFAKE_TIMEDCPU_RUN_FOUR_US waits that many microseconds more where that first dimension is 4,
  * in a session's runs only (parts of 4 slower than the batch at once, parts of 2 and 1 faster).
+ * DLFAKE_TIMEDCPU_COLD_ONE_US waits that many microseconds more in a session's run of an op on 1
+ * image straight after a run on another number of images (a plan whose data the other plan's run
+ * evicted from the caches: the test that auto's trials time a plan's runs warm).
  * DLFAKE_TIMEDCPU_RESIDUAL_US waits that many microseconds more in each run of an op prepared with a
  * fused residual (attrs.residual): the test that placement times a conv with the residual it will
  * take. */
@@ -155,12 +158,19 @@ static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
      * parts runs faster: the tests of --micro-batch auto) */
     const char *image2_us = in[0].ndim < 1 || in_own_block(in[0].data) ? NULL : getenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
     const char *res_us = has_residual(k) ? getenv("DLFAKE_TIMEDCPU_RESIDUAL_US") : NULL;
+    static int64_t last_images = -1; /* the first dimension of the run before (any kernel's) */
+    const int64_t images = in[0].ndim >= 1 ? in[0].shape[0] : -1;
+    const char *cold_us = images == 1 && last_images != -1 && last_images != 1 && !in_own_block(in[0].data)
+                              ? getenv("DLFAKE_TIMEDCPU_COLD_ONE_US")
+                              : NULL;
+    last_images = images;
     const char *four_us = in[0].ndim < 1 || in[0].shape[0] != 4 || in_own_block(in[0].data)
                               ? NULL
                               : getenv("DLFAKE_TIMEDCPU_RUN_FOUR_US");
     const long wait = (us ? strtol(us, NULL, 10) : 0) + (run_us ? strtol(run_us, NULL, 10) : 0) +
                       (image2_us ? strtol(image2_us, NULL, 10) * (long)(in[0].shape[0] * in[0].shape[0]) : 0) +
-                      (res_us ? strtol(res_us, NULL, 10) : 0) + (four_us ? strtol(four_us, NULL, 10) : 0);
+                      (res_us ? strtol(res_us, NULL, 10) : 0) + (four_us ? strtol(four_us, NULL, 10) : 0) +
+                      (cold_us ? strtol(cold_us, NULL, 10) : 0);
     if (wait > 0) nanosleep(&(struct timespec){wait / 1000000, wait % 1000000 * 1000}, NULL);
 #endif
     return p->cpu->run(p->cpu->self, k, in, out, ws, err);
