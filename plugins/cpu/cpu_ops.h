@@ -52,16 +52,16 @@ static inline float cpu_max_nan(float m, float v) {
     return m != m ? m : r;
 }
 
-/* The sum of x[0..n) in double, in 8 running sums (the lanes of a vector; one chain of additions
- * would wait on each one before it) added at the end: global_avgpool, softmax. */
+/* The sum of x[0..n) in double, in 16 running sums (two vectors of 8 doubles with AVX-512: 8, one
+ * chain of additions, made softmax's row wait on each) added at the end: global_avgpool, softmax. */
 static inline double cpu_sum_f64(const float *x, int64_t n) {
-    double lane[8] = {0};
+    double lane[16] = {0};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) lane[l] += x[i + l];
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) lane[l] += x[i + l];
     double s = 0;
     for (; i < n; i++) s += x[i];
-    for (int l = 0; l < 8; l++) s += lane[l];
+    for (int l = 0; l < 16; l++) s += lane[l];
     return s;
 }
 

@@ -33,19 +33,6 @@ static float max_of(const float *x, int64_t n, int64_t step) {
     return m;
 }
 
-/* The sum of x[0..n) in double: 16 running sums side by side (cpu_sum_f64 keeps 8, one chain of
- * adds on AVX-512), the softmax's row in L1 */
-static double sum16_f64(const float *x, int64_t n) {
-    double lane[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++) lane[l] += x[i + l];
-    double s = 0;
-    for (; i < n; i++) s += x[i];
-    for (int l = 0; l < 16; l++) s += lane[l];
-    return s;
-}
-
 /* Softmax or (log_of) its logarithm along one row: len floats `inner` apart from src into dst (dst
  * may be src: element i is read first). The max is subtracted, so exp's argument is never above 0
  * (cpu_exp_neg); the sum is in double. */
@@ -57,7 +44,7 @@ static void softmax_row(const float *src, float *dst, int64_t len, int64_t inner
         int64_t i = 0;
         for (; i + VW <= len; i += VW) storew(dst + i, expw_neg(loadw(src + i) - mv));
         if (tail) storew_n(dst + i, expw_neg(loadw_n(src + i, tail) - mv), tail);
-        const vw inv = splatw((float)(1.0 / sum16_f64(dst, len)));
+        const vw inv = splatw((float)(1.0 / cpu_sum_f64(dst, len)));
         for (i = 0; i + VW <= len; i += VW) storew(dst + i, loadw(dst + i) * inv);
         if (tail) storew_n(dst + i, loadw_n(dst + i, tail) * inv, tail);
         return;
