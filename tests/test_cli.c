@@ -396,6 +396,27 @@ Test(cli, elided_concat_is_reported) {
     free(model);
 }
 
+/* Transposes between channels-last and rows that are views of a layout are reported apart from
+ * concats: in the summary and the profile (layout_view.c). */
+Test(cli, layout_views_are_reported) {
+    const char text[] = "model: m\ninputs:\n  - {name: x, shape: [1, 3, 8, 8]}\nlayers:\n"
+                        "  - {name: a, op: conv2d, filters: 16, kernel: 3, padding: 1, inputs: [x]}\n"
+                        "  - {name: t, op: transpose, perm: [0, 2, 3, 1]}\n"
+                        "  - {name: n, op: layer_norm, axis: 3}\n"
+                        "  - {name: u, op: transpose, perm: [0, 3, 1, 2]}\n"
+                        "  - {op: global_avgpool}\n";
+    char *model = tu_write_temp(".yaml", text, strlen(text));
+    char *out, *args;
+    cr_assert(asprintf(&args, "%s --backend cpu --layout nhwc --profile --iterations 2", model) > 0);
+    cr_assert_eq(tu_dlrun(args, &out), 0, "%s", out);
+    cr_expect(strstr(out, "(+2 transposes elided: a view of the layout)"), "%s", out);
+    cr_expect(strstr(out, "transpose       elided: its input's memory is its output"), "%s", out);
+    cr_expect_null(strstr(out, "concat elided"), "%s", out);
+    free(out), free(args);
+    unlink(model);
+    free(model);
+}
+
 /* ABI 1.5: clip (relu6 and two-sided), leaky_relu and sigmoid fuse into the depthwise, 1x1, im2col
  * and Winograd convs, add, batchnorm and linear before them on the cpu plugin, and the fused run
  * gives the unfused run's output; in NHWC (--layout nhwc) into

@@ -489,6 +489,9 @@ OP_TEST(add_broadcasting) {
     check_add_broadcast(MAKE(-1, 1, 2, 1, 5), MAKE(-1, 1, 3, 1), MAKE(0, 1, 2, 3, 5), 1);
     check_add_broadcast(MAKE(-1, 1, 1), MAKE(-1, 1, 4, 3), MAKE(0, 1, 4, 3), 0);
     check_add_broadcast(MAKE(-1, 1, 5, 1, 1), MAKE(-1, 1, 2, 5, 3, 4), MAKE(0, 1, 2, 5, 3, 4), 0);
+    /* operands of fewer dims that channels-last reads in place too (nhwc.c): ones in C, a scalar */
+    check_add_broadcast(MAKE(-1, 1, 2, 5, 3, 4), MAKE(-1, 1, 1, 3, 4), MAKE(0, 1, 2, 5, 3, 4), 1);
+    check_add_broadcast(MAKE(-1, 1, 2, 5, 3, 4), MAKE(-1, 1, 1), MAKE(0, 1, 2, 5, 3, 4), 0);
 }
 
 /* ---- matmul ---- */
@@ -925,6 +928,10 @@ Test(cpu_storage, nhwc_kernels_run_in_place_of_staging) {
     tt gp = MAKE(0, 1, 2, 6, 1, 1), mul[2] = {MAKE(-1, 1, 2, 6, 9, 7), MAKE(-1, 1, 2, 6, 1, 1)};
     cr_expect_eq(run_op_as(DL_OP_GLOBAL_AVGPOOL, &a, dw, 1, &gp, 0), 0, "global_avgpool staged");
     cr_expect_eq(run_op_as(DL_OP_MUL, &a, mul, 2, &y, 0), 0, "mul staged");
+    /* ConvNeXt's layer scale [C, 1, 1] before the activation: channels-last where it lies */
+    tt scale[2] = {MAKE(-1, 1, 6, 1, 1), dw[0]};
+    cr_expect_eq(run_op_as(DL_OP_MUL, &a, scale, 2, &y, 0), 0, "mul by [C, 1, 1] staged");
+    free(scale[0].data);
     /* a 3x3 conv, max pooling and a concat of 4-D tensors run in place too */
     attrs(&a);
     a.kernel[0] = a.kernel[1] = 3;

@@ -409,3 +409,110 @@ Test(in_place, conv_keeps_a_residual_still_needed) {
     cr_expect_eq(expect_residuals_right(model_input, &fused), 1);
     cr_expect_eq(fused, 1, "model input: fused");
 }
+
+/* ---- layout views: transposes between channels-last and row-major that copy nothing
+ * (layout_view.c) ---- */
+
+/* ConvNeXt's block at odd sizes: a channels-last conv's output read as rows by a layer norm and a
+ * linear (reshaped to rows and back), read back channels-last, scaled by [C, 1, 1] and added to
+ * the conv's output (read again after its view); a last view that is a model output. */
+static const char views_yaml[] = "model: views\ninputs:\n  - {name: x, shape: [1, 5, 7, 9]}\n"
+                                 "constants:\n  - {name: scale, shape: [11, 1, 1]}\nlayers:\n"
+                                 "  - {name: a, op: conv2d, filters: 11, kernel: 3, padding: 1, inputs: [x]}\n"
+                                 "  - {name: t, op: transpose, perm: [0, 2, 3, 1]}\n"
+                                 "  - {name: n, op: layer_norm, axis: 3}\n"
+                                 "  - {name: r, op: reshape, shape: [-1, 11]}\n"
+                                 "  - {name: l, op: linear, units: 11}\n"
+                                 "  - {name: r2, op: reshape, shape: [-1, 7, 9, 11]}\n"
+                                 "  - {name: u, op: transpose, perm: [0, 3, 1, 2]}\n"
+                                 "  - {name: m, op: mul, inputs: [scale, u]}\n"
+                                 "  - {name: s, op: add, inputs: [m, a]}\n"
+                                 "  - {name: b, op: conv2d, filters: 6, kernel: 3, padding: 1}\n"
+                                 "  - {name: o, op: transpose, perm: [0, 2, 3, 1]}\n"
+                                 "outputs: [o, s]\n";
+
+/* The output pointer of the step of layer `name` in s, or NULL. */
+static const void *step_output(const dl_session *s, const char *name) {
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        dl_step_info info;
+        dl_session_step(s, k, &info);
+        const dl_op *op = info.kind == DL_STEP_COPY ? NULL : dl_session_step_op(s, k, NULL);
+        if (op && !strcmp(info.layer, name)) return op->outputs[0].data;
+    }
+    return NULL;
+}
+
+/* Runs yaml on the cpu plugin at batch 2 under layout (no_fuse: every transpose runs) and returns
+ * its outputs (malloc'd, *n floats); *views counts the elided transposes, each checked to read
+ * its output's memory in the other layout, *copies the transposes the host inserted (COPY steps). */
+static float *run_views(const char *yaml, int layout, int no_fuse, int64_t *n, int *views, int *copies) {
+    planned p = open_planned(DLRUN_PLUGIN_DIR "/libdlrun-cpu.so", yaml, 2, layout, no_fuse);
+    *views = *copies = 0;
+    for (int k = 0; k < dl_session_step_count(p.s); k++) {
+        dl_step_info info;
+        dl_session_step(p.s, k, &info);
+        *copies += info.kind == DL_STEP_COPY && !strcmp(info.op, "transpose");
+        if (info.kind != DL_STEP_ELIDED) continue;
+        ++*views;
+        const dl_op *op = dl_session_step_op(p.s, k, NULL);
+        cr_assert(op && op->kind == DL_OP_TRANSPOSE, "%s: an elided step that is no transpose", info.layer);
+        cr_expect_eq(op->inputs[0].data, op->outputs[0].data, "%s: its input is not its output's memory", info.layer);
+        const int to_rows = op->attrs->perm[1] == 2;
+        cr_expect_eq(dl_tensor_layout(&op->inputs[0]), to_rows ? DL_LAYOUT_CHANNELS_LAST : DL_LAYOUT_ROW_MAJOR,
+                     "%s: input layout", info.layer);
+        cr_expect_eq(dl_tensor_layout(&op->outputs[0]), to_rows ? DL_LAYOUT_ROW_MAJOR : DL_LAYOUT_CHANNELS_LAST,
+                     "%s: output layout", info.layer);
+    }
+    if (*views && !strcmp(yaml, views_yaml)) /* the linear writes into u's buffer: both reshapes in place */
+        cr_expect_eq(step_output(p.s, "l"), step_output(p.s, "u"), "the linear does not write into the view");
+    return run_twice_and_close(&p, 7, n);
+}
+
+/* Channels-last: the three transposes are views (only the model's input and the output s are
+ * transposed, by the host), with the same outputs as every transpose run as a copy (no_fuse);
+ * row-major: none is (the convs' outputs are rows already), the outputs within rounding. */
+Test(layout_view, transposes_of_a_layout_copy_nothing) {
+    int64_t n, n0, n1;
+    int views, copies, none, copies0;
+    float *y = run_views(views_yaml, DL_LAYOUT_MODE_NHWC, 0, &n, &views, &copies);
+    float *ref = run_views(views_yaml, DL_LAYOUT_MODE_NHWC, 1, &n0, &none, &copies0);
+    cr_expect_eq(views, 3);
+    cr_expect_eq(copies, 2, "the input into the first conv and the output s out of channels-last");
+    cr_expect_eq(none, 0, "no_fuse runs every transpose");
+    cr_assert_eq(n, n0);
+    double e = tu_nmse(ref, y, (size_t)n);
+    cr_expect_leq(e, 1e-14, "outputs differ from the copying run (nmse %g)", e);
+    float *rows = run_views(views_yaml, DL_LAYOUT_MODE_NCHW, 0, &n1, &none, &copies0);
+    cr_expect_eq(none, 0, "row-major: nothing is channels-last");
+    cr_expect_eq(copies0, 0);
+    cr_assert_eq(n1, n);
+    e = tu_nmse(rows, y, (size_t)n);
+    cr_expect_leq(e, 1e-10, "channels-last and row-major differ (nmse %g)", e);
+    free(y), free(ref), free(rows);
+}
+
+/* Two views of one tensor cannot both be its buffer: the second runs, reading the input
+ * channels-last and writing rows (the cpu plugin converts its input), and a view of a view
+ * (rows, then channels-last again) nests in the buffer of the last. */
+Test(layout_view, a_second_view_of_one_tensor_runs) {
+    static const char yaml[] = "model: twice\ninputs:\n  - {name: x, shape: [1, 5, 7, 9]}\nlayers:\n"
+                               "  - {name: a, op: conv2d, filters: 11, kernel: 3, padding: 1, inputs: [x]}\n"
+                               "  - {name: t1, op: transpose, perm: [0, 2, 3, 1], inputs: [a]}\n"
+                               "  - {name: t2, op: transpose, perm: [0, 2, 3, 1], inputs: [a]}\n"
+                               "  - {name: back, op: transpose, perm: [0, 3, 1, 2], inputs: [t1]}\n"
+                               "  - {name: s, op: sub, inputs: [back, a]}\n"
+                               "  - {name: d, op: add, inputs: [t1, t2]}\n"
+                               "outputs: [s, d]\n";
+    int64_t n, n0;
+    int views, copies, none, copies0;
+    float *y = run_views(yaml, DL_LAYOUT_MODE_NHWC, 0, &n, &views, &copies);
+    float *ref = run_views(yaml, DL_LAYOUT_MODE_NHWC, 1, &n0, &none, &copies0);
+    cr_expect_eq(views, 2, "t1 and back; t2 runs");
+    cr_assert_eq(n, n0);
+    cr_expect_leq(tu_nmse(ref, y, (size_t)n), 1e-14);
+    const int64_t ns = 2 * 11 * 7 * 9; /* s = back - a: zeros; d = 2 t1 */
+    int bad = 0;
+    for (int64_t i = 0; i < ns; i++) bad += y[i] != 0;
+    cr_expect_eq(bad, 0, "%d of s's elements are not zero", bad);
+    free(y), free(ref);
+}

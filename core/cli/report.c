@@ -58,7 +58,8 @@ static int top_k(const dl_tensor *y, int64_t item, int k, int *idx, double *prob
 typedef struct summary {
     double flops;
     int ops, copies, casts; /* COPY steps: moves between domains, conversions of format */
-    int elided;             /* concats whose inputs were written into them */
+    int elided, views;      /* concats whose inputs were written into them; transposes that are views
+                               of a layout (their input's memory read as their output) */
     char placement[512];    /* "cpu 38" or "cpu 30, cuda 8" */
 } summary;
 
@@ -76,7 +77,9 @@ static void summarize(const dl_session *s, summary *sum) {
         }
         sum->ops++;
         sum->flops += st.flops;
-        sum->elided += st.kind == DL_STEP_ELIDED;
+        const int view = st.kind == DL_STEP_ELIDED && !strcmp(st.op, "transpose");
+        sum->elided += st.kind == DL_STEP_ELIDED && !view;
+        sum->views += view;
         if (st.kind == DL_STEP_FUSED || st.kind == DL_STEP_ELIDED) continue;
         int b = 0;
         while (b < nb && strcmp(names[b], st.backend)) b++;
@@ -168,6 +171,7 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     if (adds) printf(" (+%d residual add%s fused)", adds, adds == 1 ? "" : "s");
     if (folded) printf(" (+%d batchnorm folded)", folded);
     if (sum.elided) printf(" (+%d concat elided: inputs written into it)", sum.elided);
+    if (sum.views) printf(" (+%d transpose%s elided: a view of the layout)", sum.views, sum.views == 1 ? "" : "s");
     if (sum.copies) printf("; %d cop%s between memory domains", sum.copies, sum.copies == 1 ? "y" : "ies");
     if (sum.casts) printf("; %d conversion%s of storage format", sum.casts, sum.casts == 1 ? "" : "s");
     printf("\n");
@@ -199,7 +203,9 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
                 continue;
             }
             if (st.kind == DL_STEP_ELIDED) {
-                printf("%-28s %-15s elided: its inputs were written into it\n", st.layer, st.op);
+                printf("%-28s %-15s elided: %s\n", st.layer, st.op,
+                       strcmp(st.op, "transpose") ? "its inputs were written into it"
+                                                  : "its input's memory is its output, channels-last <-> row-major");
                 continue;
             }
             double ms = step_ms(t, i, &st);

@@ -41,18 +41,23 @@ void dl_format_str(dl_format f, char *buf, size_t len) {
     snprintf(buf, len, "%s%s", dl_dtype_name(f.dtype), f.layout == DL_LAYOUT_CHANNELS_LAST ? " nhwc" : "");
 }
 
+void dl_tensor_apply_format(dl_tensor *t, dl_format f, int64_t *strides4) {
+    t->dtype = f.dtype;
+    t->strides = NULL;
+    if (f.layout == DL_LAYOUT_CHANNELS_LAST && t->ndim == 4) {
+        dl_channels_last_strides(t->shape, strides4);
+        t->strides = strides4;
+    }
+}
+
 void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned char *is_weight, dl_format f,
                         int64_t *strides) {
-    int cl = f.layout == DL_LAYOUT_CHANNELS_LAST, n = op->n_inputs;
+    const int n = op->n_inputs;
+    const dl_format rows = {f.dtype, DL_LAYOUT_ROW_MAJOR};
     for (int j = 0; j <= n; j++) {
         dl_tensor *t = j < n ? &in[j] : out;
         if (t->dtype.code == DL_DTYPE_INT) continue; /* gather's indices stay int64 row-major */
-        t->dtype = f.dtype;
-        t->strides = NULL;
-        if (cl && t->ndim == 4 && (j == n || !is_weight[j])) {
-            dl_channels_last_strides(t->shape, strides + 4 * j);
-            t->strides = strides + 4 * j;
-        }
+        dl_tensor_apply_format(t, j == n || !is_weight[j] ? f : rows, strides + 4 * j);
     }
 }
 

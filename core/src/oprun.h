@@ -22,9 +22,11 @@ typedef struct dl_format {
 
 /* "f32", "bf16", "f16 nhwc", ... */
 void dl_format_str(dl_format f, char *buf, size_t len);
-/* Gives op's tensors (in, out: op's arrays, writable) format f: every dtype is f's; with
- * channels-last, 4-D inputs that are not weights (is_weight) and a 4-D output get NHWC strides
- * (strides: room for 4 per tensor, inputs then output); all else is row-major. */
+/* Gives tensor t (a float activation) format f: f's dtype, and NHWC strides in strides4 where f
+ * is channels-last and t 4-D, else row-major. dl_op_apply_format: gives op's tensors (in, out: op's arrays, writable)
+ * format f: every dtype is f's; with channels-last, 4-D inputs that are not weights (is_weight) and a 4-D output get
+ * NHWC strides (strides: room for 4 per tensor, inputs then output); all else is row-major. */
+void dl_tensor_apply_format(dl_tensor *t, dl_format f, int64_t *strides4);
 void dl_op_apply_format(dl_op *op, dl_tensor *in, dl_tensor *out, const unsigned char *is_weight, dl_format f,
                         int64_t *strides);
 /* What the host asks of each backend for 4-D layouts: a dl_layout_mode resolved for one model

@@ -303,7 +303,20 @@ static int be_index(planner *p, const dl_backend *be);
  * if the ops before it ran there too); LAY_FOLLOWS, it takes its input in either layout
  * (preferred_layout AS_INPUT and supports() accepts channels-last), so it never pays a transpose
  * at its input. */
-enum { LAY_CL = 1, LAY_FOLLOWS = 2 };
+enum { LAY_CL = 1, LAY_FOLLOWS = 2, LAY_IN_ROWS = 4 };
+/* LAY_IN_ROWS: it takes its input row-major whatever its output (a transpose to channels-last
+ * that is a view of a row-major input, layout_view.c). */
+
+/* Node i's layout on backend b where it is a layout view on the host (layout_view.c), or -1: a
+ * transpose to rows follows its input (the view where that is channels-last, a transpose copy
+ * where not); one to channels-last, in a plan that asks the host's convs so, reads row-major and
+ * writes channels-last. */
+static int view_layout(const dl_session *s, int i, const dl_backend *be) {
+    const int kind = dl_layout_view_of(s, i);
+    if (kind == DL_VIEW_NONE || !on_host(be)) return -1;
+    if (kind == DL_VIEW_TO_ROWS) return LAY_FOLLOWS;
+    return dl_layout_view_ask(s->layout_ask) ? LAY_CL | LAY_IN_ROWS : -1;
+}
 
 /* p->lay, or left NULL where no candidate asks for channels-last anywhere. */
 static void layouts_plan(planner *p, const dl_placement *pl) {
@@ -329,7 +342,11 @@ static void layouts_plan(planner *p, const dl_placement *pl) {
         }
         for (int c = 0; c < pl->choice[i].n; c++) {
             const dl_backend *be = dl_context_backend(s->ctx, pl->choice[i].cand[c].backend);
-            int b = be_index(p, be);
+            int b = be_index(p, be), view = view_layout(s, i, be);
+            if (view >= 0) {
+                lay[i * p->nbe + b] = (unsigned char)view;
+                continue;
+            }
             dl_format f0, f1; /* its layout after a row-major input, and after a channels-last one */
             dl_error why;
             if (!dl_session_accepts_from(s, be, i, &s->fuse.attrs[i], 0, &f0, &why) ||
@@ -397,7 +414,7 @@ static double to_host(const planner *p, int d, size_t bytes) {
  * a host transpose where r takes the other layout and does not follow its input (planner.lay). */
 static double relayout(const planner *p, int have_cl, int r, int d, size_t bytes) {
     const int lr = p->lay ? p->lay[r * p->nbe + d] : 0;
-    if (!p->lay || (lr & LAY_FOLLOWS) || (lr & LAY_CL) == have_cl) return 0;
+    if (!p->lay || (lr & LAY_FOLLOWS) || (lr & LAY_IN_ROWS ? !have_cl : (lr & LAY_CL) == have_cl)) return 0;
     return (double)bytes / 4 * p->transpose_ms_per_elem;
 }
 
@@ -713,6 +730,20 @@ static int free_view(const dl_session *s, int i, const dl_backend *be) {
     return be->supports_in_place(be->self, &op);
 }
 
+/* 1 if node i on backend b is a layout view that costs nothing in this plan (layout_view.c): a
+ * transpose to channels-last where the plan asks for it, or to rows of an input some host
+ * backend writes channels-last. storage.c stores it so where its input is so when the plan is
+ * built. */
+static int view_free(const planner *p, int i, int b) {
+    const dl_session *s = p->s;
+    const int view = p->lay ? view_layout(s, i, p->be[b]) : -1;
+    if (view < 0 || view & LAY_CL) return view >= 0;
+    const int from = s->g->values[s->g->nodes[i].inputs[0]].producer;
+    for (int a = 0; a < p->nbe; a++)
+        if (on_host(p->be[a]) && p->lay[from * p->nbe + a] & LAY_CL) return 1;
+    return 0;
+}
+
 /* Times (or finds in the cache) every candidate of every node with more than one, or of every
  * node (p->time_all): p->t. */
 static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, dl_tcache *cache, dl_error *err) {
@@ -730,6 +761,10 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
             int b = be_index(p, be);
             double ms = 0;
             char key[2048];
+            if (view_free(p, i, b)) { /* nothing to time: it will not run */
+                c->cand[k].ms = p->t[i * p->nbe + b] = 0;
+                continue;
+            }
             /* a follower is timed channels-last where the ops before it on be would leave it so */
             int in_cl = p->lay && p->lay[i * p->nbe + b] == (LAY_FOLLOWS | LAY_CL);
             /* timed in the storage it will run in; channels-last (its input so, or the host asking

@@ -128,12 +128,16 @@ static int ensure_in(dl_session *s, int v, int p, dl_error *err) {
     return dl_step_plan_transfer(s, cp, err) == DL_OK ? p : -1;
 }
 
+int dl_session_input_place(const dl_session *s, int i, int j) {
+    return j == 0 && s->view_in[i] >= 0 ? s->view_in[i] : s->node_place[i];
+}
+
 static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     const dl_node *n = &s->g->nodes[i];
     int p = s->node_place[i], d = s->node_dom[i];
     int ins[DL_MAX_OP_INPUTS], n_in = dl_session_node_inputs(s, i, ins), at[DL_MAX_OP_INPUTS];
     for (int j = 0; j < n_in; j++)
-        if ((at[j] = ensure_in(s, root(s, ins[j]), p, err)) < 0) return DL_E_NOMEM;
+        if ((at[j] = ensure_in(s, root(s, ins[j]), dl_session_input_place(s, i, j), err)) < 0) return DL_E_NOMEM;
     int k = s->n_steps;
     for (int j = 0; j < n_in; j++) dl_slot_use(s, dl_slot_find(s, root(s, ins[j]), at[j]), k);
     dl_step *st = add_step(s, DL_STEP_OP, err);
@@ -154,6 +158,7 @@ static dl_status build_op_step(dl_session *s, int i, dl_error *err) {
     unsigned char is_weight[DL_MAX_OP_INPUTS];
     dl_session_weight_flags(s, i, is_weight);
     dl_op_apply_format(&st->op, st->in, &st->out, is_weight, s->places[p].fmt, st->strides);
+    if (s->view_in[i] >= 0) dl_tensor_apply_format(&st->in[0], s->places[s->view_in[i]].fmt, st->strides);
     st->flops = dl_op_def_of(n->kind)->flops(&st->op);
     for (int j = 0; j < n_in; j++) {
         int r = root(s, ins[j]);
@@ -206,7 +211,7 @@ static void point_steps(dl_session *s) {
         int ins[DL_MAX_OP_INPUTS], n_in = dl_session_node_inputs(s, st->node, ins);
         for (int j = 0; j < n_in; j++) {
             int r = root(s, ins[j]);
-            st->in[j].data = BUF(s, r, dl_place_of_value(s, r, st->place));
+            st->in[j].data = BUF(s, r, dl_place_of_value(s, r, dl_session_input_place(s, st->node, j)));
         }
         int o = root(s, n->output);
         st->out.data = BUF(s, o, dl_place_of_value(s, o, st->place));
@@ -290,10 +295,12 @@ static dl_status build(dl_session *s, dl_error *err) {
     s->alias = malloc((size_t)nv * sizeof *s->alias);
     s->node_dom = calloc((size_t)nn + 1, sizeof *s->node_dom);
     s->node_place = calloc((size_t)nn + 1, sizeof *s->node_place);
+    s->view_in = malloc(((size_t)nn + 1) * sizeof *s->view_in);
     s->slot_of = calloc((size_t)nv * DL_MAX_PLACES, sizeof *s->slot_of);
-    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_place)
+    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_place || !s->view_in)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int v = 0; v < nv; v++) s->alias[v] = v;
+    for (int i = 0; i < nn; i++) s->view_in[i] = -1;
     s->n_doms = 1;
     s->doms[0] = (dl_domain){{DL_DEVICE_CPU, 0}, NULL};
     dl_trace *tr = s->trace; /* each stage a span of the trace, if any */
@@ -315,6 +322,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     if (st == DL_OK) st = dl_choose_storage(s, err);
     if (st == DL_OK) st = build_steps(s, err);
     if (st == DL_OK) {
+        dl_elide_views(s);
         dl_elide_concats(s);
         find_phases(s);
         dl_session_plan_inputs(s);
@@ -611,6 +619,7 @@ void dl_session_free(dl_session *s) {
     free(s->alias);
     free(s->node_dom);
     free(s->node_place);
+    free(s->view_in);
     dl_fusion_free(&s->fuse);
     dl_placement_free(&s->place);
     free(s->inputs);

@@ -150,6 +150,8 @@ struct dl_session {
     int *alias;            /* value -> value whose storage it shares (fused relu), or itself */
     int *node_dom;         /* node -> domain it runs in */
     int *node_place;       /* node -> place of its activations (storage.c) */
+    int *view_in;          /* node -> place its input is read in where the node is a layout view
+                              (layout_view.c: that input's place differs from node_place), or -1 */
     int casts;             /* COPY steps that convert (dtype or layout) */
     int layout_ask;        /* dl_layout_ask: opt.layout resolved for this model (dl_session_layout_ask,
                               then dl_session_place for auto) */
@@ -231,6 +233,8 @@ void dl_session_op_view(const dl_session *s, int node, const dl_op_attrs *attrs,
                         dl_tensor *out);
 dl_status dl_session_alloc(dl_session *s, int dom, size_t bytes, void **p, dl_error *err);
 int dl_session_root(const dl_session *s, int value);
+/* The place node i reads its input j in: node_place[i], or for a layout view's input view_in[i]. */
+int dl_session_input_place(const dl_session *s, int node, int j);
 void dl_format_bytes(double bytes, char *buf, size_t len);
 
 /* ---- fuse.c ---- */
@@ -337,6 +341,20 @@ void dl_session_parts_free(dl_session *s);
  * straight into its output gets their slots as slices of its own (dl_slot.within) and becomes a
  * DL_STEP_ELIDED step. Off with no_fuse. */
 void dl_elide_concats(dl_session *s);
+
+/* ---- layout_view.c ---- */
+/* Transposes that are views of a layout: channels-last [N, C, H, W] is row-major [N, H, W, C] in
+ * memory (perm 0, 2, 3, 1), and back (perm 0, 3, 1, 2). */
+enum { DL_VIEW_NONE = 0, DL_VIEW_TO_ROWS = 1, DL_VIEW_TO_CL = 2 };
+/* Which of the two node i is (a 4-D float activation some op writes, transposed so), or NONE;
+ * always NONE under no_fuse. */
+int dl_layout_view_of(const dl_session *s, int i);
+/* 1 if a plan under layout ask `ask` stores a TO_CL view's output channels-last: the asks that put
+ * the host's convs channels-last. */
+int dl_layout_view_ask(int ask);
+/* After the steps are built, before concats are elided: each layout view's input becomes a slice
+ * of its output (dl_slot.within) and its step DL_STEP_ELIDED. */
+void dl_elide_views(dl_session *s);
 
 /* ---- session_plan.c ---- */
 /* The arena alignment of domain d's slots: 64 bytes in host memory, 256 in a device's. */

@@ -49,9 +49,11 @@ static int in_place_input(const dl_step *st) {
 }
 
 /* Let an op write over an input that dies at that op (in_place_input), unless the op reads that
- * input's storage as another of its inputs too, or either buffer is an elided concat's input or
- * output: a slice's place is fixed inside its concat's buffer, and an op writing over a concat's
- * buffer could overwrite a slice it still reads as another input. */
+ * input's storage as another of its inputs too, or the input is an elided concat's input or
+ * output or a layout view's (a slice's place is fixed inside its container's buffer, and an op
+ * writing over a concat's buffer could overwrite a slice it still reads as another input). Where
+ * the output is such a slice, the input becomes one too, at the same place: a reshape written
+ * into a layout view's buffer (ConvNeXt's linear -> reshape -> transpose) copies nothing. */
 static void plan_in_place(dl_session *s) {
     unsigned char *taken = calloc((size_t)s->n_slots + 1, 1);
     if (!taken) return; /* planning without in-place is still correct */
@@ -66,11 +68,20 @@ static void plan_in_place(dl_session *s) {
         const int o = dl_session_root(s, s->g->nodes[st->node].output), v = dl_session_root(s, ins[at]);
         for (int j = 0; j < count; j++) clash |= j != at && dl_session_root(s, ins[j]) == v;
         int out = dl_slot_find(s, o, dl_place_of_value(s, o, st->place));
-        int in = dl_slot_find(s, v, dl_place_of_value(s, v, st->place));
-        if (clash || out < 0 || in < 0 || taken[in] || taken[out] || s->slots[in].last != k ||
+        int in = dl_slot_find(s, v, dl_place_of_value(s, v, dl_session_input_place(s, st->node, at)));
+        if (clash || out < 0 || in < 0 || taken[in] || s->slots[in].last != k ||
             s->slots[in].size != s->slots[out].size)
             continue;
-        s->slots[out].share = in;
+        dl_slot *si = &s->slots[in];
+        if (!taken[out]) {
+            s->slots[out].share = in;
+        } else { /* a slice of a later buffer (its offsets are worked out downwards) */
+            if (s->slots[out].within < 0 || si->first < 0 || in > out) continue;
+            si->within = out;
+            si->within_at = 0;
+            for (int c = out; c >= 0; c = s->slots[c].within) /* every buffer it lies in lives from its write */
+                if (si->first < s->slots[c].first) s->slots[c].first = si->first;
+        }
         taken[in] = 1;
     }
     free(taken);

@@ -135,15 +135,57 @@ int dl_session_accepts(const dl_session *s, const dl_backend *be, int node, cons
     return dl_session_accepts_as(s, be, node, attrs, NULL, why);
 }
 
+/* 1 if be takes node i with its input stored as `fin` and its output as `fout` (a layout view). */
+static int view_accepted(const dl_session *s, const dl_backend *be, int i, dl_format fin, dl_format fout) {
+    dl_tensor in[DL_MAX_OP_INPUTS], out;
+    int64_t strides[4 * (DL_MAX_OP_INPUTS + 1)];
+    unsigned char is_weight[DL_MAX_OP_INPUTS];
+    dl_op op;
+    dl_error why;
+    dl_session_op_view(s, i, &s->fuse.attrs[i], &op, in, &out);
+    dl_session_weight_flags(s, i, is_weight);
+    in[0].device = out.device = be->device;
+    dl_op_apply_format(&op, in, &out, is_weight, fout, strides);
+    dl_tensor_apply_format(&in[0], fin, strides); /* the output's format everywhere, then the input's own */
+    return dl_backend_accepts(be, &op, &why);
+}
+
+/* Node i as a layout view (layout_view.c) on the host: its output's format into *pick and its
+ * input's place into s->view_in[i], where its input is (or will be read) in the view's first
+ * layout and its backend takes the two formats; else nothing changes. A transpose to rows is a
+ * view where its input was stored channels-last; one to channels-last where the plan asks the
+ * host's convs channels-last (the ops after it follow its layout, as after such a conv). */
+static int choose_view(dl_session *s, int i, dl_format *pick) {
+    const int kind = dl_layout_view_of(s, i), d = s->node_dom[i];
+    if (kind == DL_VIEW_NONE || d != 0) return 0;
+    dl_format fin = {pick->dtype, DL_LAYOUT_ROW_MAJOR}, fout = {pick->dtype, DL_LAYOUT_CHANNELS_LAST};
+    if (kind == DL_VIEW_TO_ROWS) {
+        const int p = s->g->values[s->g->nodes[i].inputs[0]].producer;
+        const dl_store *home = &s->places[s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p]];
+        if (home->dom != d || home->fmt.layout != DL_LAYOUT_CHANNELS_LAST) return 0;
+        fin = home->fmt;
+        fout = (dl_format){home->fmt.dtype, DL_LAYOUT_ROW_MAJOR};
+    } else if (!dl_layout_view_ask(s->layout_ask)) {
+        return 0;
+    }
+    if (!view_accepted(s, s->place.be[i], i, fin, fout)) return 0;
+    const int at = dl_place_index(s, d, fin);
+    if (at < 0) return -1;
+    s->view_in[i] = at;
+    *pick = fout;
+    return 0;
+}
+
 dl_status dl_choose_storage(dl_session *s, dl_error *err) {
     s->n_places = 0;
     dl_place_index(s, 0, F32_ROW_MAJOR);
     for (int i = 0; i < s->g->n_nodes; i++) {
+        s->view_in[i] = -1;
         if (s->fuse.into[i] >= 0) continue;
         dl_format pick = F32_ROW_MAJOR;
         dl_error why;
         if (!dl_session_accepts_as(s, s->place.be[i], i, &s->fuse.attrs[i], &pick, &why)) pick = F32_ROW_MAJOR;
-        int p = dl_place_index(s, s->node_dom[i], pick);
+        int p = choose_view(s, i, &pick) < 0 ? -1 : dl_place_index(s, s->node_dom[i], pick);
         /* the row-major twin too, so dl_place_of_value always finds room */
         if (p < 0 || dl_place_index(s, s->node_dom[i], (dl_format){pick.dtype, DL_LAYOUT_ROW_MAJOR}) < 0)
             return dl_fail(err, DL_E_UNSUPPORTED, "too many storage places (domains x formats)");

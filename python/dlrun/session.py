@@ -236,7 +236,7 @@ class Session:
 
     def profile(self):
         """One dict per step of the last runs: kind ("op", "copy", "fused", or "elided": a concat
-        its inputs were written into), layer, op, backend, shape, flops, bytes, last_ms, total_ms,
+        its inputs were written into, or a transpose that is a view of a layout), layer, op, backend, shape, flops, bytes, last_ms, total_ms,
         runs, mean_ms and gflops (from mean_ms)."""
         h = self._live()
         rows = []

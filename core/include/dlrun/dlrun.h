@@ -188,7 +188,9 @@ DL_API int64_t dl_session_micro_batch(const dl_session *s);
 /* ---- per-step record: where each op ran and how long it took -------------------------------- */
 
 /* ELIDED: a concat whose inputs were written straight into its output (their buffers are slices of
- * it), so it moves nothing and does not run; off with no_fuse. */
+ * it), or a transpose whose input's memory is its output (channels-last [N, C, H, W] read as
+ * row-major [N, H, W, C], or back: docs/layout.md), so it moves nothing and does not run; off with
+ * no_fuse. */
 typedef enum dl_step_kind { DL_STEP_OP = 0, DL_STEP_COPY = 1, DL_STEP_FUSED = 2, DL_STEP_ELIDED = 3 } dl_step_kind;
 
 typedef struct dl_step_info {

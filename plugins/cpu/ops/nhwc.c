@@ -112,6 +112,17 @@ static int group_width(const dl_op *op) {
     return (int)gw;
 }
 
+/* A binary op's operand as the NHWC kernel takes it: 4-D (channels-last), or of fewer dims that
+ * read the same in memory whether [1, C, H, W] or [1, H, W, C] once ones are put before them:
+ * nothing but ones in C or in H x W (ConvNeXt's layer scale [C, 1, 1], a bias [C, 1, 1], a scalar). */
+static int nhwc_operand(const dl_tensor *t) {
+    if (t->ndim == 4) return 1;
+    if (t->ndim > 4) return 0;
+    int64_t d[4] = {1, 1, 1, 1};
+    for (int i = 0; i < t->ndim; i++) d[4 - t->ndim + i] = t->shape[i];
+    return d[1] == 1 || (d[2] == 1 && d[3] == 1);
+}
+
 /* op's kind (and, for a conv, its shape) has an NHWC kernel here */
 static int has_kernel(const dl_op *op) {
     if (is_unary(op->kind) || op->kind == DL_OP_GLOBAL_AVGPOOL || op->kind == DL_OP_MAXPOOL2D ||
@@ -120,7 +131,9 @@ static int has_kernel(const dl_op *op) {
     if (op->kind == DL_OP_BATCHNORM) return op->n_inputs == 5 && op->outputs[0].ndim == 4;
     if (op->kind == DL_OP_CONCAT || op->kind == DL_OP_CHANNEL_SHUFFLE || op->kind == DL_OP_SLICE)
         return op->outputs[0].ndim == 4;
-    if (is_binary(op->kind)) return op->n_inputs == 2 && op->inputs[0].ndim == 4 && op->inputs[1].ndim == 4;
+    if (is_binary(op->kind))
+        return op->n_inputs == 2 && op->outputs[0].ndim == 4 && nhwc_operand(&op->inputs[0]) &&
+               nhwc_operand(&op->inputs[1]);
     return is_dense(op) || is_depthwise(op) || group_width(op);
 }
 
@@ -154,7 +167,14 @@ int cpu_preferred_layout(void *self, const dl_op *op) {
 dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
     dl_op_geom *g = &k->g;
     if (is_binary(g->kind)) { /* [N, C, H, W] -> [N, H, W, C]: the row-major shapes of what lies in memory */
+        int *nd[2] = {&g->xnd, &g->bnd};
         int64_t *s[3] = {g->xs, g->bs, g->ys};
+        for (int i = 0; i < 2; i++) { /* an operand of fewer dims: ones before them (nhwc_operand) */
+            const int m = *nd[i];
+            memmove(s[i] + 4 - m, s[i], (size_t)m * sizeof *s[i]);
+            for (int d = 0; d < 4 - m; d++) s[i][d] = 1;
+            *nd[i] = 4;
+        }
         for (int i = 0; i < 3; i++) {
             const int64_t c = s[i][1];
             s[i][1] = s[i][2], s[i][2] = s[i][3], s[i][3] = c;
