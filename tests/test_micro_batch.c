@@ -267,3 +267,71 @@ Test(micro_batch, auto_keeps_the_batch_at_once_where_parts_give_other_outputs) {
     cr_expect_str_eq(dl_session_batching(o.s), "1 at once");
     close_all(&o);
 }
+
+/* ---- the first layers in parts, the rest at once (batch_prefix.c) ---- */
+
+/* Two convs and a pool, then a classifier: each op waits 0.15 ms x images^2 (parts win) and the
+ * classifier's linears 5 ms more a run whatever their images (the whole batch at once wins): at
+ * once about 67 ms a run, the best parts (of 4) 49, the convs and pool in parts of 1 and the
+ * linears at once 34. */
+static const char stages[] = "model: stages\ninputs:\n  - {name: x, shape: [8, 4, 5, 5]}\nlayers:\n"
+                             "  - {name: c1, op: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+                             "  - {name: r, op: relu}\n"
+                             "  - {name: c2, op: conv2d, filters: 6, kernel: 3, padding: 1}\n"
+                             "  - {name: p, op: global_avgpool}\n"
+                             "  - {name: f, op: flatten}\n"
+                             "  - {name: l1, op: linear, units: 7}\n"
+                             "  - {name: l2, op: linear, units: 5}\n";
+
+/* The cut: after the flatten (the one value crossing there), the layers before it in parts of 1;
+ * the outputs those of the batch at once; the steps a run reports are the parts' (their flops
+ * the whole batch's) and then the classifier's; the choice cached. */
+Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
+    cr_assert(tu_fresh_cache());
+    unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    setenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US", "150", 1);
+    setenv("DLFAKE_TIMEDCPU_RUN_FLAT_US", "5000", 1);
+    dl_error err = {{0}};
+    opened once;
+    cr_assert_eq(open_with(TIMED, stages, 0, 8, "timedcpu", &once, &err), DL_OK, "%s", err.msg);
+    int64_t n0;
+    float *ref = run_seeded(&once, &n0);
+    const double flops = total_flops(once.s);
+    close_all(&once);
+    for (int round = 0; round < 2; round++) { /* measured, then from the cache */
+        opened o;
+        cr_assert_eq(open_with(TIMED, stages, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+        const char *got = dl_session_batching(o.s);
+        double ms, whole;
+        cr_expect_eq(sscanf(got,
+                            "8: the first 5 of 7 layers in 8 parts of 1, the rest at once (auto: %lf ms a run, "
+                            "against %lf ms at once",
+                            &ms, &whole),
+                     2, "round %d: %s", round, got);
+        cr_expect_lt(ms * 1.5, whole, "round %d: %s", round, got);
+        int64_t n;
+        float *y = run_seeded(&o, &n);
+        cr_assert_eq(n, n0);
+        cr_expect_leq(tu_nmse(ref, y, (size_t)n), 1e-12, "round %d: other outputs than at once", round);
+        cr_expect(fabs(total_flops(o.s) - flops) <= 1e-9 * flops, "round %d: flops %g, at once %g", round,
+                  total_flops(o.s), flops);
+        int parts_steps = 0, whole_steps = 0;
+        for (int k = 0; k < dl_session_step_count(o.s); k++) {
+            dl_step_info si;
+            dl_session_step(o.s, k, &si);
+            if (si.kind != DL_STEP_OP) continue;
+            cr_expect_eq(si.runs, 1, "round %d, step %d (%s): a run counts once", round, k, si.layer);
+            const int is_linear = !strcmp(si.op, "linear");
+            cr_expect_eq(si.shape[0], is_linear ? 8 : 1, "round %d: %s on %lld images", round, si.layer,
+                         (long long)si.shape[0]);
+            parts_steps += !is_linear, whole_steps += is_linear;
+        }
+        cr_expect_eq(whole_steps, 2, "round %d", round);
+        cr_expect_geq(parts_steps, 3, "round %d", round);
+        free(y);
+        close_all(&o);
+    }
+    free(ref);
+    unsetenv("DLFAKE_TIMEDCPU_RUN_FLAT_US");
+    unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+}

@@ -107,3 +107,49 @@ Test(noalloc, run_loop_allocates_nothing, .timeout = 300) {
     runs_allocate_nothing("lenet.yaml", 4, 0, 2); /* a batch in parts (docs/micro-batch.md) */
     runs_allocate_nothing("test:mobile_block.yaml", 3, 0, 1);
 }
+
+/* The first layers in parts and the rest at once (batch_prefix.c): its runs allocate nothing
+ * either. The timedcpu test plugin's waits make auto choose it, as in test_micro_batch. */
+Test(noalloc, a_run_with_its_first_layers_in_parts_allocates_nothing, .timeout = 120) {
+    cr_assert(tu_fresh_cache());
+    unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    setenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US", "150", 1);
+    setenv("DLFAKE_TIMEDCPU_RUN_FLAT_US", "5000", 1);
+    static const char stages[] = "model: stages\ninputs:\n  - {name: x, shape: [8, 4, 5, 5]}\nlayers:\n"
+                                 "  - {name: c1, op: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+                                 "  - {name: r, op: relu}\n"
+                                 "  - {name: c2, op: conv2d, filters: 6, kernel: 3, padding: 1}\n"
+                                 "  - {name: p, op: global_avgpool}\n"
+                                 "  - {name: f, op: flatten}\n"
+                                 "  - {name: l1, op: linear, units: 7}\n"
+                                 "  - {name: l2, op: linear, units: 5}\n";
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = "timedcpu";
+    cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-timedcpu.so", stages, &so, &ctx, &m, &s, &err), DL_OK,
+                 "%s", err.msg);
+    cr_assert(strstr(dl_session_batching(s), "the first 5 of 7 layers in 8 parts of 1"), "%s", dl_session_batching(s));
+    dl_tensor in = *dl_session_input(s, 0);
+    const int64_t n = dl_tensor_numel(&in);
+    float *x = __libc_malloc((size_t)n * sizeof *x);
+    tu_fill_uniform(x, (size_t)n, 1, -1, 1);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    allocations = 0;
+    counting = 1;
+    dl_status a = dl_session_run(s, &in, 1, &err), b = dl_session_run(s, &in, 1, &err);
+    counting = 0;
+    cr_assert_eq(a, DL_OK);
+    cr_assert_eq(b, DL_OK);
+    cr_expect_eq(allocations, 0, "%ld allocations in two runs", allocations);
+    dl_session_free(s);
+    dl_model_free(m);
+    dl_context_free(ctx);
+    free(x);
+    unsetenv("DLFAKE_TIMEDCPU_RUN_FLAT_US");
+    unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+}

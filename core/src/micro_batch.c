@@ -10,7 +10,8 @@
  * agree with the whole batch's (a model that mixes images, or has a batch-sized constant, does
  * not). The choice and the medians go into the timing
  * cache under a hash of the whole batch's plan, so the next session of the model builds only the
- * winner. */
+ * winner. The trials' step times also price running only the first layers in parts and the rest
+ * at once (batch_prefix.c); the best such cut is run against the winner, and kept if faster. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdarg.h>
@@ -224,6 +225,72 @@ static double one_run_ms(dl_session *s) {
     return ms;
 }
 
+/* A plain session of `images` of s's batch (no parts: the prefix of a run, batch_prefix.c) */
+static dl_session *prefix_session(const dl_session *s, dl_model *m, int64_t images, dl_error *e) {
+    dl_session_options o = s->opt;
+    o.batch = o.micro_batch = images;
+    dl_session *p = NULL;
+    if (dl_session_create_as(s->ctx, m, &o, 0, &p, e) != DL_OK) {
+        dl_session_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Relative L2 distance of s's outputs with its prefix from best's (s itself without it where best
+ * is s), on the seeded input; INFINITY where either cannot run. */
+static double prefix_apart(dl_session *best, dl_session *s) {
+    dl_error e = {{0}};
+    dl_tensor *in = dl_session_seeded_inputs(s, &e);
+    dl_session *prefix = s->prefix;
+    double apart = INFINITY;
+    float **ref = calloc((size_t)s->g->n_outputs + 1, sizeof *ref);
+    if (best == s) s->prefix = NULL;
+    int ok = in && ref && dl_session_run(best, in, s->g->n_inputs, &e) == DL_OK;
+    s->prefix = prefix;
+    for (int i = 0; ok && i < s->g->n_outputs; i++) {
+        const dl_tensor *y = dl_session_output(best, i);
+        const size_t bytes = (size_t)dl_tensor_numel(y) * sizeof(float);
+        ok = (ref[i] = malloc(bytes ? bytes : 1)) != NULL;
+        if (ok) memcpy(ref[i], y->data, bytes);
+    }
+    if (ok && dl_session_run(s, in, s->g->n_inputs, &e) == DL_OK) {
+        double diff = 0, norm = 0;
+        for (int i = 0; i < s->g->n_outputs; i++) {
+            const dl_tensor *y = dl_session_output(s, i);
+            const float *a = y->data;
+            for (int64_t k = 0; k < dl_tensor_numel(y); k++) {
+                const double d = (double)a[k] - ref[i][k];
+                diff += d * d, norm += (double)ref[i][k] * ref[i][k];
+            }
+        }
+        apart = isnan(diff) ? INFINITY : norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+    }
+    for (int i = 0; ref && i < s->g->n_outputs; i++) free(ref[i]);
+    free(ref);
+    dl_session_free_inputs(s, in);
+    dl_session_reset_profile(s);
+    dl_session_reset_profile(best);
+    return apart;
+}
+
+static void drop_prefix(dl_session *s) {
+    dl_session_free(s->prefix);
+    free(s->part_ms), free(s->part_in);
+    s->prefix = NULL, s->part_ms = NULL, s->part_in = NULL;
+}
+
+/* The first layers in parts (batch_prefix.c) on s, up to cut, in parts of `images`: attached
+ * where its session can be built and the cut holds; 0 where not. */
+static int try_prefix(dl_session *s, dl_model *m, int64_t n, int64_t images, int cut, const int *cuts) {
+    dl_error e = {{0}};
+    dl_session *p = cut >= 0 && images >= 1 && images < n && n % images == 0 ? prefix_session(s, m, images, &e) : NULL;
+    if (p && dl_prefix_attach(s, p, n / images, cut, cuts)) return 1;
+    dl_session_free(p);
+    drop_prefix(s);
+    return 0;
+}
+
 void dl_session_auto_parts(dl_session **sp, dl_model *m) {
     dl_session *s = *sp, *best = s;
     const int64_t n = s->g->n_inputs && s->inputs[0].ndim ? s->inputs[0].shape[0] : 0;
@@ -235,11 +302,16 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
         return;
     }
     const double tol = s->opt.precision == DL_PRECISION_F32 || s->opt.precision == DL_PRECISION_TF32 ? 1e-4 : 3e-2;
-    char key[112], warn[600], tried[120] = "";
+    char key[112], warn[600], tried[200] = "";
     const unsigned long long h = (unsigned long long)dl_session_plan_hash(s);
     dl_tcache *cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
     double ms_of[64] = {0}, choice = 0; /* ms_of[j]: parts of n >> j images (j = 0: at once) */
     int64_t best_images = n;
+    int *cuts = dl_prefix_cuts(s->g);
+    /* the first layers in parts: the best cut priced, and what its run measured */
+    double prefix_est = INFINITY, prefix_ms = 0, cut_d = -1, images_d = 0;
+    int prefix_cut = -1;
+    int64_t prefix_images = 0;
     snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
     const int cached =
         cache && dl_tcache_get(cache, key, &choice) && choice >= 1 && choice <= (double)n && n % (int64_t)choice == 0;
@@ -252,6 +324,15 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
         for (int j = 1; j < 63 && (n >> j) >= 1; j++) /* what else was measured */
             if (ms_of[j] > 0 && (n >> j) != best_images)
                 tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)(n >> j), ms_of[j]);
+        snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
+        if (best_images == n && cuts && dl_tcache_get(cache, key, &cut_d) && cut_d >= 0 && cut_d < s->g->n_nodes) {
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-images", h);
+            dl_tcache_get(cache, key, &images_d);
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-run", h);
+            dl_tcache_get(cache, key, &prefix_ms);
+            if (images_d >= 1 && images_d < (double)n && try_prefix(s, m, n, (int64_t)images_d, (int)cut_d, cuts))
+                prefix_images = (int64_t)images_d;
+        }
         if (best_images < n) {
             dl_error e = {{0}};
             dl_session *p = part_session(s, m, n, best_images, &e);
@@ -268,20 +349,26 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
             snprintf(desc, room, "%lld at once (auto: a run takes %.2f ms, under %.0f)", (long long)n, first,
                      PARTS_MIN_MS);
             dl_tcache_free(cache);
+            free(cuts);
             return;
         }
+        double *w_ms = calloc((size_t)s->n_steps + 1, sizeof *w_ms);
         /* every halving, each against the fastest so far: n/2, n/4, ... (n odd: parts of 1). Not
          * only while each is faster: one part size measured slow (a loaded moment, or a size
          * between two that fit the caches) stopped the search, and the choice is cached
          * (SqueezeNet at batch 8 kept "at once", 17.99 ms against parts of 4 19.28, and ran 16.5
-         * ms where parts of 1 run 13.4) */
+         * ms where parts of 1 run 13.4). Each part's steps, and the whole batch's, price every
+         * cut for the first layers in parts (batch_prefix.c). */
         for (int64_t images = n % 2 ? 1 : n / 2; images >= 1; images = images % 2 ? 0 : images / 2) {
             for (j = 0; (n >> j) != images && j < 63; j++) {}
             dl_session *p = part_session(s, m, n, images, &e);
-            double ms[2];
-            if (!p || dl_session_run_both(x, p, PARTS_ROUNDS, ms, &e) != DL_OK) {
+            double ms[2], *p_ms = p ? calloc((size_t)p->n_steps + 1, sizeof *p_ms) : NULL;
+            if (!p || !p_ms ||
+                dl_session_run_both_steps(x, p, PARTS_ROUNDS, ms, (double *const[2]){x == s ? w_ms : NULL, p_ms}, &e) !=
+                    DL_OK) {
                 tried_too(tried, sizeof tried, "; parts of %lld: %.40s", (long long)images, e.msg);
                 dl_session_free(p);
+                free(p_ms);
                 break;
             }
             const double apart = outputs_apart(p, x);
@@ -290,9 +377,15 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
                 tried_too(tried, sizeof tried, "; parts of %lld give other outputs: relative L2 %.2g",
                           (long long)images, apart);
                 dl_session_free(p);
+                free(p_ms);
                 break;
             }
             ms_of[j] = ms[1];
+            for (int c = 0; cuts && w_ms && c + 1 < s->g->n_nodes; c++) {
+                const double est = cuts[c] < 0 ? -1 : dl_prefix_estimate(s, p, c, cuts, w_ms, p_ms);
+                if (est >= 0 && est < prefix_est) prefix_est = est, prefix_cut = c, prefix_images = images;
+            }
+            free(p_ms);
             if (!(ms[1] < ms[0] * PARTS_MARGIN)) { /* the next halving is tried all the same */
                 tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)images, ms[1]);
                 dl_session_free(p);
@@ -305,6 +398,30 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
             x = best = p;
             best_images = images;
         }
+        free(w_ms);
+        /* the best cut, where its estimate beats the fastest plan, run against it */
+        int jb = 0;
+        while (jb < 63 && (n >> jb) != best_images) jb++;
+        const double fastest = jb < 63 ? ms_of[jb] : 0;
+        const int64_t images = prefix_images;
+        prefix_images = 0;
+        if (prefix_cut >= 0 && fastest > 0 && prefix_est < fastest * PARTS_MARGIN &&
+            try_prefix(s, m, n, images, prefix_cut, cuts)) {
+            double ms[2];
+            if (dl_session_run_both(best, s, PARTS_ROUNDS, ms, &e) == DL_OK && ms[1] < ms[0] * PARTS_MARGIN &&
+                prefix_apart(best, s) <= tol) {
+                prefix_images = images, prefix_ms = ms[1];
+                if (best != s) {
+                    tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)best_images, ms[0]);
+                    dl_session_free(best);
+                }
+                best = s, best_images = n;
+            } else {
+                tried_too(tried, sizeof tried, "; the first %d layers in parts of %lld %.2f ms", prefix_cut + 1,
+                          (long long)images, ms[1]);
+                drop_prefix(s);
+            }
+        }
         if (cache) {
             for (int k = 0; k < 63; k++) {
                 if (!ms_of[k]) continue;
@@ -313,15 +430,30 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
             }
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
             dl_tcache_put(cache, key, (double)best_images);
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
+            dl_tcache_put(cache, key, prefix_images ? (double)prefix_cut : -1);
+            if (prefix_images) {
+                snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-images", h);
+                dl_tcache_put(cache, key, (double)prefix_images);
+                snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-run", h);
+                dl_tcache_put(cache, key, prefix_ms);
+            }
             dl_tcache_save(cache, warn, sizeof warn);
         }
     }
     dl_tcache_free(cache);
+    free(cuts);
     int jb = 0;
     while (jb < 63 && (n >> jb) != best_images) jb++;
     const double won = jb < 63 ? ms_of[jb] : 0, whole = ms_of[0];
     char text[sizeof s->batch_desc];
-    if (best != s && won > 0)
+    if (s->prefix)
+        snprintf(text, sizeof text,
+                 "%lld: the first %d of %d layers in %lld parts of %lld, the rest at once (auto: %.2f ms a run, "
+                 "against %.2f ms at once%s)",
+                 (long long)n, s->prefix_cut + 1, s->g->n_nodes, (long long)s->prefix_parts,
+                 (long long)(n / s->prefix_parts), prefix_ms, whole, tried);
+    else if (best != s && won > 0)
         snprintf(text, sizeof text, "%lld in %lld parts of %lld (auto: %.2f ms a run, against %.2f ms at once%s)",
                  (long long)n, (long long)(n / best_images), (long long)best_images, won, whole, tried);
     else if (best != s)

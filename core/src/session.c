@@ -245,6 +245,7 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
         if (g->values[v].kind == DL_VALUE_INPUT && dl_slot_add(s, v, 0, dl_session_value_bytes(s, v), -1) < 0)
             return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
+        s->node_step[i] = s->n_steps;
         if (s->fuse.into[i] < 0) {
             dl_status st = build_op_step(s, i, err);
             if (st != DL_OK) return st;
@@ -256,6 +257,7 @@ static dl_status build_steps(dl_session *s, dl_error *err) {
         f->be = s->place.be[i];
         if (asprintf(&f->label, "%s (fused)", g->nodes[s->fuse.into[i]].name) < 0) f->label = NULL;
     }
+    s->node_step[g->n_nodes] = s->n_steps;
     s->outputs = calloc((size_t)g->n_outputs, sizeof *s->outputs);
     s->inputs = calloc((size_t)g->n_inputs, sizeof *s->inputs);
     s->in_dev = calloc((size_t)g->n_inputs, sizeof *s->in_dev);
@@ -296,8 +298,10 @@ static dl_status build(dl_session *s, dl_error *err) {
     s->node_dom = calloc((size_t)nn + 1, sizeof *s->node_dom);
     s->node_place = calloc((size_t)nn + 1, sizeof *s->node_place);
     s->view_in = malloc(((size_t)nn + 1) * sizeof *s->view_in);
+    s->node_step = calloc((size_t)nn + 1, sizeof *s->node_step);
     s->slot_of = calloc((size_t)nv * DL_MAX_PLACES, sizeof *s->slot_of);
-    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_place || !s->view_in)
+    if (!s->slot_of || !s->buf || !s->owned || !s->alias || !s->node_dom || !s->node_place || !s->view_in ||
+        !s->node_step)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int v = 0; v < nv; v++) s->alias[v] = v;
     for (int i = 0; i < nn; i++) s->view_in[i] = -1;
@@ -507,18 +511,30 @@ void dl_session_free_inputs(const dl_session *s, dl_tensor *in) {
  * Their median times in ms[0] and ms[1]. Their traces are set aside meanwhile and their steps'
  * times cleared afterwards: these runs are not the caller's. */
 dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double ms[2], dl_error *err) {
+    return dl_session_run_both_steps(s, t, rounds, ms, (double *const[2]){NULL, NULL}, err);
+}
+
+/* a run's steps as s reports them (dl_session_step): its prefix's first */
+static int reported_steps(const dl_session *s) {
+    return s->prefix ? s->prefix_steps + s->n_steps - s->first_step : s->n_steps;
+}
+
+dl_status dl_session_run_both_steps(dl_session *s, dl_session *t, int rounds, double ms[2], double *const step_ms[2],
+                                    dl_error *err) {
     if (rounds < 1 || rounds > DL_RUN_BOTH_MAX_ROUNDS) rounds = AUTO_ROUNDS;
     const int n = s->g->n_inputs;
     dl_tensor *in = dl_session_seeded_inputs(s, err);
     dl_status st = in ? DL_OK : DL_E_NOMEM;
-    dl_session *both[2] = {s, t};
+    dl_session *both[2] = {s, t}, *prefix = s->prefix;
     dl_trace *kept[2] = {s->trace, t->trace};
     s->trace = t->trace = NULL;
     double runs[2][DL_RUN_BOTH_MAX_ROUNDS], spent = 0;
     int r = -AUTO_WARMUP;
     for (; st == DL_OK && r < DL_RUN_BOTH_MAX_ROUNDS && (r < rounds || spent < DL_RUN_BOTH_BUDGET_MS); r++)
         for (int k = 0; st == DL_OK && k < 2; k++) {
-            dl_session *x = both[k ^ ((r + AUTO_WARMUP) % 2)]; /* the order alternates each round */
+            const int which = k ^ ((r + AUTO_WARMUP) % 2); /* the order alternates each round */
+            dl_session *x = both[which];
+            if (s == t) s->prefix = which ? prefix : NULL; /* one session: without its prefix, then with it */
             /* twice in a row, the second timed: a run straight after the other session's finds
              * that session's data in the caches, and a plan with a small working set (a batch in
              * parts) loses what it wins in a model's repeated runs (SqueezeNet at batch 8, parts
@@ -526,14 +542,17 @@ dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double m
             st = dl_session_run(x, in, n, err);
             const double t0 = dl_now_ms();
             if (st == DL_OK) st = dl_session_run(x, in, n, err);
-            if (r >= 0) spent += runs[x == t][r] = dl_now_ms() - t0;
+            if (r >= 0) spent += runs[which][r] = dl_now_ms() - t0;
         }
+    s->prefix = prefix;
     for (int k = 0; k < 2; k++) {
         both[k]->trace = kept[k];
-        for (int j = 0; j < both[k]->n_steps; j++) {
-            both[k]->steps[j].last_ms = both[k]->steps[j].total_ms = 0;
-            both[k]->steps[j].runs = 0;
+        for (int j = 0; step_ms[k] && j < reported_steps(both[k]); j++) {
+            dl_step_info si;
+            dl_session_step(both[k], j, &si);
+            step_ms[k][j] = si.runs > 0 ? si.total_ms / si.runs : 0;
         }
+        dl_session_reset_profile(both[k]);
         if (st != DL_OK) continue;
         qsort(runs[k], (size_t)r, sizeof runs[k][0], dl_cmp_double);
         ms[k] = r % 2 ? runs[k][r / 2] : (runs[k][r / 2 - 1] + runs[k][r / 2]) / 2;
@@ -620,6 +639,8 @@ void dl_session_free(dl_session *s) {
     free(s->node_dom);
     free(s->node_place);
     free(s->view_in);
+    free(s->node_step);
+    dl_session_free(s->prefix);
     dl_fusion_free(&s->fuse);
     dl_placement_free(&s->place);
     free(s->inputs);
@@ -660,13 +681,18 @@ static dl_status sync_all(dl_session *s, const dl_backend **last, dl_error *err)
 }
 
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
-    return s->parts > 1 ? dl_session_run_parts(s, inputs, n_inputs, err)
-                        : dl_session_run_plan(s, inputs, n_inputs, err);
+    return s->prefix      ? dl_session_run_prefixed(s, inputs, n_inputs, err)
+           : s->parts > 1 ? dl_session_run_parts(s, inputs, n_inputs, err)
+                          : dl_session_run_plan(s, inputs, n_inputs, err);
 }
 
 dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    return dl_session_run_steps(s, inputs, n_inputs, 0, s->n_steps, err);
+}
+
+dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inputs, int from, int to, dl_error *err) {
     double t_start = dl_now_ms();
-    dl_status in_rc = dl_session_take_inputs(s, inputs, n_inputs, err);
+    dl_status in_rc = inputs ? dl_session_take_inputs(s, inputs, n_inputs, err) : DL_OK;
     if (in_rc != DL_OK) return in_rc;
     const dl_backend *last[DL_MAX_DOMAINS] = {0};
     const int first_op = s->first_op, last_op = s->last_op;
@@ -674,7 +700,7 @@ dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inpu
     dl_trace *tr = s->trace ? s->trace : s->profiling ? s->prof_trace : NULL;
     dl_trace_run_start(tr);
     double t_compute = t_start, t_outputs = t_start;
-    for (int k = 0; k < s->n_steps; k++) {
+    for (int k = from; k < to; k++) {
         dl_step *st = &s->steps[k];
         if (k == first_op) { /* the inputs are where the first op reads them */
             dl_status rc = k ? sync_all(s, last, err) : DL_OK;
@@ -709,7 +735,9 @@ dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inpu
     }
     dl_status rc = sync_all(s, last, err);
     double t_end = dl_now_ms();
-    if (last_op < 0) t_compute = t_outputs = t_end; /* no op: everything was copying */
+    if (last_op < 0) t_compute = t_outputs = t_end;              /* no op: everything was copying */
+    else if (first_op >= to) t_compute = t_outputs = t_end;      /* a range before the ops */
+    else if (last_op < from || last_op >= to) t_outputs = t_end; /* a range without the last op */
     s->last_run = (dl_run_times){t_compute - t_start, t_outputs - t_compute, t_end - t_outputs};
     if (tr && rc == DL_OK) {
         dl_trace_run_end(tr, t_start, t_end, &s->last_run);
@@ -741,13 +769,25 @@ const char *dl_session_output_name(const dl_session *s, int i) {
     return i >= 0 && i < s->g->n_outputs ? s->g->values[s->g->outputs[i]].name : NULL;
 }
 
-int dl_session_step_count(const dl_session *s) { return s->n_steps; }
+int dl_session_step_count(const dl_session *s) { return reported_steps(s); }
+
+/* The session whose step *i (made its index there) is step i of a run of s: a session with a
+ * prefix reports the prefix's steps that run, then its own from first_step (batch_prefix.c). */
+static const dl_session *step_owner(const dl_session *s, int *i) {
+    if (!s->prefix || *i < 0) return s;
+    if (*i < s->prefix_steps) return s->prefix;
+    *i += s->first_step - s->prefix_steps;
+    return s;
+}
 
 void dl_session_step(const dl_session *s, int i, dl_step_info *info) {
     memset(info, 0, sizeof *info);
+    const dl_session *w = s;
+    s = step_owner(w, &i);
     if (i < 0 || i >= s->n_steps) return;
     const dl_step *st = &s->steps[i];
-    const double parts = s->parts > 1 ? (double)s->parts : 1.0; /* a run's steps: every part's */
+    /* a run's steps: every part's */
+    const double parts = s != w ? (double)w->prefix_parts : s->parts > 1 ? (double)s->parts : 1.0;
     info->kind = st->kind;
     info->flops = st->flops * parts;
     info->last_ms = st->last_ms;
@@ -784,6 +824,7 @@ int64_t dl_session_input_bound(const dl_session *s, int i) {
 }
 
 const dl_op *dl_session_step_op(const dl_session *s, int i, const unsigned char **constant) {
+    s = step_owner(s, &i);
     if (i < 0 || i >= s->n_steps || !has_op(&s->steps[i])) return NULL;
     if (constant) *constant = s->steps[i].constant;
     return &s->steps[i].op;
@@ -791,15 +832,17 @@ const dl_op *dl_session_step_op(const dl_session *s, int i, const unsigned char 
 
 void dl_session_reset_profile(dl_session *s) {
     for (int k = 0; k < s->n_steps; k++) {
-        s->steps[k].total_ms = 0;
+        s->steps[k].last_ms = s->steps[k].total_ms = 0;
         s->steps[k].runs = 0;
     }
+    if (s->prefix) dl_session_reset_profile(s->prefix);
 }
 
 /* Profiling times each step on a backend with timing events (ABI 1.6) by those events, as a trace
  * does: a session made without a trace gets one of its own for that, never written. Where it
  * cannot be made, or a backend has no events, the step is synchronized and timed on the host. */
 void dl_session_set_profiling(dl_session *s, int on) {
+    if (s->prefix) dl_session_set_profiling(s->prefix, on);
     s->profiling = on;
     if (!on || s->trace || s->prof_trace) return;
     dl_error e;
@@ -818,6 +861,12 @@ void dl_session_memory(const dl_session *s, int i, dl_memory_info *info) {
     info->peak_bytes = s->mem[i].peak;
     info->naive_bytes = s->mem[i].naive;
     info->lower_bound_bytes = s->mem[i].lower_bound;
+    if (i == 0 && s->prefix) { /* the prefix's arena beside this one's */
+        dl_memory_info p;
+        dl_session_memory(s->prefix, 0, &p);
+        info->peak_bytes += p.peak_bytes, info->naive_bytes += p.naive_bytes;
+        info->lower_bound_bytes += p.lower_bound_bytes, info->weight_bytes += p.weight_bytes;
+    }
     /* the host's: weights placement converted there, plus the seeded, copied and folded ones */
     info->weight_bytes = s->mem[i].weights + (i == 0 ? dl_session_host_weights(s) : 0);
 }

@@ -191,7 +191,17 @@ struct dl_session {
     int64_t *whole_dims;             /* their shapes */
     dl_tensor *part_in;              /* during a run: one part's inputs */
     double *part_ms;                 /* during a run: each step's time summed over the parts */
-    char batch_desc[192];            /* dl_session_batching */
+    char batch_desc[320];            /* dl_session_batching */
+    int *node_step;                  /* node -> the first step built for it (its copies first); [n_nodes]: the end of
+                                        the nodes' steps (the outputs' copies follow) */
+    /* The first layers in parts (batch_prefix.c): `prefix`, a session of prefix_parts-th of the
+     * batch, runs its steps [0, prefix_steps) on each part, up to node prefix_cut, whose output is
+     * the one value crossing it; each part's copy of it (prefix_value in prefix place prefix_at)
+     * goes into this session's (cut_value in place cut_at) at the part's offset; then this
+     * session runs its steps from first_step. NULL: none. */
+    struct dl_session *prefix;
+    int64_t prefix_parts;
+    int prefix_cut, prefix_steps, prefix_value, prefix_at, first_step, cut_value, cut_at;
 };
 
 /* ---- session.c ---- */
@@ -201,6 +211,8 @@ dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_op
                                dl_session **out, dl_error *err);
 /* One run of the session's own plan (dl_session_run without parts). */
 dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
+/* Its steps [from, to) only; inputs NULL: none taken (a run after a prefix, batch_prefix.c). */
+dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inputs, int from, int to, dl_error *err);
 /* Inputs of s's shapes (dl_session_input), f32 ones uniform in [-1, 1) from a stream seeded by
  * each input's name, int64 ones 0; NULL when out of memory. Free with dl_session_free_inputs. */
 dl_tensor *dl_session_seeded_inputs(const dl_session *s, dl_error *err);
@@ -209,10 +221,15 @@ void dl_session_free_inputs(const dl_session *s, dl_tensor *in);
  * `rounds` rounds alternating their order, and more while their timed runs together have taken
  * under DL_RUN_BOTH_BUDGET_MS, at most DL_RUN_BOTH_MAX_ROUNDS), each turn two runs in a row of
  * which the second is timed (as a model's repeated runs find the caches); their median times in
- * ms[0] and ms[1]; their steps' times cleared afterwards. */
+ * ms[0] and ms[1]; their steps' times cleared afterwards. s == t with a prefix (batch_prefix.c):
+ * s without it, then with it. */
 #define DL_RUN_BOTH_MAX_ROUNDS 15
 #define DL_RUN_BOTH_BUDGET_MS 400.0
 dl_status dl_session_run_both(dl_session *s, dl_session *t, int rounds, double ms[2], dl_error *err);
+/* The same, and each step's mean time a run into step_ms[0] (s's n_steps) and step_ms[1] (t's)
+ * where not NULL, before they are cleared. */
+dl_status dl_session_run_both_steps(dl_session *s, dl_session *t, int rounds, double ms[2], double *const step_ms[2],
+                                    dl_error *err);
 /* Bytes of value v at the session's shapes. */
 size_t dl_session_value_bytes(const dl_session *s, int v);
 /* DL_E_NOMEM: "model 'm' at batch N needs <at_least>NEED of <domain d> memory (parts), but <what>
@@ -335,6 +352,22 @@ dl_status dl_session_make_parts(dl_session *p, int64_t parts, dl_error *err);
 /* dl_session_run of a session in parts. */
 dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 void dl_session_parts_free(dl_session *s);
+
+/* ---- batch_prefix.c ---- */
+/* node -> the one activation that nodes up to it produce and later nodes read (the cut after it),
+ * or -1 (none, several, a model input read later, or a model output); malloc'd, n_nodes entries. */
+int *dl_prefix_cuts(const dl_graph *g);
+/* Attaches p (a session of `parts`-th of w's batch) as w's prefix up to node cut: 0 and nothing
+ * attached where the cut does not hold in both plans (fusion across it, the crossing value stored
+ * in other formats or off the host). */
+int dl_prefix_attach(dl_session *w, dl_session *p, int64_t parts, int cut, const int *cuts);
+/* Estimated ms a run with the prefix up to cut: p's steps before it (step_ms_p, a whole run's
+ * over the parts) plus w's after it (step_ms_w), plus handing the value over; a negative value
+ * where the cut does not hold. */
+double dl_prefix_estimate(const dl_session *w, const dl_session *p, int cut, const int *cuts, const double *step_ms_w,
+                          const double *step_ms_p);
+/* dl_session_run of a session with a prefix. */
+dl_status dl_session_run_prefixed(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 
 /* ---- concat_elide.c ---- */
 /* After the steps are built, before the memory plan: each concat whose inputs can be written

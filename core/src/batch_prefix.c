@@ -1,0 +1,166 @@
+/* batch_prefix.c — a batch whose first layers run in parts and the rest at once.
+ *
+ * A batch in parts (micro_batch.c) wins where the activations are large and the weights small, as
+ * in a CNN's first stages: at ResNet-50's batch 8 its stem, layer1 and layer2 take 57.6 ms at once
+ * and 50.2 in parts of 2, on the 2-core VM of 2026-11-29, while layer3 and layer4, whose weights
+ * are large, take 69.3 at once and 79.1 in parts. So a session may run its first layers, up to a
+ * cut, with a plan made for fewer images, part by part, and the rest with its own plan on the
+ * whole batch. A cut is after a node whose output is the one value crossing it (the output of a
+ * residual block, or of a stage): each part's copy of that value goes into the whole batch's
+ * buffer at the part's offset (the batch is its first dimension in both layouts), and the session
+ * runs its own steps from there. Under auto (micro_batch.c) each part size's measured steps price
+ * every cut, and the best is run against the fastest plan so far; docs/micro-batch.md. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "session.h"
+
+int *dl_prefix_cuts(const dl_graph *g) {
+    const int n = g->n_nodes;
+    int *cut = malloc(((size_t)n + 1) * sizeof *cut), *last = malloc(((size_t)g->n_values + 1) * sizeof *last);
+    unsigned char *gone = calloc((size_t)g->n_values + 1, 1);
+    if (!cut || !last || !gone) {
+        free(cut), free(last), free(gone);
+        return NULL;
+    }
+    for (int v = 0; v < g->n_values; v++) last[v] = -1; /* the last node reading it */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) last[g->nodes[i].inputs[j]] = i;
+    for (int k = 0; k < g->n_outputs; k++) last[g->outputs[k]] = INT_MAX;
+    int live = 0; /* activations made so far (model inputs included) that a later node reads */
+    for (int k = 0; k < g->n_inputs; k++) live += last[g->inputs[k]] >= 0 && !gone[g->inputs[k]]++;
+    memset(gone, 0, (size_t)g->n_values);
+    for (int i = 0; i < n; i++) {
+        const dl_node *nd = &g->nodes[i];
+        for (int j = 0; j < nd->n_inputs; j++) {
+            const int v = nd->inputs[j];
+            if (g->values[v].kind != DL_VALUE_WEIGHT && last[v] == i && !gone[v]) gone[v] = 1, live--;
+        }
+        live += last[nd->output] > i;
+        const int o = nd->output;
+        cut[i] = live == 1 && last[o] > i && last[o] != INT_MAX ? o : -1;
+    }
+    free(last), free(gone);
+    return cut;
+}
+
+/* The value crossing the cut after node c in s's plan (a root) and its place there, or -1: no
+ * node after c fused into one before it, the value's home in host memory with a buffer of its own
+ * in the plan. */
+static int crossing(const dl_session *s, int c, const int *cuts, int *at) {
+    if (c < 0 || c + 1 >= s->g->n_nodes || cuts[c] < 0) return -1;
+    for (int j = c + 1; j < s->g->n_nodes; j++)
+        if (s->fuse.into[j] >= 0 && s->fuse.into[j] <= c) return -1;
+    const int r = dl_session_root(s, cuts[c]), p = s->g->values[r].producer;
+    if (p < 0 || p > c) return -1;
+    const int home = dl_place_of_value((dl_session *)s, r, s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p]);
+    if (home < 0 || s->places[home].dom != 0 || dl_slot_find(s, r, home) < 0) return -1;
+    *at = home;
+    return r;
+}
+
+/* 1 if the cut after c holds in both plans, the value crossing it stored alike in both */
+static int cut_holds(const dl_session *w, const dl_session *p, int c, const int *cuts, int *vw, int *aw, int *vp,
+                     int *ap) {
+    if ((*vw = crossing(w, c, cuts, aw)) < 0 || (*vp = crossing(p, c, cuts, ap)) < 0) return 0;
+    const dl_format fw = w->places[*aw].fmt, fp = p->places[*ap].fmt;
+    return dl_dtype_eq(fw.dtype, fp.dtype) && fw.layout == fp.layout && w->n_doms == 1 && p->n_doms == 1;
+}
+
+/* Host memory copies at about 10 GB/s on the machines measured: the hand-over's estimate. */
+#define HANDOVER_MS_PER_BYTE 1e-7
+
+double dl_prefix_estimate(const dl_session *w, const dl_session *p, int cut, const int *cuts, const double *step_ms_w,
+                          const double *step_ms_p) {
+    int vw, aw, vp, ap;
+    if (!cut_holds(w, p, cut, cuts, &vw, &aw, &vp, &ap)) return -1;
+    double ms = (double)dl_session_place_bytes(w, vw, aw) * HANDOVER_MS_PER_BYTE;
+    for (int k = 0; k < p->node_step[cut + 1]; k++) ms += step_ms_p[k];
+    for (int k = w->node_step[cut + 1]; k < w->n_steps; k++) ms += step_ms_w[k];
+    return ms;
+}
+
+int dl_prefix_attach(dl_session *w, dl_session *p, int64_t parts, int cut, const int *cuts) {
+    int vw, aw, vp, ap;
+    if (parts < 2 || p->parts > 1 || p->prefix || !cut_holds(w, p, cut, cuts, &vw, &aw, &vp, &ap)) return 0;
+    if (dl_session_place_bytes(p, vp, ap) * (size_t)parts != dl_session_place_bytes(w, vw, aw)) return 0;
+    /* a run allocates nothing: the parts' inputs and step times have their room now */
+    free(w->part_ms), free(w->part_in);
+    w->part_ms = calloc((size_t)p->node_step[cut + 1] + 1, sizeof *w->part_ms);
+    w->part_in = calloc((size_t)w->g->n_inputs + 1, sizeof *w->part_in);
+    if (!w->part_ms || !w->part_in) return 0;
+    w->prefix = p;
+    w->prefix_parts = parts;
+    w->prefix_cut = cut;
+    w->prefix_steps = p->node_step[cut + 1];
+    w->prefix_value = vp, w->prefix_at = ap;
+    w->first_step = w->node_step[cut + 1];
+    w->cut_value = vw, w->cut_at = aw;
+    return 1;
+}
+
+static int same_dims(const dl_tensor *a, const dl_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+dl_status dl_session_run_prefixed(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    const dl_graph *g = s->g;
+    dl_session *p = s->prefix;
+    if (n_inputs != g->n_inputs)
+        return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
+    for (int i = 0; i < n_inputs; i++) {
+        const dl_tensor *t = &inputs[i], *w = &s->inputs[i];
+        if (t->device.device_type != DL_DEVICE_CPU || !t->data || t->strides || !dl_dtype_eq(t->dtype, w->dtype) ||
+            !same_dims(t, w)) {
+            char want[128], got[128];
+            dl_shape_str(w->shape, w->ndim, want, sizeof want);
+            dl_shape_str(t->shape, t->ndim, got, sizeof got);
+            return dl_fail(err, DL_E_INVALID,
+                           "input '%s' must be a dense %s host tensor of shape %s, got %s%s (this session runs its "
+                           "first layers in parts, on the host)",
+                           g->values[g->inputs[i]].name, dl_dtype_is_f32(w->dtype) ? "f32" : "int64", want, got,
+                           dl_dtype_eq(t->dtype, w->dtype) ? "" : " of another dtype");
+        }
+    }
+    const size_t bytes = dl_session_place_bytes(p, s->prefix_value, s->prefix_at);
+    char *whole = BUF(s, s->cut_value, s->cut_at);
+    const char *mine = BUF(p, s->prefix_value, s->prefix_at);
+    double *sum = s->part_ms;
+    dl_tensor *part = s->part_in;
+    memset(sum, 0, (size_t)s->prefix_steps * sizeof *sum);
+    dl_run_times t = {0, 0, 0};
+    dl_status st = DL_OK;
+    for (int64_t q = 0; st == DL_OK && q < s->prefix_parts; q++) {
+        for (int i = 0; i < n_inputs; i++) {
+            part[i] = p->inputs[i];
+            part[i].device = inputs[i].device;
+            part[i].data =
+                (char *)inputs[i].data + inputs[i].byte_offset + (size_t)q * dl_session_value_bytes(p, g->inputs[i]);
+        }
+        st = dl_session_run_steps(p, part, n_inputs, 0, s->prefix_steps, err);
+        if (st != DL_OK) break;
+        const double t0 = dl_now_ms();
+        memcpy(whole + (size_t)q * bytes, mine, bytes);
+        for (int k = 0; k < s->prefix_steps; k++) sum[k] += p->steps[k].last_ms;
+        t.inputs_ms += p->last_run.inputs_ms;
+        t.compute_ms += p->last_run.compute_ms + dl_now_ms() - t0;
+    }
+    for (int k = 0; st == DL_OK && k < s->prefix_steps; k++) { /* each step once a run, over the parts */
+        dl_step *ps = &p->steps[k];
+        if (ps->kind != DL_STEP_OP && ps->kind != DL_STEP_COPY) continue;
+        ps->last_ms = sum[k];
+        ps->runs -= (int)s->prefix_parts - 1;
+    }
+    if (st == DL_OK) st = dl_session_run_steps(s, NULL, 0, s->first_step, s->n_steps, err);
+    if (st == DL_OK) {
+        s->last_run.inputs_ms += t.inputs_ms;
+        s->last_run.compute_ms += t.compute_ms;
+    }
+    return st;
+}
