@@ -325,7 +325,7 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
             if (ms_of[j] > 0 && (n >> j) != best_images)
                 tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)(n >> j), ms_of[j]);
         snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
-        if (best_images == n && cuts && dl_tcache_get(cache, key, &cut_d) && cut_d >= 0 && cut_d < s->g->n_nodes) {
+        if (best_images == n && cuts && dl_tcache_get(cache, key, &cut_d) && --cut_d >= 0 && cut_d < s->g->n_nodes) {
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-images", h);
             dl_tcache_get(cache, key, &images_d);
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-run", h);
@@ -431,7 +431,7 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
             dl_tcache_put(cache, key, (double)best_images);
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
-            dl_tcache_put(cache, key, prefix_images ? (double)prefix_cut : -1);
+            dl_tcache_put(cache, key, prefix_images ? (double)prefix_cut + 1 : 0); /* 1 + the cut; 0: none */
             if (prefix_images) {
                 snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-images", h);
                 dl_tcache_put(cache, key, (double)prefix_images);
