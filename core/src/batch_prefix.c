@@ -102,32 +102,11 @@ int dl_prefix_attach(dl_session *w, dl_session *p, int64_t parts, int cut, const
     return 1;
 }
 
-static int same_dims(const dl_tensor *a, const dl_tensor *b) {
-    if (a->ndim != b->ndim) return 0;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return 0;
-    return 1;
-}
-
 dl_status dl_session_run_prefixed(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
     const dl_graph *g = s->g;
     dl_session *p = s->prefix;
-    if (n_inputs != g->n_inputs)
-        return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
-    for (int i = 0; i < n_inputs; i++) {
-        const dl_tensor *t = &inputs[i], *w = &s->inputs[i];
-        if (t->device.device_type != DL_DEVICE_CPU || !t->data || t->strides || !dl_dtype_eq(t->dtype, w->dtype) ||
-            !same_dims(t, w)) {
-            char want[128], got[128];
-            dl_shape_str(w->shape, w->ndim, want, sizeof want);
-            dl_shape_str(t->shape, t->ndim, got, sizeof got);
-            return dl_fail(err, DL_E_INVALID,
-                           "input '%s' must be a dense %s host tensor of shape %s, got %s%s (this session runs its "
-                           "first layers in parts, on the host)",
-                           g->values[g->inputs[i]].name, dl_dtype_is_f32(w->dtype) ? "f32" : "int64", want, got,
-                           dl_dtype_eq(t->dtype, w->dtype) ? "" : " of another dtype");
-        }
-    }
+    dl_status st = dl_session_check_host_inputs(s, s->inputs, inputs, n_inputs, "its first layers in parts", err);
+    if (st != DL_OK) return st;
     const size_t bytes = dl_session_place_bytes(p, s->prefix_value, s->prefix_at);
     char *whole = BUF(s, s->cut_value, s->cut_at);
     const char *mine = BUF(p, s->prefix_value, s->prefix_at);
@@ -135,7 +114,6 @@ dl_status dl_session_run_prefixed(dl_session *s, const dl_tensor *inputs, int n_
     dl_tensor *part = s->part_in;
     memset(sum, 0, (size_t)s->prefix_steps * sizeof *sum);
     dl_run_times t = {0, 0, 0};
-    dl_status st = DL_OK;
     for (int64_t q = 0; st == DL_OK && q < s->prefix_parts; q++) {
         for (int i = 0; i < n_inputs; i++) {
             part[i] = p->inputs[i];

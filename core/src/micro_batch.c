@@ -104,24 +104,32 @@ static int same_dims(const dl_tensor *a, const dl_tensor *b) {
     return 1;
 }
 
-dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+dl_status dl_session_check_host_inputs(const dl_session *s, const dl_tensor *want, const dl_tensor *inputs,
+                                       int n_inputs, const char *how, dl_error *err) {
     const dl_graph *g = s->g;
     if (n_inputs != g->n_inputs)
         return dl_fail(err, DL_E_INVALID, "model '%s' takes %d input(s), got %d", g->name, g->n_inputs, n_inputs);
     for (int i = 0; i < n_inputs; i++) {
-        const dl_tensor *t = &inputs[i], *w = &s->whole_in[i];
+        const dl_tensor *t = &inputs[i], *w = &want[i];
         if (t->device.device_type != DL_DEVICE_CPU || !t->data || t->strides || !dl_dtype_eq(t->dtype, w->dtype) ||
             !same_dims(t, w)) {
-            char want[128], got[128];
-            dl_shape_str(w->shape, w->ndim, want, sizeof want);
+            char shape[128], got[128];
+            dl_shape_str(w->shape, w->ndim, shape, sizeof shape);
             dl_shape_str(t->shape, t->ndim, got, sizeof got);
             return dl_fail(err, DL_E_INVALID,
-                           "input '%s' must be a dense %s host tensor of shape %s, got %s%s (this session runs its "
-                           "batch in parts, on the host)",
-                           g->values[g->inputs[i]].name, dl_dtype_is_f32(w->dtype) ? "f32" : "int64", want, got,
-                           dl_dtype_eq(t->dtype, w->dtype) ? "" : " of another dtype");
+                           "input '%s' must be a dense %s host tensor of shape %s, got %s%s (this session runs %s, on "
+                           "the host)",
+                           g->values[g->inputs[i]].name, dl_dtype_is_f32(w->dtype) ? "f32" : "int64", shape, got,
+                           dl_dtype_eq(t->dtype, w->dtype) ? "" : " of another dtype", how);
         }
     }
+    return DL_OK;
+}
+
+dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    const dl_graph *g = s->g;
+    dl_status in_rc = dl_session_check_host_inputs(s, s->whole_in, inputs, n_inputs, "its batch in parts", err);
+    if (in_rc != DL_OK) return in_rc;
     memset(s->part_ms, 0, (size_t)s->n_steps * sizeof *s->part_ms);
     dl_run_times sum = {0, 0, 0};
     for (int64_t p = 0; p < s->parts; p++) {

@@ -349,6 +349,10 @@ const char *dl_domain_name(const dl_session *s, int d);
 void dl_session_auto_parts(dl_session **sp, dl_model *m);
 /* Makes the session of a part, p (at batch n / parts), run the whole batch in `parts` parts. */
 dl_status dl_session_make_parts(dl_session *p, int64_t parts, dl_error *err);
+/* DL_OK if inputs are dense host tensors of want's shapes and dtypes (a whole batch's), else an
+ * error saying the session runs `how` ("its batch in parts"). */
+dl_status dl_session_check_host_inputs(const dl_session *s, const dl_tensor *want, const dl_tensor *inputs,
+                                       int n_inputs, const char *how, dl_error *err);
 /* dl_session_run of a session in parts. */
 dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 void dl_session_parts_free(dl_session *s);
