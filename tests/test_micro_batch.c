@@ -304,6 +304,8 @@ Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
     int64_t n0;
     float *ref = run_seeded(&once, &n0);
     const double flops = total_flops(once.s);
+    dl_memory_info mem_once;
+    dl_session_memory(once.s, 0, &mem_once);
     close_all(&once);
     for (int round = 0; round < 2; round++) { /* measured, then from the cache */
         opened o;
@@ -336,6 +338,12 @@ Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
             parts_steps += !is_linear, whole_steps += is_linear;
         }
         cr_expect_eq(whole_steps, 2, "round %d", round);
+        /* the memory report adds the part's arena and (seeded) weights to the whole batch's */
+        dl_memory_info mem;
+        dl_session_memory(o.s, 0, &mem);
+        cr_expect_gt(mem.peak_bytes, mem_once.peak_bytes, "round %d", round);
+        cr_expect_eq(mem.weight_bytes, 2 * mem_once.weight_bytes, "round %d: weights %llu, at once %llu", round,
+                     (unsigned long long)mem.weight_bytes, (unsigned long long)mem_once.weight_bytes);
         cr_expect_geq(parts_steps, 3, "round %d", round);
         /* the caller gives the whole batch: half of it is refused, saying why */
         dl_tensor half = *dl_session_input(o.s, 0);

@@ -12,6 +12,7 @@
  * every cut, and the best is run against the fastest plan so far; docs/micro-batch.md. */
 #define _GNU_SOURCE
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@
 int *dl_prefix_cuts(const dl_graph *g) {
     const int n = g->n_nodes;
     int *cut = malloc(((size_t)n + 1) * sizeof *cut), *last = malloc(((size_t)g->n_values + 1) * sizeof *last);
-    unsigned char *gone = calloc((size_t)g->n_values + 1, 1);
+    unsigned char *gone = calloc((size_t)g->n_values + 1, 1); /* an input counted out already */
     if (!cut || !last || !gone) {
         free(cut), free(last), free(gone);
         return NULL;
@@ -31,8 +32,7 @@ int *dl_prefix_cuts(const dl_graph *g) {
         for (int j = 0; j < g->nodes[i].n_inputs; j++) last[g->nodes[i].inputs[j]] = i;
     for (int k = 0; k < g->n_outputs; k++) last[g->outputs[k]] = INT_MAX;
     int live = 0; /* activations made so far (model inputs included) that a later node reads */
-    for (int k = 0; k < g->n_inputs; k++) live += last[g->inputs[k]] >= 0 && !gone[g->inputs[k]]++;
-    memset(gone, 0, (size_t)g->n_values);
+    for (int k = 0; k < g->n_inputs; k++) live += last[g->inputs[k]] >= 0;
     for (int i = 0; i < n; i++) {
         const dl_node *nd = &g->nodes[i];
         for (int j = 0; j < nd->n_inputs; j++) {
@@ -47,25 +47,41 @@ int *dl_prefix_cuts(const dl_graph *g) {
     return cut;
 }
 
+/* across[c] = 1 where a node after c is fused into one up to c (a cut there would split a fused
+ * op); malloc'd, NULL when out of memory. */
+static unsigned char *fused_across(const dl_session *s) {
+    const int n = s->g->n_nodes;
+    int *delta = calloc((size_t)n + 2, sizeof *delta);
+    unsigned char *across = malloc((size_t)n + 1);
+    if (!delta || !across) {
+        free(delta), free(across);
+        return NULL;
+    }
+    for (int j = 0; j < n; j++) /* j fused into f: the cuts after f .. j - 1 split them */
+        if (s->fuse.into[j] >= 0 && s->fuse.into[j] < j) delta[s->fuse.into[j]]++, delta[j]--;
+    for (int c = 0, open = 0; c < n; c++) across[c] = (open += delta[c]) > 0;
+    free(delta);
+    return across;
+}
+
 /* The value crossing the cut after node c in s's plan (a root) and its place there, or -1: no
- * node after c fused into one before it, the value's home in host memory with a buffer of its own
- * in the plan. */
-static int crossing(const dl_session *s, int c, const int *cuts, int *at) {
-    if (c < 0 || c + 1 >= s->g->n_nodes || cuts[c] < 0) return -1;
-    for (int j = c + 1; j < s->g->n_nodes; j++)
-        if (s->fuse.into[j] >= 0 && s->fuse.into[j] <= c) return -1;
+ * node after c fused into one before it (across), the value's home in host memory with a buffer
+ * of its own in the plan. */
+static int crossing(const dl_session *s, int c, const int *cuts, const unsigned char *across, int *at) {
+    if (c < 0 || c + 1 >= s->g->n_nodes || cuts[c] < 0 || across[c]) return -1;
     const int r = dl_session_root(s, cuts[c]), p = s->g->values[r].producer;
     if (p < 0 || p > c) return -1;
-    const int home = dl_place_of_value((dl_session *)s, r, s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p]);
+    /* the row-major twin for a value of other than 4 dims: it exists (dl_choose_storage) */
+    const int home = dl_place_of_value((dl_session *)s, r, dl_session_home(s, r));
     if (home < 0 || s->places[home].dom != 0 || dl_slot_find(s, r, home) < 0) return -1;
     *at = home;
     return r;
 }
 
 /* 1 if the cut after c holds in both plans, the value crossing it stored alike in both */
-static int cut_holds(const dl_session *w, const dl_session *p, int c, const int *cuts, int *vw, int *aw, int *vp,
-                     int *ap) {
-    if ((*vw = crossing(w, c, cuts, aw)) < 0 || (*vp = crossing(p, c, cuts, ap)) < 0) return 0;
+static int cut_holds(const dl_session *w, const dl_session *p, int c, const int *cuts,
+                     const unsigned char *const across[2], int *vw, int *aw, int *vp, int *ap) {
+    if ((*vw = crossing(w, c, cuts, across[0], aw)) < 0 || (*vp = crossing(p, c, cuts, across[1], ap)) < 0) return 0;
     const dl_format fw = w->places[*aw].fmt, fp = p->places[*ap].fmt;
     return dl_dtype_eq(fw.dtype, fp.dtype) && fw.layout == fp.layout && w->n_doms == 1 && p->n_doms == 1;
 }
@@ -73,19 +89,31 @@ static int cut_holds(const dl_session *w, const dl_session *p, int c, const int 
 /* Host memory copies at about 10 GB/s on the machines measured: the hand-over's estimate. */
 #define HANDOVER_MS_PER_BYTE 1e-7
 
-double dl_prefix_estimate(const dl_session *w, const dl_session *p, int cut, const int *cuts, const double *step_ms_w,
-                          const double *step_ms_p) {
-    int vw, aw, vp, ap;
-    if (!cut_holds(w, p, cut, cuts, &vw, &aw, &vp, &ap)) return -1;
-    double ms = (double)dl_session_place_bytes(w, vw, aw) * HANDOVER_MS_PER_BYTE;
-    for (int k = 0; k < p->node_step[cut + 1]; k++) ms += step_ms_p[k];
-    for (int k = w->node_step[cut + 1]; k < w->n_steps; k++) ms += step_ms_w[k];
-    return ms;
+double dl_prefix_best(const dl_session *w, const dl_session *p, const int *cuts, const double *step_ms_w,
+                      const double *step_ms_p, int *cut) {
+    const unsigned char *across[2] = {fused_across(w), fused_across(p)};
+    double best = INFINITY, total_w = 0, before_w = 0, before_p = 0; /* the sums up to the cut, in one pass */
+    *cut = -1;
+    for (int k = 0; k < w->n_steps; k++) total_w += step_ms_w[k];
+    for (int c = 0, kw = 0, kp = 0; across[0] && across[1] && c + 1 < w->g->n_nodes; c++) {
+        for (; kw < w->node_step[c + 1]; kw++) before_w += step_ms_w[kw];
+        for (; kp < p->node_step[c + 1]; kp++) before_p += step_ms_p[kp];
+        int vw, aw, vp, ap;
+        if (cuts[c] < 0 || !cut_holds(w, p, c, cuts, across, &vw, &aw, &vp, &ap)) continue;
+        const double ms =
+            before_p + total_w - before_w + (double)dl_session_place_bytes(w, vw, aw) * HANDOVER_MS_PER_BYTE;
+        if (ms < best) best = ms, *cut = c;
+    }
+    free((void *)across[0]), free((void *)across[1]);
+    return best;
 }
 
 int dl_prefix_attach(dl_session *w, dl_session *p, int64_t parts, int cut, const int *cuts) {
     int vw, aw, vp, ap;
-    if (parts < 2 || p->parts > 1 || p->prefix || !cut_holds(w, p, cut, cuts, &vw, &aw, &vp, &ap)) return 0;
+    const unsigned char *across[2] = {fused_across(w), fused_across(p)};
+    const int holds = across[0] && across[1] && cut_holds(w, p, cut, cuts, across, &vw, &aw, &vp, &ap);
+    free((void *)across[0]), free((void *)across[1]);
+    if (parts < 2 || p->parts > 1 || p->prefix || !holds) return 0;
     if (dl_session_place_bytes(p, vp, ap) * (size_t)parts != dl_session_place_bytes(w, vw, aw)) return 0;
     /* a run allocates nothing: the parts' inputs and step times have their room now */
     free(w->part_ms), free(w->part_in);

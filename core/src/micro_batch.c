@@ -162,20 +162,34 @@ dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inp
 
 /* ---- auto ---- */
 
-/* Relative L2 distance of a's outputs from b's (both just run on the same inputs) */
-static double outputs_apart(const dl_session *a, const dl_session *b) {
-    double diff = 0, ref = 0;
+/* Relative L2 distance of a's outputs from ref (one array per output, of a's lengths) */
+static double apart_from(const dl_session *a, const float *const *ref) {
+    double diff = 0, norm = 0;
     for (int i = 0; i < a->g->n_outputs; i++) {
-        const dl_tensor *x = dl_session_output(a, i), *y = dl_session_output(b, i);
-        const int64_t n = dl_tensor_numel(x);
-        if (n != dl_tensor_numel(y)) return INFINITY;
-        for (int64_t e = 0; e < n; e++) {
-            const double u = ((const float *)x->data)[e], v = ((const float *)y->data)[e];
-            diff += (u - v) * (u - v), ref += v * v;
+        const dl_tensor *x = dl_session_output(a, i);
+        const float *u = x->data;
+        for (int64_t e = 0; e < dl_tensor_numel(x); e++) {
+            const double d = (double)u[e] - ref[i][e];
+            diff += d * d, norm += (double)ref[i][e] * ref[i][e];
         }
     }
     if (isnan(diff)) return INFINITY;
-    return ref > 0 ? sqrt(diff / ref) : sqrt(diff);
+    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+/* Relative L2 distance of a's outputs from b's (both just run on the same inputs) */
+static double outputs_apart(const dl_session *a, const dl_session *b) {
+    const float **ref = malloc(((size_t)a->g->n_outputs + 1) * sizeof *ref);
+    for (int i = 0; ref && i < a->g->n_outputs; i++) {
+        if (dl_tensor_numel(dl_session_output(a, i)) != dl_tensor_numel(dl_session_output(b, i))) {
+            free(ref);
+            return INFINITY;
+        }
+        ref[i] = dl_session_output(b, i)->data;
+    }
+    const double d = ref ? apart_from(a, ref) : INFINITY;
+    free(ref);
+    return d;
 }
 
 /* The session of parts of m images of the whole batch n; NULL (the reason in e) if it cannot be */
@@ -262,18 +276,7 @@ static double prefix_apart(dl_session *best, dl_session *s) {
         ok = (ref[i] = malloc(bytes ? bytes : 1)) != NULL;
         if (ok) memcpy(ref[i], y->data, bytes);
     }
-    if (ok && dl_session_run(s, in, s->g->n_inputs, &e) == DL_OK) {
-        double diff = 0, norm = 0;
-        for (int i = 0; i < s->g->n_outputs; i++) {
-            const dl_tensor *y = dl_session_output(s, i);
-            const float *a = y->data;
-            for (int64_t k = 0; k < dl_tensor_numel(y); k++) {
-                const double d = (double)a[k] - ref[i][k];
-                diff += d * d, norm += (double)ref[i][k] * ref[i][k];
-            }
-        }
-        apart = isnan(diff) ? INFINITY : norm > 0 ? sqrt(diff / norm) : sqrt(diff);
-    }
+    if (ok && dl_session_run(s, in, s->g->n_inputs, &e) == DL_OK) apart = apart_from(s, (const float *const *)ref);
     for (int i = 0; ref && i < s->g->n_outputs; i++) free(ref[i]);
     free(ref);
     dl_session_free_inputs(s, in);
@@ -389,10 +392,9 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
                 break;
             }
             ms_of[j] = ms[1];
-            for (int c = 0; cuts && w_ms && c + 1 < s->g->n_nodes; c++) {
-                const double est = cuts[c] < 0 ? -1 : dl_prefix_estimate(s, p, c, cuts, w_ms, p_ms);
-                if (est >= 0 && est < prefix_est) prefix_est = est, prefix_cut = c, prefix_images = images;
-            }
+            int c = -1;
+            const double est = cuts && w_ms ? dl_prefix_best(s, p, cuts, w_ms, p_ms, &c) : INFINITY;
+            if (c >= 0 && est < prefix_est) prefix_est = est, prefix_cut = c, prefix_images = images;
             free(p_ms);
             if (!(ms[1] < ms[0] * PARTS_MARGIN)) { /* the next halving is tried all the same */
                 tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)images, ms[1]);

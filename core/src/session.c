@@ -99,8 +99,7 @@ static dl_step *add_step(dl_session *s, dl_step_kind kind, dl_error *err) {
     return st;
 }
 
-/* The place where a value is produced (inputs start in host f32, weights are placed apart). */
-static int home_of(const dl_session *s, int v) {
+int dl_session_home(const dl_session *s, int v) {
     int p = s->g->values[v].producer;
     if (p < 0) return 0;
     return s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p];
@@ -113,7 +112,7 @@ static int ensure_in(dl_session *s, int v, int p, dl_error *err) {
     p = dl_place_of_value(s, v, p);
     if (BUF(s, v, p) || dl_slot_find(s, v, p) >= 0) return p;
     if (s->g->values[v].kind == DL_VALUE_WEIGHT) return dl_place_weight(s, v, p, err) == DL_OK ? p : -1;
-    int from = home_of(s, v), k = s->n_steps;
+    int from = dl_session_home(s, v), k = s->n_steps;
     size_t n = dl_session_place_bytes(s, v, p);
     dl_slot_use(s, dl_slot_find(s, v, from), k);
     if (dl_slot_add(s, v, p, n, k) < 0) return dl_fail(err, DL_E_NOMEM, "out of memory"), -1;
@@ -304,7 +303,6 @@ static dl_status build(dl_session *s, dl_error *err) {
         !s->node_step)
         return dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int v = 0; v < nv; v++) s->alias[v] = v;
-    for (int i = 0; i < nn; i++) s->view_in[i] = -1;
     s->n_doms = 1;
     s->doms[0] = (dl_domain){{DL_DEVICE_CPU, 0}, NULL};
     dl_trace *tr = s->trace; /* each stage a span of the trace, if any */
@@ -861,12 +859,12 @@ void dl_session_memory(const dl_session *s, int i, dl_memory_info *info) {
     info->peak_bytes = s->mem[i].peak;
     info->naive_bytes = s->mem[i].naive;
     info->lower_bound_bytes = s->mem[i].lower_bound;
-    if (i == 0 && s->prefix) { /* the prefix's arena beside this one's */
+    /* the host's: weights placement converted there, plus the seeded, copied and folded ones */
+    info->weight_bytes = s->mem[i].weights + (i == 0 ? dl_session_host_weights(s) : 0);
+    if (i == 0 && s->prefix) { /* the prefix's arena and weights beside this one's */
         dl_memory_info p;
         dl_session_memory(s->prefix, 0, &p);
         info->peak_bytes += p.peak_bytes, info->naive_bytes += p.naive_bytes;
         info->lower_bound_bytes += p.lower_bound_bytes, info->weight_bytes += p.weight_bytes;
     }
-    /* the host's: weights placement converted there, plus the seeded, copied and folded ones */
-    info->weight_bytes = s->mem[i].weights + (i == 0 ? dl_session_host_weights(s) : 0);
 }

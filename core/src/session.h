@@ -250,6 +250,9 @@ void dl_session_op_view(const dl_session *s, int node, const dl_op_attrs *attrs,
                         dl_tensor *out);
 dl_status dl_session_alloc(dl_session *s, int dom, size_t bytes, void **p, dl_error *err);
 int dl_session_root(const dl_session *s, int value);
+/* The place where value v is produced: its producer's (or, fused, the op it joined), 0 (host f32)
+ * for a model input. */
+int dl_session_home(const dl_session *s, int v);
 /* The place node i reads its input j in: node_place[i], or for a layout view's input view_in[i]. */
 int dl_session_input_place(const dl_session *s, int node, int j);
 void dl_format_bytes(double bytes, char *buf, size_t len);
@@ -365,11 +368,11 @@ int *dl_prefix_cuts(const dl_graph *g);
  * attached where the cut does not hold in both plans (fusion across it, the crossing value stored
  * in other formats or off the host). */
 int dl_prefix_attach(dl_session *w, dl_session *p, int64_t parts, int cut, const int *cuts);
-/* Estimated ms a run with the prefix up to cut: p's steps before it (step_ms_p, a whole run's
- * over the parts) plus w's after it (step_ms_w), plus handing the value over; a negative value
- * where the cut does not hold. */
-double dl_prefix_estimate(const dl_session *w, const dl_session *p, int cut, const int *cuts, const double *step_ms_w,
-                          const double *step_ms_p);
+/* The cut (into *cut, -1 for none) that prices a run with the prefix lowest, and that price in ms:
+ * p's steps before it (step_ms_p, a whole run's over the parts) plus w's after it (step_ms_w),
+ * plus handing the value over; INFINITY where no cut holds. One pass over the model. */
+double dl_prefix_best(const dl_session *w, const dl_session *p, const int *cuts, const double *step_ms_w,
+                      const double *step_ms_p, int *cut);
 /* dl_session_run of a session with a prefix. */
 dl_status dl_session_run_prefixed(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 

@@ -103,7 +103,7 @@ static int input_channels_last(const dl_session *s, const dl_backend *be, int i)
         int v = n->inputs[j], p = s->g->values[v].producer;
         if (!is_4d_activation(s, v)) continue;
         if (p < 0 || s->n_places == 0) return 0;
-        const dl_store *home = &s->places[s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p]];
+        const dl_store *home = &s->places[dl_session_home(s, v)];
         if (home->fmt.layout != DL_LAYOUT_CHANNELS_LAST) return 0;
         const dl_device *d = home->dom ? &s->doms[home->dom].device : NULL;
         return d ? d->device_type == be->device.device_type && d->device_id == be->device.device_id
@@ -160,8 +160,7 @@ static int choose_view(dl_session *s, int i, dl_format *pick) {
     if (kind == DL_VIEW_NONE || d != 0) return 0;
     dl_format fin = {pick->dtype, DL_LAYOUT_ROW_MAJOR}, fout = {pick->dtype, DL_LAYOUT_CHANNELS_LAST};
     if (kind == DL_VIEW_TO_ROWS) {
-        const int p = s->g->values[s->g->nodes[i].inputs[0]].producer;
-        const dl_store *home = &s->places[s->node_place[s->fuse.into[p] >= 0 ? s->fuse.into[p] : p]];
+        const dl_store *home = &s->places[dl_session_home(s, s->g->nodes[i].inputs[0])];
         if (home->dom != d || home->fmt.layout != DL_LAYOUT_CHANNELS_LAST) return 0;
         fin = home->fmt;
         fout = (dl_format){home->fmt.dtype, DL_LAYOUT_ROW_MAJOR};
