@@ -1,9 +1,11 @@
 /* test_plugins.c — plugin loading: the CPU plugin and the example plugin load; plugins with no
  * entry symbol, a wrong ABI, a failing init, a missing function or a non-ELF file are skipped with
  * their reason; $DLRUN_PLUGIN_PATH is searched; a session can run on the example plugin; a plugin
- * is never shown an op of a newer ABI minor than its own. */
+ * is never shown an op of a newer ABI minor than its own; the host keeps what a plugin measured
+ * across processes, apart from other plugins' (ABI 1.12). */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -329,4 +331,101 @@ Test(plugins, plugins_refuse_a_host_of_another_major_abi) {
     cr_expect(DL_BACKEND_HAS(be, memory_info) == 0 && DL_BACKEND_HAS(be, supports_in_place), "optional members");
     be->destroy(be->self);
     /* dlclose is skipped on purpose: OpenMP threads may outlive the plugin (context.c says why) */
+}
+
+/* A fake plugin's store counts (DLFAKE_<NAME>_STORE): measured, kept, wrong, answered at init. */
+static void store_counts(const char *name, int c[4]) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/libdlrun-%s.so", DLRUN_TEST_PLUGIN_DIR, name);
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD); /* the copy the contexts loaded (never closed) */
+    cr_assert(h, "%s is not loaded", path);
+    void (*counts)(int *);
+    void *sym = dlsym(h, "dlfake_store_counts");
+    cr_assert(sym);
+    memcpy(&counts, &sym, sizeof counts);
+    counts(c);
+    dlclose(h);
+}
+
+static char *slurp(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    char *text = calloc(1, 1 << 20);
+    if (text) fread(text, 1, (1 << 20) - 1, fp);
+    fclose(fp);
+    return text;
+}
+
+/* A relu session on backend `name` in a new context (as a new process would make), run once; with
+ * `file`, that file holds the plugin's entry once the session is made (the context still open). */
+static void relu_session(const char *name, int retune, const char *file) {
+    dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
+    char *path = tu_write_temp(".yaml", relu_model, strlen(relu_model));
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_model_load(path, &m, &err), DL_OK, "%s", err.msg);
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = name;
+    so.retune = retune;
+    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
+    float x[210];
+    tu_fill_uniform(x, 210, 3, -1, 1);
+    dl_tensor in = *dl_session_input(s, 0);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    char *text = file ? slurp(file) : NULL;
+    if (file) cr_expect(text && strstr(text, "key=RELU n=210"), "%s lacks the entry with the session made", file);
+    free(text);
+    dl_session_free(s);
+    dl_model_free(m);
+    unlink(path);
+    free(path);
+    dl_context_free(ctx);
+}
+
+/* ABI 1.12: a number a plugin measured at prepare (dl_host.cache_put) is in the timing cache file
+ * once the session is made, and the next context (a new process) finds it (cache_get), with no
+ * measuring; another plugin's same key is its own; --retune measures again; a negative or NaN is
+ * never kept; nothing is answered during dl_plugin_init. */
+Test(plugins, the_host_keeps_what_a_plugin_measured) {
+    unsetenv("DLRUN_PLUGIN_PATH");
+    const char *dir = tu_fresh_cache();
+    cr_assert(dir);
+    setenv("DLFAKE_FAKECPU_STORE", "1", 1);
+    setenv("DLFAKE_FAKEDEV_STORE", "1", 1);
+    int a[4], b[4], c[4], d[4], e[4], f0[4], f1[4];
+    char *path = NULL;
+    cr_assert(asprintf(&path, "%s/dlrun/timing-cache.json", dir) > 0);
+    relu_session("fakecpu", 0, path); /* loads both fakes: their counts exist from here */
+    store_counts("fakecpu", a);
+    cr_expect_eq(a[0], 1, "the first session measures its relu once (%d)", a[0]);
+    cr_expect_eq(a[1] + a[2], 0);
+    char *text = slurp(path);
+    cr_assert(text, "no %s", path);
+    cr_expect(strstr(text, "plugin=fakecpu;") && strstr(text, "key=RELU n=210\":\t210"), "%s", text);
+    cr_expect_null(strstr(text, "negative"), "a negative value was kept");
+    cr_expect_null(strstr(text, "nan\""), "a NaN was kept");
+    free(text);
+    relu_session("fakecpu", 0, NULL);
+    store_counts("fakecpu", b);
+    cr_expect_eq(b[0], a[0], "a new context measured again instead of reading the file");
+    cr_expect_eq(b[1], a[1] + 1, "the kept value was not found");
+    cr_expect_eq(b[2], 0, "a wrong value, or a negative or NaN, was read back");
+    store_counts("fakedev", f0);
+    relu_session("fakedev", 0, NULL);
+    store_counts("fakedev", f1);
+    cr_expect_eq(f1[0], f0[0] + 1, "fakedev was answered from fakecpu's entry");
+    relu_session("fakecpu", 1, NULL);
+    store_counts("fakecpu", c);
+    cr_expect_eq(c[0], b[0] + 1, "--retune did not measure again");
+    relu_session("fakecpu", 0, NULL);
+    store_counts("fakecpu", d);
+    cr_expect_eq(d[0], c[0], "after --retune the value is kept again");
+    store_counts("fakedev", e);
+    cr_expect_eq(d[3] + e[3], 0, "the store answered during dl_plugin_init");
+    unsetenv("DLFAKE_FAKECPU_STORE");
+    unsetenv("DLFAKE_FAKEDEV_STORE");
+    free(path);
 }

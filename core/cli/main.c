@@ -70,7 +70,8 @@ static const cli_opt run_opts[] = {
              "batchnorm into the conv before it, or elide concats"},
     {"placement", CLI_FLAG, FIELD(placement),
      .help = "per op: each candidate backend's measured time, the choice, copies"},
-    {"retune", CLI_FLAG, FIELD(retune), .help = "ignore the timing cache and measure again"},
+    {"retune", CLI_FLAG, FIELD(retune),
+     .help = "ignore the timing cache (and what plugins kept there) and measure again"},
     {"no-fallback", CLI_FLAG, FIELD(no_fallback),
      .help = "an op the requested or pinned backend cannot run is an error,\n"
              "not a fallback to another backend (or the CPU)"},

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "files.h"
+#include "plugin_store.h"
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
@@ -184,7 +185,15 @@ static void load_one(dl_context *ctx, const char *path) {
         return;
     }
     dl_error err = {{0}};
-    const dl_backend *be = init(&ctx->host, &err);
+    if (!(p->ph = calloc(1, sizeof *p->ph))) {
+        skip(p, "out of memory");
+        return;
+    }
+    p->ph->host = ctx->host;
+    p->ph->host.ctx = p->ph;
+    p->ph->ctx = ctx;
+    p->ph->index = (int)(p - ctx->plugins);
+    const dl_backend *be = init(&p->ph->host, &err);
     if (!be) {
         skip(p, err.msg[0] ? err.msg : "plugin init failed without a reason");
         return;
@@ -265,6 +274,9 @@ dl_status dl_context_create(const dl_context_options *opt, dl_context **out, dl_
     ctx->host.n_threads = o.n_threads > 0 ? o.n_threads : (int32_t)(cores > 0 ? cores : 1);
     ctx->host.device_index = o.device_index;
     ctx->host.log = host_log;
+    ctx->host.cache_get = dl_plugin_store_get;
+    ctx->host.cache_put = dl_plugin_store_put;
+    ctx->store = dl_plugin_store_new();
     scan_list(ctx, o.plugin_path);
     scan_list(ctx, getenv("DLRUN_PLUGIN_PATH"));
     if (!o.no_default_path) {
@@ -287,6 +299,7 @@ dl_status dl_context_create(const dl_context_options *opt, dl_context **out, dl_
 
 void dl_context_free(dl_context *ctx) {
     if (!ctx) return;
+    dl_plugin_store_save(ctx); /* what plugins measured since the last session was created */
     for (int i = ctx->n_plugins - 1; i >= 0; i--) {
         dl_plugin *p = &ctx->plugins[i];
         if (p->be) p->be->destroy(p->be->self);
@@ -296,7 +309,9 @@ void dl_context_free(dl_context *ctx) {
         free(p->reason);
         free(p->description);
         free(p->build);
+        free(p->ph); /* after destroy: a plugin may use its host table until then */
     }
+    dl_plugin_store_free(ctx->store);
     free(ctx->plugins);
     free(ctx);
 }

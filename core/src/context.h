@@ -3,18 +3,31 @@
 #define DLRUN_CONTEXT_H
 #include "dlrun/dlrun.h"
 
+struct dl_context;
+typedef struct dl_plugin_store dl_plugin_store;
+
+/* The host table one plugin was given: its own, so that the services (cache_get, cache_put) know
+ * which plugin calls; allocated apart, so that it stays put while the plugin list grows. */
+typedef struct dl_plugin_host {
+    dl_host host; /* host.ctx points back here */
+    struct dl_context *ctx;
+    int index; /* the plugin's entry in ctx->plugins */
+} dl_plugin_host;
+
 typedef struct dl_plugin {
     dl_plugin_info info;                      /* what dl_context_plugin() shows */
     char *name, *path, *reason, *description; /* owned strings behind info */
     char *build;                              /* which build of the file (dl_context_build) */
     void *handle;                             /* dlopen handle */
     const dl_backend *be;                     /* the backend table, when loaded */
+    dl_plugin_host *ph;                       /* the host table it was given */
 } dl_plugin;
 
 struct dl_context {
-    dl_host host;
+    dl_host host; /* the template of each plugin's own (dl_plugin_host) */
     dl_plugin *plugins;
     int n_plugins;
+    dl_plugin_store *store; /* what plugins measured, kept across processes (plugin_store.c) */
 };
 
 /* The loaded backend with this name, or NULL. */

@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "oprun.h"
+#include "plugin_store.h"
 #include "rng.h"
 #include "session.h"
 #include "timing_cache.h"
@@ -424,13 +425,8 @@ dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_op
     return DL_OK;
 }
 
-dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt, dl_session **out,
-                            dl_error *err) {
-    dl_session_options o;
-    dl_session_options_init(&o);
-    if (opt) memcpy(&o, opt, opt->struct_size < sizeof o ? opt->struct_size : sizeof o);
-    o.struct_size = sizeof o;
-    *out = NULL;
+/* dl_session_create under the options as the caller's struct gave them. */
+static dl_status create(dl_context *ctx, dl_model *m, dl_session_options o, dl_session **out, dl_error *err) {
     int nd = 0;
     const int64_t *declared = NULL;
     const int64_t batch = o.batch > 0 ? o.batch : dl_model_input(m, 0, &nd, &declared) && nd > 0 ? declared[0] : 1;
@@ -456,6 +452,22 @@ dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_optio
     snprintf((*out)->batch_desc, sizeof(*out)->batch_desc, "%lld at once", (long long)batch);
     if (o.micro_batch == 0) dl_session_auto_parts(out, m);
     return DL_OK;
+}
+
+dl_status dl_session_create(dl_context *ctx, dl_model *m, const dl_session_options *opt, dl_session **out,
+                            dl_error *err) {
+    dl_session_options o;
+    dl_session_options_init(&o);
+    if (opt) memcpy(&o, opt, opt->struct_size < sizeof o ? opt->struct_size : sizeof o);
+    o.struct_size = sizeof o;
+    *out = NULL;
+    /* what plugins measure at prepare (dl_host.cache_get) is measured again under --retune, and
+     * kept for the next process once the session is made */
+    const int was = dl_plugin_store_retune(o.retune != 0);
+    dl_status st = create(ctx, m, o, out, err);
+    dl_plugin_store_retune(was);
+    dl_plugin_store_save(ctx);
+    return st;
 }
 
 /* ---- --layout auto: both plans run end to end ---- */

@@ -20,6 +20,7 @@ typedef struct odn_state {
                               residual in dst (DLRUN_ONEDNN_RESIDUAL=binary; conv.c) */
     int conv_algo;         /* odn_conv_algo: DLRUN_ONEDNN_CONV=auto|direct|winograd|other */
     struct odn_memo *memo; /* algo.c: the conv variants measured fastest so far, by shape */
+    const dl_host *host;   /* for its store (ABI 1.12): the variants measured by earlier processes */
     char description[256];
 } odn_state;
 
@@ -146,12 +147,14 @@ typedef enum odn_conv_algo {
  * implementations too: brgconv's sum read a cold residual at half the speed of jit:avx512_core's
  * (ResNet-50's 1x1 convs at batch 8, docs/onednn.md). */
 int odn_impls_may(const odn_state *s, const dl_op *op);
-/* algo.c: the variant measured fastest for a conv of this shape in this process, or -1 if none yet. */
+/* algo.c: the variant measured fastest for a conv of this shape in this process, or kept by the
+ * host from an earlier one (dl_host.cache_get) where it is a variant this conv offers; -1 if none. */
 int odn_variant_known(odn_state *s, const dl_op *op);
 /* algo.c: of n kernels of one conv (k[0] built as variants[0] = ODN_DIRECT, the others as
  * variants[i]), the index of the one to keep: each run in turn on patterned inputs at prepare, k[0]
  * kept unless another is 3 % faster; the answer remembered per shape for the plugin's life, so that
- * placement's timing and the session's kernel agree. */
+ * placement's timing and the session's kernel agree, and handed to the host to keep for the next
+ * process (dl_host.cache_put). */
 int odn_fastest(odn_state *s, const dl_op *op, dl_kernel *const *k, const int *variants, int n);
 int odn_algo_init(odn_state *s); /* 0: out of memory */
 void odn_algo_free(odn_state *s);

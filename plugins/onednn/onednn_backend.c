@@ -237,6 +237,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         return NULL;
     }
     s->threads = host->n_threads > 0 ? host->n_threads : 1;
+    s->host = host;
     const char *layout = getenv("DLRUN_ONEDNN_LAYOUT");
     s->blocked = !(layout && !strcmp(layout, "plain"));
     const char *residual = getenv("DLRUN_ONEDNN_RESIDUAL"); /* for tests and measuring */

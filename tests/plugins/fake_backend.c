@@ -24,12 +24,19 @@
  *   DLFAKE_<NAME>_FIRST_US    time each prepared op's first run takes besides its own (default 0):
  *                             a JIT building its code, or the first touch of its memory (waited
  *                             on the host in run(): a device clock of EVENT_US does not see it)
+ *   DLFAKE_<NAME>_STORE       set: at prepare it asks the host's store (ABI 1.12) for "<kind>
+ *                             n=<elements>", and where it is not kept "measures" it and puts the
+ *                             element count there (and a negative and a NaN under other keys,
+ *                             which must not be kept); dlfake_store_counts() says how often it
+ *                             measured, found the count, found anything else, and was answered
+ *                             during dl_plugin_init (never, by the ABI)
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
  * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
  * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). It takes row-major
  * tensors only (placement tests of the cost of transposes). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +70,14 @@ typedef struct pending { /* a queued op (async mode) */
     float *y;
 } pending;
 
+/* DLFAKE_<NAME>_STORE's counts, for the tests (dlsym): measured, kept, wrong, answered at init */
+static int store_counts[4];
+DL_PLUGIN_EXPORT void dlfake_store_counts(int out[4]) { memcpy(out, store_counts, sizeof store_counts); }
+
 typedef struct fake {
     dl_backend table;
+    const dl_host *host;
+    int store; /* DLFAKE_<NAME>_STORE */
     double op_us[DL_OP_COUNT_V1_0];
     int ok[DL_OP_COUNT_V1_0];
     double copy_us;
@@ -179,6 +192,26 @@ static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *
     (*k)->n_inputs = op->n_inputs;
     (*k)->ran = 0;
     *ws = 0;
+    fake *f = self;
+    if (f->store) {
+        char key[64], bad[80];
+        double v = -1;
+        snprintf(key, sizeof key, "%s n=%lld", names[op->kind], (long long)(*k)->n);
+        if (!f->host->cache_get(f->host->ctx, key, &v)) {
+            store_counts[0]++;
+            f->host->cache_put(f->host->ctx, key, (double)(*k)->n);
+            snprintf(bad, sizeof bad, "%s negative", key);
+            f->host->cache_put(f->host->ctx, bad, -1.0);
+            snprintf(bad, sizeof bad, "%s nan", key);
+            f->host->cache_put(f->host->ctx, bad, NAN);
+        } else {
+            store_counts[v == (double)(*k)->n ? 1 : 2]++;
+            snprintf(bad, sizeof bad, "%s negative", key);
+            if (f->host->cache_get(f->host->ctx, bad, &v)) store_counts[2]++;
+            snprintf(bad, sizeof bad, "%s nan", key);
+            if (f->host->cache_get(f->host->ctx, bad, &v)) store_counts[2]++;
+        }
+    }
     return DL_OK;
 }
 static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
@@ -275,6 +308,11 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         f->table.event_elapsed = fk_event_elapsed;
         f->table.event_release = fk_event_release;
     }
-    (void)host, (void)err;
+    snprintf(key, sizeof key, "DLFAKE_%s_STORE", up);
+    f->host = host;
+    f->store = getenv(key) && DL_HOST_HAS(host, cache_get) && DL_HOST_HAS(host, cache_put);
+    double v;
+    if (f->store && host->cache_get(host->ctx, "RELU n=210", &v)) store_counts[3]++;
+    (void)err;
     return &f->table;
 }

@@ -120,17 +120,21 @@ dl_status tu_open_session(const char *plugins, const char *yaml, const dl_sessio
 static void tu_quiet(void *ctx, int level, const char *msg) { (void)ctx, (void)level, (void)msg; }
 
 const dl_backend *tu_load_backend(const char *path, int threads, dl_error *err) {
+    static dl_host hosts[8]; /* a plugin may keep its host: each stays for the program's life */
+    static int used;
+    if (used == 8) return dl_fail(err, DL_E_NOMEM, "more than 8 plugins loaded"), NULL;
+    dl_host *host = &hosts[used++];
+    *host = (dl_host){DL_ABI_VERSION, sizeof *host, NULL, threads, 0, tu_quiet, NULL, NULL};
+    return tu_load_backend_as(path, host, err);
+}
+
+const dl_backend *tu_load_backend_as(const char *path, const dl_host *host, dl_error *err) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) return dl_fail(err, DL_E_IO, "dlopen: %s", dlerror()), NULL;
     void *sym = dlsym(h, DL_PLUGIN_ENTRY);
     if (!sym) return dl_fail(err, DL_E_IO, "no %s in %s", DL_PLUGIN_ENTRY, path), NULL;
     dl_plugin_init_fn init;
     memcpy(&init, &sym, sizeof init);
-    static dl_host hosts[8]; /* a plugin may keep its host: each stays for the program's life */
-    static int used;
-    if (used == 8) return dl_fail(err, DL_E_NOMEM, "more than 8 plugins loaded"), NULL;
-    dl_host *host = &hosts[used++];
-    *host = (dl_host){DL_ABI_VERSION, sizeof *host, NULL, threads, 0, tu_quiet};
     return init(host, err);
 }
 

@@ -34,6 +34,8 @@ const char *tu_fresh_cache(void);
 /* The backend of the plugin at path, loaded through its entry point as the host does (its log
  * silenced), with `threads` CPU threads; NULL with the reason in err. The plugin stays loaded. */
 const dl_backend *tu_load_backend(const char *path, int threads, dl_error *err);
+/* The same with the caller's host table (it must outlive the plugin). */
+const dl_backend *tu_load_backend_as(const char *path, const dl_host *host, dl_error *err);
 dl_status tu_open_session(const char *plugins, const char *yaml, const dl_session_options *so, dl_context **ctx,
                           dl_model **m, dl_session **s, dl_error *err);
 #endif

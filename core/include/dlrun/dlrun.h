@@ -117,7 +117,7 @@ typedef struct dl_session_options {
     int64_t max_memory;         /* > 0: bytes any one memory domain may use (else what it has) */
     const char *prefer_backend; /* place ops on this backend where it supports them (dlrun check) */
     int32_t keep_activations;   /* 1: no buffer reuse, every activation readable after a run */
-    int32_t retune;             /* 1: ignore the timing cache, measure again (and store) */
+    int32_t retune;             /* 1: ignore the timing cache (and plugins' entries), measure again (and store) */
     int32_t no_fallback;        /* 1: a pinned layer its backend cannot run, or an op no device
                                    backend can run while one is loaded, is an error */
     /* Called before each op is timed for placement (a progress line), or NULL. */

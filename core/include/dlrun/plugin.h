@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 11
+#define DL_ABI_MINOR 12
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -272,7 +272,7 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_5 49           /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
 #define DL_OP_COUNT_V1_6 49           /* 1.6 added timing events, no kinds */
 #define DL_OP_COUNT_V1_7 50           /* 1.7 added conv3d; 1.8 to 1.10 no kinds */
-#define DL_OP_COUNT_V1_11 51          /* 1.11 added channel_shuffle */
+#define DL_OP_COUNT_V1_11 51          /* 1.11 added channel_shuffle; 1.12 no kinds */
 #define DL_OP_COUNT DL_OP_COUNT_V1_11 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
@@ -400,7 +400,22 @@ typedef struct dl_host {
     int32_t device_index; /* (1.0) GPU ordinal the user asked for (--device), 0 by default */
     /* (1.0) Log a line through the host (optional to call; never NULL; thread-safe). */
     void (*log)(void *ctx, int level, const char *msg);
+    /* (1.12) Optional (check DL_HOST_HAS), both or neither: a store of numbers a plugin measured,
+     * kept across processes in the host's timing cache file, so that a choice timed at prepare
+     * (an algorithm, a tile size) is timed once per machine, not once per process. Keys are the
+     * plugin's own strings (at most DL_HOST_KEY_LEN bytes; put in everything the choice depends
+     * on: shapes, attributes, threads, settings); the host keeps each plugin's apart and adds the
+     * plugin's build and description, so a rebuilt or upgraded plugin starts afresh. Values are
+     * finite and >= 0 (others are not kept). cache_get: 1 and *value where the key is kept, else
+     * 0; always 0 during dl_plugin_init and while the session being created asked to measure
+     * again (--retune). cache_put keeps (or replaces) it; the host writes the file after each
+     * session is created. Thread-safe. The file is the user's and may have been edited: check a
+     * value read back is a choice you offer before using it. Only the table the host gave
+     * dl_plugin_init answers for the plugin; it stays valid until destroy. */
+    int (*cache_get)(void *ctx, const char *key, double *value);
+    void (*cache_put)(void *ctx, const char *key, double value);
 } dl_host;
+#define DL_HOST_KEY_LEN 512
 
 /* ---- the backend table a plugin returns ---------------------------------------------------- */
 
