@@ -170,3 +170,49 @@ dl_status dl_session_run_prefixed(dl_session *s, const dl_tensor *inputs, int n_
     }
     return st;
 }
+
+/* s keeps what its steps [from, to) need: the slots they never touch are unused (`keep`, the value
+ * handed over, always used), a slot that would take over an unused one's storage in place gets its
+ * own, the arena is planned and allocated again, and the kernels of the other steps released.
+ * Unchanged (slots, arena, kernels) where the new arena cannot be had. */
+static dl_status keep_steps(dl_session *s, int from, int to, int keep, dl_error *err) {
+    dl_slot *was = malloc(((size_t)s->n_slots + 1) * sizeof *was);
+    if (!was) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    memcpy(was, s->slots, (size_t)s->n_slots * sizeof *was);
+    for (int i = 0; i < s->n_slots; i++) {
+        dl_slot *sl = &s->slots[i];
+        sl->unused = i != keep && (sl->last < from || sl->first >= to);
+    }
+    for (int i = 0; i < s->n_slots; i++) /* the value handed over, written over a dead block input */
+        if (!s->slots[i].unused && s->slots[i].share >= 0 && s->slots[s->slots[i].share].unused) s->slots[i].share = -1;
+    void *old = s->mem[0].arena; /* one domain, the host's (cut_holds) */
+    s->mem[0].arena = NULL;
+    dl_status st = dl_session_plan_memory(s, err);
+    if (st != DL_OK) {
+        free(s->mem[0].arena);
+        s->mem[0].arena = old;
+        memcpy(s->slots, was, (size_t)s->n_slots * sizeof *was);
+        dl_error e;
+        dl_session_check_memory(s, &e); /* the old offsets again: the buffers never moved */
+        free(was);
+        return st;
+    }
+    free(was);
+    free(old);
+    dl_session_point_steps(s);
+    for (int k = 0; k < s->n_steps; k++) {
+        dl_step *sp = &s->steps[k];
+        if ((k >= from && k < to) || sp->kind != DL_STEP_OP || !sp->kernel) continue;
+        sp->be->release(sp->be->self, sp->kernel);
+        sp->kernel = NULL;
+    }
+    return DL_OK;
+}
+
+dl_status dl_prefix_trim(dl_session *w, dl_error *err) {
+    dl_session *p = w->prefix;
+    if (!p) return DL_OK;
+    dl_status st = keep_steps(p, 0, w->prefix_steps, dl_slot_find(p, w->prefix_value, w->prefix_at), err);
+    if (st == DL_OK) st = keep_steps(w, w->first_step, w->n_steps, dl_slot_find(w, w->cut_value, w->cut_at), err);
+    return st;
+}

@@ -476,6 +476,8 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
         dl_session_free(s);
         *sp = best;
     }
+    dl_error e = {{0}};
+    if ((*sp)->prefix) dl_prefix_trim(*sp, &e); /* kept for good: each plan keeps only its own steps' memory */
     memcpy((*sp)->batch_desc, text, sizeof text);
 }
 

@@ -202,8 +202,7 @@ static dl_status prepare_kernels(dl_session *s, dl_error *err) {
     return DL_OK;
 }
 
-/* After the plan: every step's tensors carry the data pointers the run needs. */
-static void point_steps(dl_session *s) {
+void dl_session_point_steps(dl_session *s) {
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
         if (!has_op(st)) continue;
@@ -349,7 +348,7 @@ static dl_status build(dl_session *s, dl_error *err) {
         st = dl_session_plan_memory(s, err);
         dl_trace_end(tr, span);
     }
-    if (st == DL_OK) point_steps(s);
+    if (st == DL_OK) dl_session_point_steps(s);
     if (st == DL_OK) st = dl_trace_prepare(tr, s, err);
     return st;
 }

@@ -89,6 +89,8 @@ typedef struct dl_slot {
     size_t offset;
     int within;       /* a slice of this (later) slot: an elided concat's input inside its output; or -1 */
     size_t within_at; /* ... at this byte offset in it */
+    int unused;       /* 1: none of the steps the session runs touches it (a session with its first layers
+                         in parts, and that part's session, once trimmed: batch_prefix.c); no storage */
 } dl_slot;
 
 /* What the plan gives one domain. */
@@ -375,6 +377,11 @@ double dl_prefix_best(const dl_session *w, const dl_session *p, const int *cuts,
                       const double *step_ms_p, int *cut);
 /* dl_session_run of a session with a prefix. */
 dl_status dl_session_run_prefixed(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
+/* Once w keeps its prefix for good: each of the two sessions keeps only what the steps it runs
+ * need (the prefix's up to the cut, w's after it): its memory planned again over those steps and
+ * the other steps' kernels released. Nothing changes where the new plan cannot be allocated. From
+ * then on w runs only with its prefix. */
+dl_status dl_prefix_trim(dl_session *w, dl_error *err);
 
 /* ---- concat_elide.c ---- */
 /* After the steps are built, before the memory plan: each concat whose inputs can be written
@@ -420,4 +427,6 @@ dl_status dl_session_check_weights(const dl_session *s, size_t seeded, dl_error 
 dl_status dl_session_check_memory(dl_session *s, dl_error *err);
 /* Plans every domain's arena, refuses what does not fit, allocates and points buffers into it. */
 dl_status dl_session_plan_memory(dl_session *s, dl_error *err);
+/* session.c. After the plan: every step's tensors carry the data pointers the run needs. */
+void dl_session_point_steps(dl_session *s);
 #endif

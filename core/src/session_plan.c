@@ -70,7 +70,7 @@ static void plan_in_place(dl_session *s) {
         int out = dl_slot_find(s, o, dl_place_of_value(s, o, st->place));
         int in = dl_slot_find(s, v, dl_place_of_value(s, v, dl_session_input_place(s, st->node, at)));
         if (clash || out < 0 || in < 0 || taken[in] || s->slots[in].last != k ||
-            s->slots[in].size != s->slots[out].size)
+            s->slots[in].size != s->slots[out].size || s->slots[in].unused || s->slots[out].unused)
             continue;
         dl_slot *si = &s->slots[in];
         if (!taken[out]) {
@@ -172,9 +172,10 @@ dl_status dl_session_check_memory(dl_session *s, dl_error *err) {
     int *global = malloc(((size_t)s->n_slots + 1) * sizeof *global);
     dl_status st = req && off && local && global ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
     for (int d = 0; st == DL_OK && d < s->n_doms; d++) {
-        int n = 0; /* an elided concat's inputs are placed with its output, below */
+        int n = 0; /* an elided concat's inputs are placed with its output, below; unused slots nowhere */
         for (int i = 0; i < s->n_slots; i++)
-            if (s->places[s->slots[i].place].dom == d && s->slots[i].within < 0) local[i] = n, global[n++] = i;
+            if (s->places[s->slots[i].place].dom == d && s->slots[i].within < 0 && !s->slots[i].unused)
+                local[i] = n, global[n++] = i;
         for (int k = 0; k < n; k++) {
             const dl_slot *sl = &s->slots[global[k]];
             req[k] = (dl_mem_request){sl->size, sl->first, sl->last, sl->share >= 0 ? local[sl->share] : -1};
@@ -204,13 +205,13 @@ dl_status dl_session_plan_memory(dl_session *s, dl_error *err) {
     if (st != DL_OK) return st;
     for (int i = 0; i < s->n_slots; i++) {
         const dl_slot *sl = &s->slots[i];
-        void *p = (char *)s->mem[s->places[sl->place].dom].arena + sl->offset;
+        void *p = sl->unused ? NULL : (char *)s->mem[s->places[sl->place].dom].arena + sl->offset;
         if (sl->value >= 0) s->buf[(size_t)sl->value * DL_MAX_PLACES + (size_t)sl->place] = p;
     }
     for (int k = 0; k < s->n_steps; k++)
         if (s->steps[k].kind == DL_STEP_OP && s->steps[k].ws_slot >= 0) {
             const dl_slot *sl = &s->slots[s->steps[k].ws_slot];
-            s->steps[k].ws = (char *)s->mem[s->places[sl->place].dom].arena + sl->offset;
+            s->steps[k].ws = sl->unused ? NULL : (char *)s->mem[s->places[sl->place].dom].arena + sl->offset;
         }
     return DL_OK;
 }
