@@ -169,6 +169,14 @@ static void expect_gpu_plugin(const char *file, const char *name, const char *de
                       strstr(p->reason, "libcublas"),
                   "it must say what is missing: '%s'", p->reason);
         cr_expect_null(strchr(p->reason, '\n'), "one line: '%s'", p->reason);
+        /* no device: the cudnn plugin's loader never maps cuDNN and cuBLASLt (200 MB) */
+        FILE *maps = !strncmp(p->reason, "no CUDA device", 14) ? fopen("/proc/self/maps", "r") : NULL;
+        char line[4096];
+        int mapped = 0;
+        while (maps && !mapped && fgets(line, sizeof line, maps))
+            mapped = strstr(line, "libcudnn") || strstr(line, "libcublasLt");
+        cr_expect_not(mapped, "%s maps cuDNN or cuBLASLt on a machine without a GPU: %s", name, line);
+        if (maps) fclose(maps);
     }
     dl_context_free(ctx);
 }

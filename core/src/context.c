@@ -132,11 +132,17 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
     return 1; /* the object was found: stop */
 }
 
-/* "id:<hex>" from the loaded file's build ID note, else "file:<size>-<mtime ns>" */
-static char *build_of(void *handle, const char *path) {
+/* "id:<hex>" from the build ID note of the loaded file the backend's code lives in (its run
+ * member's: the plugin file itself, or the one a loader plugin loaded, as the cudnn plugin's
+ * loader does), else "file:<size>-<mtime ns>" of the plugin file */
+static char *build_of(void *handle, const char *path, const dl_backend *be) {
     struct link_map *lm = NULL;
     char *s = NULL;
-    if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
+    Dl_info where;
+    void *code;
+    memcpy(&code, &be->run, sizeof code);
+    if (!(dladdr1(code, &where, (void **)&lm, RTLD_DL_LINKMAP) && lm)) lm = NULL;
+    if (lm || (dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm)) {
         build_search b = {lm->l_addr, NULL};
         dl_iterate_phdr(find_build_id, &b);
         if (b.id && asprintf(&s, "id:%s", b.id) < 0) s = NULL;
@@ -213,7 +219,7 @@ static void load_one(dl_context *ctx, const char *path) {
     free(p->name);
     p->name = xstrdup(be->name);
     p->description = xstrdup(be->description ? be->description : "");
-    p->build = build_of(p->handle, path);
+    p->build = build_of(p->handle, path, be);
     p->be = be;
 }
 
