@@ -7,6 +7,7 @@
  * model. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "dlrun/dlrun.h"
+#include "session.h"
 #include "test_util.h"
 
 #define CPU DLRUN_PLUGIN_DIR "/libdlrun-cpu.so"
@@ -307,8 +309,14 @@ Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
     dl_memory_info mem_once;
     dl_session_memory(once.s, 0, &mem_once);
     close_all(&once);
+    void *h = dlopen(TIMED, RTLD_NOW | RTLD_NOLOAD); /* loaded by the sessions above, never closed */
+    int (*linear_prepares)(int64_t);
+    void *sym = h ? dlsym(h, "dlfake_linear_prepares") : NULL;
+    cr_assert(sym);
+    memcpy(&linear_prepares, &sym, sizeof linear_prepares);
     for (int round = 0; round < 2; round++) { /* measured, then from the cache */
         opened o;
+        int before[3] = {linear_prepares(1), linear_prepares(2), 0};
         cr_assert_eq(open_with(TIMED, stages, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
         const char *got = dl_session_batching(o.s);
         double ms, whole;
@@ -348,6 +356,23 @@ Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
         cr_expect_eq(mem.weight_bytes, 2 * mem_once.weight_bytes, "round %d: weights %llu, at once %llu", round,
                      (unsigned long long)mem.weight_bytes, (unsigned long long)mem_once.weight_bytes);
         cr_expect_geq(parts_steps, 3, "round %d", round);
+        /* each plan holds kernels and buffers for the steps it runs only: the part's up to the cut
+         * (never prepared past it), the whole batch's after it (released) */
+        const dl_session *w = o.s, *p = w->prefix;
+        cr_assert(p, "round %d: no prefix", round);
+        for (int k = 0; k < p->n_steps; k++)
+            if (p->steps[k].kind == DL_STEP_OP)
+                cr_expect_eq(p->steps[k].kernel != NULL, k < w->prefix_steps, "round %d: the part's step %d", round, k);
+        for (int k = 0; k < w->n_steps; k++)
+            if (w->steps[k].kind == DL_STEP_OP)
+                cr_expect_eq(w->steps[k].kernel != NULL, k >= w->first_step, "round %d: the batch's step %d", round, k);
+        int unused = 0;
+        for (int i = 0; i < w->n_slots; i++) unused += w->slots[i].unused;
+        cr_expect_gt(unused, 0, "round %d: the whole batch's plan keeps the first layers' buffers", round);
+        if (round == 1 && images >= 1 && images <= 2) /* from the cache: no trials, only the two plans made */
+            cr_expect_eq(linear_prepares(images), before[images - 1],
+                         "the part's session prepared the linears after the cut (%d times)",
+                         linear_prepares(images) - before[images - 1]);
         /* the caller gives the whole batch: half of it is refused, saying why */
         dl_tensor half = *dl_session_input(o.s, 0);
         int64_t dims[4] = {4, 4, 5, 5};
@@ -363,6 +388,7 @@ Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
         close_all(&o);
     }
     free(ref);
+    dlclose(h);
     unsetenv("DLFAKE_TIMEDCPU_RUN_FLAT_US");
     unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
 }

@@ -247,12 +247,14 @@ static double one_run_ms(dl_session *s) {
     return ms;
 }
 
-/* A plain session of `images` of s's batch (no parts: the prefix of a run, batch_prefix.c) */
-static dl_session *prefix_session(const dl_session *s, dl_model *m, int64_t images, dl_error *e) {
+/* A plain session of `images` of s's batch (no parts: the prefix of a run up to node cut, batch_prefix.c) */
+static dl_session *prefix_session(const dl_session *s, dl_model *m, int64_t images, int cut, dl_error *e) {
     dl_session_options o = s->opt;
     o.batch = o.micro_batch = images;
     dl_session *p = NULL;
-    if (dl_session_create_as(s->ctx, m, &o, 0, &p, e) != DL_OK) {
+    /* s's layout (the value crossing is stored alike in both), and kernels for the nodes up to the
+     * cut only: nothing runs the rest of its plan */
+    if (dl_session_create_prefix(s->ctx, m, &o, 1 + s->layout_ask, cut, &p, e) != DL_OK) {
         dl_session_free(p);
         return NULL;
     }
@@ -295,7 +297,8 @@ static void drop_prefix(dl_session *s) {
  * where its session can be built and the cut holds; 0 where not. */
 static int try_prefix(dl_session *s, dl_model *m, int64_t n, int64_t images, int cut, const int *cuts) {
     dl_error e = {{0}};
-    dl_session *p = cut >= 0 && images >= 1 && images < n && n % images == 0 ? prefix_session(s, m, images, &e) : NULL;
+    dl_session *p =
+        cut >= 0 && images >= 1 && images < n && n % images == 0 ? prefix_session(s, m, images, cut, &e) : NULL;
     if (p && dl_prefix_attach(s, p, n / images, cut, cuts)) return 1;
     dl_session_free(p);
     drop_prefix(s);

@@ -187,9 +187,12 @@ static void fix_pointers(dl_session *s) {
     }
 }
 
-/* Prepares every kernel; each workspace becomes a slot that lives for its step only. */
+/* Prepares every kernel (a prefix's session: those of its nodes up to prepare_to_node); each
+ * workspace becomes a slot that lives for its step only. */
 static dl_status prepare_kernels(dl_session *s, dl_error *err) {
-    for (int k = 0; k < s->n_steps; k++) {
+    const int end = s->prepare_to_node >= 0 && s->prepare_to_node < s->g->n_nodes ? s->node_step[s->prepare_to_node + 1]
+                                                                                  : s->n_steps;
+    for (int k = 0; k < end; k++) {
         dl_step *st = &s->steps[k];
         if (st->kind != DL_STEP_OP) continue;
         dl_error e = {{0}};
@@ -377,10 +380,16 @@ static void auto_by_runs(dl_session **sp, dl_model *m);
 
 dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask,
                                dl_session **out, dl_error *err) {
+    return dl_session_create_prefix(ctx, m, opt, forced_ask, -1, out, err);
+}
+
+dl_status dl_session_create_prefix(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask,
+                                   int last_node, dl_session **out, dl_error *err) {
     double t_create = dl_now_ms();
     *out = NULL;
     dl_session *s = calloc(1, sizeof *s);
     if (!s) return dl_fail(err, DL_E_NOMEM, "out of memory");
+    s->prepare_to_node = last_node;
     dl_session_options_init(&s->opt);
     /* an older caller's smaller struct: the members it lacks keep their defaults (trace 0) */
     if (opt) memcpy(&s->opt, opt, opt->struct_size < sizeof s->opt ? opt->struct_size : sizeof s->opt);

@@ -202,6 +202,8 @@ struct dl_session {
      * goes into this session's (cut_value in place cut_at) at the part's offset; then this
      * session runs its steps from first_step. NULL: none. */
     struct dl_session *prefix;
+    int prepare_to_node; /* a prefix's own session: only the steps of nodes up to this one have kernels
+                            (dl_session_create_prefix); -1: every step's */
     int64_t prefix_parts;
     int prefix_cut, prefix_steps, prefix_value, prefix_at, first_step, cut_value, cut_at;
 };
@@ -211,6 +213,10 @@ struct dl_session {
  * 0: none. The whole of dl_session_create but the batch in parts. */
 dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask,
                                dl_session **out, dl_error *err);
+/* The same for a batch's first layers in parts (batch_prefix.c): only the steps of nodes up to
+ * last_node are prepared (and may run). */
+dl_status dl_session_create_prefix(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask,
+                                   int last_node, dl_session **out, dl_error *err);
 /* One run of the session's own plan (dl_session_run without parts). */
 dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 /* Its steps [from, to) only; inputs NULL: none taken (a run after a prefix, batch_prefix.c). */

@@ -25,7 +25,8 @@
  * fused residual (attrs.residual): the test that placement times a conv with the residual it will
  * take. DLFAKE_TIMEDCPU_RUN_FLAT_US waits that many microseconds more in a session's run of an op
  * whose first input is not 4-D, whatever its images (a classifier's layers, faster on the whole
- * batch at once: the test of the first layers in parts). */
+ * batch at once: the test of the first layers in parts). dlfake_linear_prepares(rows) counts the
+ * linear ops prepared on that many rows so far (a prefix's session prepares none past its cut). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -139,8 +140,13 @@ static int has_residual(const dl_kernel *k) {
 static void note_residual(const dl_kernel *k, int on) {}
 #endif
 
+static int linear_prepares[16]; /* by rows, below 16 */
+DL_PLUGIN_EXPORT int dlfake_linear_prepares(int64_t rows) { return rows >= 0 && rows < 16 ? linear_prepares[rows] : 0; }
+
 static dl_status px_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *ws, dl_error *err) {
     proxy *p = self;
+    if (op->kind == DL_OP_LINEAR && op->inputs[0].shape[0] >= 0 && op->inputs[0].shape[0] < 16)
+        __atomic_fetch_add(&linear_prepares[op->inputs[0].shape[0]], 1, __ATOMIC_RELAXED);
     if (!px_supports(self, op, err)) return DL_E_UNSUPPORTED;
     const char *fails = getenv("DLFAKE_BF16NHWC_PREPARE_FAILS");
     if (fails && strcmp(fails, "1") == 0) return dl_fail(err, DL_E_RUNTIME, "prepare was called");
