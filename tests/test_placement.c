@@ -412,6 +412,53 @@ Test(placement, timing_cache_keys_are_unique) {
     dl_tcache_free(c);
 }
 
+/* The file as this process last read or wrote it is kept (timing_cache.c: a process opens the cache
+ * up to five times), and read again once it changed: replaced by another process (a rename), or
+ * rewritten in place; a save merges the file as it is then. */
+static void write_cache(const char *path, const char *entries, int by_rename) {
+    char tmp[300], text[512];
+    snprintf(tmp, sizeof tmp, "%s.other", path);
+    snprintf(text, sizeof text, "{\"format\": \"dlrun-timing-cache\", \"version\": 1, \"entries\": {%s}}", entries);
+    FILE *f = fopen(by_rename ? tmp : path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+    if (by_rename) cr_assert_eq(rename(tmp, path), 0);
+}
+
+Test(placement, timing_cache_reads_a_changed_file_again) {
+    fresh_cache();
+    char path[256], warn[600];
+    snprintf(path, sizeof path, "%s/dlrun", cache_dir);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", cache_dir);
+    write_cache(path, "\"a\": 1", 0);
+    double ms = -1;
+    for (int i = 0; i < 2; i++) { /* read, then from what was kept */
+        dl_tcache *c = dl_tcache_open(0, warn, sizeof warn);
+        cr_expect(dl_tcache_get(c, "a", &ms) && ms == 1, "open %d: a = %g", i, ms);
+        dl_tcache_free(c);
+    }
+    write_cache(path, "\"a\": 2, \"b\": 3", 1); /* another process's save */
+    dl_tcache *c = dl_tcache_open(0, warn, sizeof warn);
+    cr_expect(dl_tcache_get(c, "a", &ms) && ms == 2, "after a rename: a = %g", ms);
+    cr_expect(dl_tcache_get(c, "b", &ms) && ms == 3, "after a rename: b = %g", ms);
+    dl_tcache_free(c);
+    write_cache(path, "\"a\": 4", 0); /* an edit in place */
+    c = dl_tcache_open(0, warn, sizeof warn);
+    cr_expect(dl_tcache_get(c, "a", &ms) && ms == 4, "after an edit: a = %g", ms);
+    cr_expect_not(dl_tcache_get(c, "b", &ms), "b was kept after the edit removed it");
+    write_cache(path, "\"a\": 4, \"z\": 9", 1); /* meanwhile, another process adds z */
+    dl_tcache_put(c, "y", 1);
+    cr_expect(dl_tcache_save(c, warn, sizeof warn), "%s", warn);
+    dl_tcache_free(c);
+    cr_expect_eq(occurrences(path, "\"z\""), 1, "the save dropped what another process wrote");
+    cr_expect_eq(occurrences(path, "\"y\""), 1);
+    c = dl_tcache_open(0, warn, sizeof warn); /* what the save wrote, kept */
+    cr_expect(dl_tcache_get(c, "y", &ms) && ms == 1 && dl_tcache_get(c, "z", &ms) && ms == 9);
+    dl_tcache_free(c);
+}
+
 Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_safe) {
     fresh_env();
     char *model = tu_write_temp(".yaml", chain3, strlen(chain3)), *out, args[512], path[256];
