@@ -376,17 +376,33 @@ Test(placement, timing_cache_keys_on_the_plugin_build) {
     cr_expect_eq(occurrences(cache, "build=id:"), 6, "2 signatures on fakedev and on each build of fakecpu");
 }
 
+/* An empty cache folder and the cache file's path in it (not written yet). */
+static void cache_file(char *path, size_t len) {
+    fresh_cache();
+    snprintf(path, len, "%s/dlrun", cache_dir);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    snprintf(path, len, "%s/dlrun/timing-cache.json", cache_dir);
+}
+
+/* The cache file with these entries (JSON members), written in place or renamed over it (as
+ * another process's save does). */
+static void write_cache(const char *path, const char *entries, int by_rename) {
+    char tmp[300], text[512];
+    snprintf(tmp, sizeof tmp, "%s.other", path);
+    snprintf(text, sizeof text, "{\"format\": \"dlrun-timing-cache\", \"version\": 1, \"entries\": {%s}}", entries);
+    FILE *f = fopen(by_rename ? tmp : path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+    if (by_rename) cr_assert_eq(rename(tmp, path), 0);
+}
+
 /* Each key is held once: a file with a key twice is refused (and rebuilt), since either time
  * could be the stale one; put replaces a key's time, so get never returns an older one. */
 Test(placement, timing_cache_keys_are_unique) {
-    fresh_cache();
     char path[256], warn[600];
-    snprintf(path, sizeof path, "%s/dlrun", cache_dir);
-    cr_assert_eq(mkdir(path, 0755), 0);
-    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", cache_dir);
-    FILE *f = fopen(path, "w");
-    fputs("{\"format\": \"dlrun-timing-cache\", \"version\": 1, \"entries\": {\"k\": 1, \"j\": 2, \"k\": 3}}", f);
-    fclose(f);
+    cache_file(path, sizeof path);
+    write_cache(path, "\"k\": 1, \"j\": 2, \"k\": 3", 0);
     dl_tcache *c = dl_tcache_open(0, warn, sizeof warn);
     cr_assert(c);
     cr_expect(strstr(warn, "is unusable (a key appears twice); rebuilding it"), "%s", warn);
@@ -415,23 +431,9 @@ Test(placement, timing_cache_keys_are_unique) {
 /* The file as this process last read or wrote it is kept (timing_cache.c: a process opens the cache
  * up to five times), and read again once it changed: replaced by another process (a rename), or
  * rewritten in place; a save merges the file as it is then. */
-static void write_cache(const char *path, const char *entries, int by_rename) {
-    char tmp[300], text[512];
-    snprintf(tmp, sizeof tmp, "%s.other", path);
-    snprintf(text, sizeof text, "{\"format\": \"dlrun-timing-cache\", \"version\": 1, \"entries\": {%s}}", entries);
-    FILE *f = fopen(by_rename ? tmp : path, "w");
-    cr_assert(f);
-    fputs(text, f);
-    fclose(f);
-    if (by_rename) cr_assert_eq(rename(tmp, path), 0);
-}
-
 Test(placement, timing_cache_reads_a_changed_file_again) {
-    fresh_cache();
     char path[256], warn[600];
-    snprintf(path, sizeof path, "%s/dlrun", cache_dir);
-    cr_assert_eq(mkdir(path, 0755), 0);
-    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", cache_dir);
+    cache_file(path, sizeof path);
     write_cache(path, "\"a\": 1", 0);
     double ms = -1;
     for (int i = 0; i < 2; i++) { /* read, then from what was kept */
