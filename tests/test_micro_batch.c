@@ -296,7 +296,8 @@ static const char stages[] = "model: stages\ninputs:\n  - {name: x, shape: [8, 4
  * the outputs those of the batch at once; the steps a run reports are the parts' (their flops
  * the whole batch's) and then the classifier's; the choice cached. */
 Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
-    cr_assert(tu_fresh_cache());
+    const char *dir = tu_fresh_cache();
+    cr_assert(dir);
     unsetenv("DLRUN_MICRO_BATCH_RUNS");
     setenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US", "150", 1);
     setenv("DLFAKE_TIMEDCPU_RUN_FLAT_US", "5000", 1);
@@ -373,6 +374,8 @@ Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
             cr_expect_eq(linear_prepares(images), before[images - 1],
                          "the part's session prepared the linears after the cut (%d times)",
                          linear_prepares(images) - before[images - 1]);
+        /* from the cache, the whole batch's session never prepared its first layers */
+        cr_expect_eq(w->prepare_from_node, round ? w->prefix_cut + 1 : 0, "round %d", round);
         /* the caller gives the whole batch: half of it is refused, saying why */
         dl_tensor half = *dl_session_input(o.s, 0);
         int64_t dims[4] = {4, 4, 5, 5};
@@ -387,6 +390,40 @@ Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
         free(y);
         close_all(&o);
     }
+    /* a cached cut that no longer holds (after c1, whose relu is fused into it: an edited file, or
+     * another fusion): the whole batch's session, made without its first layers' kernels for it,
+     * prepares them and runs at once */
+    char path[512], *text = NULL, tmp[520];
+    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", dir);
+    size_t len = 0;
+    FILE *f = fopen(path, "rb");
+    cr_assert(f);
+    text = calloc(1, 1 << 20);
+    len = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    char *at = strstr(text, ";prefix\":");
+    cr_assert(at, "no cached cut");
+    at += strlen(";prefix\":");
+    while (*at == ' ' || *at == '\t') at++;
+    cr_assert(*at >= '2' && *at <= '9' && (at[1] < '0' || at[1] > '9'), "cut + 1 = %.3s", at);
+    *at = '1'; /* the cut after node 0 */
+    snprintf(tmp, sizeof tmp, "%s.edit", path);
+    f = fopen(tmp, "wb");
+    cr_assert(f && fwrite(text, 1, len, f) == len);
+    fclose(f);
+    cr_assert_eq(rename(tmp, path), 0);
+    free(text);
+    opened o;
+    cr_assert_eq(open_with(TIMED, stages, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+    cr_expect(!strstr(dl_session_batching(o.s), "first"), "%s", dl_session_batching(o.s));
+    cr_expect_eq(o.s->prepare_from_node, 0);
+    for (int k = 0; k < o.s->n_steps; k++)
+        if (o.s->steps[k].kind == DL_STEP_OP) cr_expect(o.s->steps[k].kernel, "step %d has no kernel", k);
+    int64_t n;
+    float *y = run_seeded(&o, &n);
+    cr_expect_leq(tu_nmse(ref, y, (size_t)n), 1e-12, "other outputs than at once: %g; %g %g / %g %g", tu_nmse(ref, y, (size_t)n), ref[0], ref[1], y[0], y[1]);
+    free(y);
+    close_all(&o);
     free(ref);
     dlclose(h);
     unsetenv("DLFAKE_TIMEDCPU_RUN_FLAT_US");

@@ -305,7 +305,55 @@ static int try_prefix(dl_session *s, dl_model *m, int64_t n, int64_t images, int
     return 0;
 }
 
-void dl_session_auto_parts(dl_session **sp, dl_model *m) {
+/* auto's choice for s's plan (hash h) as the timing cache holds it: 1, the images of a part
+ * (*images: n for at once), and, at once, the cut after which its first layers ran in parts (*cut,
+ * -1: none), their images and that run's time; 0 where none is cached. */
+static int cached_choice(const dl_session *s, dl_tcache *cache, unsigned long long h, int64_t n, int64_t *images,
+                         int *cut, int64_t *prefix_images, double *prefix_ms) {
+    char key[112];
+    double choice = 0, cut_d = -1, images_d = 0;
+    *cut = -1, *prefix_images = 0, *prefix_ms = 0;
+    snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
+    if (!(cache && dl_tcache_get(cache, key, &choice) && choice >= 1 && choice <= (double)n &&
+          n % (int64_t)choice == 0))
+        return 0;
+    *images = (int64_t)choice;
+    snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
+    if (*images == n && dl_tcache_get(cache, key, &cut_d) && --cut_d >= 0 && cut_d < s->g->n_nodes - 1) {
+        snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-images", h);
+        dl_tcache_get(cache, key, &images_d);
+        snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-run", h);
+        dl_tcache_get(cache, key, prefix_ms);
+        if (images_d >= 1 && images_d < (double)n && n % (int64_t)images_d == 0)
+            *cut = (int)cut_d, *prefix_images = (int64_t)images_d;
+    }
+    return 1;
+}
+
+int dl_micro_batch_prepare_from(const dl_session *s) {
+    const int64_t n = s->g->n_inputs && s->inputs[0].ndim ? s->inputs[0].shape[0] : 0;
+    if (s->opt.micro_batch != 0 || s->forced_ask || not_tried(s, n)) return 0;
+    char warn[600];
+    dl_tcache *cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
+    int64_t images = n, prefix_images;
+    int cut, from = 0;
+    double ms;
+    if (cached_choice(s, cache, (unsigned long long)dl_session_plan_hash(s), n, &images, &cut, &prefix_images, &ms))
+        from = images < n ? s->g->n_nodes : cut >= 0 ? cut + 1 : 0;
+    dl_tcache_free(cache);
+    return from;
+}
+
+static void choose_parts(dl_session **sp, dl_model *m);
+
+dl_status dl_session_auto_parts(dl_session **sp, dl_model *m, dl_error *err) {
+    choose_parts(sp, m);
+    /* a session that left its first layers unprepared (dl_micro_batch_prepare_from) runs them
+     * after all where the cached parts or prefix could not be had */
+    return (*sp)->prefix ? DL_OK : dl_session_prepare_rest(*sp, err);
+}
+
+static void choose_parts(dl_session **sp, dl_model *m) {
     dl_session *s = *sp, *best = s;
     const int64_t n = s->g->n_inputs && s->inputs[0].ndim ? s->inputs[0].shape[0] : 0;
     const char *why = not_tried(s, n);
@@ -319,18 +367,15 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
     char key[112], warn[600], tried[200] = "";
     const unsigned long long h = (unsigned long long)dl_session_plan_hash(s);
     dl_tcache *cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
-    double ms_of[64] = {0}, choice = 0; /* ms_of[j]: parts of n >> j images (j = 0: at once) */
+    double ms_of[64] = {0}; /* ms_of[j]: parts of n >> j images (j = 0: at once) */
     int64_t best_images = n;
     int *cuts = dl_prefix_cuts(s->g);
     /* the first layers in parts: the best cut priced, and what its run measured */
-    double prefix_est = INFINITY, prefix_ms = 0, cut_d = -1, images_d = 0;
-    int prefix_cut = -1;
-    int64_t prefix_images = 0;
-    snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
-    const int cached =
-        cache && dl_tcache_get(cache, key, &choice) && choice >= 1 && choice <= (double)n && n % (int64_t)choice == 0;
+    double prefix_est = INFINITY, prefix_ms = 0;
+    int prefix_cut = -1, cached_cut = -1;
+    int64_t prefix_images = 0, cached_images = 0;
+    const int cached = cached_choice(s, cache, h, n, &best_images, &cached_cut, &cached_images, &prefix_ms);
     if (cached) {
-        best_images = (int64_t)choice;
         for (int j = 0; j < 63 && (n >> j) >= 1; j++) {
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> j));
             dl_tcache_get(cache, key, &ms_of[j]);
@@ -338,15 +383,8 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
         for (int j = 1; j < 63 && (n >> j) >= 1; j++) /* what else was measured */
             if (ms_of[j] > 0 && (n >> j) != best_images)
                 tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)(n >> j), ms_of[j]);
-        snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
-        if (best_images == n && cuts && dl_tcache_get(cache, key, &cut_d) && --cut_d >= 0 && cut_d < s->g->n_nodes) {
-            snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-images", h);
-            dl_tcache_get(cache, key, &images_d);
-            snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-run", h);
-            dl_tcache_get(cache, key, &prefix_ms);
-            if (images_d >= 1 && images_d < (double)n && try_prefix(s, m, n, (int64_t)images_d, (int)cut_d, cuts))
-                prefix_images = (int64_t)images_d;
-        }
+        if (cached_cut >= 0 && cuts && try_prefix(s, m, n, cached_images, cached_cut, cuts))
+            prefix_images = cached_images, prefix_cut = cached_cut;
         if (best_images < n) {
             dl_error e = {{0}};
             dl_session *p = part_session(s, m, n, best_images, &e);
@@ -354,9 +392,14 @@ void dl_session_auto_parts(dl_session **sp, dl_model *m) {
             else best_images = n; /* it cannot be built now (memory): at once */
         }
     } else {
+        dl_error e = {{0}};
+        if (dl_session_prepare_rest(s, &e) != DL_OK) { /* the cache changed since s was made: all of it runs */
+            dl_tcache_free(cache);
+            free(cuts);
+            return;
+        }
         /* a quick look first: a model that runs in under PARTS_MIN_MS is not worth the sessions */
         const double first = one_run_ms(s);
-        dl_error e = {{0}};
         dl_session *x = s;
         int j = 0;
         if (first < PARTS_MIN_MS) {

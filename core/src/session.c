@@ -187,21 +187,55 @@ static void fix_pointers(dl_session *s) {
     }
 }
 
-/* Prepares every kernel (a prefix's session: those of its nodes up to prepare_to_node); each
- * workspace becomes a slot that lives for its step only. */
-static dl_status prepare_kernels(dl_session *s, dl_error *err) {
-    const int end = s->prepare_to_node >= 0 && s->prepare_to_node < s->g->n_nodes ? s->node_step[s->prepare_to_node + 1]
-                                                                                  : s->n_steps;
-    for (int k = 0; k < end; k++) {
+/* Prepares the kernels of steps [from, to) that have none (a prefix's session: those of its nodes up
+ * to prepare_to_node; a session whose first layers a cached choice runs otherwise: from
+ * prepare_from_node); each workspace becomes a slot that lives for its step only. */
+static dl_status prepare_steps(dl_session *s, int from, int to, dl_error *err) {
+    for (int k = from; k < to; k++) {
         dl_step *st = &s->steps[k];
-        if (st->kind != DL_STEP_OP) continue;
+        if (st->kind != DL_STEP_OP || st->kernel) continue;
+        /* the ABI's prepare sees the weights' data only: after a plan (dl_session_prepare_rest) the
+         * activations point into the arena, and a plugin would take them for weights */
+        void *data[DL_MAX_OP_INPUTS + 1], *out = st->out.data;
+        const int n_in = st->op.n_inputs < DL_MAX_OP_INPUTS ? st->op.n_inputs : DL_MAX_OP_INPUTS;
+        for (int j = 0; j < n_in; j++) {
+            data[j] = st->in[j].data;
+            if (!st->constant[j]) st->in[j].data = NULL;
+        }
+        st->out.data = NULL;
         dl_error e = {{0}};
-        if (st->be->prepare(st->be->self, &st->op, &st->kernel, &st->workspace, &e) != DL_OK)
+        dl_status rc = st->be->prepare(st->be->self, &st->op, &st->kernel, &st->workspace, &e);
+        for (int j = 0; j < n_in; j++) st->in[j].data = data[j];
+        st->out.data = out;
+        if (rc != DL_OK)
             return dl_fail(err, DL_E_RUNTIME, "%s: cannot prepare %s '%s': %s", st->be->name,
                            dl_op_kind_name(s->g->nodes[st->node].kind), st->op.name, e.msg);
         if (st->workspace && (st->ws_slot = dl_slot_add(s, -1, st->place, st->workspace, k)) < 0)
             return dl_fail(err, DL_E_NOMEM, "out of memory");
     }
+    return DL_OK;
+}
+
+static dl_status prepare_kernels(dl_session *s, dl_error *err) {
+    const int nn = s->g->n_nodes, to = s->prepare_to_node, from = s->prepare_from_node;
+    return prepare_steps(s, from > 0 && from <= nn ? s->node_step[from] : 0,
+                         to >= 0 && to < nn ? s->node_step[to + 1] : s->n_steps, err);
+}
+
+dl_status dl_session_prepare_rest(dl_session *s, dl_error *err) {
+    if (s->prepare_from_node <= 0) return DL_OK;
+    const int nn = s->g->n_nodes, from = s->prepare_from_node;
+    s->prepare_from_node = 0;
+    dl_status st = prepare_steps(s, 0, from <= nn ? s->node_step[from] : s->n_steps, err);
+    void *old[DL_MAX_DOMAINS];
+    for (int d = 0; d < s->n_doms; d++) old[d] = s->mem[d].arena, s->mem[d].arena = NULL;
+    if (st == DL_OK) st = dl_session_plan_memory(s, err); /* with the new workspaces */
+    for (int d = 0; d < s->n_doms; d++) dom_free(s, d, st == DL_OK ? old[d] : s->mem[d].arena);
+    if (st != DL_OK) {
+        for (int d = 0; d < s->n_doms; d++) s->mem[d].arena = old[d];
+        return st;
+    }
+    dl_session_point_steps(s);
     return DL_OK;
 }
 
@@ -341,6 +375,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     span = dl_trace_begin(tr, "check memory", "create");
     st = dl_session_check_memory(s, err);
     dl_trace_end(tr, span);
+    if (st == DL_OK && s->prepare_to_node < 0) s->prepare_from_node = dl_micro_batch_prepare_from(s);
     if (st == DL_OK) {
         span = dl_trace_begin(tr, "prepare kernels", "create");
         st = prepare_kernels(s, err);
@@ -458,7 +493,11 @@ static dl_status create(dl_context *ctx, dl_model *m, dl_session_options o, dl_s
     dl_status st = dl_session_create_as(ctx, m, &o, 0, out, err);
     if (st != DL_OK) return st;
     snprintf((*out)->batch_desc, sizeof(*out)->batch_desc, "%lld at once", (long long)batch);
-    if (o.micro_batch == 0) dl_session_auto_parts(out, m);
+    if (o.micro_batch == 0 && (st = dl_session_auto_parts(out, m, err)) != DL_OK) {
+        dl_session_free(*out);
+        *out = NULL;
+        return st;
+    }
     return DL_OK;
 }
 
@@ -598,6 +637,7 @@ static void auto_by_runs(dl_session **sp, dl_model *m) {
     dl_error e = {{0}};
     dl_status st = DL_OK;
     if (!cached || ms[1] < ms[0]) st = dl_session_create_as(s->ctx, m, &s->opt, 1 + other, &t, &e);
+    if (st == DL_OK && !cached) st = dl_session_prepare_rest(s, &e); /* runs all of it now */
     if (st == DL_OK && !cached) st = dl_session_run_both(s, t, AUTO_ROUNDS, ms, &e);
     if (st == DL_OK && !cached && cache) {
         dl_tcache_put(cache, key[0], ms[0]);

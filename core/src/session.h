@@ -202,8 +202,10 @@ struct dl_session {
      * goes into this session's (cut_value in place cut_at) at the part's offset; then this
      * session runs its steps from first_step. NULL: none. */
     struct dl_session *prefix;
-    int prepare_to_node; /* a prefix's own session: only the steps of nodes up to this one have kernels
-                            (dl_session_create_prefix); -1: every step's */
+    int prepare_to_node;   /* a prefix's own session: only the steps of nodes up to this one have kernels
+                              (dl_session_create_prefix); -1: every step's */
+    int prepare_from_node; /* steps of nodes before this one left unprepared (a choice of parts or a
+                              prefix cached: dl_micro_batch_prepare_from); 0: none */
     int64_t prefix_parts;
     int prefix_cut, prefix_steps, prefix_value, prefix_at, first_step, cut_value, cut_at;
 };
@@ -217,6 +219,9 @@ dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_op
  * last_node are prepared (and may run). */
 dl_status dl_session_create_prefix(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask,
                                    int last_node, dl_session **out, dl_error *err);
+/* Prepares the kernels left unprepared (prepare_from_node) and plans the memory again with their
+ * workspaces; DL_OK at once where there are none. */
+dl_status dl_session_prepare_rest(dl_session *s, dl_error *err);
 /* One run of the session's own plan (dl_session_run without parts). */
 dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 /* Its steps [from, to) only; inputs NULL: none taken (a run after a prefix, batch_prefix.c). */
@@ -355,9 +360,16 @@ const char *dl_domain_name(const dl_session *s, int d);
 /* After a session of the whole batch is built (*sp): with opt.micro_batch 0 (auto), where it
  * qualifies, sessions of parts of the batch are built and run against it, and the fastest that
  * agrees with it replaces *sp (the loser freed); the choice is cached in the timing cache under a
- * hash of the whole batch's plan. Sets batch_desc. Never fails: a part that cannot be built or
- * run is not taken. */
-void dl_session_auto_parts(dl_session **sp, dl_model *m);
+ * hash of the whole batch's plan. Sets batch_desc. A part that cannot be built or run is not
+ * taken; fails only where the whole batch's session, its first layers left unprepared for a
+ * cached choice that cannot be had now, cannot prepare them (dl_session_prepare_rest). */
+dl_status dl_session_auto_parts(dl_session **sp, dl_model *m, dl_error *err);
+/* Before the whole batch's kernels are prepared, from auto's cached choice: the first node whose
+ * kernels it needs (its nodes' count where parts of the batch will replace it; the node after the
+ * cut where its first layers will run in parts); 0 (all) where nothing is cached, or the session
+ * is not one auto chooses for. Whatever runs the whole session before that choice is made (auto's
+ * runs of both layouts, the micro-batch trials) prepares the rest first (dl_session_prepare_rest). */
+int dl_micro_batch_prepare_from(const dl_session *s);
 /* Makes the session of a part, p (at batch n / parts), run the whole batch in `parts` parts. */
 dl_status dl_session_make_parts(dl_session *p, int64_t parts, dl_error *err);
 /* DL_OK if inputs are dense host tensors of want's shapes and dtypes (a whole batch's), else an
