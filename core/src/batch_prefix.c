@@ -185,12 +185,8 @@ static dl_status keep_steps(dl_session *s, int from, int to, int keep, dl_error 
     }
     for (int i = 0; i < s->n_slots; i++) /* the value handed over, written over a dead block input */
         if (!s->slots[i].unused && s->slots[i].share >= 0 && s->slots[s->slots[i].share].unused) s->slots[i].share = -1;
-    void *old = s->mem[0].arena; /* one domain, the host's (cut_holds) */
-    s->mem[0].arena = NULL;
-    dl_status st = dl_session_plan_memory(s, err);
+    dl_status st = dl_session_replan(s, err);
     if (st != DL_OK) {
-        free(s->mem[0].arena);
-        s->mem[0].arena = old;
         memcpy(s->slots, was, (size_t)s->n_slots * sizeof *was);
         dl_error e;
         dl_session_check_memory(s, &e); /* the old offsets again: the buffers never moved */
@@ -198,8 +194,6 @@ static dl_status keep_steps(dl_session *s, int from, int to, int keep, dl_error 
         return st;
     }
     free(was);
-    free(old);
-    dl_session_point_steps(s);
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *sp = &s->steps[k];
         if ((k >= from && k < to) || sp->kind != DL_STEP_OP || !sp->kernel) continue;

@@ -222,14 +222,10 @@ static dl_status prepare_kernels(dl_session *s, dl_error *err) {
                          to >= 0 && to < nn ? s->node_step[to + 1] : s->n_steps, err);
 }
 
-dl_status dl_session_prepare_rest(dl_session *s, dl_error *err) {
-    if (s->prepare_from_node <= 0) return DL_OK;
-    const int nn = s->g->n_nodes, from = s->prepare_from_node;
-    s->prepare_from_node = 0;
-    dl_status st = prepare_steps(s, 0, from <= nn ? s->node_step[from] : s->n_steps, err);
+dl_status dl_session_replan(dl_session *s, dl_error *err) {
     void *old[DL_MAX_DOMAINS];
     for (int d = 0; d < s->n_doms; d++) old[d] = s->mem[d].arena, s->mem[d].arena = NULL;
-    if (st == DL_OK) st = dl_session_plan_memory(s, err); /* with the new workspaces */
+    dl_status st = dl_session_plan_memory(s, err);
     for (int d = 0; d < s->n_doms; d++) dom_free(s, d, st == DL_OK ? old[d] : s->mem[d].arena);
     if (st != DL_OK) {
         for (int d = 0; d < s->n_doms; d++) s->mem[d].arena = old[d];
@@ -237,6 +233,15 @@ dl_status dl_session_prepare_rest(dl_session *s, dl_error *err) {
     }
     dl_session_point_steps(s);
     return DL_OK;
+}
+
+dl_status dl_session_prepare_rest(dl_session *s, dl_error *err) {
+    if (s->prepare_from_node <= 0) return DL_OK;
+    const int nn = s->g->n_nodes, from = s->prepare_from_node;
+    dl_status st = prepare_steps(s, 0, from <= nn ? s->node_step[from] : s->n_steps, err);
+    if (st == DL_OK) st = dl_session_replan(s, err); /* with the new workspaces */
+    if (st == DL_OK) s->prepare_from_node = 0;       /* else a later call tries again, and fails as well */
+    return st;
 }
 
 void dl_session_point_steps(dl_session *s) {

@@ -219,6 +219,10 @@ dl_status dl_session_create_as(dl_context *ctx, dl_model *m, const dl_session_op
  * last_node are prepared (and may run). */
 dl_status dl_session_create_prefix(dl_context *ctx, dl_model *m, const dl_session_options *opt, int forced_ask,
                                    int last_node, dl_session **out, dl_error *err);
+/* Plans the memory again (the slots changed) into new arenas and points the steps there; where
+ * they cannot be had, the old arenas stay, their buffers where they were (the slots' offsets are
+ * then the new plan's: the caller restores them). */
+dl_status dl_session_replan(dl_session *s, dl_error *err);
 /* Prepares the kernels left unprepared (prepare_from_node) and plans the memory again with their
  * workspaces; DL_OK at once where there are none. */
 dl_status dl_session_prepare_rest(dl_session *s, dl_error *err);

@@ -123,7 +123,8 @@ static cJSON *load(const char *path, const char **why) {
  * (placement, auto's runs of both layouts, the micro-batch choice, the plugins' store; five for
  * ResNet-50 at batch 8, two for SqueezeNet at batch 1), and parsing the file each time cost 22 ms
  * for its 6779 entries (2.7 MB) on the 2-core VM: while the file is unchanged, its entries come from
- * here. A file renamed over it by another process has another inode: it is read again. */
+ * here (copied into each open cache with its index: 11 ms there). A file renamed over it by another
+ * process has another inode: it is read again. */
 static struct {
     pthread_mutex_t lock;
     int valid;
@@ -145,23 +146,26 @@ static void memo_clear(void) {
     memo.keys = NULL, memo.ms = NULL, memo.path = NULL, memo.n = 0, memo.valid = 0;
 }
 
-/* memo := n entries (copied) of the file at path with identity id (memo locked); left invalid
- * when out of memory. */
-static void memo_set(const char *path, const struct stat *id, char *const *keys, const double *ms, int n) {
+/* memo := empty, for n entries of the file at path with identity id, not valid until all are added
+ * (memo locked); 0 when out of memory. */
+static int memo_begin(const char *path, const struct stat *id, int n) {
     memo_clear();
     memo.path = strdup(path);
     memo.keys = calloc((size_t)n + 1, sizeof *memo.keys);
     memo.ms = malloc(((size_t)n + 1) * sizeof *memo.ms);
-    if (!memo.path || !memo.keys || !memo.ms) return memo_clear();
-    for (int i = 0; i < n; i++) {
-        if (!(memo.keys[i] = strdup(keys[i]))) return memo.n = i, memo_clear();
-        memo.ms[i] = ms[i];
-    }
-    memo.n = n, memo.id = *id, memo.valid = 1;
+    memo.id = *id;
+    return memo.path && memo.keys && memo.ms;
+}
+
+/* Appends an entry (a copy of key) after memo_begin's room; 0 when out of memory. */
+static int memo_add(const char *key, double ms) {
+    if (!(memo.keys[memo.n] = strdup(key))) return 0;
+    memo.ms[memo.n++] = ms;
+    return 1;
 }
 
 /* Stores the file's entries into c (what it lacks only, where `only_new`): from the memo while the
- * file is unchanged, else parsed (and remembered). *why: "" or why the file is unusable. */
+ * file is unchanged, else parsed into it first. *why: "" or why the file is unusable. */
 static void read_into(dl_tcache *c, int only_new, const char **why) {
     *why = "";
     struct stat id;
@@ -171,22 +175,15 @@ static void read_into(dl_tcache *c, int only_new, const char **why) {
         cJSON *entries = load(c->path, why);
         int n = 0;
         for (const cJSON *e = entries ? entries->child : NULL; e; e = e->next) n++;
-        char **keys = calloc((size_t)n + 1, sizeof *keys);
-        double *ms = malloc(((size_t)n + 1) * sizeof *ms);
-        n = 0;
-        for (const cJSON *e = entries && keys && ms ? entries->child : NULL; e; e = e->next)
-            keys[n] = e->string, ms[n++] = e->valuedouble;
-        if (entries && keys && ms) memo_set(c->path, &id, keys, ms, n);
-        else memo_clear();
-        free(keys), free(ms);
-        for (const cJSON *e = !memo.valid && entries ? entries->child : NULL; e; e = e->next)
-            if ((!only_new || dl_names_find(&c->index, e->string) < 0) && !store(c, e->string, e->valuedouble))
-                break; /* out of memory: time what is missing */
+        int ok = entries && memo_begin(c->path, &id, n);
+        for (const cJSON *e = ok ? entries->child : NULL; e && ok; e = e->next)
+            ok = memo_add(e->string, e->valuedouble);
+        memo.valid = ok;
         cJSON_Delete(entries);
-        if (!memo.valid) return (void)pthread_mutex_unlock(&memo.lock);
     }
-    for (int i = 0; i < memo.n; i++)
+    for (int i = 0; i < memo.n; i++) /* out of memory, a part only: what is missing is timed */
         if ((!only_new || dl_names_find(&c->index, memo.keys[i]) < 0) && !store(c, memo.keys[i], memo.ms[i])) break;
+    if (!memo.valid) memo_clear();
     pthread_mutex_unlock(&memo.lock);
 }
 
@@ -261,8 +258,9 @@ int dl_tcache_save(dl_tcache *c, char *warning, size_t wlen) {
         ok = ok && stat(tmp, &id) == 0 && rename(tmp, c->path) == 0;
         if (!ok) unlink(tmp);
         pthread_mutex_lock(&memo.lock); /* what the file now holds, read back by the next open for free */
-        if (ok) memo_set(c->path, &id, c->keys, c->ms, c->n);
-        else memo_clear();
+        int kept = ok && memo_begin(c->path, &id, c->n);
+        for (int i = 0; i < c->n && kept; i++) kept = memo_add(c->keys[i], c->ms[i]);
+        if (!(memo.valid = kept)) memo_clear();
         pthread_mutex_unlock(&memo.lock);
     } else {
         ok = 0;
