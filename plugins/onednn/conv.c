@@ -53,7 +53,10 @@ int odn_impls_may(const odn_state *s, const dl_op *op) {
 
 /* The j-th (j >= 1) implementation oneDNN offers for desc besides its first, counting only its jit
  * and brgemm ones by name (its reference and gemm ones are far slower: gemm with a sum, 18 ms where
- * jit takes 2.5; and oneDNN 2.6 lists brgconv more than once, one per ISA variant, by one name). */
+ * jit takes 2.5; and oneDNN 2.6 lists brgconv more than once, one per ISA variant, by one name).
+ * Its SSE4.1 kernels are left out too: on a CPU with AVX they are never the faster (4 lanes where
+ * AVX has 8), and their SSE memory operands fault on an address not 16-byte aligned, which dlrun's
+ * tensors need not be (a bias read from a safetensors file: ResNet-18 crashed on an AVX2 CPU). */
 static dnnl_status_t further_impl(odn_build *b, const dnnl_convolution_desc_t *desc, const_dnnl_primitive_attr_t attr,
                                   int j, dnnl_primitive_desc_t *pd) {
     dnnl_primitive_desc_iterator_t it;
@@ -67,7 +70,8 @@ static dnnl_status_t further_impl(odn_build *b, const dnnl_convolution_desc_t *d
         const char *impl = "";
         if (!cand) break;
         dnnl_primitive_desc_query(cand, dnnl_query_impl_info_str, 0, &impl);
-        int fresh = n == 0 || strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0;
+        int fresh =
+            n == 0 || ((strncmp(impl, "jit", 3) == 0 || strncmp(impl, "brg", 3) == 0) && !strstr(impl, "sse41"));
         for (int i = 0; i < n && fresh; i++) fresh = strncmp(seen[i], impl, sizeof seen[i] - 1) != 0;
         if (fresh) snprintf(seen[n++], sizeof seen[0], "%s", impl);
         if (fresh && n == j + 1) *pd = cand;

@@ -236,6 +236,18 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         free(s);
         return NULL;
     }
+    /* Below AVX oneDNN runs SSE4.1 kernels, whose memory operands must be 16-byte aligned; the op
+     * ABI does not promise that of a tensor (a weight in a mapped file, a slice of a concat), so
+     * this plugin leaves such a CPU (or DNNL_MAX_CPU_ISA=SSE41) to the cpu plugin. */
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if ((isa & dnnl_cpu_isa_avx) != dnnl_cpu_isa_avx) {
+        dl_fail(err, DL_E_NODEVICE,
+                "oneDNN's kernels on this CPU (%s) need 16-byte aligned tensors; the cpu plugin runs every op",
+                isa_name(isa));
+        dnnl_engine_destroy(s->engine);
+        free(s);
+        return NULL;
+    }
     s->threads = host->n_threads > 0 ? host->n_threads : 1;
     s->host = host;
     const char *layout = getenv("DLRUN_ONEDNN_LAYOUT");
