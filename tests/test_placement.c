@@ -6,6 +6,7 @@
  * order. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 #include <unistd.h>
 
 #include "dlrun/dlrun.h"
+#include "op_table.h"
+#include "oprun.h"
 #include "test_util.h"
 #include "timing_cache.h"
 
@@ -820,4 +823,69 @@ Test(placement, views_stay_where_they_run_in_place) {
     unsetenv("DLFAKE_FAKECPU_IN_PLACE");
     fresh_cache();
     expect_placement(yaml, "fakecpu fakedev fakecpu", NULL);
+}
+
+/* ---- one op run as placement times it (oprun.c) ---- */
+
+/* relu on [1, 16, 9, 11] on `be`, output to `out` (NULL: placement's way, guards alone checked). */
+static dl_op_result run_relu(const dl_backend *be, dl_op_scratch *sc, float *out, int iterations) {
+    static int64_t shape[4] = {1, 16, 9, 11};
+    static float x[16 * 9 * 11];
+    for (int i = 0; i < 16 * 9 * 11; i++) x[i] = (float)(i % 7) - 3.0f;
+    dl_op_params p;
+    dl_op_params_default(&p);
+    dl_tensor in = {x, {DL_DEVICE_CPU, 0}, 4, DL_F32, shape, NULL, 0}, y = in;
+    y.data = NULL;
+    dl_op op = {sizeof op, DL_OP_RELU, "relu", &p.attrs, 1, &in, 1, &y, DL_PRECISION_F32};
+    const unsigned char isw[1] = {0};
+    dl_op_result r;
+    dl_error err = {{0}};
+    cr_assert_eq(dl_run_op(be, &op, isw, out, iterations, sc, &r, &err), DL_OK, "%s", err.msg);
+    cr_assert(r.supported, "%s", r.why);
+    return r;
+}
+
+/* The runs of one timing: two warm-ups and `iterations` after the checked run; where that run
+ * takes over 20 ms, at most three and no warm-up (a batch of 10000 spent a minute in placement
+ * running 1 GB ops eight times each). The buffers of a scratch are kept from one op to the next,
+ * and the output's guards are checked where its data are not read back too (relu_overrun). */
+Test(placement, one_op_timed_as_placement_times_it) {
+    setenv("DLFAKE_FAKECPU_RELU_US", "100", 1);
+    dl_error err = {{0}};
+    const dl_backend *fast = tu_load_backend(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so", 1, &err);
+    cr_assert(fast, "%s", err.msg);
+    void *h = dlopen(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so", RTLD_NOW | RTLD_NOLOAD);
+    cr_assert(h);
+    int (*runs)(void);
+    void *sym = dlsym(h, "dlfake_runs");
+    cr_assert(sym);
+    memcpy(&runs, &sym, sizeof runs);
+    dl_op_scratch sc = {0};
+    sc.random = 1;
+    int before = runs();
+    dl_op_result r = run_relu(fast, &sc, NULL, 5);
+    cr_expect_eq(runs() - before, 1 + 2 + 5, "a fast op: the checked run, two warm-ups, five timed");
+    cr_expect(r.guards_ok == 1 && r.ms >= 0.1, "guards %d, %.3f ms", r.guards_ok, r.ms);
+    void *kept = sc.p[DL_MAX_OP_INPUTS];
+    cr_assert(kept);
+    run_relu(fast, &sc, NULL, 5);
+    cr_expect_eq(sc.p[DL_MAX_OP_INPUTS], kept, "the output's buffer kept for the next op");
+    float out[16 * 9 * 11];
+    run_relu(fast, NULL, out, 0);
+    cr_expect(out[0] == 0.0f && out[4] == 1.0f && out[6] == 3.0f, "relu read back: %g %g %g", out[0], out[4], out[6]);
+    dlclose(h);
+
+    setenv("DLFAKE_FAKECPU_RELU_US", "25000", 1); /* read at init: a second plugin, slow */
+    const dl_backend *slow = tu_load_backend(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so", 1, &err);
+    cr_assert(slow, "%s", err.msg);
+    before = runs();
+    r = run_relu(slow, &sc, NULL, 5);
+    cr_expect_eq(runs() - before, 1 + 3, "a slow op: the checked run and three timed");
+    cr_expect(r.ms >= 25.0, "%.3f ms", r.ms);
+
+    const dl_backend *over = tu_load_backend(DLRUN_TEST_PLUGIN_DIR "/libdlrun-relu_overrun.so", 1, &err);
+    cr_assert(over, "%s", err.msg);
+    cr_expect_eq(run_relu(over, &sc, NULL, 1).guards_ok, 0, "a write past the output, found without reading it");
+    cr_expect_eq(run_relu(over, NULL, out, 0).guards_ok, 0, "found where it is read back");
+    dl_op_scratch_free(&sc);
 }

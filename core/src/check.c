@@ -148,7 +148,7 @@ static dl_status run_reference(const dl_backend *cpu, const dl_op *op, const uns
     dl_op_result rr;
     dl_op refop = *op;
     refop.precision = DL_PRECISION_F32;
-    dl_status st = dl_run_op(cpu, &refop, is_weight, out, 0, &rr, err);
+    dl_status st = dl_run_op(cpu, &refop, is_weight, out, 0, NULL, &rr, err);
     if (st == DL_OK && (!rr.supported || rr.guards_ok != 1))
         st = dl_fail(err, DL_E_RUNTIME, "the CPU reference cannot run %s '%s' in %s: %s", dl_op_kind_name(op->kind),
                      layer, dl_dtype_name(op->outputs[0].dtype), rr.why[0] ? rr.why : "guard bytes changed");
@@ -180,7 +180,7 @@ static dl_status check_case(const dl_backend *be, const dl_backend *cpu, const d
     char storage[32];
     storage_op(be, op, is_weight, precision, ask, &sop, sin, &sout, strides, storage, sizeof storage);
     dl_op_result r;
-    if (st == DL_OK) st = dl_run_op(be, &sop, is_weight, got, perf_iters, &r, err);
+    if (st == DL_OK) st = dl_run_op(be, &sop, is_weight, got, perf_iters, NULL, &r, err);
     int stored = !dl_dtype_is_f32(sout.dtype);
     if (st == DL_OK && stored && r.supported) { /* the CPU at the same storage, row-major */
         dl_op cop = sop;

@@ -116,12 +116,30 @@ int dl_backend_accepts_as(const dl_backend *be, int precision, int ask, int inpu
     return 0;
 }
 
+void *dl_op_scratch_get(dl_op_scratch *sc, int k, size_t bytes) {
+    bytes = bytes ? bytes : 64;
+    if (sc->p[k] && sc->cap[k] >= bytes && sc->cap[k] / 2 <= bytes) return sc->p[k];
+    dl_op_scratch_put(sc, k);
+    if (posix_memalign(&sc->p[k], 64, bytes) != 0) return sc->p[k] = NULL;
+    sc->cap[k] = bytes;
+    return sc->p[k];
+}
+
+void dl_op_scratch_put(dl_op_scratch *sc, int k) {
+    free(sc->p[k]);
+    sc->p[k] = NULL, sc->cap[k] = 0;
+}
+
+void dl_op_scratch_free(dl_op_scratch *sc) {
+    for (int k = 0; k <= DL_MAX_OP_INPUTS; k++) dl_op_scratch_put(sc, k);
+}
+
 /* Host f32 row-major data `f32` as tensor t's dtype and layout, in a new buffer (or f32 itself
- * when t is f32 row-major; *owned says which). An integer tensor's data is already its own
- * (int64 indices), used as it is. NULL when out of memory. */
-static const void *as_stored(const dl_tensor *t, const void *f32, void **owned) {
+ * when t is f32 row-major, or f32 in any layout where the data is random; *owned says which). An
+ * integer tensor's data is already its own (int64 indices), used as it is. NULL when out of memory. */
+static const void *as_stored(const dl_tensor *t, const void *f32, int random, void **owned) {
     *owned = NULL;
-    if ((dl_dtype_is_f32(t->dtype) && !t->strides) || t->dtype.code == DL_DTYPE_INT) return f32;
+    if ((dl_dtype_is_f32(t->dtype) && (!t->strides || random)) || t->dtype.code == DL_DTYPE_INT) return f32;
     size_t b = (size_t)dl_tensor_numel(t) * dl_dtype_size(t->dtype);
     if (!(*owned = malloc(b ? b : 1))) return NULL;
     dl_tensor d = *t, src = *t;
@@ -131,21 +149,37 @@ static const void *as_stored(const dl_tensor *t, const void *f32, void **owned) 
     return *owned;
 }
 
+/* A run longer than this is timed at most DL_SLOW_RUNS times after the checked run, its warm-up:
+ * placement at batch 10000 spent a minute running ops of 1 GB eight times each. */
+#define DL_SLOW_RUN_MS 20.0
+#define DL_SLOW_RUNS 3
+
+/* A backend in host memory reads a tensor of this size or more where it lies, when it is 64-byte
+ * aligned (as a session's arena is), and writes an output as large into the guarded host buffer:
+ * no copies, no fresh pages. Smaller ones are copied into memory the backend allocated, as a
+ * device's are (a test backend tells an op timed alone from a session's by that: storage_backend.c). */
+#define DL_DIRECT_MIN_BYTES ((size_t)16 << 20)
+
 /* Runs `op` (shapes; inputs[i].data: host data; is_weight[i]: data given at prepare) on be and
- * writes the output to host `out`. iterations > 0 also times it. */
+ * writes the output to host `out` (NULL: checks the guards only). iterations > 0 also times it. */
 dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out, int iterations,
-                    dl_op_result *r, dl_error *err) {
+                    dl_op_scratch *sc, dl_op_result *r, dl_error *err) {
     memset(r, 0, sizeof *r);
     r->guards_ok = 1;
     int n = op->n_inputs;
     dl_tensor *in = calloc((size_t)n, sizeof *in);
     void **dev = calloc((size_t)n, sizeof *dev);
+    void **kept = calloc((size_t)n, sizeof *kept); /* host-domain inputs converted or aligned here */
     dl_tensor o = op->outputs[0];
     size_t obytes = (size_t)dl_tensor_numel(&o) * dl_dtype_size(o.dtype), total = (obytes + 3) / 4 * 4 + 2 * DL_GUARD;
-    uint32_t *host = malloc(total);
+    const int on_host = be->device.device_type == DL_DEVICE_CPU, out_direct = on_host && obytes >= DL_DIRECT_MIN_BYTES;
+    uint32_t *host = NULL;
+    if (sc) host = dl_op_scratch_get(sc, DL_MAX_OP_INPUTS, total);
+    else if (posix_memalign((void **)&host, 64, total) != 0) host = NULL;
+    const int random = sc && sc->random;
     void *odev = NULL, *ws = NULL;
     dl_kernel *k = NULL;
-    dl_status st = in && dev && host ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    dl_status st = in && dev && kept && host ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
     dl_op view = *op;
     for (int i = 0; st == DL_OK && i < n; i++) {
         in[i] = op->inputs[i];
@@ -166,19 +200,23 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     for (int i = 0; st == DL_OK && i < n; i++) {
         size_t b = (size_t)dl_tensor_numel(&op->inputs[i]) * dl_dtype_size(op->inputs[i].dtype);
         void *owned;
-        const void *src = as_stored(&op->inputs[i], op->inputs[i].data, &owned);
+        const void *src = as_stored(&op->inputs[i], op->inputs[i].data, random && !is_weight[i], &owned);
         if (!src) st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        else if (on_host && b >= DL_DIRECT_MIN_BYTES && (owned || (uintptr_t)src % 64 == 0))
+            dev[i] = (void *)src, kept[i] = owned, owned = NULL;
         else if (be->alloc(be->self, b ? b : 64, &dev[i], &e) != DL_OK)
             st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
         else st = be_copy(be, dev[i], src, b, DL_COPY_HOST_TO_DEVICE, err);
         free(owned);
         if (is_weight[i]) in[i].data = dev[i];
     }
-    if (st == DL_OK && be->alloc(be->self, total, &odev, &e) != DL_OK)
+    if (st == DL_OK && !out_direct && be->alloc(be->self, total, &odev, &e) != DL_OK)
         st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
     uint32_t poison = dl_dtype_size(o.dtype) == 2 ? DL_POISON16 : DL_POISON;
-    for (size_t i = 0; host && i < total / 4; i++) host[i] = poison;
-    if (st == DL_OK) st = be_copy(be, odev, host, total, DL_COPY_HOST_TO_DEVICE, err);
+    for (size_t i = 0; host && i < total / 4; i = out || i + 1 != DL_GUARD / 4 ? i + 1 : (DL_GUARD + obytes) / 4)
+        host[i] = poison; /* guards, and the output where it is read back */
+    if (st == DL_OK && out_direct) odev = host;
+    else if (st == DL_OK) st = be_copy(be, odev, host, total, DL_COPY_HOST_TO_DEVICE, err);
     size_t wsb = 0;
     if (st == DL_OK && be->prepare(be->self, &view, &k, &wsb, &e) != DL_OK) {
         st = DL_OK; /* a backend that accepts an op must prepare it: report as a failure row */
@@ -190,24 +228,27 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
         st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
     for (int i = 0; i < n; i++) in[i].data = dev[i];
     o.data = (char *)odev + DL_GUARD;
+    const double t_first = dl_now_ms();
     if (st == DL_OK && be->run(be->self, k, in, &o, ws, &e) != DL_OK) {
         snprintf(r->why, sizeof r->why, "run failed: %.400s", e.msg);
         r->guards_ok = -1;
         goto done;
     }
     if (st == DL_OK) st = be_sync(be, err);
-    if (st == DL_OK) st = be_copy(be, host, odev, total, DL_COPY_DEVICE_TO_HOST, err);
+    const int slow = dl_now_ms() - t_first > DL_SLOW_RUN_MS;
+    if (st == DL_OK && !out_direct) st = be_copy(be, host, odev, total, DL_COPY_DEVICE_TO_HOST, err);
     if (st == DL_OK) st = be_sync(be, err);
     if (st == DL_OK) {
         const unsigned char *b = (const unsigned char *)host, *pb = (const unsigned char *)&poison;
-        for (size_t i = 0; i < total; i++) /* every byte outside the output still the poison's */
-            if ((i < DL_GUARD || i >= DL_GUARD + obytes) && b[i] != pb[i % 4]) r->guards_ok = 0;
+        for (size_t i = 0; i < total; i = i + 1 == DL_GUARD ? DL_GUARD + obytes : i + 1)
+            if (b[i] != pb[i % 4]) r->guards_ok = 0; /* every byte outside the output still the poison's */
         dl_tensor got = o, want = o;
         got.data = (char *)host + DL_GUARD, got.device = (dl_device){DL_DEVICE_CPU, 0};
         want.data = out, want.dtype = DL_F32, want.strides = NULL, want.device = got.device;
-        if (!dl_convert_host(&want, &got))
+        if (out && !dl_convert_host(&want, &got))
             st = dl_fail(err, DL_E_UNSUPPORTED, "cannot read a %s output", dl_dtype_name(o.dtype));
     }
+    if (slow && iterations > DL_SLOW_RUNS) iterations = DL_SLOW_RUNS;
     if (st == DL_OK && iterations > 0) {
         /* timed as a session runs it: the output over the input the kernel may overwrite (a fused
          * residual, ABI 1.10), which a session passes so where that input dies at the op (the
@@ -217,7 +258,8 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
             (size_t)dl_tensor_numel(&op->inputs[over]) * dl_dtype_size(op->inputs[over].dtype) == obytes)
             in[over].data = o.data;
         double *t = malloc((size_t)iterations * sizeof *t);
-        for (int it = -2; t && it < iterations && st == DL_OK; it++) { /* two warm-up runs */
+        /* two warm-up runs, or the checked one alone */
+        for (int it = slow ? 0 : -2; t && it < iterations && st == DL_OK; it++) {
             double t0 = dl_now_ms();
             if (be->run(be->self, k, in, &o, ws, &e) != DL_OK)
                 st = dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
@@ -233,11 +275,14 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
 done:
     if (k) be->release(be->self, k);
     if (ws) be->free(be->self, ws);
-    if (odev) be->free(be->self, odev);
+    if (odev && odev != host) be->free(be->self, odev);
     for (int i = 0; dev && i < n; i++)
-        if (dev[i]) be->free(be->self, dev[i]);
+        if (dev[i] && (!on_host || dev[i] != op->inputs[i].data) && (!kept || dev[i] != kept[i]))
+            be->free(be->self, dev[i]);
+    for (int i = 0; kept && i < n; i++) free(kept[i]);
+    free(kept);
     free(in);
     free(dev);
-    free(host);
+    if (!sc) free(host);
     return st;
 }

@@ -2,6 +2,7 @@
 #ifndef DLRUN_OPRUN_H
 #define DLRUN_OPRUN_H
 #include "dlrun/plugin.h"
+#include "graph.h"
 
 #define DL_GUARD 256u           /* bytes poisoned on each side of an output; keeps alignment */
 #define DL_POISON 0x7fa5a5a5u   /* a quiet NaN bit pattern no kernel computes by accident */
@@ -61,10 +62,28 @@ int dl_backend_accepts_as(const struct dl_backend *be, int precision, int ask, i
  * ABI 1.1 plugin would ignore a maxpool's dilation): every host call of supports goes here. */
 int dl_backend_accepts(const struct dl_backend *be, const dl_op *op, dl_error *why);
 
+/* Host buffers kept from one dl_run_op to the next, for measuring many ops in a row: placement at
+ * batch 10000 spent most of its time faulting in fresh pages, 2 GB for each op it timed. Slot k <
+ * DL_MAX_OP_INPUTS is the caller's (dl_op_scratch_get), the last the run's output. `random`: the
+ * inputs are random numbers for timing, so an f32 activation is taken as it lies in whatever
+ * layout the op has (no conversion from row-major), and the output is not read back. */
+typedef struct dl_op_scratch {
+    void *p[DL_MAX_OP_INPUTS + 1];
+    size_t cap[DL_MAX_OP_INPUTS + 1];
+    int random;
+} dl_op_scratch;
+
+/* Slot k of sc, at least `bytes`, 64-byte aligned, its contents undefined; kept where it is at most
+ * twice that, else allocated anew (NULL: out of memory). dl_op_scratch_put frees slot k. */
+void *dl_op_scratch_get(dl_op_scratch *sc, int k, size_t bytes);
+void dl_op_scratch_put(dl_op_scratch *sc, int k);
+void dl_op_scratch_free(dl_op_scratch *sc);
+
 /* op has shapes, dtypes and layouts; inputs[i].data is host f32 row-major data, converted to the
  * op's tensor formats on the way; is_weight[i] marks inputs passed at prepare. The output is
- * converted back and written to out (host, numel floats, row-major). iterations > 0 also times the op. A failing
+ * converted back and written to out (host, numel floats, row-major; NULL: only its guards are
+ * checked). iterations > 0 also times the op. sc: buffers to reuse (NULL: its own). A failing
  * backend is reported in r, not as an error; errors are copies or memory that fail. */
 dl_status dl_run_op(const struct dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out,
-                    int iterations, dl_op_result *r, dl_error *err);
+                    int iterations, dl_op_scratch *sc, dl_op_result *r, dl_error *err);
 #endif

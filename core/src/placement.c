@@ -5,7 +5,8 @@
  * 1. Candidates: `--backend` forces one; a layer's `backend:` pin is obeyed (or, if that backend
  *    cannot run it, falls back with a warning — an error with --no-fallback); otherwise every
  *    backend whose supports() accepts the op.
- * 2. Times: an op with more than one candidate is run on each (warm-up, then the median of five)
+ * 2. Times: an op with more than one candidate is run on each (warm-up, then the median of five;
+ *    of three where one run takes over 20 ms)
  *    on its real shapes, unless the timing cache has it; under --layout auto every op, in each of
  *    two plans (dl_session_place). Transfers between host memory and each
  *    device domain are measured the same way (latency and bandwidth) and cached.
@@ -142,16 +143,26 @@ static void key_of(const dl_session *s, int i, const dl_backend *be, char *key, 
                  DLRUN_VERSION_STRING);
 }
 
+/* x[0, n) uniform in [-1, 1): the first 2^18 values drawn, then repeated (a batch of 10000 is a
+ * GB an input, which drawing one by one took a second). */
+static void fill_random(float *x, int64_t n, uint64_t seed) {
+    const int64_t period = (int64_t)1 << 18, drawn = n < period ? n : period;
+    dl_rng r;
+    dl_rng_seed(&r, seed);
+    for (int64_t e = 0; e < drawn; e++) x[e] = dl_rng_uniform(&r, -1, 1);
+    for (int64_t at = drawn; at < n; at += drawn)
+        memcpy(x + at, x, (size_t)(n - at < drawn ? n - at : drawn) * sizeof *x);
+}
+
 /* Times node i on backend be with random activations and the real weights, in the storage format
  * it will run in (f: dl_session_accepts_from's choice), or as the graph gives it where f is NULL.
  * res >= 0: with that value as a fused residual (dl_fuse_residual_of), as the op will run: a
  * residual read in the epilogue is no free add (ResNet-50's 1x1 convs at batch 8: 0.2-0.5 ms
  * each, more on one backend than the other). A backend that does not take it is timed without. */
-static double time_op(const dl_session *s, int i, const dl_backend *be, const dl_format *f, int res, dl_error *err) {
-    const dl_node *n = &s->g->nodes[i];
+static double time_op(const dl_session *s, int i, const dl_backend *be, const dl_format *f, int res, dl_op_scratch *sc,
+                      dl_error *err) {
     dl_tensor in[DL_MAX_OP_INPUTS], out;
     unsigned char isw[DL_MAX_OP_INPUTS];
-    void *data[DL_MAX_OP_INPUTS] = {0};
     int ins[DL_MAX_OP_INPUTS];
     const int n_ins = dl_session_node_inputs(s, i, ins);
     dl_op op;
@@ -167,37 +178,26 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, const dl
     } else res = -1;
     if (f) dl_op_apply_format(&op, in, &out, isw, *f, strides);
     dl_error why;
-    if (res >= 0 && !dl_backend_accepts(be, &op, &why)) return time_op(s, i, be, f, -1, err);
+    if (res >= 0 && !dl_backend_accepts(be, &op, &why)) return time_op(s, i, be, f, -1, sc, err);
     double ms = -1;
     int ok = 1;
-    for (int j = 0; j < op.n_inputs; j++) {
+    for (int j = 0; j < DL_MAX_OP_INPUTS; j++) { /* sc's slot j: input j's activation, else nothing */
+        if (j >= op.n_inputs || isw[j]) {
+            dl_op_scratch_put(sc, j);
+            if (j < op.n_inputs) in[j].data = (void *)dl_session_weight(s, ins[j]); /* maybe folded */
+            continue;
+        }
         const dl_value *v = &s->g->values[ins[j]];
-        if (isw[j]) {
-            in[j].data = (void *)dl_session_weight(s, ins[j]); /* the session's (maybe folded) weights */
-            continue;
-        }
-        int64_t cnt = dl_shape_numel(&s->shape[ins[j]]);
-        if (v->dtype.code == DL_DTYPE_INT) { /* indices: all 0, valid for any gather */
-            data[j] = calloc((size_t)(cnt ? cnt : 1), dl_dtype_size(v->dtype));
-            if (!(in[j].data = data[j])) ok = 0;
-            if (!ok) break;
-            continue;
-        }
-        float *x = malloc((size_t)(cnt ? cnt : 1) * sizeof(float));
-        if (!(data[j] = x)) {
-            ok = 0;
-            break;
-        }
-        dl_rng r;
-        dl_rng_seed(&r, dl_rng_derive(7, v->name));
-        for (int64_t e = 0; e < cnt; e++) x[e] = dl_rng_uniform(&r, -1, 1);
-        in[j].data = data[j];
+        const int64_t cnt = dl_shape_numel(&s->shape[ins[j]]);
+        const size_t esz = v->dtype.code == DL_DTYPE_INT ? dl_dtype_size(v->dtype) : sizeof(float);
+        if (ok && !(in[j].data = dl_op_scratch_get(sc, j, (size_t)cnt * esz))) ok = 0;
+        else if (ok && v->dtype.code == DL_DTYPE_INT) memset(in[j].data, 0, (size_t)cnt * esz); /* valid indices */
+        else if (ok) fill_random(in[j].data, cnt, dl_rng_derive(7, v->name));
     }
-    float *y = ok ? malloc(dl_session_value_bytes(s, n->output) + 4) : NULL;
     dl_op_result r;
-    if (y && dl_run_op(be, &op, isw, y, TIMING_RUNS, &r, err) == DL_OK && r.supported && r.guards_ok == 1) ms = r.ms;
-    for (int j = 0; j < DL_MAX_OP_INPUTS; j++) free(data[j]);
-    free(y);
+    sc->random = 1;
+    if (ok && dl_run_op(be, &op, isw, NULL, TIMING_RUNS, sc, &r, err) == DL_OK && r.supported && r.guards_ok == 1)
+        ms = r.ms;
     return ms;
 }
 
@@ -268,10 +268,11 @@ typedef struct planner {
     /* Values read by more than MANY_READERS nodes: per value, a segment tree over its readers (in
      * node order) of the backends they run on (bit masks), kept by set_backend, so the first
      * reader in each domain is found without walking all readers (one input read by 10^5 layers). */
-    int *tree;      /* per value: offset of its tree in mask, or -1 */
-    int *leaves;    /* per value: its tree's leaf count (a power of two) */
-    uint64_t *mask; /* the trees: node k's children are 2k and 2k + 1, leaves from `leaves` on */
-    int time_all;   /* time every op, one candidate or many (the layouts compared: dl_session_place) */
+    int *tree;             /* per value: offset of its tree in mask, or -1 */
+    int *leaves;           /* per value: its tree's leaf count (a power of two) */
+    uint64_t *mask;        /* the trees: node k's children are 2k and 2k + 1, leaves from `leaves` on */
+    int time_all;          /* time every op, one candidate or many (the layouts compared: dl_session_place) */
+    dl_op_scratch scratch; /* the timed ops' activations and outputs, reused from one op to the next */
 } planner;
 
 #define MANY_READERS 32
@@ -790,7 +791,7 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 }
                 if (s->opt.progress) s->opt.progress(s->opt.progress_user, ++timing_index, to_time, layer, be->name);
                 int span = dl_trace_begin(s->trace, layer, "placement timing");
-                ms = time_op(s, i, be, accepted ? &f : NULL, res, err);
+                ms = time_op(s, i, be, accepted ? &f : NULL, res, &p->scratch, err);
                 dl_trace_end(s->trace, span);
                 dl_trace_arg_str(s->trace, span, "layer", layer);
                 dl_trace_arg_str(s->trace, span, "op", op);
@@ -878,6 +879,7 @@ static dl_status place(const dl_session *s, dl_placement *pl, int time_all, dl_t
     pl->any_cl = p.lay != NULL;
     span = dl_trace_begin(s->trace, "time ops", "placement");
     dl_status st = measure_ops(s, pl, &p, cache, err);
+    dl_op_scratch_free(&p.scratch);
     dl_trace_arg_num(s->trace, span, "timed", pl->timed);
     dl_trace_arg_num(s->trace, span, "cached", pl->cached);
     dl_trace_end(s->trace, span);

@@ -73,6 +73,9 @@ typedef struct pending { /* a queued op (async mode) */
 /* DLFAKE_<NAME>_STORE's counts, for the tests (dlsym): measured, kept, wrong, answered at init */
 static int store_counts[4];
 DL_PLUGIN_EXPORT void dlfake_store_counts(int out[4]) { memcpy(out, store_counts, sizeof store_counts); }
+/* every run() call so far, for the tests (dlsym) */
+static int runs;
+DL_PLUGIN_EXPORT int dlfake_runs(void) { return runs; }
 
 typedef struct fake {
     dl_backend table;
@@ -216,6 +219,7 @@ static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *
 }
 static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     fake *f = self;
+    runs++;
     if (!k->ran) wait_us(f->first_us);
     k->ran = 1;
     if (k->kind == DL_OP_CONCAT) { /* the inputs one after another, in order after what is queued */

@@ -12,7 +12,8 @@
  * waits DLFAKE_TIMEDCPU_NHWC_US or DLFAKE_TIMEDCPU_NCHW_US microseconds (default 0) by that
  * input's layout: the tests of --layout auto choose which layout is faster. DLFAKE_TIMEDCPU_RUN_NHWC_US
  * and DLFAKE_TIMEDCPU_RUN_NCHW_US add a wait only where that input lies outside the memory this
- * backend allocated (a session's host arena, not an op timed alone on buffers of its own): the
+ * backend allocated (a session's host arena, not an op timed alone on buffers of its own, as the
+ * host times an op whose tensors are under 16 MiB: oprun.c): the
  * test of auto's runs of both plans makes the model's runs disagree with its ops timed alone.
  * DLFAKE_TIMEDCPU_RUN_IMAGE2_US waits that many microseconds times the square of the first input's
  * first dimension, in a session's runs only (the tests of --micro-batch auto).
