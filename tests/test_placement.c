@@ -888,4 +888,7 @@ Test(placement, one_op_timed_as_placement_times_it) {
     cr_expect_eq(run_relu(over, &sc, NULL, 1).guards_ok, 0, "a write past the output, found without reading it");
     cr_expect_eq(run_relu(over, NULL, out, 0).guards_ok, 0, "found where it is read back");
     dl_op_scratch_free(&sc);
+    const dl_backend *loaded[] = {fast, slow, over};
+    for (int b = 0; b < 3; b++)
+        if (DL_BACKEND_HAS(loaded[b], destroy)) loaded[b]->destroy(loaded[b]->self);
 }
