@@ -160,6 +160,18 @@ static const void *as_stored(const dl_tensor *t, const void *f32, int random, vo
  * device's are (a test backend tells an op timed alone from a session's by that: storage_backend.c). */
 #define DL_DIRECT_MIN_BYTES ((size_t)16 << 20)
 
+static void poison_words(uint32_t *w, size_t from, size_t to, uint32_t poison) {
+    for (size_t i = from; i < to; i++) w[i] = poison;
+}
+
+/* 1 if bytes [from, to) of b still hold the poison pattern */
+static int poisoned(const void *b, size_t from, size_t to, uint32_t poison) {
+    const unsigned char *c = b, *pb = (const unsigned char *)&poison;
+    for (size_t i = from; i < to; i++)
+        if (c[i] != pb[i % 4]) return 0;
+    return 1;
+}
+
 /* Runs `op` (shapes; inputs[i].data: host data; is_weight[i]: data given at prepare) on be and
  * writes the output to host `out` (NULL: checks the guards only). iterations > 0 also times it. */
 dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *is_weight, float *out, int iterations,
@@ -169,7 +181,10 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     int n = op->n_inputs;
     dl_tensor *in = calloc((size_t)n, sizeof *in);
     void **dev = calloc((size_t)n, sizeof *dev);
-    void **kept = calloc((size_t)n, sizeof *kept); /* host-domain inputs converted or aligned here */
+    struct lent { /* an input a host backend reads where it lies, and the conversion it is, if any */
+        unsigned char lent;
+        void *owned;
+    } *lent = calloc((size_t)n, sizeof *lent);
     dl_tensor o = op->outputs[0];
     size_t obytes = (size_t)dl_tensor_numel(&o) * dl_dtype_size(o.dtype), total = (obytes + 3) / 4 * 4 + 2 * DL_GUARD;
     const int on_host = be->device.device_type == DL_DEVICE_CPU, out_direct = on_host && obytes >= DL_DIRECT_MIN_BYTES;
@@ -179,7 +194,7 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     const int random = sc && sc->random;
     void *odev = NULL, *ws = NULL;
     dl_kernel *k = NULL;
-    dl_status st = in && dev && kept && host ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
+    dl_status st = in && dev && lent && host ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
     dl_op view = *op;
     for (int i = 0; st == DL_OK && i < n; i++) {
         in[i] = op->inputs[i];
@@ -203,7 +218,7 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
         const void *src = as_stored(&op->inputs[i], op->inputs[i].data, random && !is_weight[i], &owned);
         if (!src) st = dl_fail(err, DL_E_NOMEM, "out of memory");
         else if (on_host && b >= DL_DIRECT_MIN_BYTES && (owned || (uintptr_t)src % 64 == 0))
-            dev[i] = (void *)src, kept[i] = owned, owned = NULL;
+            dev[i] = (void *)src, lent[i] = (struct lent){1, owned}, owned = NULL;
         else if (be->alloc(be->self, b ? b : 64, &dev[i], &e) != DL_OK)
             st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
         else st = be_copy(be, dev[i], src, b, DL_COPY_HOST_TO_DEVICE, err);
@@ -213,8 +228,10 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     if (st == DL_OK && !out_direct && be->alloc(be->self, total, &odev, &e) != DL_OK)
         st = dl_fail(err, DL_E_NOMEM, "%s: %s", be->name, e.msg);
     uint32_t poison = dl_dtype_size(o.dtype) == 2 ? DL_POISON16 : DL_POISON;
-    for (size_t i = 0; host && i < total / 4; i = out || i + 1 != DL_GUARD / 4 ? i + 1 : (DL_GUARD + obytes) / 4)
-        host[i] = poison; /* guards, and the output where it is read back */
+    if (host) { /* the guards, and the output too where it is read back */
+        poison_words(host, 0, out ? total / 4 : DL_GUARD / 4, poison);
+        poison_words(host, (DL_GUARD + obytes) / 4, total / 4, poison);
+    }
     if (st == DL_OK && out_direct) odev = host;
     else if (st == DL_OK) st = be_copy(be, odev, host, total, DL_COPY_HOST_TO_DEVICE, err);
     size_t wsb = 0;
@@ -239,9 +256,8 @@ dl_status dl_run_op(const dl_backend *be, const dl_op *op, const unsigned char *
     if (st == DL_OK && !out_direct) st = be_copy(be, host, odev, total, DL_COPY_DEVICE_TO_HOST, err);
     if (st == DL_OK) st = be_sync(be, err);
     if (st == DL_OK) {
-        const unsigned char *b = (const unsigned char *)host, *pb = (const unsigned char *)&poison;
-        for (size_t i = 0; i < total; i = i + 1 == DL_GUARD ? DL_GUARD + obytes : i + 1)
-            if (b[i] != pb[i % 4]) r->guards_ok = 0; /* every byte outside the output still the poison's */
+        /* every byte outside the output still the poison's */
+        r->guards_ok = poisoned(host, 0, DL_GUARD, poison) && poisoned(host, DL_GUARD + obytes, total, poison);
         dl_tensor got = o, want = o;
         got.data = (char *)host + DL_GUARD, got.device = (dl_device){DL_DEVICE_CPU, 0};
         want.data = out, want.dtype = DL_F32, want.strides = NULL, want.device = got.device;
@@ -277,10 +293,9 @@ done:
     if (ws) be->free(be->self, ws);
     if (odev && odev != host) be->free(be->self, odev);
     for (int i = 0; dev && i < n; i++)
-        if (dev[i] && (!on_host || dev[i] != op->inputs[i].data) && (!kept || dev[i] != kept[i]))
-            be->free(be->self, dev[i]);
-    for (int i = 0; kept && i < n; i++) free(kept[i]);
-    free(kept);
+        if (dev[i] && !(lent && lent[i].lent)) be->free(be->self, dev[i]);
+    for (int i = 0; lent && i < n; i++) free(lent[i].owned);
+    free(lent);
     free(in);
     free(dev);
     if (!sc) free(host);

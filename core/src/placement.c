@@ -195,7 +195,6 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, const dl
         else if (ok) fill_random(in[j].data, cnt, dl_rng_derive(7, v->name));
     }
     dl_op_result r;
-    sc->random = 1;
     if (ok && dl_run_op(be, &op, isw, NULL, TIMING_RUNS, sc, &r, err) == DL_OK && r.supported && r.guards_ok == 1)
         ms = r.ms;
     return ms;
@@ -843,7 +842,11 @@ static dl_status place(const dl_session *s, dl_placement *pl, int time_all, dl_t
     }
     dl_status floor_st = check_host_floor(s, pl, err);
     if (floor_st != DL_OK) return floor_st;
-    planner p = {.s = s, .n = n, .t = calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double)), .time_all = time_all};
+    planner p = {.s = s,
+                 .n = n,
+                 .t = calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double)),
+                 .time_all = time_all,
+                 .scratch = {.random = 1}};
     int *as = calloc((size_t)n + 1, sizeof *as);
     if (!p.t || !as) {
         free(p.t), free(as);
