@@ -3,8 +3,8 @@
  * count a run once with the whole batch's flops; bad sizes and models that cannot be split are
  * refused with a reason; auto halves the part while the timedcpu test backend (waits growing with
  * the square of the images an op runs) makes that faster, caches its choice, keeps the batch at
- * once where parts give other outputs (a softmax across the batch), and tries nothing on a quick
- * model. */
+ * once where parts give other outputs (a softmax across the batch), tries nothing on a quick
+ * model, and no part whose largest layer no cache holds. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -217,6 +217,26 @@ Test(micro_batch, auto_tries_each_halving_past_one_that_is_not_faster) {
     cr_expect_eq(dl_session_micro_batch(o.s), 1);
     close_all(&o);
     unsetenv("DLFAKE_TIMEDCPU_RUN_FOUR_US");
+    unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+}
+
+/* A part whose largest layer moves over 64 MiB is not tried (no cache holds it): here a relu reads
+ * and writes 16.9 MB an image, so parts of 4 (67.5 MB) are left out and parts of 2 and 1 tried. */
+static const char wide[] = "model: wide\ninputs:\n  - {name: x, shape: [8, 2, 1030, 1024]}\nlayers:\n"
+                           "  - {name: r, op: relu}\n"
+                           "  - {name: p, op: global_avgpool}\n";
+
+Test(micro_batch, auto_leaves_out_parts_too_large_for_any_cache) {
+    cr_assert(tu_fresh_cache());
+    unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    setenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US", "150", 1);
+    dl_error err = {{0}};
+    opened o;
+    cr_assert_eq(open_with(TIMED, wide, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+    const char *got = dl_session_batching(o.s);
+    cr_expect(strstr(got, "8 in 8 parts of 1 (auto: ") == got, "%s", got);
+    cr_expect(strstr(got, "; parts of 2 ") && strstr(got, "; parts of 4 not tried: a layer's 68 MB)"), "%s", got);
+    close_all(&o);
     unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
 }
 

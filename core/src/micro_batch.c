@@ -27,6 +27,12 @@
 #define PARTS_MIN_MS 5.0  /* a whole run under this is not split: too little to win, tests' models */
 #define PARTS_MARGIN 0.97 /* a part must be 3 % faster to be taken over what it is measured against */
 #define PARTS_ROUNDS 5    /* timed runs of each, in turn, at least (ResNet-50 b8 at 3: its 5 % went unseen) */
+/* A part whose largest layer reads and writes more activations than this is not tried: parts win
+ * by keeping a layer's activations in the caches (SqueezeNet at batch 8: 12-25 MB a layer at once,
+ * a quarter of that in parts of 2), and no CPU's last-level cache holds this much for one core.
+ * Fashion-MNIST at batch 10000 (200 KB an image in its largest layer) tried parts of 5000, 2500,
+ * 1250 and 625, 57 s of a first run of 77 on the 2-core VM, for a run of 0.3 s. */
+#define PARTS_MAX_LAYER_BYTES ((size_t)64 << 20)
 
 void dl_session_parts_free(dl_session *s) {
     if (s->whole_out)
@@ -215,6 +221,21 @@ static const char *not_tried(const dl_session *s, int64_t n) {
     const char *runs = getenv("DLRUN_MICRO_BATCH_RUNS"); /* "0": never (tools/test's sanitizer builds) */
     if (runs && strcmp(runs, "0") == 0) return "DLRUN_MICRO_BATCH_RUNS=0";
     return NULL;
+}
+
+/* The most activation bytes one node of s reads and writes (its inputs that are not weights, and
+ * its output), over s's batch n: a layer's working set per image */
+static double layer_bytes_per_image(const dl_session *s, int64_t n) {
+    const dl_graph *g = s->g;
+    size_t most = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const dl_node *nd = &g->nodes[i];
+        size_t b = dl_session_value_bytes(s, nd->output);
+        for (int j = 0; j < nd->n_inputs; j++)
+            if (g->values[nd->inputs[j]].kind != DL_VALUE_WEIGHT) b += dl_session_value_bytes(s, nd->inputs[j]);
+        most = b > most ? b : most;
+    }
+    return (double)most / (double)n;
 }
 
 /* Appends to the text of what was tried */
@@ -416,7 +437,13 @@ static void choose_parts(dl_session **sp, dl_model *m) {
          * (SqueezeNet at batch 8 kept "at once", 17.99 ms against parts of 4 19.28, and ran 16.5
          * ms where parts of 1 run 13.4). Each part's steps, and the whole batch's, price every
          * cut for the first layers in parts (batch_prefix.c). */
+        const double per_image = layer_bytes_per_image(s, n);
+        int64_t too_large = 0; /* the smallest part not tried for its size, or 0 */
         for (int64_t images = n % 2 ? 1 : n / 2; images >= 1; images = images % 2 ? 0 : images / 2) {
+            if ((double)images * per_image > (double)PARTS_MAX_LAYER_BYTES) {
+                too_large = images;
+                continue;
+            }
             for (j = 0; (n >> j) != images && j < 63; j++) {}
             dl_session *p = part_session(s, m, n, images, &e);
             double ms[2], *p_ms = p ? calloc((size_t)p->n_steps + 1, sizeof *p_ms) : NULL;
@@ -455,6 +482,10 @@ static void choose_parts(dl_session **sp, dl_model *m) {
             best_images = images;
         }
         free(w_ms);
+        if (!ms_of[0]) ms_of[0] = first; /* no part was run against the batch at once */
+        if (too_large)
+            tried_too(tried, sizeof tried, "; parts of %lld%s not tried: a layer's %.0f MB", (long long)too_large,
+                      too_large < n / 2 ? " or more" : "", (double)too_large * per_image / 1e6);
         /* the best cut, where its estimate beats the fastest plan, run against it */
         int jb = 0;
         while (jb < 63 && (n >> jb) != best_images) jb++;
