@@ -219,6 +219,8 @@ OP_TEST(conv2d_fused_residual) {
     check_conv((conv_case){1, 8, 20, 22, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 0, sig, 1});   /* direct, groups */
     check_conv((conv_case){1, 3, 45, 47, 16, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, relu, 1});  /* direct stem */
     check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, relu, 1});  /* Winograd */
+    check_conv((conv_case){2, 64, 13, 17, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, clip, 1}); /* its tiles' rows */
+    check_conv((conv_case){3, 64, 15, 13, 17, 3, 3, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 1});    /* as vectors */
     check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, clip, 1});
     check_conv((conv_case){1, 13, 9, 7, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 13, 1, relu, 1}); /* depthwise */
     check_conv((conv_case){2, 6, 15, 17, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 1, sig, 1});

@@ -141,6 +141,63 @@ static inline void output_transform(const vw m[6][6], vw y[4][4]) {
     }
 }
 
+/* The lanes h * 8 .. h * 8 + 7 of v */
+static inline v8 eight_lanes(vw v, int h) {
+#if VW == 16
+    return h ? __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)
+             : __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+#else
+    (void)h;
+    return v;
+#endif
+}
+
+/* out[i][j], lane l (row i, column j of tile l's 4x4 outputs) turned tile by tile: rows[q][l] holds
+ * tile l's rows 2q and 2q + 1, 4 floats each, by one 8 x 8 transpose per 8 lanes and row pair */
+static inline void tile_rows(const vw out[4][4], v8 rows[2][LANES]) {
+    for (int q = 0; q < 2; q++)
+        for (int h = 0; h < LANES / 8; h++) {
+            v8 r[8];
+            for (int j = 0; j < 4; j++)
+                r[j] = eight_lanes(out[2 * q][j], h), r[4 + j] = eight_lanes(out[2 * q + 1][j], h);
+            transpose8(r); /* r[l]: lane h * 8 + l's row 2q, then its row 2q + 1 */
+            for (int l = 0; l < 8; l++) rows[q][h * 8 + l] = r[l];
+        }
+}
+
+/* Tile l's outputs (rows, from tile_rows) to dst, its top-left in y (rows ow apart), with the
+ * residual at rp (or NULL) added and the activation applied (unless it was, in_registers): nr rows
+ * and nc columns of the 4 x 4 (fewer at the map's bottom and right edges). Two rows a vector where
+ * all 4 x 4 lie inside; the same arithmetic in the same order either way. */
+static inline void store_tile(const v8 rows[2][LANES], int l, float *dst, const float *rp, int ow, int nr, int nc,
+                              int in_registers, v8 lo, v8 hi, const dl_op_attrs *a) {
+    const int act = a->activation;
+    const int clamps = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
+    for (int q = 0; q < 2 && 2 * q < nr; q++) {
+        v8 v = rows[q][l];
+        float *d0 = dst + (int64_t)2 * q * ow;
+        const float *r0 = rp ? rp + (int64_t)2 * q * ow : NULL;
+        if (nr == 4 && nc == 4 && (in_registers || clamps)) {
+            if (r0) {
+                float t[8];
+                memcpy(t, r0, 4 * sizeof(float)), memcpy(t + 4, r0 + ow, 4 * sizeof(float));
+                v += load8(t);
+            }
+            if (!in_registers) v = clamp8(v, lo, hi);
+            float t[8];
+            store8(t, v);
+            memcpy(d0, t, 4 * sizeof(float)), memcpy(d0 + ow, t + 4, 4 * sizeof(float));
+            continue;
+        }
+        float t[8];
+        store8(t, v);
+        for (int i = 0; i < 2 && 2 * q + i < nr; i++)
+            for (int j = 0; j < nc; j++)
+                d0[i * ow + j] =
+                    in_registers ? t[i * 4 + j] : cpu_activate(t[i * 4 + j] + (r0 ? r0[i * ow + j] : 0.0f), act, a);
+    }
+}
+
 /* Tiles t0 .. t0 + nb - 1, worked out once a block instead of once a channel */
 static void locate_tiles(const cpu_winograd *wg, int64_t t0, int nb, tile_at *at) {
     const int tw = wg->tiles_w, per_image = wg->tiles_h * tw;
@@ -200,8 +257,10 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
     const int64_t block = wg->block;
     /* no residual, and no activation or a clamp (relu, clip): applied to the vectors, NaN kept */
     const int in_registers = !res && (act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP);
-    const vw lo = splatw(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -__builtin_inff());
-    const vw hi = splatw(act == DL_ACT_CLIP ? a->clip_max : __builtin_inff());
+    const float lo_f = act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -__builtin_inff();
+    const float hi_f = act == DL_ACT_CLIP ? a->clip_max : __builtin_inff();
+    const vw lo = splatw(lo_f), hi = splatw(hi_f);
+    const v8 v8_lo = splat8(lo_f), v8_hi = splat8(hi_f);
     const size_t packed_u = cpu_gemm_packed_a_floats(k, c);
     float *v = workspace;                                    /* [36][block / 16][c][16]: cpu_gemm's packed B */
     float *m = workspace + (size_t)NPOS * c * block;         /* [k][36][block]: a filter's 36 rows together */
@@ -239,21 +298,17 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
                 for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = loadw(src + (size_t)p * block);
                 output_transform(mm, out);
                 const vw b = splatw(bias ? bias[ki] : 0.0f);
-                float o[4][4][LANES]; /* lane l: tile gi * LANES + l */
                 for (int i = 0; i < 4; i++)
                     for (int j = 0; j < 4; j++)
-                        storew(o[i][j], in_registers ? clampw(out[i][j] + b, lo, hi) : out[i][j] + b);
+                        out[i][j] = in_registers ? clampw(out[i][j] + b, lo, hi) : out[i][j] + b;
+                v8 rows[2][LANES]; /* rows[q][l]: rows 2q and 2q + 1 of tile gi * LANES + l, 4 floats each */
+                tile_rows(out, rows);
                 const int64_t plane = (int64_t)ki * oh * ow;
                 for (int l = 0; l < LANES && gi * LANES + l < nb; l++) {
                     const tile_at *t = &at[gi * LANES + l];
                     const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
-                    float *dst = y + t->out + plane;
-                    const float *rp = res ? res + t->out + plane : NULL;
-                    for (int i = 0; i < 4 && oy + i < oh; i++)
-                        for (int j = 0; j < 4 && ox + j < ow; j++)
-                            dst[i * ow + j] = in_registers
-                                                  ? o[i][j][l]
-                                                  : cpu_activate(o[i][j][l] + (rp ? rp[i * ow + j] : 0.0f), act, a);
+                    store_tile(rows, l, y + t->out + plane, res ? res + t->out + plane : NULL, ow,
+                               oh - oy < 4 ? oh - oy : 4, ow - ox < 4 ? ow - ox : 4, in_registers, v8_lo, v8_hi, a);
                 }
             }
         }
