@@ -213,10 +213,35 @@ static void locate_tiles(const cpu_winograd *wg, int64_t t0, int nb, tile_at *at
     }
 }
 
+/* v's lanes moved by d (-7 .. 7): lane j takes v's lane j + d, or 0 where that lies outside 0 .. 7 */
+static inline v8 shift_lanes(v8 v, int d) {
+    const v8 z = splat8(0.0f);
+    switch (d) {
+    case -7: return __builtin_shufflevector(v, z, 8, 8, 8, 8, 8, 8, 8, 0);
+    case -6: return __builtin_shufflevector(v, z, 8, 8, 8, 8, 8, 8, 0, 1);
+    case -5: return __builtin_shufflevector(v, z, 8, 8, 8, 8, 8, 0, 1, 2);
+    case -4: return __builtin_shufflevector(v, z, 8, 8, 8, 8, 0, 1, 2, 3);
+    case -3: return __builtin_shufflevector(v, z, 8, 8, 8, 0, 1, 2, 3, 4);
+    case -2: return __builtin_shufflevector(v, z, 8, 8, 0, 1, 2, 3, 4, 5);
+    case -1: return __builtin_shufflevector(v, z, 8, 0, 1, 2, 3, 4, 5, 6);
+    case 0: return __builtin_shufflevector(v, z, 0, 1, 2, 3, 4, 5, 6, 7);
+    case 1: return __builtin_shufflevector(v, z, 1, 2, 3, 4, 5, 6, 7, 8);
+    case 2: return __builtin_shufflevector(v, z, 2, 3, 4, 5, 6, 7, 8, 8);
+    case 3: return __builtin_shufflevector(v, z, 3, 4, 5, 6, 7, 8, 8, 8);
+    case 4: return __builtin_shufflevector(v, z, 4, 5, 6, 7, 8, 8, 8, 8);
+    case 5: return __builtin_shufflevector(v, z, 5, 6, 7, 8, 8, 8, 8, 8);
+    case 6: return __builtin_shufflevector(v, z, 6, 7, 8, 8, 8, 8, 8, 8);
+    case 7: return __builtin_shufflevector(v, z, 7, 8, 8, 8, 8, 8, 8, 8);
+    default: return z;
+    }
+}
+
 /* d[i][j], lane l: row i, column j of the 6x6 window of the block's tile tb + l (past the block's
  * nb tiles: its last one) in channel plane x. Each window row is read as 8 floats (columns 0-5 used), then 8 tiles'
- * rows are turned lane-wise by an 8 x 8 transpose; a window that crosses the image's edge is
- * read element by element, 0 outside. */
+ * rows are turned lane-wise by an 8 x 8 transpose. A window that crosses the image's edge reads
+ * the 8 floats of each row that lie inside and moves them into place, 0 outside (element by
+ * element where the image is under 8 wide): done element by element, through a stack copy, the
+ * edges' windows took a third of the transform's time (the store to load forwarding fails). */
 static inline void load_windows(const cpu_winograd *wg, const float *x, const tile_at *at, int tb, int nb, vw d[6][6]) {
     const int h = wg->h, w = wg->w;
     v8 rows[LANES][6];
@@ -224,6 +249,15 @@ static inline void load_windows(const cpu_winograd *wg, const float *x, const ti
         const tile_at *t = &at[tb + l < nb ? tb + l : nb - 1];
         if (t->inside && t->x0 + 8 <= w) {
             for (int i = 0; i < 6; i++) rows[l][i] = load8(x + t->in + (int64_t)i * w);
+            continue;
+        }
+        if (w >= 8) { /* 8 floats of the row inside the image, moved into place, 0 shifted in */
+            const int s = t->x0 < 0 ? 0 : t->x0 + 8 > w ? w - 8 : t->x0, shift = t->x0 - s;
+            for (int i = 0; i < 6; i++) {
+                const int yy = t->y0 + i;
+                rows[l][i] = yy < 0 || yy >= h ? splat8(0.0f)
+                                               : shift_lanes(load8(x + t->in + (int64_t)i * w + (s - t->x0)), shift);
+            }
             continue;
         }
         for (int i = 0; i < 6; i++) {
