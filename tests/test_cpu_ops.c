@@ -243,7 +243,7 @@ OP_TEST(conv2d_weight_known_only_at_run_time) {
 }
 
 OP_TEST(conv2d_winograd_cases) {
-    /* 3x3 stride 1 with >= 64 channels and 32 tiles or more goes through Winograd F(4x4,3x3);
+    /* 3x3 stride 1 with >= 64 channels and 16 tiles or more (32 with AVX-512) goes through Winograd F(4x4,3x3);
      * odd sizes leave partial tiles, batch > 1 mixes images within a tile block. */
     check_conv((conv_case){3, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
@@ -252,7 +252,7 @@ OP_TEST(conv2d_winograd_cases) {
     /* 12 tiles (too few: the packed GEMM, not Winograd) */
     check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((conv_case){1, 64, 57, 61, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}); /* 240 tiles */
-    /* 441 tiles in two blocks of at most 368, 300 channels in two passes of the product's k */
+    /* 441 tiles in two blocks of at most 368 (the block shrinks as channels grow) */
     check_conv((conv_case){1, 300, 84, 83, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
 }
 

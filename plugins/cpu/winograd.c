@@ -10,6 +10,11 @@
 
 #define TILE 6 /* input tile edge: 4 outputs + 3 - 1 */
 #define NPOS 36
+#if VW == 16
+#define WINOGRAD_MIN_TILES 32 /* see cpu_winograd_suits */
+#else
+#define WINOGRAD_MIN_TILES 16
+#endif
 #define LANES VW /* the transforms work on VW tiles at once, one a vector lane (16 with AVX-512, else 8) */
 
 /* Where a tile of the block lies: its 6x6 input window's top-left in image and channel 0 (in: an
@@ -26,14 +31,17 @@ int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int group
      * packed GEMM over the image's windows measured 1.2-2.5x faster (SqueezeNet's and GoogLeNet's
      * 16- to 48-channel 3x3 convs; docs/performance.md). Small maps (ResNet's 7x7) give too few
      * tiles to pay for reading the transformed filters, which are 4x larger than the filters:
-     * measured slower than im2col there. For the same reason a run needs 32 tiles or more: each
-     * float of U (36 c k of them, read from memory in a model's run, where the layers before
-     * evicted them) takes part in one multiply-add a tile. ResNet-18's 256-channel 3x3 convs on
-     * 14x14 at batch 1 (16 tiles, 9.4 MB of U) took 0.30 ms timed alone, where U stays in cache,
-     * and 0.64-0.69 ms in the model's run, against 0.45-0.47 for oneDNN's direct conv. */
+     * measured slower than im2col there. For the same reason a run needs WINOGRAD_MIN_TILES tiles
+     * or more: each float of U (36 c k of them, read from memory in a model's run, where the
+     * layers before evicted them) takes part in one multiply-add a tile. With AVX-512 (Zen 5),
+     * ResNet-18's 256-channel 3x3 convs on 14x14 at batch 1 (16 tiles, 9.4 MB of U) took 0.30 ms
+     * timed alone, where U stays in cache, and 0.64-0.69 ms in the model's run, against 0.45-0.47
+     * for oneDNN's direct conv: 32 tiles there. With AVX2 (Zen 3) the direct convs are slower and
+     * the same convs, in the model's run, took 0.80-0.85 ms against 1.33-1.39 for oneDNN's and 2.0
+     * for the packed GEMM: 16 tiles there. */
     const int64_t tiles = (int64_t)n * ((oh + 3) / 4) * ((ow + 3) / 4);
     return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && groups == 1 && c >= 64 && k >= 16 &&
-           oh >= 10 && ow >= 10 && tiles >= 32;
+           oh >= 10 && ow >= 10 && tiles >= WINOGRAD_MIN_TILES;
 }
 
 /* U = G g G^T for one 3x3 filter, in double for accuracy. */
