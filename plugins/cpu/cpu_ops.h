@@ -114,10 +114,9 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op);
 int cpu_conv_plain_1x1(const dl_op_attrs *a);
 /* ops/nhwc.c: the channels-last kernels. cpu_nhwc_runs: 1 where op has one and every 4-D
  * activation and the output are f32 channels-last (k->cl); cpu_nhwc_prepare then packs its weight
- * (conv_mode CONV_GEMM_1X1, CONV_NHWC_DENSE or CONV_DEPTHWISE) or permutes a binary op's or a
- * concat's shapes, or sizes batchnorm's workspace; conv2d, the pools and batchnorm call the kernels
- * below when k->cl.
- * cpu_preferred_layout: the plugin's answer to preferred_layout (ABI 1.9). */
+ * (conv_mode CONV_GEMM_1X1, CONV_NHWC_DENSE, CONV_DEPTHWISE, or CONV_WINOGRAD with k->wg.cl) or permutes a binary op's
+ * or a concat's shapes, or sizes batchnorm's workspace; conv2d, the pools and batchnorm call the kernels below when
+ * k->cl. cpu_preferred_layout: the plugin's answer to preferred_layout (ABI 1.9). */
 int cpu_nhwc_runs(const dl_op *op);
 int cpu_preferred_layout(void *self, const dl_op *op);
 dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op);

@@ -66,9 +66,9 @@ static void filter_transform(const float *g, float *u, size_t stride) {
 }
 
 int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int pad_t, int pad_l, int oh, int ow,
-                      const float *weight) {
+                      const float *weight, int cl) {
     memset(wg, 0, sizeof *wg);
-    wg->n = n, wg->c = c, wg->h = h, wg->w = w, wg->k = k;
+    wg->n = n, wg->c = c, wg->h = h, wg->w = w, wg->k = k, wg->cl = cl;
     wg->pad_t = pad_t, wg->pad_l = pad_l, wg->oh = oh, wg->ow = ow;
     wg->tiles_h = (oh + 3) / 4;
     wg->tiles_w = (ow + 3) / 4;
@@ -81,8 +81,9 @@ int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int p
     b = (b + CPU_GEMM_NR - 1) / CPU_GEMM_NR * CPU_GEMM_NR; /* whole panels of B (16 tiles: 1 or 2 groups) */
     wg->block = (int)b;
     /* U = G g G^T per position, [36][k][c] row-major, then each position's k x c packed as
-     * cpu_gemm's A */
-    const size_t plane = (size_t)k * (size_t)c, packed = cpu_gemm_packed_a_floats(k, c);
+     * cpu_gemm's A (channels-last: its transpose, c x k, as cpu_gemm's B) */
+    const size_t plane = (size_t)k * (size_t)c,
+                 packed = cl ? cpu_gemm_packed_b_floats(c, k) : cpu_gemm_packed_a_floats(k, c);
     float *u = malloc(NPOS * plane * sizeof *u);
     wg->u = malloc(NPOS * packed * sizeof *wg->u);
     if (!u || !wg->u) {
@@ -93,15 +94,21 @@ int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int p
         for (int ci = 0; ci < c; ci++)
             filter_transform(weight + ((size_t)ki * c + ci) * 9, u + (size_t)ki * c + ci, plane);
     for (int p = 0; p < NPOS; p++) {
-        const cpu_gemm_strided up = {u + p * plane, c, 1, k, c};
-        cpu_gemm_pack_a(&up, wg->u + p * packed);
+        const cpu_gemm_strided up = {u + p * plane, c, 1, k, c}, ut = {u + p * plane, 1, c, c, k};
+        if (cl) cpu_gemm_pack_b(&ut, wg->u + p * packed);
+        else cpu_gemm_pack_a(&up, wg->u + p * packed);
     }
     free(u);
     return 1;
 }
 
+/* Floats of one position's V in a block: channels-last, the block's tiles by c packed as cpu_gemm's A */
+static size_t v_floats(const cpu_winograd *wg) {
+    return wg->cl ? cpu_gemm_packed_a_floats(wg->block, wg->c) : (size_t)wg->c * (size_t)wg->block;
+}
+
 size_t cpu_winograd_workspace(const cpu_winograd *wg) {
-    return (size_t)NPOS * (size_t)(wg->c + wg->k) * (size_t)wg->block * sizeof(float) +
+    return (size_t)NPOS * (v_floats(wg) + (size_t)wg->k * (size_t)wg->block) * sizeof(float) +
            (size_t)wg->block * sizeof(tile_at);
 }
 
@@ -206,15 +213,17 @@ static inline void store_tile(const v8 rows[2][LANES], int l, float *dst, const 
     }
 }
 
-/* Tiles t0 .. t0 + nb - 1, worked out once a block instead of once a channel */
+/* Tiles t0 .. t0 + nb - 1, worked out once a block instead of once a channel (channels-last: in
+ * and out count pixels' vectors, a pixel c or k floats) */
 static void locate_tiles(const cpu_winograd *wg, int64_t t0, int nb, tile_at *at) {
     const int tw = wg->tiles_w, per_image = wg->tiles_h * tw;
+    const int64_t c = wg->cl ? wg->c : 1, k = wg->cl ? wg->k : 1;
     for (int tb = 0; tb < nb; tb++) {
         const int64_t t = t0 + tb, img = t / per_image;
         const int r = (int)(t % per_image), oy = r / tw * 4, ox = r % tw * 4;
         const int y0 = oy - wg->pad_t, x0 = ox - wg->pad_l;
-        at[tb] = (tile_at){.in = img * wg->c * wg->h * wg->w + (int64_t)y0 * wg->w + x0,
-                           .out = img * wg->k * wg->oh * wg->ow + (int64_t)oy * wg->ow + ox,
+        at[tb] = (tile_at){.in = img * wg->c * wg->h * wg->w + ((int64_t)y0 * wg->w + x0) * c,
+                           .out = img * wg->k * wg->oh * wg->ow + ((int64_t)oy * wg->ow + ox) * k,
                            .y0 = y0,
                            .x0 = x0,
                            .inside = y0 >= 0 && y0 + 6 <= wg->h && x0 >= 0 && x0 + 6 <= wg->w};
@@ -292,8 +301,121 @@ static inline void load_windows(const cpu_winograd *wg, const float *x, const ti
     }
 }
 
+/* ---- channels-last ---- */
+
+/* n lanes (VW, or fewer for the last channels of a pixel) at p: a whole vector, or its first n */
+static inline vw load_n(const float *p, int n) { return n == VW ? loadw(p) : loadw_n(p, n); }
+static inline void store_n(float *p, vw v, int n) {
+    if (n == VW) storew(p, v);
+    else storew_n(p, v, n);
+}
+
+/* d[i][j]: channels ch .. ch + n - 1 of the pixel at row i, column j of tile t's window (0 outside
+ * the image, and in the lanes past n) */
+static inline void load_window_cl(const cpu_winograd *wg, const float *x, const tile_at *t, int ch, int n, vw d[6][6]) {
+    const int64_t c = wg->c;
+    for (int i = 0; i < 6; i++) {
+        const int yy = t->y0 + i;
+        for (int j = 0; j < 6; j++) {
+            const int xx = t->x0 + j;
+            d[i][j] = yy >= 0 && yy < wg->h && xx >= 0 && xx < wg->w
+                          ? load_n(x + t->in + (i * (int64_t)wg->w + j) * c + ch, n)
+                          : splatw(0.0f);
+        }
+    }
+}
+
+static void run_cl(const cpu_winograd *wg, const float *x, const float *bias, const float *res, const dl_op_attrs *a,
+                   float *y, float *workspace) {
+    const int act = a->activation;
+    const int c = wg->c, k = wg->k, oh = wg->oh, ow = wg->ow;
+    const int64_t block = wg->block;
+    const int clamps = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
+    const vw lo = splatw(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -__builtin_inff());
+    const vw hi = splatw(act == DL_ACT_CLIP ? a->clip_max : __builtin_inff());
+    const size_t packed_u = cpu_gemm_packed_b_floats(c, k), vsize = v_floats(wg);
+    float *v = workspace;                                    /* [36][block / 6][c][6]: cpu_gemm's packed A */
+    float *m = workspace + NPOS * vsize;                     /* [36][block][k]: M^T, position by position */
+    tile_at *at = (tile_at *)(m + (size_t)NPOS * k * block); /* [block] */
+    const int cvecs = (c + VW - 1) / VW, kvecs = (k + VW - 1) / VW;
+    for (int64_t t0 = 0; t0 < wg->tiles; t0 += block) {
+        const int nb = (int)(wg->tiles - t0 < block ? wg->tiles - t0 : block);
+        const int panels = (nb + CPU_GEMM_MR - 1) / CPU_GEMM_MR;
+        locate_tiles(wg, t0, nb, at);
+        /* V^T: a panel of 6 tiles by VW channels at a time, each position's 6 x VW turned into
+         * the panel's 6 floats a channel (tiles past nb: zeros, as cpu_gemm's padded panels) */
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int pi = 0; pi < panels; pi++) {
+            for (int cv = 0; cv < cvecs; cv++) {
+                const int ch = cv * VW, n = c - ch < VW ? c - ch : VW;
+                vw tv[CPU_GEMM_MR][NPOS];
+                for (int r = 0; r < CPU_GEMM_MR; r++) {
+                    const int tb = pi * CPU_GEMM_MR + r;
+                    if (tb >= nb) {
+                        for (int p = 0; p < NPOS; p++) tv[r][p] = splatw(0.0f);
+                        continue;
+                    }
+                    vw d[6][6];
+                    load_window_cl(wg, x, &at[tb], ch, n, d);
+                    input_transform(d, (float *)tv[r], VW);
+                }
+                float *panel = v + (size_t)pi * CPU_GEMM_MR * c + (size_t)ch * CPU_GEMM_MR;
+                for (int p = 0; p < NPOS; p++)
+                    for (int h8 = 0; h8 < VW / 8 && h8 * 8 < n; h8++) {
+                        v8 r8[8];
+                        for (int r = 0; r < CPU_GEMM_MR; r++) r8[r] = eight_lanes(tv[r][p], h8);
+                        for (int r = CPU_GEMM_MR; r < 8; r++) r8[r] = splat8(0.0f);
+                        transpose8(r8); /* r8[l]: channel ch + h8 * 8 + l of the 6 tiles */
+                        float *dst = panel + (size_t)p * vsize + (size_t)h8 * 8 * CPU_GEMM_MR;
+                        for (int l = 0; l < 8 && h8 * 8 + l < n; l++)
+                            memcpy(dst + l * CPU_GEMM_MR, &r8[l], CPU_GEMM_MR * sizeof(float));
+                    }
+            }
+        }
+        /* M_p^T = V_p^T U_p^T (nb x c by c x k), one position a thread at a time */
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int p = 0; p < NPOS; p++) {
+            const cpu_gemm_operand vp = {.packed = v + p * vsize}, up = {.packed = wg->u + p * packed_u};
+            float none[1];
+            cpu_gemm(nb, k, c, &vp, &up, m + (size_t)p * block * k, k, NULL, none, 1);
+        }
+        /* Y = A^T M A a tile and VW filters at a time, + bias, + residual, the activation */
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int tb = 0; tb < nb; tb++) {
+            for (int kv = 0; kv < kvecs; kv++) {
+                const int k0 = kv * VW, n = k - k0 < VW ? k - k0 : VW;
+                const tile_at *t = &at[tb];
+                const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
+                const int nr = oh - oy < 4 ? oh - oy : 4, nc = ow - ox < 4 ? ow - ox : 4;
+                vw mm[6][6], out[4][4];
+                for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = load_n(m + ((size_t)p * block + tb) * k + k0, n);
+                output_transform(mm, out);
+                const vw b = bias ? load_n(bias + k0, n) : splatw(0.0f);
+                for (int i = 0; i < nr; i++)
+                    for (int j = 0; j < nc; j++) {
+                        const int64_t at_px = t->out + ((int64_t)i * ow + j) * k + k0;
+                        vw o = out[i][j] + b;
+                        if (res) o += load_n(res + at_px, n);
+                        if (clamps) o = clampw(o, lo, hi);
+                        else {
+                            float e[VW];
+                            storew(e, o);
+                            for (int l = 0; l < n; l++) e[l] = cpu_activate(e[l], act, a);
+                            o = loadw(e);
+                        }
+                        store_n(y + at_px, o, n);
+                    }
+            }
+        }
+    }
+}
+
 void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias, const float *res, const dl_op_attrs *a,
                       float *y, float *workspace) {
+    if (wg->cl) {
+        run_cl(wg, x, bias, res, a, y, workspace);
+        return;
+    }
     const int act = a->activation;
     const int c = wg->c, k = wg->k, h = wg->h, w = wg->w, oh = wg->oh, ow = wg->ow;
     const int64_t block = wg->block;

@@ -84,7 +84,7 @@ dl_status cpu_conv2d_prepare(dl_kernel *k, const dl_op *op) {
     if (w->data && cpu_winograd_suits(a->kernel[0], a->kernel[1], a->stride[0], a->stride[1], a->dilation[0],
                                       a->dilation[1], a->groups, (int)k->g.xs[0], (int)c, (int)oc, (int)oh, (int)ow)) {
         if (!cpu_winograd_init(&k->wg, (int)k->g.xs[0], (int)c, (int)h, (int)wd, (int)oc, a->pad_begin[0],
-                               a->pad_begin[1], (int)oh, (int)ow, w->data))
+                               a->pad_begin[1], (int)oh, (int)ow, w->data, 0))
             return DL_E_NOMEM;
         k->conv_mode = CONV_WINOGRAD;
         k->workspace = cpu_winograd_workspace(&k->wg);
@@ -391,19 +391,19 @@ static void conv_direct(const dl_kernel *k, const float *x, const float *b, cons
 }
 
 void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace) {
+    const float *x = in[0].data, *w = in[1].data, *b = k->g.has_bias ? in[2].data : NULL;
+    const float *res = k->g.residual ? in[k->g.residual].data : NULL;
+    float *ws = workspace;
+    if (k->conv_mode == CONV_WINOGRAD) { /* NCHW or NHWC (k->wg.cl) */
+        cpu_winograd_run(&k->wg, x, b, res, &k->g.a, y, ws);
+        return;
+    }
     if (k->cl) {
         cpu_conv2d_nhwc(k, in, y);
         return;
     }
-    const float *x = in[0].data, *w = in[1].data, *b = k->g.has_bias ? in[2].data : NULL;
-    const float *res = k->g.residual ? in[k->g.residual].data : NULL;
-    float *ws = workspace;
     if (k->conv_mode == CONV_DEPTHWISE) {
         cpu_depthwise(k, in, y, ws);
-        return;
-    }
-    if (k->conv_mode == CONV_WINOGRAD) {
-        cpu_winograd_run(&k->wg, x, b, res, &k->g.a, y, ws);
         return;
     }
     if (k->conv_mode == CONV_DIRECT) {
