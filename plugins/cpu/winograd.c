@@ -102,14 +102,23 @@ int cpu_winograd_init(cpu_winograd *wg, int n, int c, int h, int w, int k, int p
     return 1;
 }
 
-/* Floats of one position's V in a block: channels-last, the block's tiles by c packed as cpu_gemm's A */
+/* Floats left between one position's V (and, channels-last, M) and the next past its own: the
+ * transforms store to and load from all 36 positions in turn, and at a stride of a multiple of 4
+ * KiB (16 tiles x 256 channels, 208 x 64) those fall in one set of the L1 cache, 8 lines of it */
+#define POS_PAD 16
+
+/* Floats from one position's V in a block to the next: c x block (channels-last: the block's
+ * tiles by c packed as cpu_gemm's A), and POS_PAD */
 static size_t v_floats(const cpu_winograd *wg) {
-    return wg->cl ? cpu_gemm_packed_a_floats(wg->block, wg->c) : (size_t)wg->c * (size_t)wg->block;
+    return (wg->cl ? cpu_gemm_packed_a_floats(wg->block, wg->c) : (size_t)wg->c * (size_t)wg->block) + POS_PAD;
+}
+/* Floats of M in a block: [k][36][block], or channels-last [block][36][k + POS_PAD] */
+static size_t m_floats(const cpu_winograd *wg) {
+    return (size_t)NPOS * (size_t)wg->block * (size_t)(wg->k + (wg->cl ? POS_PAD : 0));
 }
 
 size_t cpu_winograd_workspace(const cpu_winograd *wg) {
-    return (size_t)NPOS * (v_floats(wg) + (size_t)wg->k * (size_t)wg->block) * sizeof(float) +
-           (size_t)wg->block * sizeof(tile_at);
+    return ((size_t)NPOS * v_floats(wg) + m_floats(wg)) * sizeof(float) + (size_t)wg->block * sizeof(tile_at);
 }
 
 void cpu_winograd_free(cpu_winograd *wg) {
@@ -334,9 +343,10 @@ static void run_cl(const cpu_winograd *wg, const float *x, const float *bias, co
     const vw lo = splatw(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -__builtin_inff());
     const vw hi = splatw(act == DL_ACT_CLIP ? a->clip_max : __builtin_inff());
     const size_t packed_u = cpu_gemm_packed_b_floats(c, k), vsize = v_floats(wg);
-    float *v = workspace;                                    /* [36][block / 6][c][6]: cpu_gemm's packed A */
-    float *m = workspace + NPOS * vsize;                     /* [36][block][k]: M^T, position by position */
-    tile_at *at = (tile_at *)(m + (size_t)NPOS * k * block); /* [block] */
+    float *v = workspace;                        /* [36][block / 6][c][6]: cpu_gemm's packed A */
+    const int64_t kp = k + POS_PAD;              /* floats from one position's filters to the next in M */
+    float *m = workspace + NPOS * vsize;         /* [block][36][kp]: M^T, a tile's positions together */
+    tile_at *at = (tile_at *)(m + m_floats(wg)); /* [block] */
     const int cvecs = (c + VW - 1) / VW, kvecs = (k + VW - 1) / VW;
     for (int64_t t0 = 0; t0 < wg->tiles; t0 += block) {
         const int nb = (int)(wg->tiles - t0 < block ? wg->tiles - t0 : block);
@@ -377,7 +387,7 @@ static void run_cl(const cpu_winograd *wg, const float *x, const float *bias, co
         for (int p = 0; p < NPOS; p++) {
             const cpu_gemm_operand vp = {.packed = v + p * vsize}, up = {.packed = wg->u + p * packed_u};
             float none[1];
-            cpu_gemm(nb, k, c, &vp, &up, m + (size_t)p * block * k, k, NULL, none, 1);
+            cpu_gemm(nb, k, c, &vp, &up, m + (size_t)p * kp, NPOS * kp, NULL, none, 1);
         }
         /* Y = A^T M A a tile and VW filters at a time, + bias, + residual, the activation */
 #pragma omp parallel for collapse(2) schedule(static)
@@ -388,7 +398,7 @@ static void run_cl(const cpu_winograd *wg, const float *x, const float *bias, co
                 const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
                 const int nr = oh - oy < 4 ? oh - oy : 4, nc = ow - ox < 4 ? ow - ox : 4;
                 vw mm[6][6], out[4][4];
-                for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = load_n(m + ((size_t)p * block + tb) * k + k0, n);
+                for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = load_n(m + ((size_t)tb * NPOS + p) * kp + k0, n);
                 output_transform(mm, out);
                 const vw b = bias ? load_n(bias + k0, n) : splatw(0.0f);
                 for (int i = 0; i < nr; i++)
@@ -426,14 +436,14 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
     const vw lo = splatw(lo_f), hi = splatw(hi_f);
     const v8 v8_lo = splat8(lo_f), v8_hi = splat8(hi_f);
     const size_t packed_u = cpu_gemm_packed_a_floats(k, c);
-    float *v = workspace;                                    /* [36][block / 16][c][16]: cpu_gemm's packed B */
-    float *m = workspace + (size_t)NPOS * c * block;         /* [k][36][block]: a filter's 36 rows together */
-    tile_at *at = (tile_at *)(m + (size_t)NPOS * k * block); /* [block] */
+    float *v = workspace; /* [36][block / 16][c][16]: cpu_gemm's packed B */
+    const size_t vstride = v_floats(wg);
+    float *m = workspace + NPOS * vstride;       /* [k][36][block]: a filter's 36 rows together */
+    tile_at *at = (tile_at *)(m + m_floats(wg)); /* [block] */
     for (int64_t t0 = 0; t0 < wg->tiles; t0 += block) {
         const int nb = (int)(wg->tiles - t0 < block ? wg->tiles - t0 : block);
         /* whole panels of B: the tiles past nb repeat the last one (their columns are never stored) */
         const int ngroups = (nb + CPU_GEMM_NR - 1) / CPU_GEMM_NR * CPU_GEMM_NR / LANES;
-        const size_t vstride = (size_t)c * block;
         locate_tiles(wg, t0, nb, at);
 #pragma omp parallel for collapse(2) schedule(static)
         for (int ci = 0; ci < c; ci++) {
