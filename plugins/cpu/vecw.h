@@ -46,6 +46,14 @@ static inline __attribute__((always_inline)) void storew_n(float *p, vw v, int n
 static inline vw maxw(vw m, vw v) { return max8(m, v); }
 static inline vw clampw(vw v, vw lo, vw hi) { return clamp8(v, lo, hi); }
 #endif
+/* n lanes (VW, or fewer for the last channels of a pixel) at p: a whole vector, or its first n */
+static inline __attribute__((always_inline)) vw load_lanes(const float *p, int n) {
+    return n == VW ? loadw(p) : loadw_n(p, n);
+}
+static inline __attribute__((always_inline)) void store_lanes(float *p, vw v, int n) {
+    if (n == VW) storew(p, v);
+    else storew_n(p, v, n);
+}
 /* cpu_exp_neg (activate.h, for x <= 0) on VW lanes, step for step the same arithmetic, so the same
  * floats (tests/test_cpu_activate.c checks it bit for bit): the softmax's row */
 typedef int32_t vw_lanes_i __attribute__((vector_size(VW * sizeof(float))));

@@ -312,13 +312,6 @@ static inline void load_windows(const cpu_winograd *wg, const float *x, const ti
 
 /* ---- channels-last ---- */
 
-/* n lanes (VW, or fewer for the last channels of a pixel) at p: a whole vector, or its first n */
-static inline vw load_n(const float *p, int n) { return n == VW ? loadw(p) : loadw_n(p, n); }
-static inline void store_n(float *p, vw v, int n) {
-    if (n == VW) storew(p, v);
-    else storew_n(p, v, n);
-}
-
 /* d[i][j]: channels ch .. ch + n - 1 of the pixel at row i, column j of tile t's window (0 outside
  * the image, and in the lanes past n) */
 static inline void load_window_cl(const cpu_winograd *wg, const float *x, const tile_at *t, int ch, int n, vw d[6][6]) {
@@ -328,7 +321,7 @@ static inline void load_window_cl(const cpu_winograd *wg, const float *x, const 
         for (int j = 0; j < 6; j++) {
             const int xx = t->x0 + j;
             d[i][j] = yy >= 0 && yy < wg->h && xx >= 0 && xx < wg->w
-                          ? load_n(x + t->in + (i * (int64_t)wg->w + j) * c + ch, n)
+                          ? load_lanes(x + t->in + (i * (int64_t)wg->w + j) * c + ch, n)
                           : splatw(0.0f);
         }
     }
@@ -398,14 +391,14 @@ static void run_cl(const cpu_winograd *wg, const float *x, const float *bias, co
                 const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
                 const int nr = oh - oy < 4 ? oh - oy : 4, nc = ow - ox < 4 ? ow - ox : 4;
                 vw mm[6][6], out[4][4];
-                for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = load_n(m + ((size_t)tb * NPOS + p) * kp + k0, n);
+                for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = load_lanes(m + ((size_t)tb * NPOS + p) * kp + k0, n);
                 output_transform(mm, out);
-                const vw b = bias ? load_n(bias + k0, n) : splatw(0.0f);
+                const vw b = bias ? load_lanes(bias + k0, n) : splatw(0.0f);
                 for (int i = 0; i < nr; i++)
                     for (int j = 0; j < nc; j++) {
                         const int64_t at_px = t->out + ((int64_t)i * ow + j) * k + k0;
                         vw o = out[i][j] + b;
-                        if (res) o += load_n(res + at_px, n);
+                        if (res) o += load_lanes(res + at_px, n);
                         if (clamps) o = clampw(o, lo, hi);
                         else {
                             float e[VW];
@@ -413,7 +406,7 @@ static void run_cl(const cpu_winograd *wg, const float *x, const float *bias, co
                             for (int l = 0; l < n; l++) e[l] = cpu_activate(e[l], act, a);
                             o = loadw(e);
                         }
-                        store_n(y + at_px, o, n);
+                        store_lanes(y + at_px, o, n);
                     }
             }
         }

@@ -517,15 +517,6 @@ static void taps_inside(int64_t at, int64_t n, int64_t d, int64_t len, int64_t *
     *t0 = lo, *t1 = hi;
 }
 
-/* n lanes (VW, or fewer for the last channels of a pixel) at p: a whole vector, or its first n */
-static inline __attribute__((always_inline)) vw load_lanes(const float *p, int n) {
-    return n == VW ? loadw(p) : loadw_n(p, n);
-}
-static inline __attribute__((always_inline)) void store_lanes(float *p, vw v, int n) {
-    if (n == VW) storew(p, v);
-    else storew_n(p, v, n);
-}
-
 /* Channels ch .. ch + n - 1 of one output pixel, its taps checked against the image's edges (bias
  * included, no activation). The packed weight's rows are whole vectors (cp), so they load whole. */
 static inline __attribute__((always_inline)) void dw_pixel_lanes(const dw_row *r, int64_t ix0, int64_t j0, int64_t j1,
