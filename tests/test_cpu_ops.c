@@ -249,6 +249,9 @@ OP_TEST(conv2d_winograd_cases) {
     check_conv((conv_case){3, 67, 9, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0});
     check_conv((conv_case){4, 70, 12, 12, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0}); /* no padding */
     check_conv((conv_case){3, 64, 12, 12, 16, 3, 3, 1, 1, 2, 0, 1, 2, 1, 1, 1, 1, 1}); /* asymmetric */
+    /* 32 to 63 channels with 32 tiles or more (AVX2 builds): 37 and 20 leave partial vectors of
+     * channels and of filters on channels-last tensors */
+    check_conv((conv_case){1, 37, 25, 23, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     /* 12 tiles (too few: the packed GEMM, not Winograd) */
     check_conv((conv_case){1, 64, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
     check_conv((conv_case){1, 64, 57, 61, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}); /* 240 tiles */

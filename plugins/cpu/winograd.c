@@ -10,10 +10,12 @@
 
 #define TILE 6 /* input tile edge: 4 outputs + 3 - 1 */
 #define NPOS 36
-#if VW == 16
-#define WINOGRAD_MIN_TILES 32 /* see cpu_winograd_suits */
+#if VW == 16 /* see cpu_winograd_suits */
+#define WINOGRAD_MIN_TILES 32
+#define WINOGRAD_FEW_CHANNELS 64 /* fewer channels than 64 with 32 tiles or more: none */
 #else
 #define WINOGRAD_MIN_TILES 16
+#define WINOGRAD_FEW_CHANNELS 32
 #endif
 #define LANES VW /* the transforms work on VW tiles at once, one a vector lane (16 with AVX-512, else 8) */
 
@@ -38,10 +40,14 @@ int cpu_winograd_suits(int kh, int kw, int sh, int sw, int dh, int dw, int group
      * timed alone, where U stays in cache, and 0.64-0.69 ms in the model's run, against 0.45-0.47
      * for oneDNN's direct conv: 32 tiles there. With AVX2 (Zen 3) the direct convs are slower and
      * the same convs, in the model's run, took 0.80-0.85 ms against 1.33-1.39 for oneDNN's and 2.0
-     * for the packed GEMM: 16 tiles there. */
+     * for the packed GEMM: 16 tiles there. Also on AVX2, since the transforms were made faster,
+     * 32 to 63 channels pay where there are 32 tiles or more: SqueezeNet's 32 -> 128 on 27x27 (49
+     * tiles) 1.34x (NCHW) and 1.38x (NHWC) the packed GEMM and the NHWC dense kernel in turn; its 48
+     * -> 192 on 13x13 (16 tiles) 1.26x in NCHW but 0.89x in NHWC; 16 -> 64 on 55x55 0.94x and 1.07x. */
     const int64_t tiles = (int64_t)n * ((oh + 3) / 4) * ((ow + 3) / 4);
-    return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && groups == 1 && c >= 64 && k >= 16 &&
-           oh >= 10 && ow >= 10 && tiles >= WINOGRAD_MIN_TILES;
+    const int enough = c >= 64 ? tiles >= WINOGRAD_MIN_TILES : c >= WINOGRAD_FEW_CHANNELS && tiles >= 32;
+    return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && groups == 1 && k >= 16 && oh >= 10 &&
+           ow >= 10 && enough;
 }
 
 /* U = G g G^T for one 3x3 filter, in double for accuracy. */
