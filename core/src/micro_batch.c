@@ -456,7 +456,13 @@ static void choose_parts(dl_session **sp, dl_model *m) {
                 break;
             }
             const double apart = outputs_apart(p, x);
-            if (x == s) ms_of[0] = ms[0];
+            /* the fastest so far as this pair measured it: its latest time, so that the times on the
+             * line are each beside the one it lost to (SqueezeNet b8 on a noisy VM read "2 parts of 4
+             * (auto: 42.14 ms a run ...; parts of 2 32.70 ms)": the winner's time from its first
+             * pair, the loser's from a later, quicker moment) */
+            int jx = 0;
+            while (jx < 63 && (n >> jx) != (x == s ? n : best_images)) jx++;
+            if (jx < 63) ms_of[jx] = ms[0];
             if (apart > tol) { /* its time is not cached: not a time of this model's outputs */
                 tried_too(tried, sizeof tried, "; parts of %lld give other outputs: relative L2 %.2g",
                           (long long)images, apart);
