@@ -234,8 +234,12 @@ Test(micro_batch, auto_leaves_out_parts_too_large_for_any_cache) {
     opened o;
     cr_assert_eq(open_with(TIMED, wide, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
     const char *got = dl_session_batching(o.s);
-    cr_expect(strstr(got, "8 in 8 parts of 1 (auto: ") == got, "%s", got);
-    cr_expect(strstr(got, "; parts of 2 ") && strstr(got, "; parts of 4 not tried: a layer's 68 MB)"), "%s", got);
+    /* in parts of 2 or 1 (which: the relu's own time against the waits; under ASan parts of 1
+     * measured slower than parts of 2), parts of 2 measured, parts of 4 never built */
+    cr_expect(strstr(got, "8 in 8 parts of 1 (auto: ") == got || strstr(got, "8 in 4 parts of 2 (auto: ") == got, "%s",
+              got);
+    cr_expect(strstr(got, "8 in 4 parts of 2 (auto: ") == got || strstr(got, "; parts of 2 "), "%s", got);
+    cr_expect(strstr(got, "; parts of 4 not tried: a layer's 68 MB)"), "%s", got);
     close_all(&o);
     unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
 }
