@@ -238,6 +238,13 @@ static double layer_bytes_per_image(const dl_session *s, int64_t n) {
     return (double)most / (double)n;
 }
 
+/* j where parts of `images` are ms_of[j] (n >> j images; j = 0: at once), or 63 where none is */
+static int part_index(int64_t n, int64_t images) {
+    int j = 0;
+    while (j < 63 && (n >> j) != images) j++;
+    return j;
+}
+
 /* Appends to the text of what was tried */
 static void tried_too(char *buf, size_t len, const char *fmt, ...) {
     const size_t u = strlen(buf);
@@ -444,7 +451,7 @@ static void choose_parts(dl_session **sp, dl_model *m) {
                 too_large = images;
                 continue;
             }
-            for (j = 0; (n >> j) != images && j < 63; j++) {}
+            j = part_index(n, images);
             dl_session *p = part_session(s, m, n, images, &e);
             double ms[2], *p_ms = p ? calloc((size_t)p->n_steps + 1, sizeof *p_ms) : NULL;
             if (!p || !p_ms ||
@@ -460,8 +467,7 @@ static void choose_parts(dl_session **sp, dl_model *m) {
              * line are each beside the one it lost to (SqueezeNet b8 on a noisy VM read "2 parts of 4
              * (auto: 42.14 ms a run ...; parts of 2 32.70 ms)": the winner's time from its first
              * pair, the loser's from a later, quicker moment) */
-            int jx = 0;
-            while (jx < 63 && (n >> jx) != (x == s ? n : best_images)) jx++;
+            const int jx = part_index(n, x == s ? n : best_images);
             if (jx < 63) ms_of[jx] = ms[0];
             if (apart > tol) { /* its time is not cached: not a time of this model's outputs */
                 tried_too(tried, sizeof tried, "; parts of %lld give other outputs: relative L2 %.2g",
@@ -493,8 +499,7 @@ static void choose_parts(dl_session **sp, dl_model *m) {
             tried_too(tried, sizeof tried, "; parts of %lld%s not tried: a layer's %.0f MB", (long long)too_large,
                       too_large < n / 2 ? " or more" : "", (double)too_large * per_image / 1e6);
         /* the best cut, where its estimate beats the fastest plan, run against it */
-        int jb = 0;
-        while (jb < 63 && (n >> jb) != best_images) jb++;
+        const int jb = part_index(n, best_images);
         const double fastest = jb < 63 ? ms_of[jb] : 0;
         const int64_t images = prefix_images;
         prefix_images = 0;
@@ -536,8 +541,7 @@ static void choose_parts(dl_session **sp, dl_model *m) {
     }
     dl_tcache_free(cache);
     free(cuts);
-    int jb = 0;
-    while (jb < 63 && (n >> jb) != best_images) jb++;
+    const int jb = part_index(n, best_images);
     const double won = jb < 63 ? ms_of[jb] : 0, whole = ms_of[0];
     char text[sizeof s->batch_desc];
     if (s->prefix)

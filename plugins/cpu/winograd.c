@@ -171,6 +171,15 @@ static inline void output_transform(const vw m[6][6], vw y[4][4]) {
     }
 }
 
+/* 1 where the fused activation is a clamp (none, relu, clip), applied to vectors with its bounds
+ * in *lo and *hi (NaN kept); 0 for the others, which go through cpu_activate */
+static int clamp_bounds(const dl_op_attrs *a, float *lo, float *hi) {
+    const int act = a->activation;
+    *lo = act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -__builtin_inff();
+    *hi = act == DL_ACT_CLIP ? a->clip_max : __builtin_inff();
+    return act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
+}
+
 /* The lanes h * 8 .. h * 8 + 7 of v */
 static inline v8 eight_lanes(vw v, int h) {
 #if VW == 16
@@ -196,13 +205,13 @@ static inline void tile_rows(const vw out[4][4], v8 rows[2][LANES]) {
 }
 
 /* Tile l's outputs (rows, from tile_rows) to dst, its top-left in y (rows ow apart), with the
- * residual at rp (or NULL) added and the activation applied (unless it was, in_registers): nr rows
- * and nc columns of the 4 x 4 (fewer at the map's bottom and right edges). Two rows a vector where
- * all 4 x 4 lie inside; the same arithmetic in the same order either way. */
+ * residual at rp (or NULL) added and the activation applied: nr rows and nc columns of the 4 x 4
+ * (fewer at the map's bottom and right edges). A clamp (clamps: clamp_bounds, lo and hi) with no
+ * residual was applied to rows already. Two rows a vector where all 4 x 4 lie inside; the same
+ * arithmetic in the same order either way. */
 static inline void store_tile(const v8 rows[2][LANES], int l, float *dst, const float *rp, int ow, int nr, int nc,
-                              int in_registers, v8 lo, v8 hi, const dl_op_attrs *a) {
-    const int act = a->activation;
-    const int clamps = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
+                              int clamps, v8 lo, v8 hi, const dl_op_attrs *a) {
+    const int act = a->activation, in_registers = clamps && !rp;
     for (int q = 0; q < 2 && 2 * q < nr; q++) {
         v8 v = rows[q][l];
         float *d0 = dst + (int64_t)2 * q * ow;
@@ -338,9 +347,9 @@ static void run_cl(const cpu_winograd *wg, const float *x, const float *bias, co
     const int act = a->activation;
     const int c = wg->c, k = wg->k, oh = wg->oh, ow = wg->ow;
     const int64_t block = wg->block;
-    const int clamps = act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP;
-    const vw lo = splatw(act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -__builtin_inff());
-    const vw hi = splatw(act == DL_ACT_CLIP ? a->clip_max : __builtin_inff());
+    float lo_f, hi_f;
+    const int clamps = clamp_bounds(a, &lo_f, &hi_f);
+    const vw lo = splatw(lo_f), hi = splatw(hi_f);
     const size_t packed_u = cpu_gemm_packed_b_floats(c, k), vsize = v_floats(wg);
     float *v = workspace;                        /* [36][block / 6][c][6]: cpu_gemm's packed A */
     const int64_t kp = k + POS_PAD;              /* floats from one position's filters to the next in M */
@@ -425,13 +434,11 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
         run_cl(wg, x, bias, res, a, y, workspace);
         return;
     }
-    const int act = a->activation;
     const int c = wg->c, k = wg->k, h = wg->h, w = wg->w, oh = wg->oh, ow = wg->ow;
     const int64_t block = wg->block;
-    /* no residual, and no activation or a clamp (relu, clip): applied to the vectors, NaN kept */
-    const int in_registers = !res && (act == DL_ACT_NONE || act == DL_ACT_RELU || act == DL_ACT_CLIP);
-    const float lo_f = act == DL_ACT_RELU ? 0.0f : act == DL_ACT_CLIP ? a->clip_min : -__builtin_inff();
-    const float hi_f = act == DL_ACT_CLIP ? a->clip_max : __builtin_inff();
+    float lo_f, hi_f;
+    const int clamps = clamp_bounds(a, &lo_f, &hi_f);
+    const int in_registers = clamps && !res; /* the clamp applied to the vectors, NaN kept */
     const vw lo = splatw(lo_f), hi = splatw(hi_f);
     const v8 v8_lo = splat8(lo_f), v8_hi = splat8(hi_f);
     const size_t packed_u = cpu_gemm_packed_a_floats(k, c);
@@ -481,7 +488,7 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
                     const tile_at *t = &at[gi * LANES + l];
                     const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
                     store_tile(rows, l, y + t->out + plane, res ? res + t->out + plane : NULL, ow,
-                               oh - oy < 4 ? oh - oy : 4, ow - ox < 4 ? ow - ox : 4, in_registers, v8_lo, v8_hi, a);
+                               oh - oy < 4 ? oh - oy : 4, ow - ox < 4 ? ow - ox : 4, clamps, v8_lo, v8_hi, a);
                 }
             }
         }

@@ -11,8 +11,8 @@
  * On channels-last tensors the vectors hold channels instead: a tile's window is 36 pixels of
  * whole vectors, the products are M^T = V^T U^T (the tiles as cpu_gemm's A, written in its
  * packed layout by one 8 x 8 transpose per 6 tiles, position and 8 channels; U^T packed as its B),
- * and M [position][tile][filter] is transformed back a vector of filters at a time, each output
- * pixel's filters stored together as they lie in y. */
+ * and M [tile][position][filter] (each tile's 36 positions together) is transformed back a
+ * vector of filters at a time, each output pixel's filters stored together as they lie in y. */
 #ifndef DLRUN_CPU_WINOGRAD_H
 #define DLRUN_CPU_WINOGRAD_H
 #include <stddef.h>
