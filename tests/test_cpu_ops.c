@@ -399,6 +399,11 @@ OP_TEST(pooling) {
      * map wide enough for several bands of rows */
     check_pool(1, 1, 13, 7, 7, 3, 1, 1, 0, 1, 1);
     check_pool(1, 2, 13, 37, 150, 3, 2, 1, 1, 1, 1);
+    /* channels-last max pooling: 83 channels, blocks of 4 vectors, single ones and a partial one;
+     * a dilated window with a stride; and 9x9 (81 taps), more than its fast path lists */
+    check_pool(1, 2, 83, 15, 17, 3, 2, 1, 1, 1, 1);
+    check_pool(1, 1, 83, 13, 12, 3, 2, 2, 0, 1, 2);
+    check_pool(1, 1, 83, 12, 14, 9, 1, 4, 0, 1, 1);
     /* dilated max pooling (ONNX MaxPool dilations) */
     check_pool(1, 1, 3, 13, 11, 3, 1, 0, 0, 1, 2);
     check_pool(1, 2, 2, 12, 9, 2, 2, 1, 1, 1, 3);
@@ -812,18 +817,20 @@ OP_TEST(maxpool_propagates_nan) {
         a.pad_begin[0] = a.pad_begin[1] = a.pad_end[0] = a.pad_end[1] = cfg[c][2];
         a.dilation[0] = a.dilation[1] = cfg[c][3];
         int ext = cfg[c][3] * (cfg[c][0] - 1) + 1, o = (9 + 2 * cfg[c][2] - ext) / cfg[c][1] + 1;
-        /* 25 channels, the NaN in 2, 20 and 24: in NHWC a whole vector's lane, and lanes of a
-         * partial last vector (16 lanes: 16 .. 24) or a whole one and a partial one (8 lanes) */
-        tt x = MAKE(-1, 1, 1, 25, 9, 9), y = MAKE(0, 1, 1, 25, o, o);
-        x.data[(2 * 9 + 4) * 9 + 5] = x.data[(20 * 9 + 4) * 9 + 5] = x.data[(24 * 9 + 4) * 9 + 5] = NAN; /* (4, 5) */
+        /* 83 channels, the NaN in 2, 20 and 24 (in NHWC lanes of the first block of 4 vectors),
+         * 70 (a single vector after the blocks) and 82 (the partial last vector) */
+        enum { C = 83 };
+        tt x = MAKE(-1, 1, 1, C, 9, 9), y = MAKE(0, 1, 1, C, o, o);
+        const int nan_ch[5] = {2, 20, 24, 70, 82};
+        for (int i = 0; i < 5; i++) x.data[(nan_ch[i] * 9 + 4) * 9 + 5] = NAN; /* at (4, 5) */
         run_op(DL_OP_MAXPOOL2D, &a, &x, 1, &y);
-        for (int ch = 0; ch < 25; ch++)
+        for (int ch = 0; ch < C; ch++)
             for (int oy = 0; oy < o; oy++)
                 for (int ox = 0; ox < o; ox++) {
                     int hit = 0; /* does this output's window hold (4, 5) of a channel with the NaN? */
                     for (int i = 0; i < cfg[c][0]; i++)
                         for (int j = 0; j < cfg[c][0]; j++)
-                            hit |= (ch == 2 || ch == 20 || ch == 24) &&
+                            hit |= (ch == 2 || ch == 20 || ch == 24 || ch == 70 || ch == 82) &&
                                    oy * cfg[c][1] - cfg[c][2] + i * cfg[c][3] == 4 &&
                                    ox * cfg[c][1] - cfg[c][2] + j * cfg[c][3] == 5;
                     float v = y.data[(ch * o + oy) * o + ox];

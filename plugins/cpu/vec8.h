@@ -48,6 +48,16 @@ static inline v8 fma8(v8 a, v8 b, v8 c) {
         return (T)((m & (TI)hi) | (~m & (TI)v));      \
     }
 CPU_VEC_MAX_CLAMP(8, v8, v8i)
+/* max##S_plain(m, v): the machine's max, one instruction where it has one: (m > v) ? m : v lane by
+ * lane, so v where either is NaN (a NaN m is lost: callers that let NaN win track it apart) */
+static inline v8 max8_plain(v8 m, v8 v) {
+#if defined(__AVX2__) && defined(__FMA__)
+    return (v8)_mm256_max_ps((__m256)m, (__m256)v);
+#else
+    const v8i take = m > v;
+    return (v8)((take & (v8i)m) | (~take & (v8i)v));
+#endif
+}
 
 /* r[i][j] -> r[j][i] for an 8 x 8 block held as 8 vectors (unpack, shuffle, swap of halves) */
 static inline void transpose8(v8 r[8]) {

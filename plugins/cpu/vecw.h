@@ -20,6 +20,7 @@ static inline vw fmaw(vw a, vw b, vw c) { return (vw)_mm512_fmadd_ps((__m512)a, 
 static inline vw loadw_n(const float *p, int n) { return (vw)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p); }
 static inline void storew_n(float *p, vw v, int n) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v); }
 CPU_VEC_MAX_CLAMP(w, vw, vwi) /* vec8.h: maxw, NaN winning; clampw, NaN staying */
+static inline vw max_plainw(vw m, vw v) { return (vw)_mm512_max_ps((__m512)m, (__m512)v); }
 /* The vector whose lanes 0-7 are lo's and 8-15 hi's */
 static inline vw joinw(v8 lo, v8 hi) {
     return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -27,6 +28,7 @@ static inline vw joinw(v8 lo, v8 hi) {
 #else
 #define VW 8
 typedef v8 vw;
+typedef v8i vwi;
 static inline vw loadw(const float *p) { return load8(p); }
 static inline void storew(float *p, vw v) { store8(p, v); }
 static inline vw splatw(float f) { return splat8(f); }
@@ -44,6 +46,7 @@ static inline __attribute__((always_inline)) void storew_n(float *p, vw v, int n
     memcpy(p, t, (size_t)n * sizeof(float));
 }
 static inline vw maxw(vw m, vw v) { return max8(m, v); }
+static inline vw max_plainw(vw m, vw v) { return max8_plain(m, v); }
 static inline vw clampw(vw v, vw lo, vw hi) { return clamp8(v, lo, hi); }
 #endif
 /* n lanes (VW, or fewer for the last channels of a pixel) at p: a whole vector, or its first n */
@@ -56,7 +59,6 @@ static inline __attribute__((always_inline)) void store_lanes(float *p, vw v, in
 }
 /* cpu_exp_neg (activate.h, for x <= 0) on VW lanes, step for step the same arithmetic, so the same
  * floats (tests/test_cpu_activate.c checks it bit for bit): the softmax's row */
-typedef int32_t vw_lanes_i __attribute__((vector_size(VW * sizeof(float))));
 static inline vw expw_neg(vw x) {
     const vw c = maxw(x, splatw(-87.3f)), magic = splatw(12582912.0f); /* NaN stays NaN */
     const vw t = fmaw(c, splatw(1.44269504f), magic), n = t - magic;
@@ -68,8 +70,8 @@ static inline vw expw_neg(vw x) {
     p = fmaw(p, r, splatw(1.6666665459e-1f));
     p = fmaw(p, r, splatw(5.0000001201e-1f));
     p = fmaw(p * r, r, r) + splatw(1.0f);
-    const vw_lanes_i bits = ((vw_lanes_i)t - 0x4B400000 + 127) << 23; /* 2^n: n + 127 in the exponent field */
-    const vw_lanes_i below = (vw_lanes_i)(x < splatw(-87.3f));
-    return (vw)((vw_lanes_i)(p * (vw)bits) & ~below);
+    const vwi bits = ((vwi)t - 0x4B400000 + 127) << 23; /* 2^n: n + 127 in the exponent field */
+    const vwi below = (vwi)(x < splatw(-87.3f));
+    return (vw)((vwi)(p * (vw)bits) & ~below);
 }
 #endif

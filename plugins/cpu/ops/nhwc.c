@@ -740,6 +740,31 @@ static inline __attribute__((always_inline)) void maxpool_lanes(const float *x, 
     store_lanes(yr + ch, m, n);
 }
 
+/* Channels [ch, ch + B VW) of one output pixel whose window's columns all lie inside the image
+ * (its rows too, or off lists only those inside): the max over the taps at p + off[t], B vectors
+ * at a time. The maxes are the machine's plain max (the longest chain a tap adds is one
+ * instruction), the NaN kept apart: a lane that saw one is all ones at the end, a NaN, so NaN
+ * wins as in maxw. The last vector of a pixel may be partial (n lanes). */
+#define MAXPOOL_BLOCK 4 /* vectors of channels at once (plus as many NaN masks) */
+static inline __attribute__((always_inline)) void maxpool_inside(const float *p, const int64_t *off, int taps,
+                                                                 float *yp, int nb, int n) {
+    vw m[MAXPOOL_BLOCK];
+    vwi nan[MAXPOOL_BLOCK];
+    for (int b = 0; b < nb; b++) {
+        m[b] = load_lanes(p + off[0] + b * VW, b == nb - 1 ? n : VW);
+        nan[b] = (vwi)(m[b] != m[b]);
+    }
+    for (int t = 1; t < taps; t++)
+        for (int b = 0; b < nb; b++) {
+            const vw v = load_lanes(p + off[t] + b * VW, b == nb - 1 ? n : VW);
+            m[b] = max_plainw(m[b], v);
+            nan[b] |= (vwi)(v != v);
+        }
+    for (int b = 0; b < nb; b++) store_lanes(yp + b * VW, (vw)((vwi)m[b] | nan[b]), b == nb - 1 ? n : VW);
+}
+
+#define MAXPOOL_TAPS 64 /* windows of up to 64 taps take the path above */
+
 static void maxpool_row(const dl_kernel *k, const float *x, float *y, int64_t n, int64_t oy) {
     const dl_op_geom *g = &k->g;
     const dl_op_attrs *a = &g->a;
@@ -749,11 +774,25 @@ static void maxpool_row(const dl_kernel *k, const float *x, float *y, int64_t n,
     taps_inside(iy0, a->kernel[0], dh, h, &i0, &i1);
     x += n * h * w * c;
     float *yr = y + (n * g->ys[2] + oy) * ow * c;
+    /* each tap's offset from a window's first column, for the row's taps inside the image */
+    int64_t off[MAXPOOL_TAPS];
+    int taps = 0;
+    const int fast = (i1 - i0) * a->kernel[1] <= MAXPOOL_TAPS && i1 > i0;
+    for (int64_t i = i0; fast && i < i1; i++)
+        for (int64_t j = 0; j < a->kernel[1]; j++) off[taps++] = ((iy0 + i * dh) * w + j * dw) * c;
     for (int64_t ox = 0; ox < ow; ox++, yr += c) {
         const int64_t ix0 = ox * a->stride[1] - a->pad_begin[1];
         int64_t j0, j1;
         taps_inside(ix0, a->kernel[1], dw, w, &j0, &j1);
         int64_t ch = 0;
+        if (fast && j0 == 0 && j1 == a->kernel[1]) {
+            const float *p = x + ix0 * c;
+            for (; ch + MAXPOOL_BLOCK * VW <= c; ch += MAXPOOL_BLOCK * VW)
+                maxpool_inside(p + ch, off, taps, yr + ch, MAXPOOL_BLOCK, VW);
+            for (; ch + VW <= c; ch += VW) maxpool_inside(p + ch, off, taps, yr + ch, 1, VW);
+            if (ch < c) maxpool_inside(p + ch, off, taps, yr + ch, 1, (int)(c - ch));
+            continue;
+        }
         for (; ch + DW_LANES <= c; ch += DW_LANES)
             maxpool_lanes(x, yr, w, c, iy0, ix0, dh, dw, i0, i1, j0, j1, ch, DW_LANES);
         if (ch < c) maxpool_lanes(x, yr, w, c, iy0, ix0, dh, dw, i0, i1, j0, j1, ch, (int)(c - ch));
