@@ -120,7 +120,7 @@ int cpu_conv_plain_1x1(const dl_op_attrs *a);
 int cpu_nhwc_runs(const dl_op *op);
 int cpu_preferred_layout(void *self, const dl_op *op);
 dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op);
-void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
+void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace);
 void cpu_global_avgpool_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
 void cpu_maxpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);
 void cpu_avgpool2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y);

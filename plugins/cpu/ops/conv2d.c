@@ -399,7 +399,7 @@ void cpu_conv2d(const dl_kernel *k, const dl_tensor *in, float *y, void *workspa
         return;
     }
     if (k->cl) {
-        cpu_conv2d_nhwc(k, in, y);
+        cpu_conv2d_nhwc(k, in, y, workspace);
         return;
     }
     if (k->conv_mode == CONV_DEPTHWISE) {

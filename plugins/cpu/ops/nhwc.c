@@ -167,6 +167,24 @@ int cpu_preferred_layout(void *self, const dl_op *op) {
 
 /* ---- prepare ---- */
 
+/* The dense conv's input as its blocks read it: the tensor, or its copy with the padding written
+ * out (dense_pads), whose every window's rows then lie inside as runs of kw * c floats */
+typedef struct dense_in {
+    const float *x;
+    int64_t h, w, pt, pl; /* its rows and columns, and the padding left at the top and left */
+} dense_in;
+
+/* A stem's conv (4 channels or fewer, RGB, padded): the windows of the blocks at a row's edges
+ * cross the padding and take the tap-by-tap path, a tap of c floats at a time, at a fraction of
+ * the runs' speed (GoogLeNet's and the ResNets' 7x7 stride-2 conv on 224x224: 82 GFLOP/s); on a
+ * copy of the image with its padding written out every block runs. The copy is small beside the
+ * conv: c floats a pixel against kh kw c m multiply-adds. */
+static int dense_pads(const dl_op_geom *g) {
+    const dl_op_attrs *a = &g->a;
+    return g->xs[1] <= 4 && (a->pad_begin[0] || a->pad_begin[1] || a->pad_end[0] || a->pad_end[1]) &&
+           (a->dilation[1] == 1 || a->kernel[1] == 1);
+}
+
 dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
     dl_op_geom *g = &k->g;
     if (is_binary(g->kind)) { /* [N, C, H, W] -> [N, H, W, C]: the row-major shapes of what lies in memory */
@@ -239,6 +257,14 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
         /* panels of PW_COLS filters, tap by tap: packed[((panel * taps + t) * c + ch) * PW_COLS + j] =
          * w[panel * PW_COLS + j][ch][t], then c zeros that the dense conv reads for taps outside the image */
         k->conv_mode = is_pointwise(op) ? CONV_GEMM_1X1 : CONV_NHWC_DENSE;
+        if (k->conv_mode == CONV_NHWC_DENSE && dense_pads(g)) {
+            const int64_t ph = g->xs[2] + a->pad_begin[0] + a->pad_end[0],
+                          pw = g->xs[3] + a->pad_begin[1] + a->pad_end[1];
+            if (ph > INT64_MAX / pw || ph * pw > INT64_MAX / c / g->xs[0] ||
+                (uint64_t)(ph * pw * c * g->xs[0]) > SIZE_MAX / sizeof(float))
+                return DL_E_NOMEM;
+            k->workspace = (size_t)(ph * pw * c * g->xs[0]) * sizeof(float);
+        }
         const int64_t panels = (m + PW_COLS - 1) / PW_COLS;
         if (panels > INT64_MAX / PW_COLS / taps / c - 1) return DL_E_NOMEM;
         k->packed = calloc((size_t)((panels * PW_COLS * taps + 1) * c), sizeof(float));
@@ -413,13 +439,15 @@ static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
  * columns (and no dilation across them), a row of a window is kw * c consecutive floats, one run
  * of the product. Elsewhere each tap of each pixel on its own, a row of zeros standing in for taps
  * outside the image and for the missing pixels of a partial block. */
-static inline __attribute__((always_inline)) void
-dense_block_halves(const dl_kernel *k, const float *x, const pw_out *o, int64_t p, int rows, int64_t q, int halves) {
+static inline __attribute__((always_inline)) void dense_block_halves(const dl_kernel *k, const dense_in *in,
+                                                                     const pw_out *o, int64_t p, int rows, int64_t q,
+                                                                     int halves) {
     const dl_op_geom *g = &k->g;
     const dl_op_attrs *a = &g->a;
-    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], oh = g->ys[2], ow = g->ys[3];
+    const float *x = in->x;
+    const int64_t c = g->xs[1], h = in->h, w = in->w, oh = g->ys[2], ow = g->ys[3];
     const int64_t kh = a->kernel[0], kw = a->kernel[1], taps = kh * kw, panels = (o->m + PW_COLS - 1) / PW_COLS;
-    const int64_t sh = a->stride[0], sw = a->stride[1], pt = a->pad_begin[0], pl = a->pad_begin[1];
+    const int64_t sh = a->stride[0], sw = a->stride[1], pt = in->pt, pl = in->pl;
     const int64_t dh = a->dilation[0], dw = a->dilation[1], ox = p % ow;
     const float *zero = k->packed + panels * PW_COLS * taps * c, *wq = k->packed + q * taps * c * PW_COLS;
     const float *xr[PW_ROWS];
@@ -428,14 +456,14 @@ dense_block_halves(const dl_kernel *k, const float *x, const pw_out *o, int64_t 
     if (ox + rows <= ow) { /* one output row */
         const float *xn = x + p / (ow * oh) * h * w * c;
         const int64_t iy0 = p / ow % oh * sh - pt;
-        const int runs = rows == PW_ROWS && (dw == 1 || kw == 1) && ox * sw - pl >= 0 &&
-                         (ox + PW_ROWS - 1) * sw - pl + (kw - 1) * dw < w;
+        const int runs = (dw == 1 || kw == 1) && ox * sw - pl >= 0 && (ox + rows - 1) * sw - pl + (kw - 1) * dw < w;
         for (int64_t i = 0; i < kh; i++) {
             const int64_t iy = iy0 + i * dh;
             if (iy < 0 || iy >= h) continue;
             const float *wp = wq + i * kw * c * PW_COLS;
-            if (runs) {
-                for (int r = 0; r < PW_ROWS; r++) xr[r] = xn + (iy * w + (ox + r) * sw - pl) * c;
+            if (runs) { /* a partial block's missing pixels read its last one's run again (not stored) */
+                for (int r = 0; r < PW_ROWS; r++)
+                    xr[r] = xn + (iy * w + (ox + (r < rows ? r : rows - 1)) * sw - pl) * c;
                 tap_block(xr, kw * c, wp, halves, acc);
                 continue;
             }
@@ -468,9 +496,28 @@ dense_block_halves(const dl_kernel *k, const float *x, const pw_out *o, int64_t 
 
 /* dense_block_halves with the halves its panel has: a last panel of VW filters or fewer sums one
  * vector a pixel */
-static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int64_t p, int rows, int64_t q) {
+static void dense_block(const dl_kernel *k, const dense_in *x, const pw_out *o, int64_t p, int rows, int64_t q) {
     if (panel_cols(o->m, q) > VW) dense_block_halves(k, x, o, p, rows, q, 2);
     else dense_block_halves(k, x, o, p, rows, q, 1);
+}
+
+/* x with its padding written out as zeros, into ws: [N][H + pads][W + pads][C] */
+static void pad_copy(const dl_kernel *k, const float *x, float *ws) {
+    const dl_op_geom *g = &k->g;
+    const dl_op_attrs *a = &g->a;
+    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], pt = a->pad_begin[0], pl = a->pad_begin[1];
+    const int64_t ph = h + pt + a->pad_end[0], pw = w + pl + a->pad_end[1], rows = g->xs[0] * ph;
+    CPU_FOR(rows * pw * c, r, rows, {
+        const int64_t n = r / ph, iy = r % ph - pt;
+        float *dst = ws + r * pw * c;
+        if (iy < 0 || iy >= h) {
+            memset(dst, 0, (size_t)(pw * c) * sizeof(float));
+        } else {
+            memset(dst, 0, (size_t)(pl * c) * sizeof(float));
+            memcpy(dst + pl * c, x + (n * h + iy) * w * c, (size_t)(w * c) * sizeof(float));
+            memset(dst + (pl + w) * c, 0, (size_t)((pw - pl - w) * c) * sizeof(float));
+        }
+    });
 }
 
 /* A dense conv. Maps of 16 columns or more and 16 rows a thread or more: a task per output row,
@@ -479,9 +526,15 @@ static void dense_block(const dl_kernel *k, const float *x, const pw_out *o, int
  * made two blocks, one of them with 1 pixel in 6), a task per panel and block, panel by panel, so
  * that the threads' shares differ by one task at most and each keeps its panels' weights in
  * cache. */
-static void dense(const dl_kernel *k, const dl_tensor *in, float *y) {
+static void dense(const dl_kernel *k, const dl_tensor *in, float *y, float *ws) {
     const dl_op_geom *g = &k->g;
-    const float *x = in[0].data;
+    const dl_op_attrs *a = &g->a;
+    dense_in xin = {in[0].data, g->xs[2], g->xs[3], a->pad_begin[0], a->pad_begin[1]}, *x = &xin;
+    if (dense_pads(g)) {
+        pad_copy(k, in[0].data, ws);
+        xin = (dense_in){ws, g->xs[2] + a->pad_begin[0] + a->pad_end[0], g->xs[3] + a->pad_begin[1] + a->pad_end[1], 0,
+                         0};
+    }
     const pw_out o = pw_out_init(k, in, y);
     const int64_t ow = g->ys[3], rows = g->ys[0] * g->ys[2], pixels = rows * ow;
     const int64_t panels = (g->ys[1] + PW_COLS - 1) / PW_COLS, blocks = (pixels + PW_ROWS - 1) / PW_ROWS;
@@ -711,14 +764,14 @@ static void window_row(const dl_kernel *k, const dl_tensor *in, float *y, int64_
     if (res || a->activation != DL_ACT_NONE) cpu_bias_res_act(yr, res, ow * c, 0.0f, a);
 }
 
-void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y) {
+void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y, void *workspace) {
     const dl_op_geom *g = &k->g;
     if (k->conv_mode == CONV_GEMM_1X1) {
         pointwise(k, in, y);
         return;
     }
     if (k->conv_mode == CONV_NHWC_DENSE) {
-        dense(k, in, y);
+        dense(k, in, y, workspace);
         return;
     }
     /* a task's work: the taps a channel sums, times its group's channels for a grouped conv */
