@@ -298,6 +298,35 @@ Test(convert_host, every_dtype_and_layout_pair) {
     }
 }
 
+/* f32 NCHW <-> NHWC over several 32 x 32 tiles and partial ones (37 channels, 99 pixels), and an
+ * RGB image (3 channels, 22 pixels: the SSE loop's 4 and a rest), against the index mapping */
+Test(convert_host, layouts_across_tiles) {
+    const int64_t shapes[2][4] = {{2, 37, 9, 11}, {2, 3, 2, 11}};
+    for (int k = 0; k < 2; k++) {
+        const int64_t *sh = shapes[k], n = sh[0], c = sh[1], hw = sh[2] * sh[3], numel = n * c * hw;
+        float *x = malloc((size_t)numel * sizeof *x), *y = malloc((size_t)numel * sizeof *y),
+              *z = malloc((size_t)numel * sizeof *z);
+        cr_assert(x && y && z);
+        tu_fill_uniform(x, numel, 11, -1, 1);
+        int64_t st[4];
+        dl_channels_last_strides(sh, st);
+        dl_tensor rm = {x, {1, 0}, 4, DL_F32, (int64_t *)sh, NULL, 0},
+                  cl = {y, {1, 0}, 4, DL_F32, (int64_t *)sh, st, 0};
+        cr_assert(dl_convert_host(&cl, &rm));
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t ch = 0; ch < c; ch++)
+                for (int64_t p = 0; p < hw; p++)
+                    cr_assert_eq(y[(b * hw + p) * c + ch], x[(b * c + ch) * hw + p],
+                                 "to NHWC: image %lld channel %lld pixel %lld", (long long)b, (long long)ch,
+                                 (long long)p);
+        dl_tensor back = {z, {1, 0}, 4, DL_F32, (int64_t *)sh, NULL, 0};
+        cr_assert(dl_convert_host(&back, &cl));
+        cr_assert(memcmp(x, z, (size_t)numel * sizeof *x) == 0, "NCHW -> NHWC -> NCHW differs (%lld channels)",
+                  (long long)c);
+        free(x), free(y), free(z);
+    }
+}
+
 Test(convert_host, odd_shapes_other_ranks_and_refusals) {
     /* a 2-D tensor and a 1-D one: dtype only */
     int64_t s2[2] = {13, 17}, s1[1] = {221};
