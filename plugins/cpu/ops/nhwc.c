@@ -185,6 +185,13 @@ static int dense_pads(const dl_op_geom *g) {
            (a->dilation[1] == 1 || a->kernel[1] == 1);
 }
 
+/* The dense conv's input at x: the tensor's geometry, or with dense_pads its padded copy's */
+static dense_in dense_input(const dl_op_geom *g, const float *x) {
+    const dl_op_attrs *a = &g->a;
+    if (!dense_pads(g)) return (dense_in){x, g->xs[2], g->xs[3], a->pad_begin[0], a->pad_begin[1]};
+    return (dense_in){x, g->xs[2] + a->pad_begin[0] + a->pad_end[0], g->xs[3] + a->pad_begin[1] + a->pad_end[1], 0, 0};
+}
+
 dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
     dl_op_geom *g = &k->g;
     if (is_binary(g->kind)) { /* [N, C, H, W] -> [N, H, W, C]: the row-major shapes of what lies in memory */
@@ -257,13 +264,12 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
         /* panels of PW_COLS filters, tap by tap: packed[((panel * taps + t) * c + ch) * PW_COLS + j] =
          * w[panel * PW_COLS + j][ch][t], then c zeros that the dense conv reads for taps outside the image */
         k->conv_mode = is_pointwise(op) ? CONV_GEMM_1X1 : CONV_NHWC_DENSE;
-        if (k->conv_mode == CONV_NHWC_DENSE && dense_pads(g)) {
-            const int64_t ph = g->xs[2] + a->pad_begin[0] + a->pad_end[0],
-                          pw = g->xs[3] + a->pad_begin[1] + a->pad_end[1];
-            if (ph > INT64_MAX / pw || ph * pw > INT64_MAX / c / g->xs[0] ||
-                (uint64_t)(ph * pw * c * g->xs[0]) > SIZE_MAX / sizeof(float))
+        if (k->conv_mode == CONV_NHWC_DENSE && dense_pads(g)) { /* the padded copy */
+            const dense_in d = dense_input(g, NULL);
+            if (d.h > INT64_MAX / d.w || d.h * d.w > INT64_MAX / c / g->xs[0] ||
+                (uint64_t)(d.h * d.w * c * g->xs[0]) > SIZE_MAX / sizeof(float))
                 return DL_E_NOMEM;
-            k->workspace = (size_t)(ph * pw * c * g->xs[0]) * sizeof(float);
+            k->workspace = (size_t)(d.h * d.w * c * g->xs[0]) * sizeof(float);
         }
         const int64_t panels = (m + PW_COLS - 1) / PW_COLS;
         if (panels > INT64_MAX / PW_COLS / taps / c - 1) return DL_E_NOMEM;
@@ -504,9 +510,9 @@ static void dense_block(const dl_kernel *k, const dense_in *x, const pw_out *o, 
 /* x with its padding written out as zeros, into ws: [N][H + pads][W + pads][C] */
 static void pad_copy(const dl_kernel *k, const float *x, float *ws) {
     const dl_op_geom *g = &k->g;
-    const dl_op_attrs *a = &g->a;
-    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], pt = a->pad_begin[0], pl = a->pad_begin[1];
-    const int64_t ph = h + pt + a->pad_end[0], pw = w + pl + a->pad_end[1], rows = g->xs[0] * ph;
+    const dense_in d = dense_input(g, ws);
+    const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], pt = g->a.pad_begin[0], pl = g->a.pad_begin[1];
+    const int64_t ph = d.h, pw = d.w, rows = g->xs[0] * ph;
     CPU_FOR(rows * pw * c, r, rows, {
         const int64_t n = r / ph, iy = r % ph - pt;
         float *dst = ws + r * pw * c;
@@ -528,13 +534,9 @@ static void pad_copy(const dl_kernel *k, const float *x, float *ws) {
  * cache. */
 static void dense(const dl_kernel *k, const dl_tensor *in, float *y, float *ws) {
     const dl_op_geom *g = &k->g;
-    const dl_op_attrs *a = &g->a;
-    dense_in xin = {in[0].data, g->xs[2], g->xs[3], a->pad_begin[0], a->pad_begin[1]}, *x = &xin;
-    if (dense_pads(g)) {
-        pad_copy(k, in[0].data, ws);
-        xin = (dense_in){ws, g->xs[2] + a->pad_begin[0] + a->pad_end[0], g->xs[3] + a->pad_begin[1] + a->pad_end[1], 0,
-                         0};
-    }
+    const int padded = dense_pads(g);
+    if (padded) pad_copy(k, in[0].data, ws);
+    const dense_in xin = dense_input(g, padded ? ws : in[0].data), *x = &xin;
     const pw_out o = pw_out_init(k, in, y);
     const int64_t ow = g->ys[3], rows = g->ys[0] * g->ys[2], pixels = rows * ow;
     const int64_t panels = (g->ys[1] + PW_COLS - 1) / PW_COLS, blocks = (pixels + PW_ROWS - 1) / PW_ROWS;
