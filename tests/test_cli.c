@@ -226,6 +226,22 @@ Test(cli, lenet_runs_and_prints_summary) {
     free(out);
 }
 
+/* Where the model's weights exceed the last-level cache (DLRUN_CACHE_BYTES stands for it), the
+ * summary says how many ops placement timed with their weights out of cache; else it says nothing. */
+Test(cli, placement_says_which_ops_it_timed_cold) {
+    static const char *const sizes[2] = {"65536", "1073741824"};
+    for (int big = 0; big < 2; big++) {
+        setenv("DLRUN_CACHE_BYTES", sizes[big], 1);
+        char *out;
+        cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu", &out), 0, "%s", out);
+        const char *line = strstr(out, "4 ops timed with their weights out of cache (the model's 241.0 KiB of "
+                                       "weights exceed the 64.0 KiB last-level cache)");
+        cr_expect(big ? !line : line != NULL, "cache %s: %s", sizes[big], out);
+        free(out);
+    }
+    unsetenv("DLRUN_CACHE_BYTES");
+}
+
 Test(cli, profile_and_iterations) {
     char *out;
     cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --profile --iterations 3 --warmup 1", &out), 0, "%s", out);

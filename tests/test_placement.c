@@ -43,7 +43,7 @@ static void fresh_env(void) {
     static const char *vars[] = {"DLFAKE_FAKEDEV_US",         "DLFAKE_FAKECPU_US",       "DLFAKE_FAKEDEV_COPY_US",
                                  "DLFAKE_FAKEDEV_OPS",        "DLFAKE_FAKECPU_OPS",      "DLFAKE_FAKEDEV_DROPOUT_US",
                                  "DLFAKE_FAKECPU_DROPOUT_US", "DLFAKE_FAKECPU_IN_PLACE", "DLRUN_PLUGIN_PATH",
-                                 "DLRUN_LAYOUT_RUNS",         "DLRUN_MICRO_BATCH_RUNS"};
+                                 "DLRUN_LAYOUT_RUNS",         "DLRUN_MICRO_BATCH_RUNS",  "DLRUN_CACHE_BYTES"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     fresh_cache();
 }
@@ -839,6 +839,66 @@ Test(placement, views_stay_where_they_run_in_place) {
     expect_placement(yaml, "fakecpu fakedev fakecpu", NULL);
 }
 
+/* The timing cache's conv2d entries under cache_dir: how many keys end in ";cold" (timed with
+ * the caches emptied first) and how many do not, for the conv whose output has `filters`
+ * channels (";out=[1, <filters>, "). */
+static void conv_keys(int filters, int *cold, int *warm) {
+    char path[4096], line[4096], out[32];
+    snprintf(path, sizeof path, "%s/dlrun/timing-cache.json", cache_dir);
+    snprintf(out, sizeof out, ";out=[1, %d, ", filters);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s", path);
+    *cold = *warm = 0;
+    while (fgets(line, sizeof line, f)) { /* "key":\tms, one entry a line */
+        const char *colon = strstr(line, "\":");
+        if (!strstr(line, "\"op=conv2d;") || !strstr(line, out) || !colon) continue;
+        if (colon - line > 5 && !strncmp(colon - 5, ";cold", 5)) ++*cold;
+        else ++*warm;
+    }
+    fclose(f);
+}
+
+/* Where the model's weights exceed the last-level cache (DLRUN_CACHE_BYTES stands for it here:
+ * 64 KiB), an op with at least 1/32 of that in weights is timed with the caches emptied before
+ * each run, as it will run in the model (its weights evicted by the others' since its last run),
+ * under a timing key of its own; an op with less is timed warm. The session says how many ops
+ * and what it compared. Under a cache larger than the weights, nothing is timed cold. */
+Test(placement, weight_heavy_ops_are_timed_with_their_weights_out_of_cache) {
+    static const char yaml[] = "model: heavy\ninputs:\n  - {name: x, shape: [1, 32, 12, 10]}\nlayers:\n"
+                               "  - {name: big, op: conv2d, filters: 64, kernel: 3, padding: 1}\n"
+                               "  - {name: small, op: conv2d, filters: 4, kernel: 1}\n";
+    const uint64_t weights = (64 * 32 * 9 + 64 + 4 * 64 + 4) * 4; /* 74.8 KiB; small's 1 KiB */
+    fresh_env();
+    plugin_path = DLRUN_TEST_PLUGIN_DIR "/libdlrun-timedcpu.so";
+    dl_session_options so;
+    dl_session_options_init(&so);
+    so.backend = "timedcpu";
+    for (int under = 0; under < 2; under++) {
+        fresh_cache();
+        setenv("DLRUN_CACHE_BYTES", under ? "65536" : "1048576", 1);
+        dl_context *ctx;
+        dl_model *m;
+        dl_error err;
+        dl_status st;
+        dl_session *s = session(yaml, &so, &ctx, &m, &err, &st);
+        cr_assert_eq(st, DL_OK, "%s", err.msg);
+        int cold_ops = -1, big_cold, big_warm, small_cold, small_warm;
+        uint64_t llc = 0, w = 0;
+        dl_session_placement_cold(s, &cold_ops, &llc, &w);
+        cr_expect_eq(llc, under ? 65536u : 1048576u, "the cache size compared: %llu", (unsigned long long)llc);
+        cr_expect_eq(w, weights, "the model's weights: %llu bytes", (unsigned long long)w);
+        cr_expect_eq(cold_ops, under, "ops timed cold: %d", cold_ops);
+        conv_keys(64, &big_cold, &big_warm);
+        conv_keys(4, &small_cold, &small_warm);
+        cr_expect(under ? big_cold > 0 && !big_warm : !big_cold && big_warm > 0,
+                  "the big conv's timings: %d cold, %d warm", big_cold, big_warm);
+        cr_expect(!small_cold && small_warm > 0, "the small conv's timings: %d cold, %d warm", small_cold, small_warm);
+        close_all(s, m, ctx);
+    }
+    unsetenv("DLRUN_CACHE_BYTES");
+    plugin_path = FAKES;
+}
+
 /* ---- one op run as placement times it (oprun.c) ---- */
 
 /* relu on [1, 16, 9, 11] on `be`, output to `out` (NULL: placement's way, guards alone checked). */
@@ -857,6 +917,33 @@ static dl_op_result run_relu(const dl_backend *be, dl_op_scratch *sc, float *out
     cr_assert_eq(dl_run_op(be, &op, isw, out, iterations, sc, &r, &err), DL_OK, "%s", err.msg);
     cr_assert(r.supported, "%s", r.why);
     return r;
+}
+
+/* An op timed cold (sc->cold) on a host backend starts each run, warm-ups included, with an
+ * eviction read of that many bytes; on a device backend none, as the host's caches do not hold
+ * its memory; and none where cold is 0. */
+Test(placement, a_cold_timing_empties_the_caches_before_each_run) {
+    dl_error err = {{0}};
+    const dl_backend *host = tu_load_backend(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakecpu.so", 1, &err);
+    cr_assert(host, "%s", err.msg);
+    const dl_backend *dev = tu_load_backend(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so", 1, &err);
+    cr_assert(dev, "%s", err.msg);
+    dl_op_scratch sc = {0};
+    sc.random = 1, sc.cold = (size_t)1 << 20;
+    run_relu(host, &sc, NULL, 5);
+    cr_expect_eq(sc.evictions, 2 + 5, "host: %lu runs began with the caches emptied", sc.evictions);
+    cr_expect(sc.evict && sc.evict_cap >= sc.cold, "the eviction buffer: %zu bytes", sc.evict_cap);
+    sc.evictions = 0;
+    run_relu(dev, &sc, NULL, 5);
+    cr_expect_eq(sc.evictions, 0, "device: %lu", sc.evictions);
+    sc.cold = 0;
+    run_relu(host, &sc, NULL, 5);
+    cr_expect_eq(sc.evictions, 0, "cold 0: %lu", sc.evictions);
+    dl_op_scratch_free(&sc);
+    cr_expect(!sc.evict && !sc.evict_cap, "freed");
+    const dl_backend *loaded[] = {host, dev};
+    for (int b = 0; b < 2; b++)
+        if (DL_BACKEND_HAS(loaded[b], destroy)) loaded[b]->destroy(loaded[b]->self);
 }
 
 /* The runs of one timing: two warm-ups and `iterations` after the checked run; where that run

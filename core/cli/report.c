@@ -17,6 +17,11 @@ static void shape_str(const int64_t *shape, int ndim, char *buf, size_t len) {
 }
 
 static void mib(uint64_t bytes, char out[32]) { snprintf(out, 32, "%.1f MiB", (double)bytes / 1048576.0); }
+/* bytes in KiB under 1 MiB, else MiB */
+static void kib_mib(uint64_t bytes, char out[32]) {
+    if (bytes < 1048576) snprintf(out, 32, "%.1f KiB", (double)bytes / 1024.0);
+    else mib(bytes, out);
+}
 
 /* Step k's time in the profile: its median over the timed runs, or (none kept) its mean. A mean
  * would carry one slow run into every op's figure (the first run's page faults, a JIT's build). */
@@ -183,6 +188,16 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     dl_session_placement_stats(s, &timed, &cached, &cache);
     if (timed || cached)
         printf("placement: %d timed, %d cached%s%s\n", timed, cached, cache ? " in " : "", cache ? cache : "");
+    int cold;
+    uint64_t llc, weights;
+    dl_session_placement_cold(s, &cold, &llc, &weights);
+    if (cold) {
+        char w[32], c[32];
+        kib_mib(weights, w), kib_mib(llc, c);
+        printf("placement: %d ops timed with their weights out of cache (the model's %s of weights exceed the %s "
+               "last-level cache)\n",
+               cold, w, c);
+    }
     if (o->placement) print_placement(s);
     if (o->profile) {
         printf("\n%-28s %-15s %-18s %-20s %10s %9s %6s\n", "layer", "op", "backend", "output shape", "time ms",
@@ -306,6 +321,12 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
     cJSON_AddNumberToObject(pl, "timed", timed);
     cJSON_AddNumberToObject(pl, "cached", cached);
     if (cache) cJSON_AddStringToObject(pl, "cache", cache);
+    int cold;
+    uint64_t llc, weights;
+    dl_session_placement_cold(s, &cold, &llc, &weights);
+    cJSON_AddNumberToObject(pl, "cold_ops", cold);
+    cJSON_AddNumberToObject(pl, "cache_bytes", (double)llc);
+    cJSON_AddNumberToObject(pl, "weight_bytes", (double)weights);
     cJSON *nodes = cJSON_AddArrayToObject(pl, "ops");
     for (int i = 0; i < dl_session_placement_count(s); i++) {
         dl_placement_info pi;

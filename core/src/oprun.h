@@ -71,6 +71,14 @@ typedef struct dl_op_scratch {
     void *p[DL_MAX_OP_INPUTS + 1];
     size_t cap[DL_MAX_OP_INPUTS + 1];
     int random;
+    /* cold > 0: each timed run on a host backend starts with the caches emptied of the op's
+     * weights, as in a model whose weights exceed the last-level cache (placement.c): this many
+     * bytes of `evict` are read first, then the op's activations, output and workspace touched;
+     * `evictions` counts those runs */
+    size_t cold;
+    void *evict;
+    size_t evict_cap;
+    unsigned long evictions;
 } dl_op_scratch;
 
 /* Slot k of sc, at least `bytes`, 64-byte aligned, its contents undefined; kept where it is at most

@@ -131,6 +131,8 @@ typedef struct dl_placement {
     double cost_ms;         /* the chosen plan's cost: its ops' times (those timed) and its copies */
     int any_cl;             /* some candidate takes some op channels-last */
     int failed_timings;     /* ops of one candidate that failed when timed only to cost the plan */
+    int cold;               /* ops timed with their weights out of cache (placement.c: cold_bytes) */
+    size_t llc, weights;    /* the last-level cache and the model's weights, bytes, as cold compared them */
     char *cache_path;
 } dl_placement;
 

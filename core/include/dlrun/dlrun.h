@@ -230,6 +230,11 @@ DL_API int dl_session_placement_count(const dl_session *s);
 DL_API void dl_session_placement(const dl_session *s, int i, dl_placement_info *info);
 /* How many op timings placement measured now, took from the cache, and the cache file. */
 DL_API void dl_session_placement_stats(const dl_session *s, int *timed, int *cached, const char **cache_path);
+/* Ops placement timed with the caches emptied before each run, as they run in a model whose
+ * weights exceed the last-level cache (an op whose weights are 1/32 of it or more:
+ * docs/placement.md), and the two sizes it compared, in bytes. */
+DL_API void dl_session_placement_cold(const dl_session *s, int *cold_ops, uint64_t *cache_bytes,
+                                      uint64_t *weight_bytes);
 
 /* ---- memory plan: one arena per memory domain ------------------------------------------------ */
 
