@@ -6,10 +6,11 @@
  *    cannot run it, falls back with a warning — an error with --no-fallback); otherwise every
  *    backend whose supports() accepts the op.
  * 2. Times: an op with more than one candidate is run on each (warm-up, then the median of five;
- *    of three where one run takes over 20 ms)
- *    on its real shapes, unless the timing cache has it; under --layout auto every op, in each of
- *    two plans (dl_session_place). Transfers between host memory and each
- *    device domain are measured the same way (latency and bandwidth) and cached.
+ *    of three where one run takes over 20 ms) on its real shapes, unless the timing cache has it;
+ *    a weight-heavy op of a model whose weights exceed the last-level cache with the caches
+ *    emptied before each run (cold_bytes); under --layout auto every op, in each of two plans
+ *    (dl_session_place). Transfers between host memory and each device domain are measured the
+ *    same way (latency and bandwidth) and cached.
  * 3. Choice: the assignment minimising total op time plus transfers (each tensor copied at most
  *    once per destination domain, the input from and the output back to host memory). On a chain
  *    this is solved exactly by dynamic programming over (op, backend). On a DAG (residual blocks,
