@@ -154,6 +154,8 @@ _API = {
     "dl_session_last_run_times": (None, [_P, POINTER(RunTimes)]),
     "dl_session_placement_count": (c_int, [_P]),
     "dl_session_placement": (None, [_P, c_int, POINTER(PlacementInfo)]),
+    "dl_session_placement_stats": (None, [_P, POINTER(c_int), POINTER(c_int), POINTER(c_char_p)]),
+    "dl_session_placement_cold": (None, [_P, POINTER(c_int), POINTER(c_uint64), POINTER(c_uint64)]),
     "dl_session_memory_count": (c_int, [_P]),
     "dl_session_memory": (None, [_P, c_int, POINTER(MemoryInfo)]),
     "dl_check_model": (c_int, [_P, _P, POINTER(CheckOptions), CHECK_FN, c_void_p, POINTER(CheckSummary),

@@ -276,6 +276,20 @@ class Session:
                          "storage": _capi.text(p.storage), "candidates": cands})
         return rows
 
+    def placement_summary(self):
+        """How placement measured: op timings taken now (timed) and from the timing cache (cached),
+        the cache file, and the ops timed with their weights out of cache (cold_ops: where the
+        model's weights, weight_bytes, exceed the last-level cache, cache_bytes; docs/placement.md)."""
+        h = self._live()
+        timed, cached, path = ctypes.c_int(), ctypes.c_int(), ctypes.c_char_p()
+        lib.dl_session_placement_stats(h, ctypes.byref(timed), ctypes.byref(cached), ctypes.byref(path))
+        out = {"timed": timed.value, "cached": cached.value, "cache": _capi.text(path.value)}
+        if _capi.has("dl_session_placement_cold"):
+            cold, llc, weights = ctypes.c_int(), ctypes.c_uint64(), ctypes.c_uint64()
+            lib.dl_session_placement_cold(h, ctypes.byref(cold), ctypes.byref(llc), ctypes.byref(weights))
+            out.update(cold_ops=cold.value, cache_bytes=llc.value, weight_bytes=weights.value)
+        return out
+
     def memory(self):
         """Per memory domain: the planned arena (peak), no-reuse total, lower bound and weights (bytes)."""
         h = self._live()

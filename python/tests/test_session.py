@@ -158,6 +158,16 @@ def test_profile_placement_memory(models, rng):
     assert t["compute_ms"] >= 0 and t["inputs_ms"] >= 0
 
 
+def test_placement_summary_says_what_was_timed_cold(models, monkeypatch):
+    # LeNet's 241 KiB of weights against a "cache" of 64 KiB: its 4 ops with 2 KiB of weights or
+    # more are timed with their weights out of cache; against 1 GiB, none
+    for llc, cold in ((65536, 4), (1 << 30, 0)):
+        monkeypatch.setenv("DLRUN_CACHE_BYTES", str(llc))
+        s = dlrun.Session(os.path.join(models, "lenet.yaml"), backend="cpu").placement_summary()
+        assert s["cold_ops"] == cold and s["cache_bytes"] == llc, s
+        assert s["weight_bytes"] == 246824 and s["timed"] + s["cached"] > 0 and s["cache"], s
+
+
 def test_backends_listed():
     names = {b["name"]: b for b in dlrun.backends()}
     assert names["cpu"]["loaded"] and names["cpu"]["device"] == "cpu"
