@@ -41,6 +41,9 @@
 #define MAX_CAND 16
 #define TIMING_RUNS 5
 
+/* The largest last-level cache believed (the eviction buffer is twice it): 2 GiB */
+#define MAX_LLC ((unsigned long long)1 << 31)
+
 /* The largest cache cpu0 has, from Linux's sysfs ("32768K"): 0 where it cannot be read. */
 static size_t sysfs_llc(void) {
     size_t best = 0;
@@ -54,7 +57,7 @@ static size_t sysfs_llc(void) {
         fclose(f);
         if (!v) continue;
         v *= *end == 'K' ? 1024ull : *end == 'M' ? 1048576ull : 1ull;
-        if (v > best && v <= ((unsigned long long)1 << 36)) best = (size_t)v;
+        if (v > best && v <= MAX_LLC) best = (size_t)v;
     }
     return best;
 }
@@ -67,7 +70,7 @@ static size_t llc_bytes(void) {
     const char *env = getenv("DLRUN_CACHE_BYTES");
     char *end;
     unsigned long long v = env ? strtoull(env, &end, 10) : 0;
-    if (env && *env && !*end && v >= 4096 && v <= ((unsigned long long)1 << 36)) return (size_t)v;
+    if (env && *env && !*end && v >= 4096 && v <= MAX_LLC) return (size_t)v;
     size_t sys = sysfs_llc();
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     return sys ? sys : l3 > 0 ? (size_t)l3 : (size_t)32 << 20;
@@ -301,12 +304,11 @@ typedef struct planner {
     /* Values read by more than MANY_READERS nodes: per value, a segment tree over its readers (in
      * node order) of the backends they run on (bit masks), kept by set_backend, so the first
      * reader in each domain is found without walking all readers (one input read by 10^5 layers). */
-    int *tree;                 /* per value: offset of its tree in mask, or -1 */
-    int *leaves;               /* per value: its tree's leaf count (a power of two) */
-    uint64_t *mask;            /* the trees: node k's children are 2k and 2k + 1, leaves from `leaves` on */
-    int time_all;              /* time every op, one candidate or many (the layouts compared: dl_session_place) */
-    dl_op_scratch scratch;     /* the timed ops' activations and outputs, reused from one op to the next */
-    size_t llc, model_weights; /* the last-level cache (llc_bytes), the model's weights: bytes */
+    int *tree;             /* per value: offset of its tree in mask, or -1 */
+    int *leaves;           /* per value: its tree's leaf count (a power of two) */
+    uint64_t *mask;        /* the trees: node k's children are 2k and 2k + 1, leaves from `leaves` on */
+    int time_all;          /* time every op, one candidate or many (the layouts compared: dl_session_place) */
+    dl_op_scratch scratch; /* the timed ops' activations and outputs, reused from one op to the next */
 } planner;
 
 #define MANY_READERS 32
@@ -787,8 +789,7 @@ static int view_free(const planner *p, int i, int b) {
  * cpu plugin's 1.64 and 1.82). So ops with at least LLC/32 bytes of weights are timed cold there:
  * twice the cache's size read first, then the op's activations touched (warm, as the previous
  * op left them). */
-static size_t cold_bytes(const planner *p, int i, const dl_backend *be) {
-    const dl_session *s = p->s;
+static size_t cold_bytes(const dl_session *s, const dl_placement *pl, int i) {
     int ins[DL_MAX_OP_INPUTS];
     unsigned char isw[DL_MAX_OP_INPUTS];
     const int n_in = dl_session_node_inputs(s, i, ins);
@@ -796,7 +797,7 @@ static size_t cold_bytes(const planner *p, int i, const dl_backend *be) {
     dl_session_weight_flags(s, i, isw);
     for (int j = 0; j < n_in; j++)
         if (isw[j]) op_w += dl_session_value_bytes(s, ins[j]);
-    return on_host(be) && p->model_weights > p->llc && op_w >= p->llc / 32 ? 2 * p->llc : 0;
+    return pl->weights > pl->llc && op_w >= pl->llc / 32 ? 2 * pl->llc : 0;
 }
 
 /* Times (or finds in the cache) every candidate of every node with more than one, or of every
@@ -811,6 +812,7 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
         /* one candidate is timed only to cost the plan (time_all) */
         const int timed = c->n > 1 || p->time_all;
         const char *layer = g->nodes[i].name, *op = dl_op_kind_name(g->nodes[i].kind);
+        const size_t cold = timed ? cold_bytes(s, pl, i) : 0; /* on a host backend */
         int any_cold = 0;
         for (int k = 0; k < c->n; k++) {
             const dl_backend *be = dl_context_backend(s->ctx, c->cand[k].backend);
@@ -833,7 +835,7 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
                 strncat(key, ";layout=nhwc", sizeof key - strlen(key) - 1);
             const int res = timed ? dl_fuse_residual_of(s, i) : -1; /* timed with it: a key of its own */
             if (res >= 0) strncat(key, ";residual", sizeof key - strlen(key) - 1);
-            p->scratch.cold = timed ? cold_bytes(p, i, be) : 0; /* timed cold: a key of its own */
+            p->scratch.cold = on_host(be) ? cold : 0; /* timed cold: a key of its own */
             if (p->scratch.cold) strncat(key, ";cold", sizeof key - strlen(key) - 1);
             any_cold |= p->scratch.cold > 0;
             if (timed && dl_tcache_get(cache, key, &ms)) {
@@ -907,11 +909,10 @@ static dl_status place(const dl_session *s, dl_placement *pl, int time_all, dl_t
                  .n = n,
                  .t = calloc((size_t)n * MAX_CAND * 4 + 1, sizeof(double)),
                  .time_all = time_all,
-                 .scratch = {.random = 1},
-                 .llc = llc_bytes()};
+                 .scratch = {.random = 1}};
+    pl->llc = llc_bytes();
     for (int v = 0; v < g->n_values; v++)
-        if (g->values[v].kind == DL_VALUE_WEIGHT) p.model_weights += dl_session_value_bytes(s, v);
-    pl->llc = p.llc, pl->weights = p.model_weights;
+        if (g->values[v].kind == DL_VALUE_WEIGHT) pl->weights += dl_session_value_bytes(s, v);
     int *as = calloc((size_t)n + 1, sizeof *as);
     if (!p.t || !as) {
         free(p.t), free(as);
