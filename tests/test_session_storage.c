@@ -363,7 +363,9 @@ Test(session_storage, cli_no_fallback_and_bf16_run) {
  * f32, fakebf bf16, so its relu on 4M elements moves half the bytes and is measured faster (about
  * 1.5 ms of 2.6 here). Between two relus pinned to fakecpu, running the middle one on fakebf would
  * cast 4M elements in and out (several ms, timed in host memory), so it stays on fakecpu; between
- * two relus pinned to fakebf there is nothing to cast, and it goes to the faster fakebf. */
+ * two relus pinned to fakebf there is nothing to cast, and it goes to the faster fakebf (there
+ * fakecpu's relu waits 1 ms more: the bandwidth alone, 1.1 ms, once lost to noise under ASan in
+ * ctest -j2). */
 static const char *middle_relu(const char *ends) {
     static char yaml[512];
     snprintf(yaml, sizeof yaml,
@@ -385,6 +387,7 @@ Test(session_storage, placement_counts_casts) {
         dl_model *m;
         dl_session *s;
         dl_error err = {{0}};
+        if (e) setenv("DLFAKE_FAKECPU_RELU_US", "1100", 1); /* its default 100 and 1 ms more */
         cr_assert_eq(tu_open_session(plugins, middle_relu(ends[e]), &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
         dl_placement_info pi;
         dl_session_placement(s, 1, &pi);
@@ -392,6 +395,7 @@ Test(session_storage, placement_counts_casts) {
         cr_expect_str_eq(pi.storage, e ? "bf16" : "f32");
         dl_session_free(s), dl_model_free(m), dl_context_free(ctx);
     }
+    unsetenv("DLFAKE_FAKECPU_RELU_US");
 }
 
 /* A run's phases (dl_session_last_run_times): with the model on a backend of its own domain, the
