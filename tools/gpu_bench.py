@@ -15,8 +15,8 @@ stage. Prints markdown tables:
    before and after it, docs/gpu.md), time, TFLOP/s and share of peak;
 4. (--only fc6) VGG-16's fc6 at batch 1 against the device-to-device copy bandwidth.
 
-A plugin named cuda-mma is the cuda plugin with its tensor-core GEMM on (DLRUN_CUDA_MMA=1,
-docs/gpu.md); --precisions picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16
+A plugin named cuda-mma is the cuda plugin with its tensor-core GEMM on (DLRUN_CUDA_MMA=1, the
+default since 2026-11-30), cuda-simt with it off (DLRUN_CUDA_MMA=0; docs/gpu.md); --precisions picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16
 with its model and input in that dtype).
 
 usage: tools/gpu_bench.py DLRUN [--plugins cuda,cudnn] [--precisions f32,tf32] [--quick]
@@ -62,8 +62,8 @@ def torch_dtype(prec):
 def backend_args(p):
     """dlrun's arguments and environment for a plugin name of --plugins (None: default placement)"""
     env = dict(os.environ)
-    if p == "cuda-mma":
-        env["DLRUN_CUDA_MMA"] = "1"
+    if p in ("cuda-mma", "cuda-simt"):
+        env["DLRUN_CUDA_MMA"] = "1" if p == "cuda-mma" else "0"
         p = "cuda"
     return (["--backend", p] if p else []), env
 
