@@ -521,8 +521,12 @@ Test(cuda_mma, variants_and_switches) {
     cu_gemm_switch sw;
     char why[160];
     cr_assert(cu_gemm_switch_parse(NULL, NULL, &sw, why, sizeof why));
+    cr_expect(sw.mma == 1 && sw.forced == -1, "on by default since the GPU round of 2026-11-30");
+    cr_assert(cu_gemm_switch_parse("", NULL, &sw, why, sizeof why));
+    cr_expect(sw.mma == 1, "an empty value is unset");
+    cr_assert(cu_gemm_switch_parse("0", NULL, &sw, why, sizeof why));
     cr_expect(sw.mma == 0 && sw.forced == -1);
-    /* by default: the SIMT tiles only, on f32 only */
+    /* DLRUN_CUDA_MMA=0: the SIMT tiles only, on f32 only */
     for (int v = 0; v < CU_GEMM_VARIANTS; v++) {
         cr_expect_eq(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_TF32, 0), v < CU_GEMM_MMA, "variant %d", v);
         cr_expect_eq(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_F32, 1), v < CU_GEMM_MMA, "variant %d", v);

@@ -17,7 +17,7 @@ static int parse_int(const char *s, int *v) {
 }
 
 int cu_gemm_switch_parse(const char *mma, const char *forced, cu_gemm_switch *sw, char *why, size_t len) {
-    sw->mma = 0;
+    sw->mma = 1; /* on since the GPU round of 2026-11-30 (docs/gpu-report.md); DLRUN_CUDA_MMA=0 turns it off */
     sw->forced = -1;
     sw->forced_splits = 0;
     int v;

@@ -18,8 +18,8 @@ enum { CU_GEMV_ROWS = 8 }; /* the most batch rows the GEMV takes (kernels.h: DLK
 
 /* What the environment asks of the GEMM variants, read once when the plugin loads. */
 typedef struct cu_gemm_switch {
-    int mma;           /* DLRUN_CUDA_MMA=1 (or a forced variant of issue 14): the tensor-core tiles and the
-                        * GEMV join the timing */
+    int mma;           /* the tensor-core tiles and the GEMV join the timing: by default, or with
+                        * DLRUN_CUDA_MMA=1 or a forced variant of issue 14; not with DLRUN_CUDA_MMA=0 */
     int forced;        /* DLRUN_CUDA_GEMM_VARIANT=v: only v, where it may run the op; -1 when unset */
     int forced_splits; /* DLRUN_CUDA_GEMM_VARIANT=v:s (a tensor-core tile): split-K in s slices;
                         * 0: chosen by timing */
