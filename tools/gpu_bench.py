@@ -16,8 +16,9 @@ stage. Prints markdown tables:
 4. (--only fc6) VGG-16's fc6 at batch 1 against the device-to-device copy bandwidth.
 
 A plugin named cuda-mma is the cuda plugin with its tensor-core GEMM on (DLRUN_CUDA_MMA=1, the
-default since 2026-11-30), cuda-simt with it off (DLRUN_CUDA_MMA=0; docs/gpu.md); --precisions picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16
-with its model and input in that dtype).
+default since 2026-11-30), cuda-simt with it off (DLRUN_CUDA_MMA=0; docs/gpu.md); --precisions
+picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16 with its model and input
+in that dtype).
 
 usage: tools/gpu_bench.py DLRUN [--plugins cuda,cudnn] [--precisions f32,tf32] [--quick]
 """
