@@ -66,18 +66,22 @@ static void isa_ldsm_x4(int es, const float *smem, const int addr[32], float out
 typedef struct prob {
     int conv;                                                           /* else linear */
     int n, c, h, w, oc, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups; /* conv */
-    int batch, in, out;                                                 /* linear */
+    int cl;             /* conv: x and y channels-last, the weights KRSC (dlk_conv's cl) */
+    int batch, in, out; /* linear */
     int relu;
-    float *x, *wt, *b, *y;
+    float *x, *wt, *b, *y; /* x NCHW and wt OIHW (the naive references read them), y as cl says */
+    float *xk, *wk;        /* what the replayed kernel reads: x and wt, or their NHWC and KRSC copies */
     int *writes;
     mma_ktap *ktab;
     int M, N, K, cg, ocg;
 } prob;
 
-typedef struct pix {
-    long long xoff, yoff;
-    int iy0, ix0;
-} pix;
+typedef mma_pix pix;
+
+static mma_conv_geom geom_of(const prob *p) {
+    mma_conv_geom q = {p->c, p->h, p->w, p->oc, p->oh, p->ow, p->cg, p->ocg, p->sh, p->sw, p->ph, p->pw, p->cl};
+    return q;
+}
 
 static float rnd(void) { return (float)(rand() % 33 - 16) / 8.f; }
 
@@ -129,7 +133,7 @@ static void fetch_gather(float *r, int ROWS, int THREADS, const prob *p, const p
             const pix *q = &px[row];
             int iy = q->iy0 + t.dy, ix = q->ix0 + t.dx;
             int ok = kin && (unsigned)iy < (unsigned)p->h && (unsigned)ix < (unsigned)p->w;
-            r[tid * (ROWS * MMA_BK / THREADS) + j] = ok ? p->x[q->xoff + t.off] : 0.f;
+            r[tid * (ROWS * MMA_BK / THREADS) + j] = ok ? p->xk[q->xoff + t.off] : 0.f;
         }
     }
 }
@@ -140,6 +144,28 @@ static void put_gather(float *s, int S, int ROWS, int THREADS, const float *r) {
             mma_load_elem(tid, j, THREADS, &row, &k);
             s[row * S + k] = r[tid * (ROWS * MMA_BK / THREADS) + j];
         }
+}
+
+/* load_gather_cl: 16-byte chunks of one tap's channels from NHWC x, the chunk's k looked up once
+ * per thread; each chunk read must start 16-byte aligned (x itself is) */
+static void load_gather_cl(float *s, int es, int S, int ROWS, int THREADS, const prob *p, const pix *px, int k0) {
+    const int E = 16 / es;
+    for (int tid = 0; tid < THREADS; tid++) {
+        int row, k;
+        mma_load_chunk(tid, 0, THREADS, es, &row, &k);
+        const int k_of_thread = k, kin = k0 + k < p->K;
+        mma_ktap t = {0, 0, 0, 0};
+        if (kin) t = p->ktab[k0 + k];
+        for (int j = 0; j < ROWS * MMA_BK / E / THREADS; j++) {
+            mma_load_chunk(tid, j, THREADS, es, &row, &k);
+            cr_assert_eq(k, k_of_thread, "thread %d's chunks keep one column", tid);
+            const pix *q = &px[row];
+            int iy = q->iy0 + t.dy, ix = q->ix0 + t.dx;
+            int ok = kin && (unsigned)iy < (unsigned)p->h && (unsigned)ix < (unsigned)p->w;
+            if (ok) cr_assert_eq((q->xoff + t.off) % E, 0, "chunk at element %lld", q->xoff + t.off);
+            for (int e = 0; e < E; e++) s[row * S + k + e] = ok ? p->xk[q->xoff + t.off + e] : 0.f;
+        }
+    }
 }
 
 static int vec_ok(int es, int K, long long group_rows) {
@@ -158,38 +184,29 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
     for (int i = 0; i < STAGES * BM * S; i++) As[i] = NAN;
     for (int i = 0; i < STAGES * BN * S; i++) Bs[i] = NAN;
     pix px[128];
-    if (p->conv) { /* prologue */
-        int opix = p->oh * p->ow;
-        for (int i = 0; i < BN; i++) {
-            int n = n0 + i;
-            pix q = {0, 0, -(1 << 30), 0};
-            if (n < p->N) {
-                int img = n / opix, r = n % opix, oy = r / p->ow, ox = r % p->ow;
-                q.iy0 = oy * p->sh - p->ph;
-                q.ix0 = ox * p->sw - p->pw;
-                q.xoff = ((long long)img * p->c + (long long)g * p->cg) * p->h * p->w + (long long)q.iy0 * p->w + q.ix0;
-                q.yoff = ((long long)img * p->oc + (long long)g * p->ocg) * opix + r;
-            }
-            px[i] = q;
-        }
-    }
+    const mma_conv_geom geom = geom_of(p);
+    if (p->conv) /* prologue */
+        for (int i = 0; i < BN; i++) px[i] = mma_pix_of(&geom, (long long)n0 + i, p->N, g);
     double(*acc)[32][4] = calloc((size_t)(WM * WN) * MI * NI, sizeof *acc); /* [warp][i][j] */
     const int KT_ALL = (p->K + MMA_BK - 1) / MMA_BK, per = (KT_ALL + splits - 1) / splits;
     const int kb = KT_ALL < sp * per ? KT_ALL : sp * per, KT = (KT_ALL < kb + per ? KT_ALL : kb + per) - kb;
-    const float *wa = p->wt + (p->conv ? (long long)g * p->ocg * p->K : 0);
+    const float *wa = p->wk + (p->conv ? (long long)g * p->ocg * p->K : 0);
     int avec = vec_ok(es, p->K, p->conv ? p->ocg : 0), bvec = !p->conv && vec_ok(es, p->K, 0);
-    const int reg_b = p->conv && es == 2; /* ConvP::REG_B */
+    /* the channels-last chunk gather (ConvP<T, true>) where the channels allow, else elements */
+    const int chunks = p->conv && p->cl && mma_cl_chunks(es, p->c, p->cg);
+    const int reg_b = p->conv && es == 2 && !chunks; /* ConvP::REG_B */
     float *rb = malloc(sizeof(float) * BN * MMA_BK);
 #define LOAD_A(stage, kt) \
     load_dense(As + (stage)*BM * S, es, S, BM, THREADS, wa, p->M, p->K, p->K, avec, m0, (kb + (kt)) * MMA_BK)
-#define LOAD_B(stage, kt)                                                                         \
-    do {                                                                                          \
-        if (p->conv)                                                                              \
-            fetch_gather(rb, BN, THREADS, p, px, (kb + (kt)) * MMA_BK),                           \
-                put_gather(Bs + (stage)*BN * S, S, BN, THREADS, rb);                              \
-        else                                                                                      \
-            load_dense(Bs + (stage)*BN * S, es, S, BN, THREADS, p->x, p->N, p->K, p->K, bvec, n0, \
-                       (kb + (kt)) * MMA_BK);                                                     \
+#define LOAD_B(stage, kt)                                                                                 \
+    do {                                                                                                  \
+        if (chunks) load_gather_cl(Bs + (stage)*BN * S, es, S, BN, THREADS, p, px, (kb + (kt)) * MMA_BK); \
+        else if (p->conv)                                                                                 \
+            fetch_gather(rb, BN, THREADS, p, px, (kb + (kt)) * MMA_BK),                                   \
+                put_gather(Bs + (stage)*BN * S, S, BN, THREADS, rb);                                      \
+        else                                                                                              \
+            load_dense(Bs + (stage)*BN * S, es, S, BN, THREADS, p->xk, p->N, p->K, p->K, bvec, n0,        \
+                       (kb + (kt)) * MMA_BK);                                                             \
     } while (0)
     for (int s = 0; s < STAGES - 1; s++)
         if (s < KT) {
@@ -264,7 +281,7 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
                         long long at;
                         if (p->conv) {
                             if (p->b) v += p->b[g * p->ocg + m];
-                            at = px[nl].yoff + (long long)m * p->oh * p->ow;
+                            at = mma_y_at(&geom, &px[nl], m);
                         } else {
                             if (p->b) v += p->b[m];
                             at = (long long)(n0 + nl) * p->M + m;
@@ -298,8 +315,8 @@ static void run_grid(const prob *p, int es, int tile, int splits) {
         for (int sp = 0; sp < splits; sp++) v += part[((long long)g * splits + sp) * mn + e % mn];
         if (p->b) v += p->b[o];
         if (p->relu && v < 0.f) v = 0.f;
-        int opix = p->oh * p->ow;
-        long long at = p->conv ? ((long long)(n / opix) * p->oc + o) * opix + n % opix : (long long)n * p->M + m;
+        const mma_conv_geom geom = geom_of(p);
+        long long at = p->conv ? mma_conv_y_of(&geom, n, o) : (long long)n * p->M + m;
         p->y[at] = v;
         p->writes[at]++;
     }
@@ -331,7 +348,10 @@ static double naive_linear(const prob *p, int n, int m) {
 static void check(prob *p, const char *what) {
     size_t ny = p->conv ? (size_t)p->n * p->oc * p->oh * p->ow : (size_t)p->batch * p->out;
     for (int es = 4; es >= 2; es -= 2)
-        for (int tile = 0; tile < 3; tile++)
+        for (int tile = 0; tile < 3; tile++) {
+            /* channels-last: only where the plugin would run it (gemm_plan.c) */
+            if (p->cl && !cu_mma_conv_cl_ok(CU_GEMM_MMA + tile, p->c, p->cg, p->w, p->kh, p->kw, p->dh, p->dw))
+                continue;
             for (int splits = 1; splits <= 3; splits++) {
                 for (size_t i = 0; i < ny; i++) p->y[i] = NAN, p->writes[i] = 0;
                 run_grid(p, es, tile, splits);
@@ -339,7 +359,14 @@ static void check(prob *p, const char *what) {
                 size_t bad = 0;
                 for (size_t i = 0; i < ny; i++) {
                     double ref;
-                    if (p->conv) {
+                    if (p->conv && p->cl) { /* y NHWC */
+                        size_t r = i;
+                        int o = (int)(r % p->oc);
+                        r /= p->oc;
+                        int ox = (int)(r % p->ow);
+                        r /= p->ow;
+                        ref = naive_conv(p, (int)(r / p->oh), o, (int)(r % p->oh), ox);
+                    } else if (p->conv) {
                         size_t r = i;
                         int ox = (int)(r % p->ow);
                         r /= p->ow;
@@ -358,6 +385,7 @@ static void check(prob *p, const char *what) {
                           "%s, %d-byte elements, tile %d, %d k-slices: %zu of %zu outputs wrong (worst |error| %g)",
                           what, es, tile, splits, bad, ny, worst);
             }
+        }
 }
 
 static void conv_case(int n, int c, int h, int w, int oc, int k, int s, int pad, int d, int groups, int relu,
@@ -391,14 +419,33 @@ static void conv_case(int n, int c, int h, int w, int oc, int k, int s, int pad,
     cr_assert(cu_mma_conv_fits(p.cg, h, w, k, k, d, d));
     p.ktab = malloc((size_t)p.K * sizeof *p.ktab);
     cu_mma_ktab(p.cg, k, k, h, w, d, d, p.ktab);
+    p.xk = p.x, p.wk = p.wt;
     check(&p, what);
+    { /* channels-last too: by 16-byte chunks where the channels fill them, else element by element */
+        p.cl = 1;
+        p.xk = malloc((size_t)n * c * h * w * sizeof *p.xk);
+        p.wk = malloc((size_t)oc * p.K * sizeof *p.wk);
+        for (int i = 0; i < n; i++) /* NCHW -> NHWC */
+            for (int ch = 0; ch < c; ch++)
+                for (int r = 0; r < h * w; r++)
+                    p.xk[((size_t)i * h * w + r) * c + ch] = p.x[((size_t)i * c + ch) * h * w + r];
+        for (int o = 0; o < oc; o++) /* OIHW -> KRSC */
+            for (int ci = 0; ci < p.cg; ci++)
+                for (int t = 0; t < k * k; t++)
+                    p.wk[((size_t)o * k * k + t) * p.cg + ci] = p.wt[((size_t)o * p.cg + ci) * k * k + t];
+        cu_mma_ktab_cl(c, p.cg, k, k, w, d, d, p.ktab);
+        char cl_what[200];
+        snprintf(cl_what, sizeof cl_what, "%s, channels-last", what);
+        check(&p, cl_what);
+        free(p.xk), free(p.wk);
+    }
     free(p.x), free(p.wt), free(p.b), free(p.y), free(p.writes), free(p.ktab);
 }
 
 static void linear_case(int batch, int in, int out, int relu, const char *what) {
     prob p = {.batch = batch, .in = in, .out = out, .relu = relu, .M = out, .N = batch, .K = in};
-    p.x = fill((size_t)batch * in);
-    p.wt = fill((size_t)out * in);
+    p.x = p.xk = fill((size_t)batch * in);
+    p.wt = p.wk = fill((size_t)out * in);
     p.b = fill((size_t)out);
     p.y = malloc((size_t)batch * out * sizeof *p.y);
     p.writes = malloc((size_t)batch * out * sizeof *p.writes);
@@ -427,6 +474,11 @@ Test(cuda_mma, conv_blocks_replayed_match_naive) {
     conv_case(2, 16, 6, 6, 12, 1, 1, 0, 1, 2, 1, "1x1 conv, 2 groups of 8 channels");
     /* K = 36: 16-byte loads in f32 (group g starts 180 floats on), element loads in 16-bit */
     conv_case(1, 8, 7, 7, 10, 3, 1, 1, 1, 2, 0, "3x3 conv, 2 groups of 4 channels");
+    /* channels-last in both sizes (groups of 8 channels): stride 2, dilation 2, padding 2, K = 72
+     * (a k tail in the third k-tile), taps outside the image on every side */
+    conv_case(2, 16, 9, 11, 12, 3, 2, 2, 2, 2, 1, "3x3 conv, 2 groups of 8, stride 2, dilation 2");
+    /* channels-last: 24 channels (three 16-bit chunks a tap), N = 3 x 49 = 147 past one 128 tile */
+    conv_case(3, 24, 7, 7, 136, 3, 1, 1, 1, 1, 0, "3x3 conv, 24 -> 136 channels");
 }
 
 Test(cuda_mma, linear_blocks_replayed_match_naive) {
@@ -517,14 +569,38 @@ Test(cuda_mma, ktab_is_the_naive_tap_offsets) {
     cr_expect_not(cu_mma_conv_fits(65536, 256, 256, 1, 1, 1, 1), "2^32 elements in one image's group");
 }
 
+Test(cuda_mma, channels_last_ktab_and_its_rules) {
+    int c = 24, cg = 8, kh = 2, kw = 3, w = 5, dh = 2, dw = 3;
+    mma_ktap t[48];
+    cu_mma_ktab_cl(c, cg, kh, kw, w, dh, dw, t);
+    int k = 0;
+    for (int ky = 0; ky < kh; ky++) /* KRSC: the taps outside, a group's channels inside */
+        for (int kx = 0; kx < kw; kx++)
+            for (int ci = 0; ci < cg; ci++, k++) {
+                cr_expect_eq(t[k].off, (ky * dh * w + kx * dw) * c + ci, "k %d", k);
+                cr_expect(t[k].dy == ky * dh && t[k].dx == kx * dw, "k %d", k);
+            }
+    const int v = CU_GEMM_MMA;
+    cr_expect(cu_mma_conv_cl_ok(v, 64, 64, 224, 3, 3, 1, 1), "VGG-16's conv2");
+    cr_expect(cu_mma_conv_cl_ok(v + 2, 3, 3, 224, 3, 3, 1, 1), "an RGB stem (element by element)");
+    cr_expect_not(cu_mma_conv_cl_ok(0, 64, 64, 56, 3, 3, 1, 1), "the SIMT tiles read NCHW");
+    cr_expect_not(cu_mma_conv_cl_ok(CU_GEMM_GEMV, 64, 64, 56, 1, 1, 1, 1), "the GEMV is no conv");
+    cr_expect_not(cu_mma_conv_cl_ok(v, 4096, 4096, 65536, 3, 3, 4, 4), "offsets past 32 bits");
+    /* which gather: chunks of 4 floats or 8 halves of one tap's channels, or elements */
+    cr_expect(mma_cl_chunks(2, 64, 64) && mma_cl_chunks(4, 4, 4) && mma_cl_chunks(2, 16, 8));
+    cr_expect_not(mma_cl_chunks(2, 4, 4), "4 channels are half a 16-bit chunk");
+    cr_expect_not(mma_cl_chunks(4, 3, 3), "an RGB stem");
+    cr_expect_not(mma_cl_chunks(2, 16, 4), "4 channels a group in 16-bit");
+}
+
 Test(cuda_mma, variants_and_switches) {
     cu_gemm_switch sw;
     char why[160];
-    cr_assert(cu_gemm_switch_parse(NULL, NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.mma == 1 && sw.forced == -1, "on by default since the GPU round of 2026-11-30");
-    cr_assert(cu_gemm_switch_parse("", NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse("", NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.mma == 1, "an empty value is unset");
-    cr_assert(cu_gemm_switch_parse("0", NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse("0", NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.mma == 0 && sw.forced == -1);
     /* DLRUN_CUDA_MMA=0: the SIMT tiles only, on f32 only */
     for (int v = 0; v < CU_GEMM_VARIANTS; v++) {
@@ -532,7 +608,7 @@ Test(cuda_mma, variants_and_switches) {
         cr_expect_eq(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_F32, 1), v < CU_GEMM_MMA, "variant %d", v);
         cr_expect_not(cu_gemm_variant_ok(&sw, v, DL_GPU_F16, DL_PRECISION_F16, 0), "variant %d on f16", v);
     }
-    cr_assert(cu_gemm_switch_parse("1", "", &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse("1", "", NULL, &sw, why, sizeof why));
     for (int v = CU_GEMM_MMA; v < CU_GEMM_GEMV; v++) {
         cr_expect_not(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_F32, 0), "tf32 is not f32: variant %d", v);
         cr_expect(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_TF32, 0));
@@ -547,16 +623,25 @@ Test(cuda_mma, variants_and_switches) {
     cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_GEMV, DL_GPU_F32, DL_PRECISION_TF32, 0), "not a conv");
     cr_expect_not(cu_gemm_variant_ok(&sw, 0, DL_GPU_BF16, DL_PRECISION_BF16, 0), "the SIMT tiles are f32 only");
     cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_VARIANTS, DL_GPU_F32, DL_PRECISION_TF32, 0));
-    cr_assert(cu_gemm_switch_parse(NULL, "3", &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, "3", NULL, &sw, why, sizeof why));
     cr_expect(sw.forced == 3 && sw.mma == 1, "a forced variant of issue 14 turns them on");
-    cr_assert(cu_gemm_switch_parse("0", "1", &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse("0", "1", NULL, &sw, why, sizeof why));
     cr_expect(sw.forced == 1 && sw.mma == 0);
-    cr_expect_not(cu_gemm_switch_parse(NULL, "6", &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse(NULL, "6", NULL, &sw, why, sizeof why));
     cr_expect(strstr(why, "DLRUN_CUDA_GEMM_VARIANT is \"6\"") != NULL, "%s", why);
-    cr_expect_not(cu_gemm_switch_parse(NULL, "2x", &sw, why, sizeof why));
-    cr_expect_not(cu_gemm_switch_parse(NULL, "-1", &sw, why, sizeof why));
-    cr_expect_not(cu_gemm_switch_parse("yes", NULL, &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse(NULL, "2x", NULL, &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse(NULL, "-1", NULL, &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse("yes", NULL, NULL, &sw, why, sizeof why));
     cr_expect(strstr(why, "DLRUN_CUDA_MMA") != NULL, "%s", why);
+    /* DLRUN_CUDA_NHWC: off until a GPU round has run the channels-last kernels */
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, &sw, why, sizeof why));
+    cr_expect_eq(sw.nhwc, 0);
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, "1", &sw, why, sizeof why));
+    cr_expect(sw.nhwc == 1 && sw.mma == 1);
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, "", &sw, why, sizeof why));
+    cr_expect_eq(sw.nhwc, 0, "an empty value is unset");
+    cr_expect_not(cu_gemm_switch_parse(NULL, NULL, "2", &sw, why, sizeof why));
+    cr_expect(strstr(why, "DLRUN_CUDA_NHWC is \"2\"") != NULL, "%s", why);
 }
 
 Test(cuda_mma, split_k_plan) {
@@ -574,13 +659,13 @@ Test(cuda_mma, split_k_plan) {
     cr_expect_eq(cu_splitk_bytes(8, 1, 4096, 65536), (size_t)-1, "past 1 GiB");
     cu_gemm_switch sw;
     char why[200];
-    cr_assert(cu_gemm_switch_parse(NULL, "3:4", &sw, why, sizeof why), "%s", why);
+    cr_assert(cu_gemm_switch_parse(NULL, "3:4", NULL, &sw, why, sizeof why), "%s", why);
     cr_expect(sw.forced == 3 && sw.forced_splits == 4 && sw.mma == 1);
-    cr_assert(cu_gemm_switch_parse(NULL, "4", &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, "4", NULL, &sw, why, sizeof why));
     cr_expect(sw.forced == 4 && sw.forced_splits == 0);
     const char *bad[] = {"0:2", "5:2", "2:0", "2:17", "2:", ":2", "2:4:1", "22222222222222222222222222222222222:1"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        cr_expect_not(cu_gemm_switch_parse(NULL, bad[i], &sw, why, sizeof why), "\"%s\" taken", bad[i]);
+        cr_expect_not(cu_gemm_switch_parse(NULL, bad[i], NULL, &sw, why, sizeof why), "\"%s\" taken", bad[i]);
     int bm, bn;
     cu_mma_tile_shape(1, &bm, &bn);
     cr_expect(bm == 128 && bn == 64);

@@ -301,8 +301,8 @@ Test(cuda_formats, simple_kernels_take_16_bit_storage_gemms_f32_only) {
     set_in(&b, 1, DL_F16, 0, SHAPE(1, 3, 1, 1));
     set_out(&b, DL_F16, 0, SHAPE(2, 3, 4, 5));
     expect_ok(cu_check, op, "f16 broadcast add");
-    cr_expect(cu_takes_channels_last(DL_OP_BATCHNORM));
-    cr_expect_not(cu_takes_channels_last(DL_OP_SOFTMAX));
+    cr_expect(cu_takes_channels_last(DL_OP_BATCHNORM, 0));
+    cr_expect_not(cu_takes_channels_last(DL_OP_SOFTMAX, 0));
 }
 
 /* A residual add fused into a GEMM (ABI 1.8): every GEMM's epilogue adds it, so conv2d and linear
@@ -359,10 +359,36 @@ Test(cuda_formats, abi_1_4_kinds_channels_last_only_where_order_does_not_matter)
     set_in(&b, 1, DL_F16, 1, SHAPE(1, 3, 1, 1));
     set_out(&b, DL_F16, 1, SHAPE(2, 3, 4, 5));
     expect_no(cu_check, op, "max: broadcasting takes row-major", "NHWC broadcast max");
-    cr_expect(cu_takes_channels_last(DL_OP_HARD_SWISH) && cu_takes_channels_last(DL_OP_POW));
-    cr_expect(!cu_takes_channels_last(DL_OP_SLICE) && !cu_takes_channels_last(DL_OP_LAYER_NORM) &&
-              !cu_takes_channels_last(DL_OP_RESIZE) && !cu_takes_channels_last(DL_OP_PAD));
+    cr_expect(cu_takes_channels_last(DL_OP_HARD_SWISH, 0) && cu_takes_channels_last(DL_OP_POW, 0));
+    cr_expect(!cu_takes_channels_last(DL_OP_SLICE, 0) && !cu_takes_channels_last(DL_OP_LAYER_NORM, 0) &&
+              !cu_takes_channels_last(DL_OP_RESIZE, 0) && !cu_takes_channels_last(DL_OP_PAD, 0));
     cr_expect(cu_is_binary(DL_OP_ADD) && cu_is_binary(DL_OP_MAX) && !cu_is_binary(DL_OP_SQRT));
+}
+
+/* DLRUN_CUDA_NHWC (CU_CHECK_NHWC): conv2d and the pools take channels-last too, in every storage
+ * type the tensor-core tiles take; the rest of the rules stay. */
+static int cu_check_nhwc(const dl_op *op, dl_error *why) {
+    return cu_op_check_sw(op, CU_CHECK_GEMM16 | CU_CHECK_NHWC, NULL, NULL, why);
+}
+Test(cuda_formats, nhwc_switch_takes_channels_last_convs_and_pools) {
+    opb b;
+    for (int i = 0; i < 3; i++) {
+        expect_ok(cu_check_nhwc, conv_op(&b, dtypes[i], 1, DL_PRECISION_BF16), "NHWC conv");
+        expect_ok(cu_check_nhwc, conv_op(&b, dtypes[i], 0, DL_PRECISION_BF16), "NCHW conv");
+        expect_ok(cu_check_nhwc, pool_op(&b, DL_OP_MAXPOOL2D, dtypes[i], 1, DL_PRECISION_BF16), "NHWC maxpool");
+        expect_ok(cu_check_nhwc, pool_op(&b, DL_OP_AVGPOOL2D, dtypes[i], 1, DL_PRECISION_BF16), "NHWC avgpool");
+        expect_ok(cu_check_nhwc, pool_op(&b, DL_OP_GLOBAL_AVGPOOL, dtypes[i], 1, DL_PRECISION_BF16), "NHWC gap");
+    }
+    dl_layout l;
+    dl_error why;
+    cr_expect(
+        cu_op_check_sw(conv_op(&b, DL_BF16, 1, DL_PRECISION_BF16), CU_CHECK_GEMM16 | CU_CHECK_NHWC, NULL, &l, &why),
+        "%s", why.msg);
+    cr_expect_eq(l, DL_LAYOUT_CHANNELS_LAST);
+    expect_no(cu_check_nhwc, transpose_op(&b, DL_F16, 1), "channels-last", "NHWC transpose");
+    cr_expect(cu_takes_channels_last(DL_OP_CONV2D, 1) && cu_takes_channels_last(DL_OP_AVGPOOL2D, 1));
+    cr_expect(!cu_takes_channels_last(DL_OP_CONV2D, 0) && !cu_takes_channels_last(DL_OP_LINEAR, 1));
+    cr_expect(!cu_takes_channels_last(DL_OP_SOFTMAX, 1) && !cu_takes_channels_last(DL_OP_CONCAT, 1));
 }
 
 /* ---- the cudnn plugin ---- */

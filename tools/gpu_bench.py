@@ -16,7 +16,9 @@ stage. Prints markdown tables:
 4. (--only fc6) VGG-16's fc6 at batch 1 against the device-to-device copy bandwidth.
 
 A plugin named cuda-mma is the cuda plugin with its tensor-core GEMM on (DLRUN_CUDA_MMA=1, the
-default since 2026-11-30), cuda-simt with it off (DLRUN_CUDA_MMA=0; docs/gpu.md); --precisions
+default since 2026-11-30), cuda-simt with it off (DLRUN_CUDA_MMA=0), cuda-nhwc with its channels-
+last convs and pools on (DLRUN_CUDA_NHWC=1: at tf32, f16 and bf16 the session then runs VGG-16's
+convs channels-last but the first, whose 3 channels the NHWC gather cannot take; docs/gpu.md); --precisions
 picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16 with its model and input
 in that dtype).
 
@@ -65,6 +67,9 @@ def backend_args(p):
     env = dict(os.environ)
     if p in ("cuda-mma", "cuda-simt"):
         env["DLRUN_CUDA_MMA"] = "1" if p == "cuda-mma" else "0"
+        p = "cuda"
+    elif p == "cuda-nhwc":
+        env["DLRUN_CUDA_NHWC"] = "1"
         p = "cuda"
     return (["--backend", p] if p else []), env
 

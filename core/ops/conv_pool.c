@@ -136,6 +136,9 @@ const dl_op_def dl_op_row_conv2d = {
             {"conv 1x1 136 filters", "[[2, 32, 9, 11]]", "filters: 136, kernel: 1", 1},
             {"conv 3x3 + residual + relu", "[[2, 24, 9, 11]]", "filters: 24, kernel: 3, padding: 1", 1, 0, 1},
             {"conv 1x1/2 + residual", "[[1, 16, 13, 11]]", "filters: 40, kernel: 1, stride: 2, bias: false", 1, 0, 1},
+            /* groups of 8 channels: whole 16-byte chunks for the cuda plugin's channels-last gather */
+            {"conv groups 2 dilation 2", "[[2, 16, 11, 9]]",
+             "filters: 12, kernel: 3, stride: 2, padding: 2, dilation: 2, groups: 2", 1},
             {0}},
     .weight_shapes = conv2d_weights,
     .infer = conv2d_infer,

@@ -41,6 +41,11 @@ struct dl_kernel {
     int splits;             /* tensor-core tiles: split-K slices (1: none), chosen with the variant */
     size_t ws;              /* the workspace split-K's partial sums take (0: none) */
     mma_ktap *ktab;         /* conv2d on the tensor cores: its k-table on the device, or NULL */
+    int cl;                 /* the activations are channels-last (DLRUN_CUDA_NHWC) */
+    void *wcl;              /* a channels-last conv's weights reordered to KRSC (its k order), the
+                             * kernel's own: filled at prepare, or at each run where w_at_run */
+    int w_at_run;           /* the weights are not known at prepare (an input of the model) */
+    dl_gpu_xform wx;        /* the reorder OIHW -> KRSC (dl_gpu_filter_krsc) */
     int relu;               /* relu fused after the op (conv2d, linear, add, batchnorm) */
     int type;               /* dl_gpu_type of all the op's tensors (f32 for the GEMMs; gather's indices are int64) */
     dlk_index_error *index_err; /* gather: where its kernel notes a bad index (the plugin's record) */
@@ -71,6 +76,7 @@ static void cu_release(void *self, dl_kernel *k) {
     cuda_state *s = self;
     if (!k) return;
     if (k->ktab) dl_gpu_free(&s->gpu, k->ktab);
+    if (k->wcl) dl_gpu_free(&s->gpu, k->wcl);
     dl_op_geom_free(&k->g);
     free(k);
 }
@@ -91,6 +97,16 @@ _Static_assert((int)CU_GEMM_MMA == (int)DLK_VARIANTS && (int)CU_GEMM_GEMV == DLK
                "gemm_plan.h's variants are kernels.h's SIMT tiles, its tensor-core tiles, then the GEMV");
 
 static int is_gemm(int kind) { return kind == DL_OP_CONV2D || kind == DL_OP_LINEAR; }
+
+/* DLRUN_CUDA_NHWC in effect: channels-last convs run on the tensor-core tiles only */
+static int nhwc_on(const cuda_state *s) { return s->sw.nhwc && s->sw.mma; }
+
+/* cuda_formats.c's flags from the switches */
+static unsigned check_flags(const cuda_state *s) {
+    return (s->sw.mma ? CU_CHECK_GEMM16 : 0u) | (nhwc_on(s) ? CU_CHECK_NHWC : 0u);
+}
+
+static int is_cl(const dl_tensor *t) { return dl_tensor_layout(t) == DL_LAYOUT_CHANNELS_LAST; }
 
 /* 1 if GEMM variant v may run op (stored as type): gemm_plan.c's rule, and for a conv on the
  * tensor cores, offsets that fit its 32-bit table. */
@@ -116,9 +132,12 @@ static int gemm_variant_ok(const cuda_state *s, const dl_op *op, int v, dl_gpu_t
     int rows = op->kind != DL_OP_LINEAR ? 0 : d[1] > CU_GEMV_ROWS ? CU_GEMV_ROWS + 1 : (int)d[1]; /* for the GEMV */
     if (!cu_gemm_variant_ok(&s->sw, v, type, op->precision, rows)) return 0;
     if (!cu_gemm_fits(v, dl_gpu_type_size(type), d[0], d[1], d[2], d[3], 1, s->smem_optin)) return 0;
-    if (v < CU_GEMM_MMA || op->kind != DL_OP_CONV2D) return 1;
     const dl_op_attrs *a = op->attrs;
     const int64_t *xs = op->inputs[0].shape;
+    if (op->kind == DL_OP_CONV2D && is_cl(&op->outputs[0])) /* the tensor-core tiles' channels-last gather */
+        return cu_mma_conv_cl_ok(v, (int)xs[1], (int)(xs[1] / a->groups), (int)xs[3], a->kernel[0], a->kernel[1],
+                                 a->dilation[0], a->dilation[1]);
+    if (v < CU_GEMM_MMA || op->kind != DL_OP_CONV2D) return 1;
     return cu_mma_conv_fits((int)(xs[1] / a->groups), (int)xs[2], (int)xs[3], a->kernel[0], a->kernel[1],
                             a->dilation[0], a->dilation[1]);
 }
@@ -132,7 +151,7 @@ static int cu_supports(void *self, const dl_op *op, dl_error *why) {
     if (op->kind >= 0 && op->kind < DL_OP_COUNT && !launchers[op->kind])
         return dl_fail(why, DL_E_UNSUPPORTED, "%s: no kernel in the cuda plugin yet", dl_op_kind_name(op->kind)), 0;
     dl_gpu_type type;
-    if (!cu_op_check_gemm16(op, s->sw.mma, &type, NULL, why)) return 0;
+    if (!cu_op_check_sw(op, check_flags(s), &type, NULL, why)) return 0;
     if (!is_gemm(op->kind)) return 1;
     for (int v = 0; v < CU_GEMM_VARIANTS; v++)
         if (gemm_variant_ok(s, op, v, type)) return 1;
@@ -142,6 +161,19 @@ static int cu_supports(void *self, const dl_op *op, dl_error *why) {
 }
 
 static int cu_in_place(void *self, const dl_op *op) { return dl_op_is_elementwise(op->kind); }
+
+/* With DLRUN_CUDA_NHWC, channels-last for the 4-D convs and pools at tf32, f16 and bf16 (the
+ * precisions the tensor-core tiles run; their channels-last gather reads 16-byte chunks of a
+ * pixel's channels, or elements where the channels are fewer, as an RGB stem's); the rest, and
+ * everything without the switch, as their input. */
+static int cu_preferred(void *self, const dl_op *op) {
+    const cuda_state *s = self;
+    int k = op->kind;
+    if (!nhwc_on(s) || op->precision == DL_PRECISION_F32 || op->n_inputs < 1 || op->inputs[0].ndim != 4 ||
+        op->outputs[0].ndim != 4 || (k != DL_OP_CONV2D && k != DL_OP_MAXPOOL2D && k != DL_OP_AVGPOOL2D))
+        return DL_LAYOUT_AS_INPUT;
+    return DL_LAYOUT_CHANNELS_LAST;
+}
 
 typedef struct gemm_trial {
     dl_kernel *k;
@@ -156,6 +188,10 @@ typedef struct gemm_trial {
 static dlk_epilogue gemm_epilogue(const dl_kernel *k, const dl_tensor *in) {
     return (dlk_epilogue){k->g.has_bias ? in[2].data : NULL, k->g.residual ? in[k->g.residual].data : NULL, k->relu};
 }
+
+/* The weights a GEMM's kernels read: the kernel's KRSC copy for a channels-last conv, else the
+ * op's own. */
+static const void *gemm_weights(const dl_kernel *k, const void *w) { return k->wcl ? k->wcl : w; }
 
 /* ws: k->ws bytes (split-K's partial sums) */
 static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const dlk_epilogue *e, void *y, void *ws,
@@ -179,7 +215,8 @@ static dl_status ktab_upload(cuda_state *s, dl_kernel *k, dl_error *err) {
     size_t n = (size_t)(c->c / c->groups) * (size_t)c->kh * (size_t)c->kw;
     mma_ktap *t = malloc(n * sizeof *t);
     if (!t) return dl_fail(err, DL_E_NOMEM, "out of memory");
-    cu_mma_ktab(c->c / c->groups, c->kh, c->kw, c->h, c->w, c->dh, c->dw, t);
+    if (c->cl) cu_mma_ktab_cl(c->c, c->c / c->groups, c->kh, c->kw, c->w, c->dh, c->dw, t);
+    else cu_mma_ktab(c->c / c->groups, c->kh, c->kw, c->h, c->w, c->dh, c->dw, t);
     dl_status st = dl_gpu_alloc(&s->gpu, n * sizeof *t, (void **)&k->ktab, err);
     if (st == DL_OK) st = dl_gpu_copy(&s->gpu, k->ktab, t, n * sizeof *t, DL_COPY_HOST_TO_DEVICE, err);
     if (st == DL_OK) st = dl_gpu_synchronize(&s->gpu, err); /* t is freed next */
@@ -244,7 +281,7 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
             /* a fused residual is read from y itself: the same traffic as a tensor of its own */
             dlk_epilogue epi = gemm_epilogue(k, op->inputs);
             if (k->g.residual) epi.residual = y;
-            gemm_trial t = {k, x, op->inputs[1].data, epi, y, ws, s->gpu.stream};
+            gemm_trial t = {k, x, gemm_weights(k, op->inputs[1].data), epi, y, ws, s->gpu.stream};
             cudaError_t e = cudaSuccess;
             double ms = dl_gpu_time(&s->gpu, 3, trial_run, &t, &e);
             /* the error dl_gpu_time saw: the launch's status is consumed where it is read
@@ -265,6 +302,20 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     dl_gpu_free(&s->gpu, y);
     if (ws) dl_gpu_free(&s->gpu, ws);
     return st;
+}
+
+/* A channels-last conv's own KRSC weights (k->wcl): reordered now where the op's weights are known,
+ * else at each run (k->w_at_run; zeros until then). */
+static dl_status krsc_setup(cuda_state *s, dl_kernel *k, const dl_tensor *w, dl_error *err) {
+    dl_gpu_filter_krsc(&k->wx, w->shape);
+    size_t bytes = (size_t)dl_tensor_numel(w) * (size_t)dl_gpu_type_size(k->type);
+    dl_status st = dl_gpu_alloc(&s->gpu, bytes, &k->wcl, err);
+    if (st != DL_OK) return st;
+    k->w_at_run = !w->data;
+    if (k->w_at_run) DL_GPU_TRY(cudaMemsetAsync(k->wcl, 0, bytes, s->gpu.stream), err);
+    else if (dl_gpu_cast(k->wcl, k->type, w->data, k->type, &k->wx, s->gpu.stream))
+        return dl_fail(err, DL_E_RUNTIME, "conv2d: reordering the weights to KRSC failed");
+    return DL_OK;
 }
 
 /* A GEMM's variant: the forced one where it may run, else the first that may, then by timing
@@ -288,6 +339,7 @@ static dl_status gemm_setup(cuda_state *s, dl_kernel *k, const dl_op *op, dl_err
         k->splits = tries[0];
     dl_status st = DL_OK;
     if (mma && k->g.kind == DL_OP_CONV2D) st = ktab_upload(s, k, err);
+    if (st == DL_OK && k->cl && k->g.kind == DL_OP_CONV2D) st = krsc_setup(s, k, &op->inputs[1], err);
     if (st == DL_OK && op->inputs[1].data) st = tune(s, k, op, err);
     if (st == DL_OK) k->ws = cu_splitk_bytes(k->splits, k->groups, k->gm, k->gn); /* split_tries kept those that fit */
     return st;
@@ -306,7 +358,7 @@ static void launch_params(dl_kernel *k, dl_layout layout) {
         k->p.conv =
             (dlk_conv){(int)xs[0],      (int)xs[1],     (int)xs[2],     (int)xs[3],   (int)ys[1],   (int)ys[2],
                        (int)ys[3],      a->kernel[0],   a->kernel[1],   a->stride[0], a->stride[1], a->pad_begin[0],
-                       a->pad_begin[1], a->dilation[0], a->dilation[1], a->groups};
+                       a->pad_begin[1], a->dilation[0], a->dilation[1], a->groups,    k->cl};
         break;
     case DL_OP_LINEAR: k->p.linear = (dlk_linear_p){(int)xs[0], (int)xs[1], (int)ys[1]}; break;
     case DL_OP_BATCHNORM:
@@ -319,10 +371,10 @@ static void launch_params(dl_kernel *k, dl_layout layout) {
         break;
     case DL_OP_MAXPOOL2D:
     case DL_OP_AVGPOOL2D:
-        k->p.pool = (dlk_pool){xs[0] * xs[1], (int)xs[2],      (int)xs[3],      (int)ys[2],
-                               (int)ys[3],    a->kernel[0],    a->kernel[1],    a->stride[0],
-                               a->stride[1],  a->pad_begin[0], a->pad_begin[1], a->pad_end[0],
-                               a->pad_end[1], a->dilation[0],  a->dilation[1],  a->count_include_pad};
+        k->p.pool = (dlk_pool){xs[0] * xs[1],        (int)xs[2],    (int)xs[3],    (int)ys[2],     (int)ys[3],
+                               a->kernel[0],         a->kernel[1],  a->stride[0],  a->stride[1],   a->pad_begin[0],
+                               a->pad_begin[1],      a->pad_end[0], a->pad_end[1], a->dilation[0], a->dilation[1],
+                               a->count_include_pad, (int)xs[1],    k->cl};
         break;
     case DL_OP_SOFTMAX:
     case DL_OP_LOG_SOFTMAX:
@@ -355,7 +407,8 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     cuda_state *s = self;
     dl_gpu_type type;
     dl_layout layout;
-    if (!cu_supports(self, op, err) || !cu_op_check_gemm16(op, s->sw.mma, &type, &layout, err)) return DL_E_UNSUPPORTED;
+    if (!cu_supports(self, op, err) || !cu_op_check_sw(op, check_flags(s), &type, &layout, err))
+        return DL_E_UNSUPPORTED;
     dl_status st = dl_gpu_use(&s->gpu, err);
     if (st != DL_OK) return st;
     dl_kernel *k = calloc(1, sizeof *k);
@@ -364,6 +417,7 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
     st = dl_op_geom_init(&k->g, op) ? DL_OK : dl_fail(err, DL_E_NOMEM, "out of memory");
     k->type = type;
     k->index_err = op->kind == DL_OP_GATHER ? s->index_err : NULL;
+    k->cl = layout == DL_LAYOUT_CHANNELS_LAST;
     if (st == DL_OK) launch_params(k, layout);
     if (st == DL_OK && is_gemm(k->g.kind)) st = gemm_setup(s, k, op, err);
     if (st == DL_OK) *ws = k->ws;
@@ -381,7 +435,7 @@ static dl_status cu_prepare(void *self, const dl_op *op, dl_kernel **out, size_t
  * below says the kinds have a kernel */
 static int run_gemm(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     dlk_epilogue e = gemm_epilogue(k, in);
-    return launch_gemm(k, in[0].data, in[1].data, &e, y, NULL, st);
+    return launch_gemm(k, in[0].data, gemm_weights(k, in[1].data), &e, y, NULL, st);
 }
 static int run_unary(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_unary(&k->p.unary, k->type, in[0].data, y, k->g.numel, st);
@@ -404,7 +458,8 @@ static int run_avgpool(const dl_kernel *k, const dl_tensor *in, void *y, cudaStr
     return dlk_avgpool(&k->p.pool, k->type, in[0].data, y, st);
 }
 static int run_global_avgpool(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
-    return dlk_global_avgpool(k->type, in[0].data, y, k->g.xs[0] * k->g.xs[1], k->g.xs[2] * k->g.xs[3], st);
+    return dlk_global_avgpool(k->type, in[0].data, y, k->g.xs[0] * k->g.xs[1], k->g.xs[2] * k->g.xs[3], (int)k->g.xs[1],
+                              k->cl, st);
 }
 static int run_softmax(const dl_kernel *k, const dl_tensor *in, void *y, cudaStream_t st) {
     return dlk_softmax(&k->p.softmax, k->type, in[0].data, y, st);
@@ -516,7 +571,8 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     int rc;
     if (is_gemm(k->g.kind)) { /* the one kind with a workspace (split-K) */
         dlk_epilogue e = gemm_epilogue(k, in);
-        rc = launch_gemm(k, in[0].data, in[1].data, &e, out[0].data, ws, s->gpu.stream);
+        rc = k->w_at_run ? dl_gpu_cast(k->wcl, k->type, in[1].data, k->type, &k->wx, s->gpu.stream) : 0;
+        if (!rc) rc = launch_gemm(k, in[0].data, gemm_weights(k, in[1].data), &e, out[0].data, ws, s->gpu.stream);
     } else {
         rc = launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
     }
@@ -557,7 +613,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     cu_gemm_switch sw;                          /* first: a bad value is reported with or without a device */
     const char *log = getenv("DLRUN_CUDA_LOG"); /* read once: getenv is not safe beside setenv */
     char why[160];
-    if (!cu_gemm_switch_parse(getenv("DLRUN_CUDA_MMA"), getenv("DLRUN_CUDA_GEMM_VARIANT"), &sw, why, sizeof why)) {
+    if (!cu_gemm_switch_parse(getenv("DLRUN_CUDA_MMA"), getenv("DLRUN_CUDA_GEMM_VARIANT"), getenv("DLRUN_CUDA_NHWC"),
+                              &sw, why, sizeof why)) {
         dl_fail(err, DL_E_INVALID, "%s", why);
         return NULL;
     }
@@ -581,5 +638,6 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     s->table.release = cu_release;
     s->table.synchronize = cu_synchronize;
     s->table.supports_in_place = cu_in_place;
+    s->table.preferred_layout = cu_preferred;
     return &s->table;
 }

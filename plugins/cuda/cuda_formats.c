@@ -11,7 +11,10 @@ static int is_unary(int kind) {
            (kind >= DL_OP_SQRT && kind <= DL_OP_SOFTPLUS);
 }
 
-int cu_takes_channels_last(int kind) {
+int cu_takes_channels_last(int kind, int nhwc) {
+    if (nhwc &&
+        (kind == DL_OP_CONV2D || kind == DL_OP_MAXPOOL2D || kind == DL_OP_AVGPOOL2D || kind == DL_OP_GLOBAL_AVGPOOL))
+        return 1;
     return is_unary(kind) || cu_is_binary(kind) || kind == DL_OP_DROPOUT || kind == DL_OP_BATCHNORM;
 }
 
@@ -21,11 +24,11 @@ static int activations(const dl_op *op) {
 }
 
 int cu_op_check(const dl_op *op, dl_gpu_type *type, dl_layout *layout, dl_error *why) {
-    return cu_op_check_gemm16(op, 0, type, layout, why);
+    return cu_op_check_sw(op, 0, type, layout, why);
 }
 
-int cu_op_check_gemm16(const dl_op *op, int gemm16, dl_gpu_type *type, dl_layout *layout, dl_error *why) {
-    int gemm = op->kind == DL_OP_CONV2D || op->kind == DL_OP_LINEAR;
+int cu_op_check_sw(const dl_op *op, unsigned flags, dl_gpu_type *type, dl_layout *layout, dl_error *why) {
+    int gemm = op->kind == DL_OP_CONV2D || op->kind == DL_OP_LINEAR, gemm16 = (flags & CU_CHECK_GEMM16) != 0;
     if (gemm && !gemm16) {
         for (int i = 0; i <= op->n_inputs; i++) {
             const dl_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->outputs[0];
@@ -38,7 +41,7 @@ int cu_op_check_gemm16(const dl_op *op, int gemm16, dl_gpu_type *type, dl_layout
     }
     unsigned formats = gemm && !gemm16 ? 0 : DL_ACCEPT_F16 | DL_ACCEPT_BF16;
     if (gemm) formats |= DL_ACCEPT_RESIDUAL;
-    if (cu_takes_channels_last(op->kind)) formats |= DL_ACCEPT_CHANNELS_LAST;
+    if (cu_takes_channels_last(op->kind, (flags & CU_CHECK_NHWC) != 0)) formats |= DL_ACCEPT_CHANNELS_LAST;
     if (!dl_op_check_as(op, formats, why)) return 0;
     /* gather's indices (its last input) are int64 and row-major whatever the storage
      * (dl_op_check_as checked them): the storage type and layout are those of the other tensors */

@@ -16,16 +16,26 @@ static int parse_int(const char *s, int *v) {
     return 1;
 }
 
-int cu_gemm_switch_parse(const char *mma, const char *forced, cu_gemm_switch *sw, char *why, size_t len) {
+/* a 0-or-1 switch: *out = its value, or unchanged where unset; 0 with why for anything else */
+static int parse_switch(const char *name, const char *value, int *out, char *why, size_t len) {
+    int v;
+    if (!value || !*value) return 1;
+    if (!parse_int(value, &v) || (v != 0 && v != 1))
+        return snprintf(why, len, "%s is \"%s\": it takes 0 or 1", name, value), 0;
+    *out = v;
+    return 1;
+}
+
+int cu_gemm_switch_parse(const char *mma, const char *forced, const char *nhwc, cu_gemm_switch *sw, char *why,
+                         size_t len) {
     sw->mma = 1; /* on since the GPU round of 2026-11-30 (docs/gpu-report.md); DLRUN_CUDA_MMA=0 turns it off */
     sw->forced = -1;
     sw->forced_splits = 0;
+    sw->nhwc = 0; /* written 2026-12-01 without a GPU: on once a round has run it (docs/gpu.md) */
     int v;
-    if (mma && *mma) {
-        if (!parse_int(mma, &v) || (v != 0 && v != 1))
-            return snprintf(why, len, "DLRUN_CUDA_MMA is \"%s\": it takes 0 or 1", mma), 0;
-        sw->mma = v;
-    }
+    if (!parse_switch("DLRUN_CUDA_MMA", mma, &sw->mma, why, len) ||
+        !parse_switch("DLRUN_CUDA_NHWC", nhwc, &sw->nhwc, why, len))
+        return 0;
     if (forced && *forced) {
         char head[32];
         const char *colon = strchr(forced, ':');
@@ -97,6 +107,17 @@ int cu_mma_conv_fits(int cg, int h, int w, int kh, int kw, int dh, int dw) {
     return cg > 0 && reach < INT32_MAX && taps < (1 << 28);
 }
 
+int cu_mma_conv_cl_ok(int v, int c, int cg, int w, int kh, int kw, int dh, int dw) {
+    if (v < CU_GEMM_MMA || v >= CU_GEMM_GEMV || c < 1 || cg < 1) return 0;
+    int64_t reach = ((int64_t)(kh - 1) * dh * w + (int64_t)(kw - 1) * dw) * c + cg;
+    int64_t taps = (int64_t)(kh - 1) * dh + (int64_t)(kw - 1) * dw;
+    return reach < INT32_MAX && taps < (1 << 28);
+}
+
 void cu_mma_ktab(int cg, int kh, int kw, int h, int w, int dh, int dw, mma_ktap *t) {
     for (int k = 0; k < cg * kh * kw; k++) t[k] = mma_ktap_of(k, kh, kw, h, w, dh, dw);
+}
+
+void cu_mma_ktab_cl(int c, int cg, int kh, int kw, int w, int dh, int dw, mma_ktap *t) {
+    for (int k = 0; k < cg * kh * kw; k++) t[k] = mma_ktap_cl_of(k, kw, cg, c, w, dh, dw);
 }

@@ -23,12 +23,17 @@ typedef struct cu_gemm_switch {
     int forced;        /* DLRUN_CUDA_GEMM_VARIANT=v: only v, where it may run the op; -1 when unset */
     int forced_splits; /* DLRUN_CUDA_GEMM_VARIANT=v:s (a tensor-core tile): split-K in s slices;
                         * 0: chosen by timing */
+    int nhwc;          /* DLRUN_CUDA_NHWC=1: conv2d on the tensor-core tiles and the pools take
+                        * channels-last tensors, and the plugin asks for them at tf32, f16 and bf16
+                        * (docs/gpu.md); off by default until a GPU round has run them */
 } cu_gemm_switch;
 
-/* The switches from the two variables' values (NULL: unset). DLRUN_CUDA_GEMM_VARIANT is "v" or
- * "v:s" (v a tensor-core tile, s from 1 to CU_SPLITK_MAX). A value that is not one is an error: 0
- * with the reason in why (one line), so that a typo does not silently test the default. */
-int cu_gemm_switch_parse(const char *mma, const char *forced, cu_gemm_switch *sw, char *why, size_t len);
+/* The switches from the three variables' values (NULL: unset). DLRUN_CUDA_MMA and DLRUN_CUDA_NHWC
+ * take 0 or 1; DLRUN_CUDA_GEMM_VARIANT is "v" or "v:s" (v a tensor-core tile, s from 1 to
+ * CU_SPLITK_MAX). A value that is not one is an error: 0 with the reason in why (one line), so that
+ * a typo does not silently test the default. */
+int cu_gemm_switch_parse(const char *mma, const char *forced, const char *nhwc, cu_gemm_switch *sw, char *why,
+                         size_t len);
 
 /* 1 if variant v may run a GEMM whose tensors are stored as `type` at `precision` (dl_precision);
  * linear_rows: a linear's batch rows, 0 for a conv. The SIMT tiles take f32 only (any precision:
@@ -61,6 +66,14 @@ int cu_gemm_fits(int v, int esize, int64_t m, int64_t n, int64_t k, int64_t grou
  * elements of one image's group, with the taps' reach, below 2^31. */
 int cu_mma_conv_fits(int cg, int h, int w, int kh, int kw, int dh, int dw);
 
-/* The k-table of a conv (K = cg * kh * kw entries, mma_ktap_of), on the host: t[K]. */
+/* 1 if a channels-last conv may run on tensor-core tile variant v: v is a tile (the SIMT tiles and
+ * the GEMV read NCHW only) and the channels-last k-table's offsets, ((kh - 1) dh w + (kw - 1) dw)
+ * c + cg, fit its 32-bit entries. (Whether its gather goes by 16-byte chunks or element by element
+ * is mma_cl_chunks'.) */
+int cu_mma_conv_cl_ok(int v, int c, int cg, int w, int kh, int kw, int dh, int dw);
+
+/* The k-table of a conv (K = cg * kh * kw entries, mma_ktap_of; cl: channels-last, mma_ktap_cl_of,
+ * c the input's channels), on the host: t[K]. */
 void cu_mma_ktab(int cg, int kh, int kw, int h, int w, int dh, int dw, mma_ktap *t);
+void cu_mma_ktab_cl(int c, int cg, int kh, int kw, int w, int dh, int dw, mma_ktap *t);
 #endif

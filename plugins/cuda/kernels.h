@@ -3,10 +3,11 @@
  * cuda_backend.c; those of the elementwise, movement, reduction, conv_transpose2d and conv3d
  * kernels are in cuda_params.h, plain C, with their builders). Each launcher returns 0, or the
  * cudaError_t of the launch. Tensors are dense, on the device. The SIMT GEMMs take f32 row-major
- * (NCHW) tensors, the tensor-core ones f32, f16 or bf16 row-major; every other launcher takes the storage type of its
- * tensors (`type`, a dl_gpu_type: f32, f16 or bf16, one for all of an op's floating-point tensors; gather's indices are
- * int64; kernels load as float, compute in float and store rounded) and row-major order, except where a parameter says
- * channels-last (batchnorm) or order does not matter (unary, same-shape binary). */
+ * (NCHW) tensors, the tensor-core ones f32, f16 or bf16, NCHW or NHWC; every other launcher takes the storage type of
+ * its tensors (`type`, a dl_gpu_type: f32, f16 or bf16, one for all of an op's floating-point tensors; gather's indices
+ * are int64; kernels load as float, compute in float and store rounded) and row-major order, except where a parameter
+ * says channels-last (the tensor-core conv, batchnorm, the pools) or order does not matter (unary, same-shape
+ * binary). */
 #ifndef DLRUN_CUDA_KERNELS_H
 #define DLRUN_CUDA_KERNELS_H
 #include <cuda_runtime_api.h>
@@ -26,6 +27,8 @@ typedef struct dlk_conv {
     int n, c, h, w; /* input */
     int oc, oh, ow; /* output */
     int kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int cl; /* x and y channels-last, the weights KRSC ([O, KH, KW, C / groups]): the tensor-core
+             * tiles only (dlk_mma_conv2d); 0: NCHW and OIHW */
 } dlk_conv;
 
 typedef struct dlk_linear_p {
@@ -56,7 +59,9 @@ enum { DLK_MMA_TILES = 3 };
 
 /* Storage `type` for x, w, y and the epilogue's tensors: f32 computes as tf32 (m16n8k8), f16 and
  * bf16 as themselves (m16n8k16), all with f32 sums. conv2d's ktab: the device table of its
- * K = (c / groups) * kh * kw columns (mma_ktap_of). splits > 1: split-K, k cut in that many slices whose f32 sums go to
+ * K = (c / groups) * kh * kw columns (mma_ktap_of; mma_ktap_cl_of where p->cl: the gather then
+ * copies 16-byte chunks of a pixel's channels where mma_cl_chunks allows and x is 16-byte aligned,
+ * else goes element by element). splits > 1: split-K, k cut in that many slices whose f32 sums go to
  * `part` (dlk_mma_part_bytes), then added up with the epilogue by a second kernel; 1: none (part
  * unused). */
 int dlk_mma_conv2d(const dlk_conv *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
@@ -99,11 +104,15 @@ typedef struct dlk_pool {
     int pt, pl, pb, pr;    /* padding top, left, bottom, right */
     int dh, dw;            /* dilation (max pooling) */
     int count_include_pad; /* average pooling: pads count in the divisor */
+    int c;                 /* channels (planes = n * c) */
+    int cl;                /* x and y channels-last: the channel is the fastest index */
 } dlk_pool;
 
+/* NCHW, or NHWC where p->cl */
 int dlk_maxpool(const dlk_pool *p, int type, const void *x, void *y, cudaStream_t s);
 int dlk_avgpool(const dlk_pool *p, int type, const void *x, void *y, cudaStream_t s);
-int dlk_global_avgpool(int type, const void *x, void *y, int64_t planes, int64_t plane, cudaStream_t s);
+/* x [planes / c, c, plane] (row-major) or, cl, [planes / c, plane, c]; y [planes] either way */
+int dlk_global_avgpool(int type, const void *x, void *y, int64_t planes, int64_t plane, int c, int cl, cudaStream_t s);
 
 /* ---- softmax and concat (ops/softmax_concat.cu) ---- */
 

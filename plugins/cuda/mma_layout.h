@@ -104,6 +104,67 @@ DL_GPU_HD mma_ktap mma_ktap_of(int k, int kh, int kw, int h, int w, int dh, int 
     return t;
 }
 
+/* The k-table of a channels-last conv (x NHWC, the weights KRSC: [O, KH, KW, C / groups]): k =
+ * (ky kw + kx) cg + ci, the weight's column order, so that the channels of one tap are
+ * consecutive in k and in memory and a 16-byte chunk of k (cg a multiple of 16 / esize) is one
+ * tap's run of channels. off = (ky dh w + kx dw) c + ci (c: all the input's channels, the pixel
+ * stride). */
+DL_GPU_HD mma_ktap mma_ktap_cl_of(int k, int kw, int cg, int c, int w, int dh, int dw) {
+    int tap = k / cg, ci = k % cg, ky = tap / kw, kx = tap % kw;
+    mma_ktap t = {(ky * dh * w + kx * dw) * c + ci, ky * dh, kx * dw, 0};
+    return t;
+}
+
+/* ---- a conv's output pixels: one B row each ---- */
+
+/* Where output pixel n (image n / (oh ow), then row-major in the image) of group g takes its
+ * window and puts its result: the input offset of the window's corner (image, group; the corner
+ * may lie outside the image: iy0, ix0 say where) and the output offset of its filter 0 of the
+ * group; the output element of filter m of the group is yoff + m (oh ow) in NCHW, yoff + m in NHWC
+ * (mma_y_at). A pixel past N (n >= N) gets iy0 so negative that no tap reaches the image. */
+typedef struct mma_pix {
+    long long xoff, yoff;
+    int iy0, ix0;
+} mma_pix;
+
+typedef struct mma_conv_geom {
+    int c, h, w, oc, oh, ow, cg, ocg, sh, sw, ph, pw, cl; /* cl: x and y channels-last */
+} mma_conv_geom;
+
+DL_GPU_HD mma_pix mma_pix_of(const mma_conv_geom *q, long long n, long long N, int g) {
+    mma_pix p = {0, 0, -(1 << 30), 0};
+    if (n >= N) return p;
+    const long long opix = (long long)q->oh * q->ow, img = n / opix;
+    const int r = (int)(n % opix), oy = r / q->ow, ox = r % q->ow;
+    p.iy0 = oy * q->sh - q->ph;
+    p.ix0 = ox * q->sw - q->pw;
+    if (q->cl) {
+        p.xoff = ((img * q->h + p.iy0) * q->w + p.ix0) * q->c + (long long)g * q->cg;
+        p.yoff = (img * opix + r) * q->oc + (long long)g * q->ocg;
+    } else {
+        p.xoff = (img * q->c + (long long)g * q->cg) * q->h * q->w + (long long)p.iy0 * q->w + p.ix0;
+        p.yoff = (img * q->oc + (long long)g * q->ocg) * opix + r;
+    }
+    return p;
+}
+
+/* The output offset of filter m of the pixel's group (m < ocg). */
+DL_GPU_HD long long mma_y_at(const mma_conv_geom *q, const mma_pix *p, int m) {
+    return p->yoff + (long long)m * (q->cl ? 1 : (long long)q->oh * q->ow);
+}
+
+/* 1 if a channels-last conv's gather goes by 16-byte chunks of one tap's channels (mma_load_chunk):
+ * the input's c channels and each group's cg are whole chunks of 16 / esize elements (the input
+ * must also be 16-byte aligned). Else it goes element by element (mma_load_elem), as NCHW does:
+ * that loader reads through the k-table and the pixel table only, whatever the layout. */
+DL_GPU_HD int mma_cl_chunks(int esize, int c, int cg) { return c % (16 / esize) == 0 && cg % (16 / esize) == 0; }
+
+/* The output offset of filter o (of all oc, any group) at output pixel n: split-K's second step. */
+DL_GPU_HD long long mma_conv_y_of(const mma_conv_geom *q, long long n, int o) {
+    const long long opix = (long long)q->oh * q->ow;
+    return q->cl ? n * q->oc + o : (n / opix * q->oc + o) * opix + n % opix;
+}
+
 #ifdef __cplusplus
 }
 #endif

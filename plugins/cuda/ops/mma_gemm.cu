@@ -9,6 +9,7 @@
 // the tile and the split by timing, or takes those DLRUN_CUDA_GEMM_VARIANT forces.
 #include <atomic>
 #include <cstddef>
+#include <type_traits>
 
 #include "launch.cuh"
 #include "mma_layout.h"
@@ -105,15 +106,13 @@ __device__ inline void load_dense(T *s, const Dense<T> &d, int r0, int k0, int t
 }
 
 // An output pixel of a conv's tile (one B row): where its window's corner lies in the image and
-// where its output goes. A pixel past N has iy0 so negative that no tap reaches the image.
-struct Pix {
-    long long xoff, yoff; // input offset of the corner (image, group), output offset (image, pixel)
-    int iy0, ix0;
-};
+// where its output goes (mma_layout.h, mma_pix_of).
+using Pix = mma_pix;
 
 struct ConvShape {
     dlk_conv c;
-    const mma_ktap *ktab; // K entries (mma_ktap_of), on the device
+    mma_conv_geom q;      // the same conv as mma_pix_of takes it
+    const mma_ktap *ktab; // K entries (mma_ktap_of, or mma_ktap_cl_of channels-last), on the device
     int cg, ocg, M, N, K; // M = filters per group, N = images x output pixels, K = cg kh kw
 };
 
@@ -147,6 +146,26 @@ __device__ inline void load_gather(T *s, const T *x, const ConvShape &cs, const 
         mma_load_elem(tid, j, THREADS, &row, &k);
         bool ok = gather_ok(cs, g, pix[row]);
         load_elem(s + row * S + k, ok ? x + p_off(pix[row], g) : x, ok);
+    }
+}
+
+// Channels-last (x NHWC, k = (ky kw + kx) cg + ci): 16-byte chunks of one tap's channels by
+// cp.async, any element size (cg and c multiples of 16 / sizeof(T), x 16-byte aligned: each chunk
+// is). A thread's chunks share their k (mma_load_chunk: the chunk's column is tid % chunks a row),
+// so it looks its tap up once per stage; a chunk outside the image, or past K, is zero-filled.
+template <class T, int ROWS, int THREADS>
+__device__ inline void load_gather_cl(T *s, const T *x, const ConvShape &cs, const Pix *pix, int k0, int tid) {
+    constexpr int S = MMA_BK + (sizeof(T) == 4 ? 4 : 8), E = 16 / (int)sizeof(T);
+    static_assert(THREADS % (MMA_BK / E) == 0, "a thread's chunks keep one column of k");
+    int row, k;
+    mma_load_chunk(tid, 0, THREADS, (int)sizeof(T), &row, &k);
+    GatherAt g = {{0, 0, 0, 0}, k0 + k < cs.K};
+    if (g.kin) g.t = cs.ktab[k0 + k];
+#pragma unroll
+    for (int j = 0; j < ROWS * MMA_BK / E / THREADS; j++) {
+        mma_load_chunk(tid, j, THREADS, (int)sizeof(T), &row, &k);
+        bool ok = gather_ok(cs, g, pix[row]);
+        cp_async16(s + row * S + k, ok ? x + p_off(pix[row], g) : x, ok);
     }
 }
 
@@ -198,8 +217,11 @@ template <class T> struct LinearP {
     }
 };
 
-template <class T> struct ConvP {
-    static constexpr bool REG_B = sizeof(T) == 2; // B through registers a stage ahead (fetch_b, put_b)
+// CL: the channels-last gather by 16-byte chunks (x NHWC, the weights KRSC: mma_ktap_cl_of's k
+// order); else element by element, in either layout (ktab, cs.q and the weights say which).
+template <class T, bool CL> struct ConvP {
+    // NCHW 16-bit: B through registers a stage ahead (fetch_b, put_b)
+    static constexpr bool REG_B = !CL && sizeof(T) == 2;
     Dense<T> a; // the weights of group 0: [ocg, K]; group g's start g * ocg rows further
     const T *x;
     T *y;
@@ -208,20 +230,7 @@ template <class T> struct ConvP {
     int M, N, K;
     // the block's pixels n0 ... n0 + BN - 1, one thread each
     template <int BN> __device__ void prologue(Pix *pix, int n0, int g) const {
-        const dlk_conv &c = cs.c;
-        const int opix = c.oh * c.ow;
-        for (int i = threadIdx.x; i < BN; i += blockDim.x) {
-            int n = n0 + i;
-            Pix p = {0, 0, -(1 << 30), 0};
-            if (n < N) {
-                int img = n / opix, q = n % opix, oy = q / c.ow, ox = q % c.ow;
-                p.iy0 = oy * c.sh - c.ph;
-                p.ix0 = ox * c.sw - c.pw;
-                p.xoff = ((long long)img * c.c + (long long)g * cs.cg) * c.h * c.w + (long long)p.iy0 * c.w + p.ix0;
-                p.yoff = ((long long)img * c.oc + (long long)g * cs.ocg) * opix + q;
-            }
-            pix[i] = p;
-        }
+        for (int i = threadIdx.x; i < BN; i += blockDim.x) pix[i] = mma_pix_of(&cs.q, (long long)n0 + i, N, g);
     }
     template <int BM, int THREADS> __device__ void load_a(T *s, int g, int m0, int k0, const Pix *, int tid) const {
         Dense<T> d = a;
@@ -229,7 +238,8 @@ template <class T> struct ConvP {
         load_dense<T, BM, THREADS>(s, d, m0, k0, tid);
     }
     template <int BN, int THREADS> __device__ void load_b(T *s, int, int, int k0, const Pix *pix, int tid) const {
-        load_gather<T, BN, THREADS>(s, x, cs, pix, k0, tid);
+        if constexpr (CL) load_gather_cl<T, BN, THREADS>(s, x, cs, pix, k0, tid);
+        else load_gather<T, BN, THREADS>(s, x, cs, pix, k0, tid);
     }
     template <int BN, int THREADS> __device__ void fetch_b(T *r, int k0, const Pix *pix, int tid) const {
         fetch_gather<T, BN, THREADS>(r, x, cs, pix, k0, tid);
@@ -238,7 +248,7 @@ template <class T> struct ConvP {
         put_gather<T, BN, THREADS>(s, r, tid);
     }
     __device__ void store(int g, int m, int, const Pix *pix, int nl, float v) const {
-        const long long at = pix[nl].yoff + (long long)m * cs.c.oh * cs.c.ow;
+        const long long at = mma_y_at(&cs.q, &pix[nl], m);
         y[at] = from_f<T>(epilogue<T>(e, g * cs.ocg + m, at, v));
     }
 };
@@ -358,18 +368,18 @@ constexpr int STAGES = MMA_STAGES;
 static_assert(sizeof(Pix) * 128 == MMA_PIX_BYTES, "the pixel table holds 128 pixels, gemm_plan.c counts its bytes");
 
 // Split-K's second step: y = epilogue(the sum of the slices), slice sp of group g at part[(g *
-// splits + sp) M N ...]; one thread per output, in the GEMM's (g, m, n) order. conv: n is (image,
-// pixel) of opix pixels and y is NCHW; linear: y[n, m].
+// splits + sp) M N ...]; one thread per output, in the GEMM's (g, m, n) order. conv (q not NULL): n
+// is (image, pixel), y NCHW or NHWC as q says (mma_conv_y_of); linear: y[n, m].
 template <class T>
 __global__ void splitk_sum(const float *part, int splits, int groups, int M, int N, dlk_epilogue ep, T *y, int conv,
-                           int opix, int oc) {
+                           mma_conv_geom q) {
     const long long mn = (long long)M * N, total = mn * groups;
     for (long long e = grid_first(); e < total; e += grid_step()) {
         const int g = (int)(e / mn), m = (int)(e % mn / N), n = (int)(e % N);
         float v = 0.f;
         for (int sp = 0; sp < splits; sp++) v += part[((long long)g * splits + sp) * mn + e % mn];
         const int o = g * M + m; // the filter (conv) or output feature
-        const long long at = conv ? ((long long)(n / opix) * oc + o) * opix + n % opix : (long long)n * M + m;
+        const long long at = conv ? mma_conv_y_of(&q, n, o) : (long long)n * M + m;
         y[at] = from_f<T>(epilogue<T>(ep, o, at, v));
     }
 }
@@ -406,11 +416,12 @@ template <class T, class P> int launch(const P &p, int groups, int tile, int spl
 }
 
 template <class T>
-int reduce(const float *part, int splits, int groups, int M, int N, const dlk_epilogue *e, void *y, const dlk_conv *c,
-           cudaStream_t s) {
+int reduce(const float *part, int splits, int groups, int M, int N, const dlk_epilogue *e, void *y,
+           const mma_conv_geom *q, cudaStream_t s) {
     const long long total = (long long)M * N * groups;
-    splitk_sum<T><<<grid_for(total), THREADS, 0, s>>>(part, splits, groups, M, N, *e, static_cast<T *>(y), c != nullptr,
-                                                      c ? c->oh * c->ow : 0, c ? c->oc : 0);
+    const mma_conv_geom none = {};
+    splitk_sum<T><<<grid_for(total), THREADS, 0, s>>>(part, splits, groups, M, N, *e, static_cast<T *>(y), q != nullptr,
+                                                      q ? *q : none);
     return launched();
 }
 
@@ -427,10 +438,12 @@ template <class T> Dense<T> dense(const void *p, int rows, int K, long long grou
 
 extern "C" int dlk_mma_conv2d(const dlk_conv *c, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
                               const mma_ktap *ktab, int tile, int splits, float *part, cudaStream_t s) {
-    return by_type(type, [&](auto t) {
-        using T = decltype(t);
-        ConvP<T> p;
-        p.cs = ConvShape{*c, ktab, c->c / c->groups, c->oc / c->groups, 0, 0, 0};
+    const mma_conv_geom q = {c->c,  c->h,  c->w,  c->oc, c->oh, c->ow, c->c / c->groups, c->oc / c->groups,
+                             c->sh, c->sw, c->ph, c->pw, c->cl};
+    auto run = [&](auto p) {
+        using P = decltype(p);
+        using T = std::remove_const_t<std::remove_pointer_t<decltype(p.x)>>;
+        p.cs = ConvShape{*c, q, ktab, q.cg, q.ocg, 0, 0, 0};
         p.M = p.cs.M = p.cs.ocg;
         p.N = p.cs.N = c->n * c->oh * c->ow;
         p.K = p.cs.K = p.cs.cg * c->kh * c->kw;
@@ -438,9 +451,17 @@ extern "C" int dlk_mma_conv2d(const dlk_conv *c, int type, const void *x, const 
         p.x = static_cast<const T *>(x);
         p.y = static_cast<T *>(y);
         p.e = *e;
-        int rc = launch<T>(p, c->groups, tile, splits, part, s);
+        int rc = launch<T, P>(p, c->groups, tile, splits, part, s);
         if (rc || splits == 1) return rc;
-        return reduce<T>(part, splits, c->groups, p.M, p.N, e, y, c, s);
+        return reduce<T>(part, splits, c->groups, p.M, p.N, e, y, &q, s);
+    };
+    return by_type(type, [&](auto t) {
+        using T = decltype(t);
+        // channels-last by 16-byte chunks where the channels allow; else (NCHW, or an NHWC stem of
+        // 3 channels) element by element, which reads through ktab and the pixel table whatever the
+        // layout (q.cl says where the pixels and outputs lie)
+        if (c->cl && aligned16<T>(x) && mma_cl_chunks((int)sizeof(T), c->c, q.cg)) return run(ConvP<T, true>{});
+        return run(ConvP<T, false>{});
     });
 }
 
