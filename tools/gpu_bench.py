@@ -17,8 +17,8 @@ stage. Prints markdown tables:
 
 A plugin named cuda-mma is the cuda plugin with its tensor-core GEMM on (DLRUN_CUDA_MMA=1, the
 default since 2026-11-30), cuda-simt with it off (DLRUN_CUDA_MMA=0), cuda-nhwc with its channels-
-last convs and pools on (DLRUN_CUDA_NHWC=1: at tf32, f16 and bf16 the session then runs VGG-16's
-convs channels-last but the first, whose 3 channels the NHWC gather cannot take; docs/gpu.md); --precisions
+last convs and pools on (DLRUN_CUDA_NHWC=1: at tf32, f16 and bf16 the session then runs VGG-16
+and ResNet-18 channels-last from their first conv; docs/gpu.md); --precisions
 picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16 with its model and input
 in that dtype).
 

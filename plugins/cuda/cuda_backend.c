@@ -42,10 +42,8 @@ struct dl_kernel {
     size_t ws;              /* the workspace split-K's partial sums take (0: none) */
     mma_ktap *ktab;         /* conv2d on the tensor cores: its k-table on the device, or NULL */
     int cl;                 /* the activations are channels-last (DLRUN_CUDA_NHWC) */
-    void *wcl;              /* a channels-last conv's weights reordered to KRSC (its k order), the
-                             * kernel's own: filled at prepare, or at each run where w_at_run */
-    int w_at_run;           /* the weights are not known at prepare (an input of the model) */
-    dl_gpu_xform wx;        /* the reorder OIHW -> KRSC (dl_gpu_filter_krsc) */
+    void *wcl;              /* a channels-last conv's weights reordered to KRSC (its k order) at
+                             * prepare, the kernel's own */
     int relu;               /* relu fused after the op (conv2d, linear, add, batchnorm) */
     int type;               /* dl_gpu_type of all the op's tensors (f32 for the GEMMs; gather's indices are int64) */
     dlk_index_error *index_err; /* gather: where its kernel notes a bad index (the plugin's record) */
@@ -304,16 +302,17 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
     return st;
 }
 
-/* A channels-last conv's own KRSC weights (k->wcl): reordered now where the op's weights are known,
- * else at each run (k->w_at_run; zeros until then). */
+/* A channels-last conv's own KRSC weights (k->wcl), reordered from the op's at prepare. A weight
+ * that is an input of the model (not constant) is not here: it is an activation to the host, laid
+ * out channels-last like x, which dl_gpu_one_layout refuses, so such a conv runs NCHW. */
 static dl_status krsc_setup(cuda_state *s, dl_kernel *k, const dl_tensor *w, dl_error *err) {
-    dl_gpu_filter_krsc(&k->wx, w->shape);
+    if (!w->data) return dl_fail(err, DL_E_UNSUPPORTED, "conv2d: channels-last needs its weights at prepare");
+    dl_gpu_xform wx;
+    dl_gpu_filter_krsc(&wx, w->shape);
     size_t bytes = (size_t)dl_tensor_numel(w) * (size_t)dl_gpu_type_size(k->type);
     dl_status st = dl_gpu_alloc(&s->gpu, bytes, &k->wcl, err);
     if (st != DL_OK) return st;
-    k->w_at_run = !w->data;
-    if (k->w_at_run) DL_GPU_TRY(cudaMemsetAsync(k->wcl, 0, bytes, s->gpu.stream), err);
-    else if (dl_gpu_cast(k->wcl, k->type, w->data, k->type, &k->wx, s->gpu.stream))
+    if (dl_gpu_cast(k->wcl, k->type, w->data, k->type, &wx, s->gpu.stream))
         return dl_fail(err, DL_E_RUNTIME, "conv2d: reordering the weights to KRSC failed");
     return DL_OK;
 }
@@ -571,8 +570,7 @@ static dl_status cu_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
     int rc;
     if (is_gemm(k->g.kind)) { /* the one kind with a workspace (split-K) */
         dlk_epilogue e = gemm_epilogue(k, in);
-        rc = k->w_at_run ? dl_gpu_cast(k->wcl, k->type, in[1].data, k->type, &k->wx, s->gpu.stream) : 0;
-        if (!rc) rc = launch_gemm(k, in[0].data, gemm_weights(k, in[1].data), &e, out[0].data, ws, s->gpu.stream);
+        rc = launch_gemm(k, in[0].data, gemm_weights(k, in[1].data), &e, out[0].data, ws, s->gpu.stream);
     } else {
         rc = launchers[k->g.kind](k, in, out[0].data, s->gpu.stream);
     }

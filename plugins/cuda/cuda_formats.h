@@ -8,7 +8,7 @@
 /* The exact check of op for the cuda plugin's kernels (its kind must have one; cuda_backend.c
  * checks that first): dl_op_check_as with the formats the kind takes, then
  *   - conv2d, linear (the GEMMs): f32 row-major tensors only (f16/bf16 too where the tensor-core
- *     GEMM is on: cu_op_check_gemm16); a residual add fused into them (ABI 1.8) is taken, as the
+ *     GEMM is on: cu_op_check_sw); a residual add fused into them (ABI 1.8) is taken, as the
  *     output's own storage (every GEMM's epilogue adds it: kernels.h, dlk_epilogue);
  *   - every other kind: f32, f16 or bf16, one dtype for all the op's tensors (but gather's int64
  *     indices);
