@@ -110,10 +110,9 @@ __device__ inline void load_dense(T *s, const Dense<T> &d, int r0, int k0, int t
 using Pix = mma_pix;
 
 struct ConvShape {
-    dlk_conv c;
-    mma_conv_geom q;      // the same conv as mma_pix_of takes it
+    mma_conv_geom q;      // the conv as mma_pix_of takes it
     const mma_ktap *ktab; // K entries (mma_ktap_of, or mma_ktap_cl_of channels-last), on the device
-    int cg, ocg, M, N, K; // M = filters per group, N = images x output pixels, K = cg kh kw
+    int K;                // cg kh kw
 };
 
 // One element of a conv's B stage: element j of this thread (mma_load_elem), whose k is the lane
@@ -132,7 +131,7 @@ template <int THREADS> __device__ inline GatherAt gather_k(const ConvShape &cs, 
 __device__ inline long long p_off(const Pix &p, const GatherAt &g) { return p.xoff + g.t.off; }
 __device__ inline bool gather_ok(const ConvShape &cs, const GatherAt &g, const Pix &p) {
     int iy = p.iy0 + g.t.dy, ix = p.ix0 + g.t.dx;
-    return g.kin && (unsigned)iy < (unsigned)cs.c.h && (unsigned)ix < (unsigned)cs.c.w;
+    return g.kin && (unsigned)iy < (unsigned)cs.q.h && (unsigned)ix < (unsigned)cs.q.w;
 }
 
 // f32: straight into the stage by cp.async (4 bytes each, zero-filled outside the image)
@@ -234,7 +233,7 @@ template <class T, bool CL> struct ConvP {
     }
     template <int BM, int THREADS> __device__ void load_a(T *s, int g, int m0, int k0, const Pix *, int tid) const {
         Dense<T> d = a;
-        d.p += (long long)g * cs.ocg * d.ld;
+        d.p += (long long)g * cs.q.ocg * d.ld;
         load_dense<T, BM, THREADS>(s, d, m0, k0, tid);
     }
     template <int BN, int THREADS> __device__ void load_b(T *s, int, int, int k0, const Pix *pix, int tid) const {
@@ -249,7 +248,7 @@ template <class T, bool CL> struct ConvP {
     }
     __device__ void store(int g, int m, int, const Pix *pix, int nl, float v) const {
         const long long at = mma_y_at(&cs.q, &pix[nl], m);
-        y[at] = from_f<T>(epilogue<T>(e, g * cs.ocg + m, at, v));
+        y[at] = from_f<T>(epilogue<T>(e, g * cs.q.ocg + m, at, v));
     }
 };
 
@@ -441,17 +440,16 @@ extern "C" int dlk_mma_conv2d(const dlk_conv *c, int type, const void *x, const 
     const mma_conv_geom q = {c->c,  c->h,  c->w,  c->oc, c->oh, c->ow, c->c / c->groups, c->oc / c->groups,
                              c->sh, c->sw, c->ph, c->pw, c->cl};
     auto run = [&](auto p) {
-        using P = decltype(p);
         using T = std::remove_const_t<std::remove_pointer_t<decltype(p.x)>>;
-        p.cs = ConvShape{*c, q, ktab, q.cg, q.ocg, 0, 0, 0};
-        p.M = p.cs.M = p.cs.ocg;
-        p.N = p.cs.N = c->n * c->oh * c->ow;
-        p.K = p.cs.K = p.cs.cg * c->kh * c->kw;
+        p.M = q.ocg;
+        p.N = c->n * c->oh * c->ow;
+        p.K = q.cg * c->kh * c->kw;
+        p.cs = ConvShape{q, ktab, p.K};
         p.a = dense<T>(w, p.M, p.K, p.M);
         p.x = static_cast<const T *>(x);
         p.y = static_cast<T *>(y);
         p.e = *e;
-        int rc = launch<T, P>(p, c->groups, tile, splits, part, s);
+        int rc = launch<T>(p, c->groups, tile, splits, part, s);
         if (rc || splits == 1) return rc;
         return reduce<T>(part, splits, c->groups, p.M, p.N, e, y, &q, s);
     };
