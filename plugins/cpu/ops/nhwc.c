@@ -6,9 +6,9 @@
  * tensors where they lie, with no conversion. Their vectors are the widest the build has (vecw.h:
  * VW = 16 lanes with AVX-512, else 8), so a panel is 2 x VW filters (32 or 16):
  *   - a 1x1 conv (stride 1, no padding, one group): a product of the pixels [P, C] with the
- *     weight, packed at prepare in panels of 2 x VW filters; each block keeps 6 pixels x 2 x VW
- *     filters in 12 vector registers over all C channels (a last panel of VW filters or fewer:
- *     6 registers), then adds the bias and a fused residual, applies the fused activation and
+ *     weight, packed at prepare in panels of 2 x VW filters; each block keeps PW_ROWS pixels (7 with AVX-512, 6
+ *     with AVX2) x 2 x VW filters in vector registers over all C channels (a last panel of VW
+ *     filters or fewer: half as many), then adds the bias and a fused residual, applies the fused activation and
  *     stores the panel's consecutive floats a pixel;
  *   - a 3x3 stride-1 conv of one group with 64 channels or more and enough 4x4 output tiles
  *     (cpu_winograd_suits): Winograd F(4x4, 3x3) on the channels-last tensors (winograd.c; 1.2-2x
@@ -18,7 +18,7 @@
  *     row of the window is kw x C consecutive floats, one run of the product (the weight packed
  *     tap by tap to match), and elsewhere each tap on its own, reading a row of zeros outside;
  *     where the map is small for the threads (under 16 columns, or under 16 rows a thread) a
- *     task is one panel of filters times one block of 6 pixels, the blocks running on across
+ *     task is one panel of filters times one block of pixels, the blocks running on across
  *     rows and images, so that the work shares out evenly; elsewhere a task is a run of blocks
  *     (1x1) or an output row (the others), for all panels;
  *   - a depthwise conv (groups == channels, any window, stride, dilation and padding): each output
@@ -49,10 +49,19 @@
 #include "cpu_ops.h"
 #include "vecw.h"
 
-#define PW_ROWS 6         /* pixels per block of the 1x1 and dense convs */
+/* Pixels per block of the 1x1 and dense convs: 7 with AVX-512 (14 of its 32 registers hold the
+ * sums), where ResNet's, GoogLeNet's and MobileNet's maps (7, 14, 28, 56, 112 a side) split into
+ * whole blocks: 6 left a block of 1 pixel in 6 at 7x7 and of 4 at 14x14, computed in full. 6 with
+ * AVX2's 16 registers. */
+#define PW_ROWS (VW == 16 ? 7 : 6)
 #define PW_COLS (2 * VW)  /* filters per block: two vectors (32 with AVX-512, else 16) */
 #define PW_CHUNK_BLOCKS 8 /* blocks a task of the 1x1 conv takes on large maps */
-#define DW_LANES VW       /* channels per vector of the depthwise conv and max pooling */
+/* Pixels a thread below which the 1x1 conv's tasks are one panel by one block (small maps, where
+ * the weights are largest): under 16 blocks of 6 a thread, pixels + 5 < 96 threads, as when it was
+ * measured with blocks of 6. Counted in blocks of 7, MobileNetV2's 14x14 expansions (196 pixels)
+ * changed path and ran 10 % slower. */
+#define PW_FEW_PIXELS 96
+#define DW_LANES VW /* channels per vector of the depthwise conv and max pooling */
 
 static int is_unary(int kind) {
     switch (kind) {
@@ -292,7 +301,7 @@ dl_status cpu_nhwc_prepare(dl_kernel *k, const dl_op *op) {
     return DL_OK;
 }
 
-/* ---- 1x1 and dense convs: blocks of 6 pixels x PW_COLS filters ---- */
+/* ---- 1x1 and dense convs: blocks of PW_ROWS pixels x PW_COLS filters ---- */
 
 /* One tap added to a block (a 1x1 conv has one): pixel r's c channels at xr[r] (a row of zeros
  * where the tap falls outside the image, or past a partial last block) times the tap's c x
@@ -396,7 +405,7 @@ static inline __attribute__((always_inline)) void pw_prefetch_next(const pw_out 
     }
 }
 
-/* One block of 6 pixels from pixel p (fewer at the end of the map) times panel q */
+/* One block of PW_ROWS pixels from pixel p (fewer at the end of the map) times panel q */
 static inline __attribute__((always_inline)) void pw_block(const dl_kernel *k, const pw_out *o, const float *x,
                                                            int64_t pixels, int64_t p, int64_t q) {
     const int64_t c = k->g.xs[1], panels = (o->m + PW_COLS - 1) / PW_COLS;
@@ -424,7 +433,7 @@ static void pointwise(const dl_kernel *k, const dl_tensor *in, float *y) {
     const int64_t blocks = (pixels + PW_ROWS - 1) / PW_ROWS, panels = (m + PW_COLS - 1) / PW_COLS;
     const int64_t threads = k->threads > 1 ? k->threads : 1;
     const pw_out o = pw_out_init(k, in, y);
-    if (blocks < PW_CHUNK_BLOCKS * 2 * threads) {
+    if (pixels + 5 < PW_FEW_PIXELS * threads) {
         CPU_FOR(pixels * m * c, t, panels * blocks, pw_block(k, &o, x, pixels, t % blocks * PW_ROWS, t / blocks););
         return;
     }
@@ -527,9 +536,9 @@ static void pad_copy(const dl_kernel *k, const float *x, float *ws) {
 }
 
 /* A dense conv. Maps of 16 columns or more and 16 rows a thread or more: a task per output row,
- * panel by panel (a panel's weights stay in L1 along the row), blocks of 6 pixels within the
- * row. Otherwise: blocks of 6 pixels running on across rows and images (7 pixels a row at 7x7
- * made two blocks, one of them with 1 pixel in 6), a task per panel and block, panel by panel, so
+ * panel by panel (a panel's weights stay in L1 along the row), blocks of PW_ROWS pixels within
+ * the row. Otherwise: blocks running on across rows and images (7 pixels a row at 7x7 in blocks
+ * of 6 made two blocks, one of them with 1 pixel in 6), a task per panel and block, panel by panel, so
  * that the threads' shares differ by one task at most and each keeps its panels' weights in
  * cache. */
 static void dense(const dl_kernel *k, const dl_tensor *in, float *y, float *ws) {
