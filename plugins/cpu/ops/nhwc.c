@@ -6,10 +6,10 @@
  * tensors where they lie, with no conversion. Their vectors are the widest the build has (vecw.h:
  * VW = 16 lanes with AVX-512, else 8), so a panel is 2 x VW filters (32 or 16):
  *   - a 1x1 conv (stride 1, no padding, one group): a product of the pixels [P, C] with the
- *     weight, packed at prepare in panels of 2 x VW filters; each block keeps PW_ROWS pixels (7 with AVX-512, 6
- *     with AVX2) x 2 x VW filters in vector registers over all C channels (a last panel of VW
- *     filters or fewer: half as many), then adds the bias and a fused residual, applies the fused activation and
- *     stores the panel's consecutive floats a pixel;
+ *     weight, packed at prepare in panels of 2 x VW filters; each block keeps PW_ROWS pixels
+ *     (7 with AVX-512, 6 with AVX2) x 2 x VW filters in vector registers over all C channels (a
+ *     last panel of VW filters or fewer: half as many), then adds the bias and a fused residual,
+ *     applies the fused activation and stores the panel's consecutive floats a pixel;
  *   - a 3x3 stride-1 conv of one group with 64 channels or more and enough 4x4 output tiles
  *     (cpu_winograd_suits): Winograd F(4x4, 3x3) on the channels-last tensors (winograd.c; 1.2-2x
  *     the kernel below on ResNet's 56x56, 28x28 and 14x14 maps, on AVX2);
