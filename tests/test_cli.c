@@ -143,6 +143,19 @@ Test(cli, micro_batch_runs_the_batch_in_parts) {
     cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --micro-batch half", &out), 2, "%s", out);
     cr_expect(strstr(out, "--micro-batch wants auto or a positive integer, not 'half'"), "%s", out);
     free(out);
+    /* --parts-at-once: parts run side by side, each on its share of the threads */
+    cr_assert_eq(
+        tu_dlrun(MODEL("lenet.yaml") " --backend cpu --batch 4 --micro-batch 1 --parts-at-once 2 --threads 2", &out), 0,
+        "%s", out);
+    cr_expect(strstr(out, "\nbatch: 4 in 4 parts of 1, 2 at a time on 1 thread each (asked)\n"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --batch 4 --micro-batch 1 --parts-at-once 3 --threads 2", &out), 2,
+                 "%s", out);
+    cr_expect(strstr(out, "parts at once (3) must be 0 (auto), 1, or at most the threads (2)"), "%s", out);
+    free(out);
+    cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --parts-at-once 0", &out), 2, "%s", out);
+    cr_expect(strstr(out, "--parts-at-once wants auto or a positive integer, not '0'"), "%s", out);
+    free(out);
     cr_assert_eq(
         tu_dlrun("compare " MODEL("lenet.yaml") " --backend cpu --batch 4 --base-micro-batch 4 --micro-batch 2 "
                                                 "--layout nchw --iterations 2 --warmup 0 --threads 1 --all",

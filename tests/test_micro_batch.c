@@ -4,7 +4,8 @@
  * refused with a reason; auto halves the part while the timedcpu test backend (waits growing with
  * the square of the images an op runs) makes that faster, caches its choice, keeps the batch at
  * once where parts give other outputs (a softmax across the batch), tries nothing on a quick
- * model, and no part whose largest layer no cache holds. */
+ * model, and no part whose largest layer no cache holds; parts run at once, each on a thread of
+ * its own, asked or where auto measures them faster. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -35,14 +36,22 @@ typedef struct opened {
     dl_session *s;
 } opened;
 
-static dl_status open_with(const char *plugins, const char *yaml, int64_t batch, int64_t micro, const char *backend,
-                           opened *o, dl_error *err) {
+/* at_once: dl_session_options.parts_at_once (on a context of 2 threads) */
+static dl_status open_at_once(const char *plugins, const char *yaml, int64_t batch, int64_t micro, int at_once,
+                              const char *backend, opened *o, dl_error *err) {
     dl_session_options so;
     dl_session_options_init(&so);
     so.batch = batch;
     so.micro_batch = micro;
+    so.parts_at_once = at_once;
     so.backend = backend;
     return tu_open_session(plugins, yaml, &so, &o->ctx, &o->m, &o->s, err);
+}
+
+/* parts one at a time, never at once (the tests of the halving and the cut) */
+static dl_status open_with(const char *plugins, const char *yaml, int64_t batch, int64_t micro, const char *backend,
+                           opened *o, dl_error *err) {
+    return open_at_once(plugins, yaml, batch, micro, 1, backend, o, err);
 }
 
 static void close_all(opened *o) {
@@ -151,6 +160,75 @@ Test(micro_batch, bad_sizes_inputs_and_models_are_refused) {
     close_all(&o);
 }
 
+/* Parts at once: each a thread (of the context's 2) and a plan of its own on a context of one
+ * thread; the outputs those of the batch at once, each image's in its place, run after run; the
+ * steps count a run once; the memory report holds every plan. */
+Test(micro_batch, asked_parts_at_once_give_the_outputs_of_the_batch_at_once) {
+    cr_assert(tu_fresh_cache());
+    dl_error err = {{0}};
+    opened whole, part;
+    cr_assert_eq(open_with(CPU, cnn, 0, 6, "cpu", &whole, &err), DL_OK, "%s", err.msg);
+    int64_t n0, n;
+    float *ref = run_seeded(&whole, &n0);
+    dl_memory_info mem_whole;
+    dl_session_memory(whole.s, 0, &mem_whole);
+    const int64_t sizes[] = {1, 2, 3};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(open_at_once(CPU, cnn, 0, sizes[i], 2, "cpu", &part, &err), DL_OK, "%s", err.msg);
+        char want[96];
+        snprintf(want, sizeof want, "6 in %lld parts of %lld, 2 at a time on 1 thread each (asked)",
+                 (long long)(6 / sizes[i]), (long long)sizes[i]);
+        cr_expect_str_eq(dl_session_batching(part.s), want);
+        cr_expect_eq(part.s->n_sibs, 1);
+        cr_expect_eq(part.s->ctx->host.n_threads, 1, "each part on one thread");
+        cr_expect_eq(dl_session_input(part.s, 0)->shape[0], 6, "the caller sees the whole batch");
+        for (int r = 0; r < 2; r++) { /* a second run over the buffers the first left */
+            float *got = run_seeded(&part, &n);
+            cr_assert_eq(n, n0);
+            cr_expect_leq(tu_nmse(ref, got, (size_t)n), 1e-10, "parts of %lld, run %d", (long long)sizes[i], r);
+            cr_expect_neq(memcmp(got, got + 7, 7 * sizeof *got), 0, "images differ");
+            free(got);
+        }
+        cr_expect_leq(fabs(total_flops(part.s) - total_flops(whole.s)), 1e-6 * total_flops(whole.s));
+        dl_step_info si;
+        dl_session_step(part.s, 0, &si);
+        cr_expect_eq(si.runs, 2, "two runs count twice, not once a part");
+        cr_expect_eq(si.shape[0], sizes[i]);
+        cr_expect_gt(si.last_ms, 0);
+        dl_run_times t;
+        dl_session_last_run_times(part.s, &t);
+        cr_expect_gt(t.compute_ms, 0);
+        dl_memory_info mem;
+        dl_session_memory(part.s, 0, &mem);
+        cr_expect_eq(mem.weight_bytes, 2 * mem_whole.weight_bytes, "both plans' (seeded) weights: %llu",
+                     (unsigned long long)mem.weight_bytes);
+        close_all(&part);
+    }
+    free(ref);
+    close_all(&whole);
+}
+
+Test(micro_batch, bad_parts_at_once_are_refused) {
+    cr_assert(tu_fresh_cache());
+    dl_error err = {{0}};
+    opened o;
+    cr_expect_eq(open_at_once(CPU, cnn, 0, 1, 3, "cpu", &o, &err), DL_E_INVALID);
+    cr_expect(strstr(err.msg, "parts at once (3) must be 0 (auto), 1, or at most the threads (2)"), "%s", err.msg);
+    close_all(&o);
+    cr_expect_eq(open_at_once(CPU, cnn, 0, 1, -1, "cpu", &o, &err), DL_E_INVALID);
+    close_all(&o);
+    cr_expect_eq(open_at_once(CPU, cnn, 0, 6, 2, "cpu", &o, &err), DL_E_INVALID);
+    cr_expect(strstr(err.msg, "need the batch, 6, in parts"), "%s", err.msg);
+    close_all(&o);
+    /* parts that do not share out evenly: the caller's thread takes one more */
+    cr_assert_eq(open_at_once(CPU, cnn, 3, 1, 2, "cpu", &o, &err), DL_OK, "%s", err.msg);
+    cr_expect_str_eq(dl_session_batching(o.s), "3 in 3 parts of 1, 2 at a time on 1 thread each (asked)");
+    int64_t n;
+    free(run_seeded(&o, &n));
+    cr_expect_eq(n, 3 * 7);
+    close_all(&o);
+}
+
 /* Each op of a run on n images waits 150 us x n^2 (timedcpu): 8 images at once 9.6 ms an op,
  * in parts of 1, 8 x 0.15 */
 static const char chain[] = "model: chain\ninputs:\n  - {name: x, shape: [8, 4, 5, 5]}\nlayers:\n"
@@ -198,6 +276,43 @@ Test(micro_batch, auto_halves_the_part_while_that_is_faster_and_caches_the_choic
     cr_expect_str_eq(dl_session_batching(o.s), "8 at once (auto: DLRUN_MICRO_BATCH_RUNS=0)");
     close_all(&o);
     unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
+}
+
+/* Parts of 1, one a thread: two threads' timedcpu waits overlap, so auto keeps them over parts of
+ * 1 one at a time (measured first), and reads the choice back from the cache. */
+Test(micro_batch, auto_runs_parts_at_once_where_that_is_faster) {
+    cr_assert(tu_fresh_cache());
+    unsetenv("DLRUN_MICRO_BATCH_RUNS");
+    setenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US", "150", 1);
+    dl_error err = {{0}};
+    opened o;
+    cr_assert_eq(open_with(TIMED, chain, 0, 8, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+    int64_t n0, n;
+    float *ref = run_seeded(&o, &n0);
+    close_all(&o);
+    char first[400] = "";
+    for (int round = 0; round < 2; round++) { /* measured, then from the cache */
+        cr_assert_eq(open_at_once(TIMED, chain, 0, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+        const char *got = dl_session_batching(o.s);
+        const size_t head = strcspn(got, ";");
+        if (round) cr_expect(!strncmp(got, first, head), "the choice was measured again: %s | %s", got, first);
+        else snprintf(first, sizeof first, "%s", got);
+        double ms, whole_ms;
+        cr_expect_eq(
+            sscanf(got, "8 in 8 parts of 1, 2 at a time on 1 thread each (auto: %lf ms a run, against %lf ms at once",
+                   &ms, &whole_ms),
+            2, "round %d: %s", round, got);
+        cr_expect_lt(ms * 3, whole_ms, "round %d: %s", round, got);
+        cr_expect(strstr(got, "; parts of 1 "), "round %d: one at a time not measured: %s", round, got);
+        cr_expect_eq(o.s->n_sibs, 1, "round %d", round);
+        float *y = run_seeded(&o, &n);
+        cr_assert_eq(n, n0);
+        cr_expect_leq(tu_nmse(ref, y, (size_t)n), 1e-10, "round %d: other outputs than at once", round);
+        free(y);
+        close_all(&o);
+    }
+    free(ref);
     unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
 }
 

@@ -50,7 +50,9 @@ int posix_memalign(void **p, size_t a, size_t n) {
 }
 
 /* model: a file of models/, or of tests/data/models/ when it starts with "test:" */
-static void runs_allocate_nothing(const char *model, int64_t batch, int trace, int64_t micro_batch) {
+/* at_once: parts of the batch run side by side (dl_session_options.parts_at_once), on threads
+ * started with the session */
+static void runs_allocate_nothing(const char *model, int64_t batch, int trace, int64_t micro_batch, int at_once) {
     char path[512];
     if (strncmp(model, "test:", 5) == 0)
         snprintf(path, sizeof path, "%s/tests/data/models/%s", DLRUN_SOURCE_DIR, model + 5);
@@ -67,6 +69,7 @@ static void runs_allocate_nothing(const char *model, int64_t batch, int trace, i
     so.batch = batch;
     so.trace = trace;
     so.micro_batch = micro_batch; /* 0: auto, measured (parts of the batch may win) */
+    so.parts_at_once = at_once;
     /* the cpu plugin: oneDNN's dnnl_primitive_execute builds a small argument map (C++) on every
      * call, so a session with ops on the onednn plugin allocates a few blocks per run */
     so.backend = "cpu";
@@ -97,15 +100,16 @@ static void runs_allocate_nothing(const char *model, int64_t batch, int trace, i
 }
 
 Test(noalloc, run_loop_allocates_nothing, .timeout = 300) {
-    runs_allocate_nothing("lenet.yaml", 3, 0, 0);
-    runs_allocate_nothing("resnet18.yaml", 2, 0, 0);
-    runs_allocate_nothing("vgg.yaml", 1, 0, 0);
-    runs_allocate_nothing("test:mobile_block.yaml", 1, 0, 0); /* small ops: the serial paths */
-    runs_allocate_nothing("test:mobile_block.yaml", 3, 0, 0);
-    runs_allocate_nothing("lenet.yaml", 3, 1, 0);
-    runs_allocate_nothing("resnet18.yaml", 2, 1, 0);
-    runs_allocate_nothing("lenet.yaml", 4, 0, 2); /* a batch in parts (docs/micro-batch.md) */
-    runs_allocate_nothing("test:mobile_block.yaml", 3, 0, 1);
+    runs_allocate_nothing("lenet.yaml", 3, 0, 0, 0);
+    runs_allocate_nothing("resnet18.yaml", 2, 0, 0, 0);
+    runs_allocate_nothing("vgg.yaml", 1, 0, 0, 0);
+    runs_allocate_nothing("test:mobile_block.yaml", 1, 0, 0, 0); /* small ops: the serial paths */
+    runs_allocate_nothing("test:mobile_block.yaml", 3, 0, 0, 0);
+    runs_allocate_nothing("lenet.yaml", 3, 1, 0, 0);
+    runs_allocate_nothing("resnet18.yaml", 2, 1, 0, 0);
+    runs_allocate_nothing("lenet.yaml", 4, 0, 2, 0); /* a batch in parts (docs/micro-batch.md) */
+    runs_allocate_nothing("test:mobile_block.yaml", 3, 0, 1, 0);
+    runs_allocate_nothing("test:mobile_block.yaml", 4, 0, 1, 2); /* parts side by side */
 }
 
 /* The first layers in parts and the rest at once (batch_prefix.c): its runs allocate nothing
@@ -130,6 +134,7 @@ Test(noalloc, a_run_with_its_first_layers_in_parts_allocates_nothing, .timeout =
     dl_session_options so;
     dl_session_options_init(&so);
     so.backend = "timedcpu";
+    so.parts_at_once = 1; /* the timedcpu waits of parts side by side would overlap, and win */
     cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-timedcpu.so", stages, &so, &ctx, &m, &s, &err), DL_OK,
                  "%s", err.msg);
     cr_assert(strstr(dl_session_batching(s), "the first 5 of 7 layers in "), "%s", dl_session_batching(s));

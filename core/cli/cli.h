@@ -20,9 +20,11 @@ typedef struct cli_options {
     int threads;
     int device;
     int precision;
-    int layout;              /* dl_layout_mode */
-    const char *micro_batch; /* --micro-batch: "auto" or N, as given */
-    long long micro_images;  /* ... parsed: 0 auto, else N */
+    int layout;                /* dl_layout_mode */
+    const char *micro_batch;   /* --micro-batch: "auto" or N, as given */
+    long long micro_images;    /* ... parsed: 0 auto, else N */
+    const char *parts_at_once; /* --parts-at-once: "auto" or N, as given */
+    int parts_k;               /* ... parsed: 0 auto, else N */
     int profile;
     int json;
     int no_fuse;

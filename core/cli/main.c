@@ -65,6 +65,10 @@ static const cli_opt run_opts[] = {
      .help = "images a run takes at once (docs/micro-batch.md): auto\n"
              "(default): the batch, or parts of it measured faster; N: in\n"
              "parts of N images (N divides the batch)"},
+    {"parts-at-once", CLI_STRING, FIELD(parts_at_once), .value_name = "auto|N",
+     .help = "parts of the batch run at the same time, each on its\n"
+             "share of the threads (docs/micro-batch.md): auto (default):\n"
+             "measured under --micro-batch auto; N: N at a time (1: one)"},
     {"no-fuse", CLI_FLAG, FIELD(no_fuse),
      .help = "do not fuse relu into the op before it, fold\n"
              "batchnorm into the conv before it, or elide concats"},
@@ -124,6 +128,15 @@ static int parse_args(int argc, char **argv, cli_options *o) {
         if (errno || end == o->micro_batch || *end || o->micro_images < 1 || o->micro_images > (1 << 20))
             return cli_usage_error(&run_command, "--micro-batch wants auto or a positive integer, not '%s'",
                                    o->micro_batch);
+    }
+    if (o->parts_at_once && strcmp(o->parts_at_once, "auto") != 0) {
+        char *end = NULL;
+        errno = 0;
+        const long long k = strtoll(o->parts_at_once, &end, 10);
+        if (errno || end == o->parts_at_once || *end || k < 1 || k > 4096)
+            return cli_usage_error(&run_command, "--parts-at-once wants auto or a positive integer, not '%s'",
+                                   o->parts_at_once);
+        o->parts_k = (int)k;
     }
     return 0;
 }
@@ -368,6 +381,7 @@ static int run_model(const cli_options *o, dl_context *ctx) {
     so.no_fuse = o->no_fuse;
     so.layout = o->layout;
     so.micro_batch = o->micro_images;
+    so.parts_at_once = o->parts_k;
     so.max_memory = o->max_memory;
     so.retune = o->retune;
     so.no_fallback = o->no_fallback;

@@ -268,6 +268,19 @@ static void scan_list(dl_context *ctx, const char *list) {
     free(copy);
 }
 
+/* What dl_context_plugin() shows of each plugin, once the list is complete */
+static void fill_info(dl_context *ctx) {
+    for (int i = 0; i < ctx->n_plugins; i++) {
+        dl_plugin *p = &ctx->plugins[i];
+        p->info.name = p->name;
+        p->info.path = p->path;
+        p->info.loaded = p->be != NULL;
+        p->info.description = p->description;
+        p->info.reason = p->reason;
+        if (p->be) p->info.device = p->be->device;
+    }
+}
+
 dl_status dl_context_create(const dl_context_options *opt, dl_context **out, dl_error *err) {
     *out = NULL;
     dl_context_options o = {sizeof o, 0, 0, NULL, 0};
@@ -290,16 +303,30 @@ dl_status dl_context_create(const dl_context_options *opt, dl_context **out, dl_
         if (dir) scan_dir(ctx, dir);
         free(dir);
     }
-    for (int i = 0; i < ctx->n_plugins; i++) {
-        dl_plugin *p = &ctx->plugins[i];
-        p->info.name = p->name;
-        p->info.path = p->path;
-        p->info.loaded = p->be != NULL;
-        p->info.description = p->description;
-        p->info.reason = p->reason;
-        if (p->be) p->info.device = p->be->device;
-    }
+    fill_info(ctx);
     *out = ctx;
+    return DL_OK;
+}
+
+dl_status dl_context_host_twin(const dl_context *ctx, int n_threads, dl_context **out, dl_error *err) {
+    *out = NULL;
+    dl_context *twin = calloc(1, sizeof *twin);
+    if (!twin) return dl_fail(err, DL_E_NOMEM, "out of memory creating a context");
+    twin->host = ctx->host;
+    twin->host.n_threads = n_threads > 0 ? n_threads : 1;
+    twin->store = dl_plugin_store_new();
+    for (int i = 0; i < ctx->n_plugins; i++) /* the host's backends, from the files they came from */
+        if (ctx->plugins[i].be && ctx->plugins[i].be->device.device_type == DL_DEVICE_CPU)
+            load_one(twin, ctx->plugins[i].path);
+    for (int i = 0; i < twin->n_plugins; i++) {
+        if (twin->plugins[i].be) continue;
+        dl_fail(err, DL_E_RUNTIME, "plugin %s loaded once but not again: %s", twin->plugins[i].path,
+                twin->plugins[i].reason ? twin->plugins[i].reason : "no reason");
+        dl_context_free(twin);
+        return DL_E_RUNTIME;
+    }
+    fill_info(twin);
+    *out = twin;
     return DL_OK;
 }
 

@@ -30,6 +30,10 @@ struct dl_context {
     dl_plugin_store *store; /* what plugins measured, kept across processes (plugin_store.c) */
 };
 
+/* A context of the host's (CPU) backends of ctx, loaded again from their files, whose plugins
+ * each use n_threads threads (a batch's parts run at once, each on its share of the cores:
+ * micro_batch.c). Its own plugin store; free it with dl_context_free after its sessions. */
+dl_status dl_context_host_twin(const dl_context *ctx, int n_threads, dl_context **out, dl_error *err);
 /* The loaded backend with this name, or NULL. */
 const dl_backend *dl_context_backend(const dl_context *ctx, const char *name);
 /* Which build of its plugin file a loaded backend is: "id:" and the file's GNU build ID (the

@@ -11,7 +11,9 @@
  * not). The choice and the medians go into the timing
  * cache under a hash of the whole batch's plan, so the next session of the model builds only the
  * winner. The trials' step times also price running only the first layers in parts and the rest
- * at once (batch_prefix.c); the best such cut is run against the winner, and kept if faster. */
+ * at once (batch_prefix.c); the best such cut is run against the winner, and kept if faster. Last,
+ * parts of 1 run side by side, one a thread, each plan on a context of one thread
+ * (dl_session_create_at_once; threads: part_workers.c), are run against the fastest so far. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "part_workers.h"
 #include "session.h"
 #include "timing_cache.h"
 
@@ -33,6 +36,10 @@
  * Fashion-MNIST at batch 10000 (200 KB an image in its largest layer) tried parts of 5000, 2500,
  * 1250 and 625, 57 s of a first run of 77 on the 2-core VM, for a run of 0.3 s. */
 #define PARTS_MAX_LAYER_BYTES ((size_t)64 << 20)
+/* Parts at once hold a plan a thread, each with its weights (and its backends' packed copies of
+ * them): not tried where those copies would pass this. VGG-16's 528 MB would be read from memory
+ * once an image a thread, where at once they are read once a batch. */
+#define AT_ONCE_MAX_WEIGHT_BYTES ((size_t)256 << 20)
 
 void dl_session_parts_free(dl_session *s) {
     if (s->whole_out)
@@ -41,6 +48,11 @@ void dl_session_parts_free(dl_session *s) {
     s->whole_in = s->whole_out = s->part_in = NULL;
     s->whole_dims = NULL, s->part_ms = NULL;
     s->parts = 0;
+    dl_part_workers_stop(s->workers); /* between runs: none is running a part */
+    s->workers = NULL;
+    for (int i = 0; i < s->n_sibs; i++) dl_session_free(s->sibs[i]); /* before own_ctx: dl_session_free */
+    free(s->sibs);
+    s->sibs = NULL, s->n_sibs = 0;
 }
 
 /* 1 if every input and output of s has the batch, n, as its first dimension */
@@ -103,6 +115,51 @@ dl_status dl_session_make_parts(dl_session *p, int64_t parts, dl_error *err) {
     return DL_OK;
 }
 
+dl_status dl_session_create_at_once(dl_context *ctx, dl_model *m, const dl_session_options *opt, int64_t parts,
+                                    int at_once, dl_session **out, dl_error *err) {
+    *out = NULL;
+    if (at_once > parts) at_once = (int)parts;
+    if (at_once < 2 || at_once > DL_PARTS_AT_ONCE_MAX)
+        return dl_fail(err, DL_E_INVALID, "parts at once must be 2 to %d and at most the parts, not %d",
+                       DL_PARTS_AT_ONCE_MAX, at_once);
+    dl_context *twin = NULL;
+    dl_status st = dl_context_host_twin(ctx, ctx->host.n_threads / at_once, &twin, err);
+    if (st != DL_OK) return st;
+    /* a cap on memory holds for the plans together: each plan gets its share */
+    dl_session_options o = *opt, sib;
+    if (o.max_memory > 0) o.max_memory /= at_once;
+    sib = o;
+    sib.reserve_inputs = 0; /* the caller's inputs are counted once, with the first plan */
+    dl_session *p = NULL;
+    if ((st = dl_session_create_as(twin, m, &o, 0, &p, err)) != DL_OK) {
+        dl_session_free(p);
+        dl_context_free(twin);
+        return st;
+    }
+    p->own_ctx = twin; /* freed with p, after its kernels */
+    st = dl_session_make_parts(p, parts, err);
+    if (st == DL_OK && !(p->sibs = calloc((size_t)at_once - 1, sizeof *p->sibs)))
+        st = dl_fail(err, DL_E_NOMEM, "out of memory");
+    /* the siblings in p's layout (auto's runs of both plans are not repeated) */
+    for (int i = 0; st == DL_OK && i < at_once - 1; i++) {
+        dl_session *x = NULL;
+        st = dl_session_create_as(twin, m, &sib, 1 + p->layout_ask, &x, err);
+        if (st == DL_OK && (!(x->part_in = calloc((size_t)p->g->n_inputs + 1, sizeof *x->part_in)) ||
+                            !(x->part_ms = calloc((size_t)x->n_steps + 1, sizeof *x->part_ms))))
+            st = dl_fail(err, DL_E_NOMEM, "out of memory");
+        if (x) p->sibs[p->n_sibs++] = x;
+    }
+    if (st == DL_OK && !(p->workers = dl_part_workers_start(p->n_sibs)))
+        st = dl_fail(err, DL_E_RUNTIME, "cannot start %d thread%s to run parts at once", p->n_sibs,
+                     p->n_sibs == 1 ? "" : "s");
+    if (st != DL_OK) {
+        dl_session_free(p);
+        return st;
+    }
+    *out = p;
+    return DL_OK;
+}
+
 static int same_dims(const dl_tensor *a, const dl_tensor *b) {
     if (a->ndim != b->ndim) return 0;
     for (int d = 0; d < a->ndim; d++)
@@ -132,37 +189,81 @@ dl_status dl_session_check_host_inputs(const dl_session *s, const dl_tensor *wan
     return DL_OK;
 }
 
-dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+/* One thread's share of a run in parts: parts first, first + step, ... of the caller's batch on
+ * x (the session in parts, or a sibling of it), each part's outputs into the lead's whole batch */
+typedef struct part_job {
+    dl_session *lead, *x;
+    const dl_tensor *inputs;
+    int n_inputs;
+    int64_t first, step, done; /* done: the parts it ran */
+    dl_run_times sum;          /* their phases, summed */
+    dl_status st;
+    dl_error err;
+} part_job;
+
+static void run_job(void *arg) {
+    part_job *j = arg;
+    dl_session *s = j->lead, *x = j->x;
     const dl_graph *g = s->g;
-    dl_status in_rc = dl_session_check_host_inputs(s, s->whole_in, inputs, n_inputs, "its batch in parts", err);
-    if (in_rc != DL_OK) return in_rc;
-    memset(s->part_ms, 0, (size_t)s->n_steps * sizeof *s->part_ms);
-    dl_run_times sum = {0, 0, 0};
-    for (int64_t p = 0; p < s->parts; p++) {
-        for (int i = 0; i < n_inputs; i++) {
-            const size_t bytes = dl_session_value_bytes(s, g->inputs[i]);
-            s->part_in[i] = s->inputs[i];
-            s->part_in[i].device = inputs[i].device;
-            s->part_in[i].data = (char *)inputs[i].data + inputs[i].byte_offset + (size_t)p * bytes;
+    for (int64_t p = j->first; p < s->parts; p += j->step) {
+        for (int i = 0; i < j->n_inputs; i++) {
+            const size_t bytes = dl_session_value_bytes(x, g->inputs[i]);
+            x->part_in[i] = x->inputs[i];
+            x->part_in[i].device = j->inputs[i].device;
+            x->part_in[i].data = (char *)j->inputs[i].data + j->inputs[i].byte_offset + (size_t)p * bytes;
         }
-        dl_status st = dl_session_run_plan(s, s->part_in, n_inputs, err);
-        if (st != DL_OK) return st;
-        for (int k = 0; k < s->n_steps; k++) s->part_ms[k] += s->steps[k].last_ms;
-        sum.inputs_ms += s->last_run.inputs_ms, sum.compute_ms += s->last_run.compute_ms;
-        sum.outputs_ms += s->last_run.outputs_ms;
+        if ((j->st = dl_session_run_plan(x, x->part_in, j->n_inputs, &j->err)) != DL_OK) break;
+        for (int k = 0; k < x->n_steps; k++) x->part_ms[k] += x->steps[k].last_ms;
+        j->sum.inputs_ms += x->last_run.inputs_ms, j->sum.compute_ms += x->last_run.compute_ms;
+        j->sum.outputs_ms += x->last_run.outputs_ms;
+        j->done++;
         for (int i = 0; i < g->n_outputs; i++) {
-            const size_t bytes = dl_session_value_bytes(s, g->outputs[i]);
-            memcpy((char *)s->whole_out[i].data + (size_t)p * bytes, s->outputs[i].data, bytes);
+            const size_t bytes = dl_session_value_bytes(x, g->outputs[i]);
+            memcpy((char *)s->whole_out[i].data + (size_t)p * bytes, x->outputs[i].data, bytes);
         }
     }
-    /* each step once a run: its time the sum over the parts */
+}
+
+dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    dl_status in_rc = dl_session_check_host_inputs(s, s->whole_in, inputs, n_inputs, "its batch in parts", err);
+    if (in_rc != DL_OK) return in_rc;
+    const int n_jobs = 1 + s->n_sibs;
+    part_job jobs[1 + DL_PARTS_AT_ONCE_MAX];
+    const double t0 = dl_now_ms();
+    for (int j = 0; j < n_jobs; j++) {
+        dl_session *x = j ? s->sibs[j - 1] : s;
+        memset(x->part_ms, 0, (size_t)x->n_steps * sizeof *x->part_ms);
+        jobs[j] = (part_job){s, x, inputs, n_inputs, j, n_jobs, 0, {0, 0, 0}, DL_OK, {{0}}};
+    }
+    /* this session's parts on the caller's thread, each sibling's on a thread of its own
+     * (part_workers.c), whose kernels' loops run on that one thread (their plugins' contexts have
+     * threads / n_jobs); without those threads, on the caller's, one after another */
+    for (int j = 1; j < n_jobs && s->workers; j++) dl_part_workers_give(s->workers, j - 1, run_job, &jobs[j]);
+    run_job(&jobs[0]);
+    for (int j = 1; j < n_jobs; j++) {
+        if (s->workers) dl_part_workers_wait(s->workers, j - 1);
+        else run_job(&jobs[j]);
+    }
+    for (int j = 0; j < n_jobs; j++)
+        if (jobs[j].st != DL_OK) {
+            if (err) *err = jobs[j].err;
+            return jobs[j].st;
+        }
+    /* each step once a run: its time the sum over the parts, on every thread */
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
         if (st->kind != DL_STEP_OP && st->kind != DL_STEP_COPY) continue;
         st->last_ms = s->part_ms[k];
-        st->runs -= s->parts - 1;
+        for (int j = 0; j < s->n_sibs; j++)
+            if (s->sibs[j]->n_steps == s->n_steps) st->last_ms += s->sibs[j]->part_ms[k];
+        st->total_ms += st->last_ms - s->part_ms[k];
+        st->runs -= jobs[0].done - 1;
     }
-    s->last_run = sum;
+    s->last_run = jobs[0].sum;
+    if (n_jobs > 1) { /* at once: the run's phases are the caller's parts' copies and the rest */
+        const double in_out = jobs[0].sum.inputs_ms + jobs[0].sum.outputs_ms, wall = dl_now_ms() - t0;
+        s->last_run.compute_ms = wall > in_out ? wall - in_out : 0;
+    }
     return DL_OK;
 }
 
@@ -333,6 +434,18 @@ static int try_prefix(dl_session *s, dl_model *m, int64_t n, int64_t images, int
     return 0;
 }
 
+/* How many parts of 1 auto runs at once for s at batch n (its threads, or opt.parts_at_once), 0:
+ * none: one thread, parts_at_once 1, or weights too large to hold once a thread */
+static int at_once_tried(const dl_session *s, int64_t n) {
+    int k = s->opt.parts_at_once ? s->opt.parts_at_once : s->ctx->host.n_threads;
+    if (k > n) k = (int)n;
+    if (k > DL_PARTS_AT_ONCE_MAX) k = DL_PARTS_AT_ONCE_MAX;
+    double weights = 0;
+    for (int v = 0; v < s->g->n_values; v++)
+        if (s->g->values[v].kind == DL_VALUE_WEIGHT) weights += (double)dl_session_value_bytes(s, v);
+    return k >= 2 && s->opt.parts_at_once != 1 && weights * k <= (double)AT_ONCE_MAX_WEIGHT_BYTES ? k : 0;
+}
+
 /* auto's choice for s's plan (hash h) as the timing cache holds it: 1, the images of a part
  * (*images: n for at once), and, at once, the cut after which its first layers ran in parts (*cut,
  * -1: none), their images and that run's time; 0 where none is cached. */
@@ -345,6 +458,10 @@ static int cached_choice(const dl_session *s, dl_tcache *cache, unsigned long lo
     if (!(cache && dl_tcache_get(cache, key, &choice) && choice >= 1 && choice <= (double)n &&
           n % (int64_t)choice == 0))
         return 0;
+    /* a choice made before parts at once were measured (or without them) is made again */
+    snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once", h);
+    double k;
+    if (at_once_tried(s, n) && !dl_tcache_get(cache, key, &k)) return 0;
     *images = (int64_t)choice;
     snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
     if (*images == n && dl_tcache_get(cache, key, &cut_d) && --cut_d >= 0 && cut_d < s->g->n_nodes - 1) {
@@ -370,6 +487,15 @@ int dl_micro_batch_prepare_from(const dl_session *s) {
         from = images < n ? s->g->n_nodes : cut >= 0 ? cut + 1 : 0;
     dl_tcache_free(cache);
     return from;
+}
+
+/* The session of n images in parts of 1, k at once (dl_session_create_at_once), or NULL */
+static dl_session *at_once_session(const dl_session *s, dl_model *m, int64_t n, int k, dl_error *e) {
+    dl_session_options o = s->opt;
+    o.batch = o.micro_batch = 1;
+    dl_session *q = NULL;
+    if (dl_session_create_at_once(s->ctx, m, &o, n, k, &q, e) != DL_OK) return NULL;
+    return q;
 }
 
 static void choose_parts(dl_session **sp, dl_model *m);
@@ -402,18 +528,34 @@ static void choose_parts(dl_session **sp, dl_model *m) {
     double prefix_est = INFINITY, prefix_ms = 0;
     int prefix_cut = -1, cached_cut = -1;
     int64_t prefix_images = 0, cached_images = 0;
+    int at_once = 0; /* parts of 1 run this many at once (each on its share of the threads), or 0 */
+    double at_once_ms = 0;
     const int cached = cached_choice(s, cache, h, n, &best_images, &cached_cut, &cached_images, &prefix_ms);
     if (cached) {
+        double k = 0;
+        snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once", h);
+        const int cached_k = best_images == 1 && dl_tcache_get(cache, key, &k) && k >= 2 && k <= DL_PARTS_AT_ONCE_MAX;
         for (int j = 0; j < 63 && (n >> j) >= 1; j++) {
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> j));
             dl_tcache_get(cache, key, &ms_of[j]);
         }
         for (int j = 1; j < 63 && (n >> j) >= 1; j++) /* what else was measured */
-            if (ms_of[j] > 0 && (n >> j) != best_images)
+            if (ms_of[j] > 0 && ((n >> j) != best_images || cached_k))
                 tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)(n >> j), ms_of[j]);
         if (cached_cut >= 0 && cuts && try_prefix(s, m, n, cached_images, cached_cut, cuts))
             prefix_images = cached_images, prefix_cut = cached_cut;
-        if (best_images < n) {
+        double tried_k = 0;
+        snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-run", h);
+        dl_tcache_get(cache, key, &at_once_ms);
+        snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-tried", h);
+        if (!cached_k && dl_tcache_get(cache, key, &tried_k) && tried_k >= 2 && at_once_ms > 0)
+            tried_too(tried, sizeof tried, "; parts of 1 %d at a time %.2f ms", (int)tried_k, at_once_ms);
+        if (cached_k) {
+            dl_error e = {{0}};
+            dl_session *q = at_once_session(s, m, n, (int)k, &e);
+            if (q) best = q, at_once = (int)k;
+        }
+        if (best_images < n && !at_once) {
             dl_error e = {{0}};
             dl_session *p = part_session(s, m, n, best_images, &e);
             if (p) best = p;
@@ -520,7 +662,41 @@ static void choose_parts(dl_session **sp, dl_model *m) {
                 drop_prefix(s);
             }
         }
-        if (cache) {
+        /* parts of 1, one a thread, against the fastest plan so far: each thread's images stay in
+         * its own caches, and no op waits for the other threads (on the 2-core VM, whose two
+         * cores at times sit on dies apart: SqueezeNet at batch 8 ran 13-14 ms in parts of 1
+         * while a core-to-core round trip took 100 ns, and 17.7-18.4 while it took 400) */
+        const int tried_k = at_once_tried(s, n);
+        dl_session *q = tried_k ? at_once_session(s, m, n, tried_k, &e) : NULL;
+        double ms[2] = {0, 0};
+        if (q && dl_session_run_both(best, q, PARTS_ROUNDS, ms, &e) == DL_OK && ms[1] < ms[0] * PARTS_MARGIN &&
+            outputs_apart(q, best) <= tol) {
+            if (best != s) {
+                tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)best_images, ms[0]);
+                dl_session_free(best);
+            } else if (s->prefix) {
+                tried_too(tried, sizeof tried, "; the first %d layers in parts of %lld %.2f ms", s->prefix_cut + 1,
+                          (long long)(n / s->prefix_parts), ms[0]);
+                drop_prefix(s);
+                prefix_images = 0;
+            }
+            best = q, best_images = 1, at_once = tried_k, at_once_ms = ms[1];
+        } else if (tried_k) {
+            if (q && ms[1] > 0) { /* the kept plan's time as this pair measured it, as above */
+                const int kept = part_index(n, best_images);
+                if (best == s && s->prefix) prefix_ms = ms[0];
+                else if (kept < 63) ms_of[kept] = ms[0];
+                tried_too(tried, sizeof tried, "; parts of 1 %d at a time %.2f ms", tried_k, at_once_ms = ms[1]);
+            } else if (!q) tried_too(tried, sizeof tried, "; parts of 1 %d at a time: %.40s", tried_k, e.msg);
+            dl_session_free(q);
+        }
+        if (cache) { /* at-once: the parts at once kept (0: none); -tried: how many were measured; -run: their time */
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once", h);
+            dl_tcache_put(cache, key, at_once);
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-tried", h);
+            dl_tcache_put(cache, key, at_once_ms > 0 ? tried_k : 0);
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-run", h);
+            dl_tcache_put(cache, key, at_once_ms);
             for (int k = 0; k < 63; k++) {
                 if (!ms_of[k]) continue;
                 snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> k));
@@ -550,7 +726,13 @@ static void choose_parts(dl_session **sp, dl_model *m) {
                  "against %.2f ms at once%s)",
                  (long long)n, s->prefix_cut + 1, s->g->n_nodes, (long long)s->prefix_parts,
                  (long long)(n / s->prefix_parts), prefix_ms, whole, tried);
-    else if (best != s && won > 0)
+    else if (at_once) {
+        const int each = best->ctx->host.n_threads;
+        snprintf(text, sizeof text,
+                 "%lld in %lld parts of 1, %d at a time on %d thread%s each (auto: %.2f ms a run, against %.2f ms at "
+                 "once%s)",
+                 (long long)n, (long long)n, at_once, each, each == 1 ? "" : "s", at_once_ms, whole, tried);
+    } else if (best != s && won > 0)
         snprintf(text, sizeof text, "%lld in %lld parts of %lld (auto: %.2f ms a run, against %.2f ms at once%s)",
                  (long long)n, (long long)(n / best_images), (long long)best_images, won, whole, tried);
     else if (best != s)

@@ -481,18 +481,32 @@ static dl_status create(dl_context *ctx, dl_model *m, dl_session_options o, dl_s
     if (o.micro_batch < 0 || (o.micro_batch > 0 && o.micro_batch < batch && batch % o.micro_batch))
         return dl_fail(err, DL_E_INVALID, "micro-batch %lld must divide the batch, %lld", (long long)o.micro_batch,
                        (long long)batch);
+    const int threads = ctx->host.n_threads;
+    if (o.parts_at_once < 0 || o.parts_at_once > threads || o.parts_at_once > DL_PARTS_AT_ONCE_MAX)
+        return dl_fail(err, DL_E_INVALID, "parts at once (%d) must be 0 (auto), 1, or at most the threads (%d)",
+                       (int)o.parts_at_once, threads < DL_PARTS_AT_ONCE_MAX ? threads : DL_PARTS_AT_ONCE_MAX);
+    if (o.parts_at_once > 1 && o.micro_batch >= batch)
+        return dl_fail(err, DL_E_INVALID, "parts at once (%d) need the batch, %lld, in parts (micro-batch under it)",
+                       (int)o.parts_at_once, (long long)batch);
     if (o.micro_batch > 0 && o.micro_batch < batch) { /* asked: parts only */
         dl_session_options part = o;
         part.batch = part.micro_batch = o.micro_batch;
-        dl_status st = dl_session_create_as(ctx, m, &part, 0, out, err);
-        if (st == DL_OK) st = dl_session_make_parts(*out, batch / o.micro_batch, err);
+        const int64_t parts = batch / o.micro_batch;
+        const int at_once = o.parts_at_once > parts ? (int)parts : o.parts_at_once;
+        dl_status st = at_once > 1 ? dl_session_create_at_once(ctx, m, &part, parts, at_once, out, err)
+                                   : dl_session_create_as(ctx, m, &part, 0, out, err);
+        if (st == DL_OK && at_once < 2) st = dl_session_make_parts(*out, parts, err);
         if (st != DL_OK) {
             dl_session_free(*out);
             *out = NULL;
             return st;
         }
-        snprintf((*out)->batch_desc, sizeof(*out)->batch_desc, "%lld in %lld parts of %lld (asked)", (long long)batch,
-                 (long long)(batch / o.micro_batch), (long long)o.micro_batch);
+        char ways[96] = "";
+        if (at_once > 1)
+            snprintf(ways, sizeof ways, ", %d at a time on %d thread%s each", at_once, threads / at_once,
+                     threads / at_once == 1 ? "" : "s");
+        snprintf((*out)->batch_desc, sizeof(*out)->batch_desc, "%lld in %lld parts of %lld%s (asked)", (long long)batch,
+                 (long long)parts, (long long)o.micro_batch, ways);
         return DL_OK;
     }
     dl_status st = dl_session_create_as(ctx, m, &o, 0, out, err);
@@ -714,7 +728,9 @@ void dl_session_free(dl_session *s) {
     free(s->outputs);
     dl_weights_free(s->weights);
     free(s->shape);
+    dl_context *own = s->own_ctx; /* its plugins made this session's kernels: freed last */
     free(s);
+    dl_context_free(own);
 }
 
 static dl_status sync_backend(const dl_backend *be, dl_error *err) {
@@ -929,6 +945,12 @@ void dl_session_memory(const dl_session *s, int i, dl_memory_info *info) {
     if (i == 0 && s->prefix) { /* the prefix's arena and weights beside this one's */
         dl_memory_info p;
         dl_session_memory(s->prefix, 0, &p);
+        info->peak_bytes += p.peak_bytes, info->naive_bytes += p.naive_bytes;
+        info->lower_bound_bytes += p.lower_bound_bytes, info->weight_bytes += p.weight_bytes;
+    }
+    for (int k = 0; i == 0 && k < s->n_sibs; k++) { /* parts at once: each sibling's plan beside this one's */
+        dl_memory_info p;
+        dl_session_memory(s->sibs[k], 0, &p);
         info->peak_bytes += p.peak_bytes, info->naive_bytes += p.naive_bytes;
         info->lower_bound_bytes += p.lower_bound_bytes, info->weight_bytes += p.weight_bytes;
     }

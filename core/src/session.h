@@ -195,9 +195,16 @@ struct dl_session {
     int64_t *whole_dims;             /* their shapes */
     dl_tensor *part_in;              /* during a run: one part's inputs */
     double *part_ms;                 /* during a run: each step's time summed over the parts */
-    char batch_desc[320];            /* dl_session_batching */
-    int *node_step;                  /* node -> the first step built for it (its copies first); [n_nodes]: the end of
-                                        the nodes' steps (the outputs' copies follow) */
+    /* Parts run at once (micro_batch.c): n_sibs sessions of the same plan run parts beside this
+     * one, each on a thread of its own; own_ctx, their plugins at their share of the threads
+     * (dl_context_host_twin), is this session's: freed after it and its siblings */
+    struct dl_session **sibs;
+    int n_sibs;
+    struct dl_part_workers *workers; /* the siblings' threads (part_workers.c) */
+    dl_context *own_ctx;
+    char batch_desc[320]; /* dl_session_batching */
+    int *node_step;       /* node -> the first step built for it (its copies first); [n_nodes]: the end of
+                             the nodes' steps (the outputs' copies follow) */
     /* The first layers in parts (batch_prefix.c): `prefix`, a session of prefix_parts-th of the
      * batch, runs its steps [0, prefix_steps) on each part, up to node prefix_cut, whose output is
      * the one value crossing it; each part's copy of it (prefix_value in prefix place prefix_at)
@@ -382,6 +389,14 @@ dl_status dl_session_make_parts(dl_session *p, int64_t parts, dl_error *err);
  * error saying the session runs `how` ("its batch in parts"). */
 dl_status dl_session_check_host_inputs(const dl_session *s, const dl_tensor *want, const dl_tensor *inputs,
                                        int n_inputs, const char *how, dl_error *err);
+/* The most parts a run takes at once (dl_session_options.parts_at_once) */
+#define DL_PARTS_AT_ONCE_MAX 64
+/* A session of the batch in `parts` parts (opt: a part's options: its batch and micro_batch, the
+ * images of a part) that runs them `at_once` at a time, each on threads / at_once of ctx's threads
+ * (at least 1): its plan built at_once times, on a context of ctx's host backends at that thread
+ * count (dl_context_host_twin), which the session owns. */
+dl_status dl_session_create_at_once(dl_context *ctx, dl_model *m, const dl_session_options *opt, int64_t parts,
+                                    int at_once, dl_session **out, dl_error *err);
 /* dl_session_run of a session in parts. */
 dl_status dl_session_run_parts(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err);
 void dl_session_parts_free(dl_session *s);

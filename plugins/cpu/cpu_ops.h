@@ -18,6 +18,7 @@
 static inline int omp_get_thread_num(void) { return 0; }
 static inline int omp_get_num_threads(void) { return 1; }
 static inline void omp_set_num_threads(int n) { (void)n; }
+static inline int omp_get_max_threads(void) { return 1; }
 #endif
 
 /* Elementwise loops over fewer elements than this run on the calling thread: waking the pool
@@ -26,14 +27,15 @@ static inline void omp_set_num_threads(int n) { (void)n; }
 #define CPU_PARALLEL_MIN 32768
 
 /* for (int64_t VAR = 0; VAR < COUNT; VAR++) { BODY }: across the thread pool when WORK (what the
- * loop computes, in elements or products) reaches CPU_PARALLEL_MIN, else on the calling thread
- * outside any OpenMP construct. Not an if() clause: libgomp builds a team of one for that, and
- * allocates a new team whenever the team size differs from the region before, so a model mixing
- * small and large ops allocated in every run (tests/test_noalloc.c, mobile_block.yaml). */
+ * loop computes, in elements or products) reaches CPU_PARALLEL_MIN and the kernel has more than
+ * one thread, else on the calling thread outside any OpenMP construct. Not an if() clause: libgomp
+ * builds a team of one for that, and allocates a new team whenever the team size differs from the
+ * region before (or is one), so a model mixing small and large ops allocated in every run, and so
+ * did every run on one thread (tests/test_noalloc.c, mobile_block.yaml; parts side by side). */
 #define CPU_FOR(WORK, VAR, COUNT, ...)                                                                        \
     do {                                                                                                      \
         const int64_t cpu_for_count_ = (COUNT);                                                               \
-        if ((WORK) >= CPU_PARALLEL_MIN) {                                                                     \
+        if ((WORK) >= CPU_PARALLEL_MIN && omp_get_max_threads() > 1) {                                        \
             _Pragma("omp parallel for schedule(static)") for (int64_t VAR = 0; VAR < cpu_for_count_; VAR++) { \
                 __VA_ARGS__                                                                                   \
             }                                                                                                 \

@@ -69,7 +69,8 @@ class SessionOptions(Structure):
                 ("backend", c_char_p), ("precision", c_int32), ("no_fuse", c_int32), ("max_memory", c_int64),
                 ("prefer_backend", c_char_p), ("keep_activations", c_int32), ("retune", c_int32),
                 ("no_fallback", c_int32), ("progress", PROGRESS_FN), ("progress_user", c_void_p),
-                ("reserve_inputs", c_int32), ("trace", c_int32), ("layout", c_int32), ("micro_batch", c_int64)]
+                ("reserve_inputs", c_int32), ("trace", c_int32), ("layout", c_int32), ("micro_batch", c_int64),
+                ("parts_at_once", c_int32)]
 
 
 class PluginInfo(Structure):

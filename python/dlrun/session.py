@@ -97,6 +97,9 @@ class Session:
     micro_batch "auto" (the batch at once, or in parts of it where that measures faster and gives
                the same outputs; docs/micro-batch.md) or the images a part takes (dividing the
                batch); batching says what it became
+    parts_at_once "auto" (under micro_batch "auto", parts of 1 run a thread each are measured too;
+               with micro_batch n, one part at a time) or how many parts run at the same time, each
+               on its share of the threads (1: one at a time; at most the threads)
     weights    a .safetensors file (None: the model's `weights:`, else seeded initialisation)
     seed       seed of the initialisation when there is no weights file
     threads    CPU threads (None: all cores); device: GPU ordinal
@@ -108,7 +111,7 @@ class Session:
 
     def __init__(self, model, backend=None, precision="f32", batch=None, weights=None, seed=1, threads=None,
                  device=0, fuse=True, profile=False, trace=False, max_memory=None, layout="auto",
-                 micro_batch="auto"):
+                 micro_batch="auto", parts_at_once="auto"):
         if precision not in _capi.PRECISIONS:
             raise InvalidArgument(f"precision must be one of {', '.join(_capi.PRECISIONS)}, not {precision!r}")
         if layout not in _capi.LAYOUTS:
@@ -116,6 +119,9 @@ class Session:
         if micro_batch != "auto" and (not isinstance(micro_batch, (int, np.integer)) or isinstance(micro_batch, bool)
                                       or micro_batch < 1):
             raise InvalidArgument(f"micro_batch must be \"auto\" or a positive integer, not {micro_batch!r}")
+        if parts_at_once != "auto" and (not isinstance(parts_at_once, (int, np.integer))
+                                        or isinstance(parts_at_once, bool) or parts_at_once < 1):
+            raise InvalidArgument(f"parts_at_once must be \"auto\" or a positive integer, not {parts_at_once!r}")
         if batch is not None and (not isinstance(batch, (int, np.integer)) or batch < 1):
             raise InvalidArgument(f"batch must be a positive integer, not {batch!r}")
         if trace and not _capi.has("dl_session_write_trace"):
@@ -139,6 +145,7 @@ class Session:
         o.no_fuse = 0 if fuse else 1
         o.layout = _capi.LAYOUTS[layout]
         o.micro_batch = 0 if micro_batch == "auto" else int(micro_batch)
+        o.parts_at_once = 0 if parts_at_once == "auto" else int(parts_at_once)
         o.max_memory = int(max_memory or 0)
         if trace:
             o.trace = 1

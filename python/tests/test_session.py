@@ -50,6 +50,14 @@ def test_micro_batch(models, rng):
         dlrun.Session(path, backend="cpu", batch=4, micro_batch=3)
     with pytest.raises(dlrun.InvalidArgument, match="micro_batch"):
         dlrun.Session(path, micro_batch="half")
+    # parts side by side, each on one of the 2 threads: the same outputs
+    side = dlrun.Session(path, backend="cpu", batch=4, micro_batch=1, parts_at_once=2, threads=2)
+    assert side.batching == "4 in 4 parts of 1, 2 at a time on 1 thread each (asked)"
+    np.testing.assert_allclose(side.run(x)[out], whole.run(x)[out], rtol=1e-5, atol=1e-6)
+    with pytest.raises(dlrun.InvalidArgument, match="at most the threads"):
+        dlrun.Session(path, backend="cpu", batch=4, micro_batch=1, parts_at_once=3, threads=2)
+    with pytest.raises(dlrun.InvalidArgument, match="parts_at_once"):
+        dlrun.Session(path, parts_at_once=0)
 
 
 def test_outputs_are_copies(models, rng):

@@ -170,7 +170,7 @@ static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
      * parts runs faster: the tests of --micro-batch auto) */
     const char *image2_us = in[0].ndim < 1 || in_own_block(in[0].data) ? NULL : getenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
     const char *res_us = has_residual(k) ? getenv("DLFAKE_TIMEDCPU_RESIDUAL_US") : NULL;
-    static int64_t last_images = -1; /* the first dimension of the run before (any kernel's) */
+    static _Thread_local int64_t last_images = -1; /* the first dimension of the thread's run before */
     const int64_t images = in[0].ndim >= 1 ? in[0].shape[0] : -1;
     const char *cold_us = images == 1 && last_images != -1 && last_images != 1 && !in_own_block(in[0].data)
                               ? getenv("DLFAKE_TIMEDCPU_COLD_ONE_US")
@@ -180,9 +180,10 @@ static dl_status px_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
                               ? NULL
                               : getenv("DLFAKE_TIMEDCPU_RUN_FOUR_US");
     const char *flat_us = in[0].ndim == 4 || in_own_block(in[0].data) ? NULL : getenv("DLFAKE_TIMEDCPU_RUN_FLAT_US");
-    static int alone_runs; /* runs of ops timed alone so far */
+    static _Atomic int alone_runs; /* runs of ops timed alone so far */
     const char *disturb_us = NULL;
-    if (in_own_block(in[0].data) && (alone_runs++, alone_runs >= 4 && alone_runs <= 6))
+    int alone = 0;
+    if (in_own_block(in[0].data) && (alone = ++alone_runs, alone >= 4 && alone <= 6))
         disturb_us = getenv("DLFAKE_TIMEDCPU_DISTURB_US");
     const long wait = (us ? strtol(us, NULL, 10) : 0) + (run_us ? strtol(run_us, NULL, 10) : 0) +
                       (flat_us ? strtol(flat_us, NULL, 10) : 0) +

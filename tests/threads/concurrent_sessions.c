@@ -1,5 +1,6 @@
 /* concurrent_sessions.c — sessions of one model, created and run at once from several threads at
- * different batch sizes and backends, each give exactly the output of a serial run; the model
+ * different batch sizes and backends (and a batch in parts run two at a time, on threads of its own
+ * inside the worker's), each give exactly the output of a serial run; the model
  * is left as loaded. A plain program (exit 0: passed), not a Criterion suite, because it also
  * runs in tools/test's ThreadSanitizer build (DLRUN_SANITIZE=thread), where Criterion cannot run
  * (its inheritable arena fails under TSan, Criterion issue #274) and any data race is a failure
@@ -26,8 +27,10 @@
     } while (0)
 
 #define THREADS 4
-#define BATCHES 2
-static const int64_t batch_of[BATCHES] = {1, 3};
+#define BATCHES 3
+/* the third: batch 3 in parts of 1, two at a time (each on one thread, a plan of its own) */
+static const int64_t batch_of[BATCHES] = {1, 3, 3};
+static const int at_once_of[BATCHES] = {0, 0, 2};
 
 /* The cpu plugin, and the example plugin (relu only, host memory): default placement then times
  * relus on both and may choose either, so concurrent sessions also measure, share the timing
@@ -49,17 +52,19 @@ typedef struct worker {
     char failure[DL_ERROR_LEN + 128]; /* empty: every output matched */
 } worker;
 
-static dl_session_options options(int64_t batch, const char *backend, int retune) {
+static dl_session_options options(int b, const char *backend, int retune) {
     dl_session_options so;
     dl_session_options_init(&so);
-    so.batch = batch;
+    so.batch = batch_of[b];
     so.backend = backend;
     so.retune = retune;
     /* one layout for all: auto's plan is measured, and an NHWC session's sums, in another order,
      * would differ from the serial run's in the last bits; the batch at once likewise (auto may
      * measure parts of 1 faster under one load and not under another) */
     so.layout = DL_LAYOUT_MODE_NCHW;
-    so.micro_batch = batch;
+    so.micro_batch = at_once_of[b] ? 1 : batch_of[b];
+    so.parts_at_once = at_once_of[b];
+    if (at_once_of[b]) so.backend = "cpu"; /* the serial run's plan, for the same bits */
     return so;
 }
 
@@ -86,7 +91,7 @@ static void *work(void *arg) {
     dl_error err = {{0}};
     pthread_barrier_wait(&sh->start);
     for (int b = 0; b < BATCHES && !w->failure[0]; b++) {
-        dl_session_options so = options(batch_of[b], w->id % 2 ? "cpu" : NULL, w->id == 2);
+        dl_session_options so = options(b, w->id % 2 ? "cpu" : NULL, w->id == 2);
         if (dl_session_create(sh->ctx, sh->m, &so, &s[b], &err) != DL_OK)
             snprintf(w->failure, sizeof w->failure, "worker %d: create at batch %lld: %s", w->id,
                      (long long)batch_of[b], err.msg);
@@ -122,7 +127,7 @@ int main(void) {
         size_t n = (size_t)batch_of[b] * 3 * 224 * 224;
         sh.input[b] = malloc(n * sizeof(float));
         tu_fill_uniform(sh.input[b], n, 40 + (uint64_t)b, -1, 1);
-        dl_session_options so = options(batch_of[b], "cpu", 0);
+        dl_session_options so = options(b, "cpu", 0);
         dl_session *s;
         CHECK(dl_session_create(sh.ctx, sh.m, &so, &s, &err) == DL_OK, "%s", err.msg);
         CHECK(run_once(s, sh.input[b], &err) == DL_OK, "%s", err.msg);
@@ -157,8 +162,8 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
     CHECK(system(cmd) == 0, "cannot remove %s", cache);
     if (failed) return 1;
-    printf("%d threads x %d sessions of resnet18 (batches 1 and 3, cpu and measured placement): every output equals "
-           "the serial run's\n",
+    printf("%d threads x %d sessions of resnet18 (batches 1 and 3, cpu and measured placement, and 3 in parts two at "
+           "a time): every output equals the serial run's\n",
            THREADS, BATCHES);
     return 0;
 }

@@ -137,6 +137,13 @@ typedef struct dl_session_options {
      * the batch; the batch or more: at once). A batch run in parts is one plan of n images run
      * batch / n times over consecutive images of the caller's inputs and outputs. */
     int64_t micro_batch;
+    /* Parts of the batch a run takes at the same time, each on a thread of its own (its share of
+     * the context's threads: threads / parts_at_once, at least 1) with its own copy of the plan
+     * (docs/micro-batch.md). 0, auto: with micro_batch auto, parts of 1, one a thread, are also
+     * measured against the fastest plan and kept if faster; with micro_batch n, one at a time.
+     * 1: one at a time, never measured. k >= 2 (at most the threads): with micro_batch n, k at
+     * a time; with auto, k is what is measured. */
+    int32_t parts_at_once;
 } dl_session_options;
 
 DL_API void dl_session_options_init(dl_session_options *o);
