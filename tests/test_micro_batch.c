@@ -312,6 +312,12 @@ Test(micro_batch, auto_runs_parts_at_once_where_that_is_faster) {
         free(y);
         close_all(&o);
     }
+    /* the same plan with parts_at_once 1: never side by side, the cached choice notwithstanding */
+    cr_assert_eq(open_with(TIMED, chain, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
+    cr_expect(strstr(dl_session_batching(o.s), "8 in 8 parts of 1 (auto: ") == dl_session_batching(o.s), "%s",
+              dl_session_batching(o.s));
+    cr_expect_eq(o.s->n_sibs, 0);
+    close_all(&o);
     free(ref);
     unsetenv("DLFAKE_TIMEDCPU_RUN_IMAGE2_US");
 }

@@ -534,7 +534,9 @@ static void choose_parts(dl_session **sp, dl_model *m) {
     if (cached) {
         double k = 0;
         snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once", h);
-        const int cached_k = best_images == 1 && dl_tcache_get(cache, key, &k) && k >= 2 && k <= DL_PARTS_AT_ONCE_MAX;
+        /* kept only as this session would try them: not with parts_at_once 1, nor another k */
+        const int cached_k =
+            best_images == 1 && dl_tcache_get(cache, key, &k) && k >= 2 && (int)k == at_once_tried(s, n);
         for (int j = 0; j < 63 && (n >> j) >= 1; j++) {
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> j));
             dl_tcache_get(cache, key, &ms_of[j]);
