@@ -635,40 +635,44 @@ OP_TEST(softmax_propagates_nan) {
     }
 }
 
+/* Small shapes along every axis, then larger ones (odd sizes) where the runs copied are a vector
+ * and a tail, under one vector, and past 256 floats, over rows shared out in tasks */
 OP_TEST(concat_all_axes) {
-    for (int axis = 0; axis < 4; axis++) {
-        dl_op_attrs a;
-        attrs(&a);
-        a.axis = axis;
-        int64_t base[4] = {2, 3, 4, 5}, ext[3] = {1, 3, 2};
-        tt in[3];
-        int64_t outs[4] = {2, 3, 4, 5};
-        outs[axis] = 6;
-        for (int i = 0; i < 3; i++) {
-            int64_t s[4] = {base[0], base[1], base[2], base[3]};
-            s[axis] = ext[i];
-            in[i] = make(4, s, -1, 1);
+    static const int64_t bases[2][4] = {{2, 3, 4, 5}, {3, 5, 41, 7}}, exts[2][3] = {{1, 3, 2}, {37, 5, 300}};
+    for (int big = 0; big < 2; big++)
+        for (int axis = 0; axis < 4; axis++) {
+            dl_op_attrs a;
+            attrs(&a);
+            a.axis = axis;
+            const int64_t *base = bases[big], *ext = exts[big];
+            tt in[3];
+            int64_t outs[4] = {base[0], base[1], base[2], base[3]};
+            outs[axis] = ext[0] + ext[1] + ext[2];
+            for (int i = 0; i < 3; i++) {
+                int64_t s[4] = {base[0], base[1], base[2], base[3]};
+                s[axis] = ext[i];
+                in[i] = make(4, s, -1, 1);
+            }
+            tt y = make(4, outs, 0, 1);
+            run_op(DL_OP_CONCAT, &a, in, 3, &y);
+            double *ref = malloc((size_t)y.n * sizeof *ref);
+            int64_t idx[4];
+            for (int64_t i = 0; i < y.n; i++) {
+                int64_t r = i;
+                for (int d = 3; d >= 0; d--) idx[d] = r % outs[d], r /= outs[d];
+                int src = 0;
+                int64_t pos = idx[axis];
+                while (pos >= ext[src]) pos -= ext[src++];
+                int64_t s[4] = {base[0], base[1], base[2], base[3]};
+                s[axis] = ext[src];
+                idx[axis] = pos;
+                ref[i] = in[src].data[((idx[0] * s[1] + idx[1]) * s[2] + idx[2]) * s[3] + idx[3]];
+            }
+            expect_close(&y, ref, 1e-12, "concat");
+            free(ref);
+            for (int i = 0; i < 3; i++) free(in[i].data);
+            free(y.data);
         }
-        tt y = make(4, outs, 0, 1);
-        run_op(DL_OP_CONCAT, &a, in, 3, &y);
-        double *ref = malloc((size_t)y.n * sizeof *ref);
-        int64_t idx[4];
-        for (int64_t i = 0; i < y.n; i++) {
-            int64_t r = i;
-            for (int d = 3; d >= 0; d--) idx[d] = r % outs[d], r /= outs[d];
-            int src = 0;
-            int64_t pos = idx[axis];
-            while (pos >= ext[src]) pos -= ext[src++];
-            int64_t s[4] = {base[0], base[1], base[2], base[3]};
-            s[axis] = ext[src];
-            idx[axis] = pos;
-            ref[i] = in[src].data[((idx[0] * s[1] + idx[1]) * s[2] + idx[2]) * s[3] + idx[3]];
-        }
-        expect_close(&y, ref, 1e-12, "concat");
-        free(ref);
-        for (int i = 0; i < 3; i++) free(in[i].data);
-        free(y.data);
-    }
 }
 
 /* ---- supports() says no, with a reason ---- */

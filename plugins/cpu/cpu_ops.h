@@ -46,6 +46,20 @@ static inline int omp_get_max_threads(void) { return 1; }
         }                                                                                                     \
     } while (0)
 
+/* CPU_PAR("omp parallel ...", STATEMENT): STATEMENT (a loop or a block) under that OpenMP
+ * directive where the kernel has more than one thread, else as it is on the calling thread (an
+ * omp for or barrier inside then binds to no region and runs serially): for the kernels that go
+ * parallel whatever their size. A region of one allocates (see CPU_FOR): ResNet-18 on one thread
+ * allocated 22 times a run channels-last and 28 row-major, from its convs, pools and linear layer. */
+#define CPU_PAR(DIRECTIVE, ...)            \
+    do {                                   \
+        if (omp_get_max_threads() > 1) {   \
+            _Pragma(DIRECTIVE) __VA_ARGS__ \
+        } else {                           \
+            __VA_ARGS__                    \
+        }                                  \
+    } while (0)
+
 /* max that lets NaN through, as PyTorch does: a NaN in v wins the compare (it is false), a NaN
  * already in m stays. Written as two selects so it compiles without branches (random data made
  * the short-circuit form mispredict on every other element) and vectorises. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "activate.h"
+#include "cpu_ops.h" /* CPU_PAR */
 #include "gemm.h"
 #include "vecw.h"
 
@@ -362,69 +363,70 @@ static void run_cl(const cpu_winograd *wg, const float *x, const float *bias, co
         locate_tiles(wg, t0, nb, at);
         /* V^T: a panel of 6 tiles by VW channels at a time, each position's 6 x VW turned into
          * the panel's 6 floats a channel (tiles past nb: zeros, as cpu_gemm's padded panels) */
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int pi = 0; pi < panels; pi++) {
-            for (int cv = 0; cv < cvecs; cv++) {
-                const int ch = cv * VW, n = c - ch < VW ? c - ch : VW;
-                vw tv[CPU_GEMM_MR][NPOS];
-                for (int r = 0; r < CPU_GEMM_MR; r++) {
-                    const int tb = pi * CPU_GEMM_MR + r;
-                    if (tb >= nb) {
-                        for (int p = 0; p < NPOS; p++) tv[r][p] = splatw(0.0f);
-                        continue;
-                    }
-                    vw d[6][6];
-                    load_window_cl(wg, x, &at[tb], ch, n, d);
-                    input_transform(d, (float *)tv[r], VW);
-                }
-                float *panel = v + (size_t)pi * CPU_GEMM_MR * c + (size_t)ch * CPU_GEMM_MR;
-                for (int p = 0; p < NPOS; p++)
-                    for (int h8 = 0; h8 < VW / 8 && h8 * 8 < n; h8++) {
-                        v8 r8[8];
-                        for (int r = 0; r < CPU_GEMM_MR; r++) r8[r] = eight_lanes(tv[r][p], h8);
-                        for (int r = CPU_GEMM_MR; r < 8; r++) r8[r] = splat8(0.0f);
-                        transpose8(r8); /* r8[l]: channel ch + h8 * 8 + l of the 6 tiles */
-                        float *dst = panel + (size_t)p * vsize + (size_t)h8 * 8 * CPU_GEMM_MR;
-                        for (int l = 0; l < 8 && h8 * 8 + l < n; l++)
-                            memcpy(dst + l * CPU_GEMM_MR, &r8[l], CPU_GEMM_MR * sizeof(float));
-                    }
-            }
-        }
-        /* M_p^T = V_p^T U_p^T (nb x c by c x k), one position a thread at a time */
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int p = 0; p < NPOS; p++) {
-            const cpu_gemm_operand vp = {.packed = v + p * vsize}, up = {.packed = wg->u + p * packed_u};
-            float none[1];
-            cpu_gemm(nb, k, c, &vp, &up, m + (size_t)p * kp, NPOS * kp, NULL, none, 1);
-        }
-        /* Y = A^T M A a tile and VW filters at a time, + bias, + residual, the activation */
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int tb = 0; tb < nb; tb++) {
-            for (int kv = 0; kv < kvecs; kv++) {
-                const int k0 = kv * VW, n = k - k0 < VW ? k - k0 : VW;
-                const tile_at *t = &at[tb];
-                const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
-                const int nr = oh - oy < 4 ? oh - oy : 4, nc = ow - ox < 4 ? ow - ox : 4;
-                vw mm[6][6], out[4][4];
-                for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = load_lanes(m + ((size_t)tb * NPOS + p) * kp + k0, n);
-                output_transform(mm, out);
-                const vw b = bias ? load_lanes(bias + k0, n) : splatw(0.0f);
-                for (int i = 0; i < nr; i++)
-                    for (int j = 0; j < nc; j++) {
-                        const int64_t at_px = t->out + ((int64_t)i * ow + j) * k + k0;
-                        vw o = out[i][j] + b;
-                        if (res) o += load_lanes(res + at_px, n);
-                        if (clamps) o = clampw(o, lo, hi);
-                        else {
-                            float e[VW];
-                            storew(e, o);
-                            for (int l = 0; l < n; l++) e[l] = cpu_activate(e[l], act, a);
-                            o = loadw(e);
+        CPU_PAR(
+            "omp parallel for collapse(2) schedule(static)", for (int pi = 0; pi < panels; pi++) {
+                for (int cv = 0; cv < cvecs; cv++) {
+                    const int ch = cv * VW, n = c - ch < VW ? c - ch : VW;
+                    vw tv[CPU_GEMM_MR][NPOS];
+                    for (int r = 0; r < CPU_GEMM_MR; r++) {
+                        const int tb = pi * CPU_GEMM_MR + r;
+                        if (tb >= nb) {
+                            for (int p = 0; p < NPOS; p++) tv[r][p] = splatw(0.0f);
+                            continue;
                         }
-                        store_lanes(y + at_px, o, n);
+                        vw d[6][6];
+                        load_window_cl(wg, x, &at[tb], ch, n, d);
+                        input_transform(d, (float *)tv[r], VW);
                     }
-            }
-        }
+                    float *panel = v + (size_t)pi * CPU_GEMM_MR * c + (size_t)ch * CPU_GEMM_MR;
+                    for (int p = 0; p < NPOS; p++)
+                        for (int h8 = 0; h8 < VW / 8 && h8 * 8 < n; h8++) {
+                            v8 r8[8];
+                            for (int r = 0; r < CPU_GEMM_MR; r++) r8[r] = eight_lanes(tv[r][p], h8);
+                            for (int r = CPU_GEMM_MR; r < 8; r++) r8[r] = splat8(0.0f);
+                            transpose8(r8); /* r8[l]: channel ch + h8 * 8 + l of the 6 tiles */
+                            float *dst = panel + (size_t)p * vsize + (size_t)h8 * 8 * CPU_GEMM_MR;
+                            for (int l = 0; l < 8 && h8 * 8 + l < n; l++)
+                                memcpy(dst + l * CPU_GEMM_MR, &r8[l], CPU_GEMM_MR * sizeof(float));
+                        }
+                }
+            });
+        /* M_p^T = V_p^T U_p^T (nb x c by c x k), one position a thread at a time */
+        CPU_PAR(
+            "omp parallel for schedule(dynamic, 1)", for (int p = 0; p < NPOS; p++) {
+                const cpu_gemm_operand vp = {.packed = v + p * vsize}, up = {.packed = wg->u + p * packed_u};
+                float none[1];
+                cpu_gemm(nb, k, c, &vp, &up, m + (size_t)p * kp, NPOS * kp, NULL, none, 1);
+            });
+        /* Y = A^T M A a tile and VW filters at a time, + bias, + residual, the activation */
+        CPU_PAR(
+            "omp parallel for collapse(2) schedule(static)", for (int tb = 0; tb < nb; tb++) {
+                for (int kv = 0; kv < kvecs; kv++) {
+                    const int k0 = kv * VW, n = k - k0 < VW ? k - k0 : VW;
+                    const tile_at *t = &at[tb];
+                    const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
+                    const int nr = oh - oy < 4 ? oh - oy : 4, nc = ow - ox < 4 ? ow - ox : 4;
+                    vw mm[6][6], out[4][4];
+                    for (int p = 0; p < NPOS; p++)
+                        mm[p / 6][p % 6] = load_lanes(m + ((size_t)tb * NPOS + p) * kp + k0, n);
+                    output_transform(mm, out);
+                    const vw b = bias ? load_lanes(bias + k0, n) : splatw(0.0f);
+                    for (int i = 0; i < nr; i++)
+                        for (int j = 0; j < nc; j++) {
+                            const int64_t at_px = t->out + ((int64_t)i * ow + j) * k + k0;
+                            vw o = out[i][j] + b;
+                            if (res) o += load_lanes(res + at_px, n);
+                            if (clamps) o = clampw(o, lo, hi);
+                            else {
+                                float e[VW];
+                                storew(e, o);
+                                for (int l = 0; l < n; l++) e[l] = cpu_activate(e[l], act, a);
+                                o = loadw(e);
+                            }
+                            store_lanes(y + at_px, o, n);
+                        }
+                }
+            });
     }
 }
 
@@ -451,46 +453,47 @@ void cpu_winograd_run(const cpu_winograd *wg, const float *x, const float *bias,
         /* whole panels of B: the tiles past nb repeat the last one (their columns are never stored) */
         const int ngroups = (nb + CPU_GEMM_NR - 1) / CPU_GEMM_NR * CPU_GEMM_NR / LANES;
         locate_tiles(wg, t0, nb, at);
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int ci = 0; ci < c; ci++) {
-            for (int gi = 0; gi < ngroups; gi++) {
-                vw d[6][6];
-                const int tb = gi * LANES; /* tile tb of the block is column tb of B: panel tb / 16, lane tb % 16 */
-                load_windows(wg, x + (int64_t)ci * h * w, at, tb, nb, d);
-                input_transform(
-                    d, v + (size_t)(tb / CPU_GEMM_NR) * c * CPU_GEMM_NR + (size_t)ci * CPU_GEMM_NR + tb % CPU_GEMM_NR,
-                    vstride);
-            }
-        }
+        CPU_PAR(
+            "omp parallel for collapse(2) schedule(static)", for (int ci = 0; ci < c; ci++) {
+                for (int gi = 0; gi < ngroups; gi++) {
+                    vw d[6][6];
+                    const int tb = gi * LANES; /* tile tb of the block is column tb of B: panel tb / 16, lane tb % 16 */
+                    load_windows(wg, x + (int64_t)ci * h * w, at, tb, nb, d);
+                    input_transform(d,
+                                    v + (size_t)(tb / CPU_GEMM_NR) * c * CPU_GEMM_NR + (size_t)ci * CPU_GEMM_NR +
+                                        tb % CPU_GEMM_NR,
+                                    vstride);
+                }
+            });
         /* The 36 products M_p = U_p V_p (k x c by c x nb) are independent: one a thread at a time,
          * each on the thread that runs it (both operands packed: no scratch) */
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int p = 0; p < NPOS; p++) {
-            const cpu_gemm_operand up = {.packed = wg->u + p * packed_u}, vp = {.packed = v + p * vstride};
-            float none[1];
-            cpu_gemm(k, nb, c, &up, &vp, m + p * block, NPOS * block, NULL, none, 1);
-        }
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int ki = 0; ki < k; ki++) {
-            for (int gi = 0; gi < (nb + LANES - 1) / LANES; gi++) {
-                vw mm[6][6], out[4][4];
-                const float *src = m + (size_t)ki * NPOS * block + (size_t)gi * LANES;
-                for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = loadw(src + (size_t)p * block);
-                output_transform(mm, out);
-                const vw b = splatw(bias ? bias[ki] : 0.0f);
-                for (int i = 0; i < 4; i++)
-                    for (int j = 0; j < 4; j++)
-                        out[i][j] = in_registers ? clampw(out[i][j] + b, lo, hi) : out[i][j] + b;
-                v8 rows[2][LANES]; /* rows[q][l]: rows 2q and 2q + 1 of tile gi * LANES + l, 4 floats each */
-                tile_rows(out, rows);
-                const int64_t plane = (int64_t)ki * oh * ow;
-                for (int l = 0; l < LANES && gi * LANES + l < nb; l++) {
-                    const tile_at *t = &at[gi * LANES + l];
-                    const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
-                    store_tile(rows, l, y + t->out + plane, res ? res + t->out + plane : NULL, ow,
-                               oh - oy < 4 ? oh - oy : 4, ow - ox < 4 ? ow - ox : 4, clamps, v8_lo, v8_hi, a);
+        CPU_PAR(
+            "omp parallel for schedule(dynamic, 1)", for (int p = 0; p < NPOS; p++) {
+                const cpu_gemm_operand up = {.packed = wg->u + p * packed_u}, vp = {.packed = v + p * vstride};
+                float none[1];
+                cpu_gemm(k, nb, c, &up, &vp, m + p * block, NPOS * block, NULL, none, 1);
+            });
+        CPU_PAR(
+            "omp parallel for collapse(2) schedule(static)", for (int ki = 0; ki < k; ki++) {
+                for (int gi = 0; gi < (nb + LANES - 1) / LANES; gi++) {
+                    vw mm[6][6], out[4][4];
+                    const float *src = m + (size_t)ki * NPOS * block + (size_t)gi * LANES;
+                    for (int p = 0; p < NPOS; p++) mm[p / 6][p % 6] = loadw(src + (size_t)p * block);
+                    output_transform(mm, out);
+                    const vw b = splatw(bias ? bias[ki] : 0.0f);
+                    for (int i = 0; i < 4; i++)
+                        for (int j = 0; j < 4; j++)
+                            out[i][j] = in_registers ? clampw(out[i][j] + b, lo, hi) : out[i][j] + b;
+                    v8 rows[2][LANES]; /* rows[q][l]: rows 2q and 2q + 1 of tile gi * LANES + l, 4 floats each */
+                    tile_rows(out, rows);
+                    const int64_t plane = (int64_t)ki * oh * ow;
+                    for (int l = 0; l < LANES && gi * LANES + l < nb; l++) {
+                        const tile_at *t = &at[gi * LANES + l];
+                        const int oy = t->y0 + wg->pad_t, ox = t->x0 + wg->pad_l;
+                        store_tile(rows, l, y + t->out + plane, res ? res + t->out + plane : NULL, ow,
+                                   oh - oy < 4 ? oh - oy : 4, ow - ox < 4 ? ow - ox : 4, clamps, v8_lo, v8_hi, a);
+                    }
                 }
-            }
-        }
+            });
     }
 }

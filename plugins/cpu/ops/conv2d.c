@@ -143,27 +143,28 @@ static void im2col(const dl_kernel *k, const float *x, int cg, float *col) {
     const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
     const int kh = a->kernel[0], kw = a->kernel[1];
     const int rows = cg * kh * kw;
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        int ci = r / (kh * kw), i = (r / kw) % kh, j = r % kw;
-        const float *plane = x + (size_t)ci * h * w;
-        float *dst = col + (size_t)r * oh * ow;
-        for (int oy = 0; oy < oh; oy++) {
-            int iy = oy * a->stride[0] - a->pad_begin[0] + i * a->dilation[0];
-            float *drow = dst + (size_t)oy * ow;
-            if (iy < 0 || iy >= h) {
-                memset(drow, 0, (size_t)ow * sizeof *drow);
-                continue;
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int r = 0; r < rows; r++) {
+            int ci = r / (kh * kw), i = (r / kw) % kh, j = r % kw;
+            const float *plane = x + (size_t)ci * h * w;
+            float *dst = col + (size_t)r * oh * ow;
+            for (int oy = 0; oy < oh; oy++) {
+                int iy = oy * a->stride[0] - a->pad_begin[0] + i * a->dilation[0];
+                float *drow = dst + (size_t)oy * ow;
+                if (iy < 0 || iy >= h) {
+                    memset(drow, 0, (size_t)ow * sizeof *drow);
+                    continue;
+                }
+                const float *srow = plane + (size_t)iy * w;
+                int ix = -a->pad_begin[1] + j * a->dilation[1];
+                if (a->stride[1] == 1) {
+                    for (int ox = 0; ox < ow; ox++, ix++) drow[ox] = (ix >= 0 && ix < w) ? srow[ix] : 0.0f;
+                } else {
+                    for (int ox = 0; ox < ow; ox++, ix += a->stride[1])
+                        drow[ox] = (ix >= 0 && ix < w) ? srow[ix] : 0.0f;
+                }
             }
-            const float *srow = plane + (size_t)iy * w;
-            int ix = -a->pad_begin[1] + j * a->dilation[1];
-            if (a->stride[1] == 1) {
-                for (int ox = 0; ox < ow; ox++, ix++) drow[ox] = (ix >= 0 && ix < w) ? srow[ix] : 0.0f;
-            } else {
-                for (int ox = 0; ox < ow; ox++, ix += a->stride[1]) drow[ox] = (ix >= 0 && ix < w) ? srow[ix] : 0.0f;
-            }
-        }
-    }
+        });
 }
 
 /* y[m x n] = act(w[m x kdim] * b[kdim x n] + bias) with single-threaded sgemm calls in parallel:
@@ -173,8 +174,7 @@ static void im2col(const dl_kernel *k, const float *x, int cg, float *col) {
 static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const float *b, float *y, const float *bias,
                           const float *res, const dl_op_attrs *a) {
     const int epilogue = bias || res || a->activation != DL_ACT_NONE;
-#pragma omp parallel
-    {
+    CPU_PAR("omp parallel", {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         if (n >= m) {
             int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
@@ -197,7 +197,7 @@ static void gemm_bias_act(int m, int64_t n, int kdim, const float *w, const floa
                                          a);
             }
         }
-    }
+    });
 }
 
 /* One image's group of channels as the windows operand of cpu_gemm (kdim taps by oh*ow pixels):

@@ -55,18 +55,18 @@ void cpu_batchnorm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     /* the common activations each a loop of its own, which vectorises (a switch inside did not) */
 #define BN_PLANE(ACT) \
     for (int64_t i = 0; i < inner; i++) dst[i] = cpu_activate(src[i] * s + t, ACT, &at)
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < n * c; p++) {
-        float s, t;
-        cpu_batchnorm_coeffs(in, p % c, at.epsilon, &s, &t);
-        const float *src = x + p * inner;
-        float *dst = y + p * inner;
-        switch (at.activation) {
-        case DL_ACT_NONE: BN_PLANE(DL_ACT_NONE); break;
-        case DL_ACT_RELU: BN_PLANE(DL_ACT_RELU); break;
-        case DL_ACT_CLIP: BN_PLANE(DL_ACT_CLIP); break;
-        default: BN_PLANE(at.activation);
-        }
-    }
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t p = 0; p < n * c; p++) {
+            float s, t;
+            cpu_batchnorm_coeffs(in, p % c, at.epsilon, &s, &t);
+            const float *src = x + p * inner;
+            float *dst = y + p * inner;
+            switch (at.activation) {
+            case DL_ACT_NONE: BN_PLANE(DL_ACT_NONE); break;
+            case DL_ACT_RELU: BN_PLANE(DL_ACT_RELU); break;
+            case DL_ACT_CLIP: BN_PLANE(DL_ACT_CLIP); break;
+            default: BN_PLANE(at.activation);
+            }
+        });
 #undef BN_PLANE
 }

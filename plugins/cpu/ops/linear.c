@@ -39,8 +39,7 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
         return;
     }
     const int n = (int)k->g.xs[0], in = (int)k->g.xs[1], out = (int)k->g.ys[1];
-#pragma omp parallel
-    {
+    CPU_PAR("omp parallel", {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int chunk = (out + nt - 1) / nt;
         int o0 = t * chunk, o1 = o0 + chunk < out ? o0 + chunk : out;
@@ -56,5 +55,5 @@ void cpu_linear(const dl_kernel *k, const dl_tensor *inputs, float *y, void *ws)
                 cpu_bias_res_act(row, res ? res + (size_t)i * out + o0 : NULL, o1 - o0, 0.0f, &k->g.a);
             }
         }
-    }
+    });
 }

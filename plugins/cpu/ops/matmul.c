@@ -25,8 +25,8 @@ void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     if (c) { /* y = beta * c, broadcast; the products then accumulate onto it */
         int64_t sc[8];
         dl_bcast_strides(g->cnd, g->cs, g->ynd, g->ys, sc);
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < g->numel; i++) y[i] = beta * c[dl_bcast_offset(i, g->ynd, g->ys, sc)];
+        CPU_PAR("omp parallel for schedule(static)",
+                for (int64_t i = 0; i < g->numel; i++) y[i] = beta * c[dl_bcast_offset(i, g->ynd, g->ys, sc)];);
     }
     /* One b for every batch (a weight [K, N] times activations [..., M, K]: a transformer's
      * projections) and a not transposed: a's matrices are consecutive rows, so the batches fold
@@ -41,13 +41,13 @@ void cpu_matmul(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     if (blocks > (n + 63) / 64) blocks = (n + 63) / 64;
     if (blocks < 1) blocks = 1;
     const int64_t width = (n + blocks - 1) / blocks, lda = ta ? m : kk, ldb = tb ? kk : n;
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t t = 0; t < batches * blocks; t++) {
-        int64_t bi = t / blocks, n0 = (t % blocks) * width, n1 = n0 + width < n ? n0 + width : n;
-        if (n1 <= n0) continue;
-        const float *pa = a + dl_bcast_offset(bi, bat_nd, g->ys, sa) * amat;
-        const float *pb = b + dl_bcast_offset(bi, bat_nd, g->ys, sb) * bmat + (tb ? n0 * kk : n0);
-        float *py = y + bi * m * n + n0;
-        cpu_sgemm(ta, tb, m, n1 - n0, kk, alpha, pa, lda, pb, ldb, c ? 1.0f : 0.0f, py, n);
-    }
+    CPU_PAR(
+        "omp parallel for schedule(dynamic)", for (int64_t t = 0; t < batches * blocks; t++) {
+            int64_t bi = t / blocks, n0 = (t % blocks) * width, n1 = n0 + width < n ? n0 + width : n;
+            if (n1 <= n0) continue;
+            const float *pa = a + dl_bcast_offset(bi, bat_nd, g->ys, sa) * amat;
+            const float *pb = b + dl_bcast_offset(bi, bat_nd, g->ys, sb) * bmat + (tb ? n0 * kk : n0);
+            float *py = y + bi * m * n + n0;
+            cpu_sgemm(ta, tb, m, n1 - n0, kk, alpha, pa, lda, pb, ldb, c ? 1.0f : 0.0f, py, n);
+        });
 }

@@ -12,14 +12,14 @@
 static void strided_gather(const float *x, float *y, int nd, const int64_t *ys, const int64_t *st, int64_t base,
                            int64_t numel) {
     const int64_t len = ys[nd - 1], rows = numel / len, step = st[nd - 1];
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *src = x + base + dl_bcast_offset(r, nd - 1, ys, st);
-        float *dst = y + r * len;
-        if (step == 1) memcpy(dst, src, (size_t)len * sizeof *dst);
-        else
-            for (int64_t j = 0; j < len; j++) dst[j] = src[j * step];
-    }
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t r = 0; r < rows; r++) {
+            const float *src = x + base + dl_bcast_offset(r, nd - 1, ys, st);
+            float *dst = y + r * len;
+            if (step == 1) memcpy(dst, src, (size_t)len * sizeof *dst);
+            else
+                for (int64_t j = 0; j < len; j++) dst[j] = src[j * step];
+        });
 }
 
 static int64_t count(int nd, const int64_t *s) {
@@ -76,25 +76,25 @@ void cpu_pad(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     int64_t xst[8];
     (void)ws;
     strides_of(g->xnd, g->xs, xst);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        float *dst = y + r * len;
-        int64_t off = 0, rest = r;
-        for (int d = nd - 2; d >= 0 && off >= 0; d--) { /* the input row this output row reads */
-            int64_t i = pad_source(rest % g->ys[d], g->a.pads_before[d], g->xs[d], mode);
-            rest /= g->ys[d];
-            off = i < 0 ? -1 : off + i * xst[d];
-        }
-        if (off < 0) {
-            for (int64_t j = 0; j < len; j++) dst[j] = value;
-            continue;
-        }
-        const float *src = x + off;
-        for (int64_t j = 0; j < len; j++) {
-            int64_t i = pad_source(j, b_last, n_last, mode);
-            dst[j] = i < 0 ? value : src[i];
-        }
-    }
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t r = 0; r < rows; r++) {
+            float *dst = y + r * len;
+            int64_t off = 0, rest = r;
+            for (int d = nd - 2; d >= 0 && off >= 0; d--) { /* the input row this output row reads */
+                int64_t i = pad_source(rest % g->ys[d], g->a.pads_before[d], g->xs[d], mode);
+                rest /= g->ys[d];
+                off = i < 0 ? -1 : off + i * xst[d];
+            }
+            if (off < 0) {
+                for (int64_t j = 0; j < len; j++) dst[j] = value;
+                continue;
+            }
+            const float *src = x + off;
+            for (int64_t j = 0; j < len; j++) {
+                int64_t i = pad_source(j, b_last, n_last, mode);
+                dst[j] = i < 0 ? value : src[i];
+            }
+        });
 }
 
 void cpu_resize(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
@@ -103,28 +103,28 @@ void cpu_resize(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     const int64_t planes = g->xs[0] * g->xs[1], H = g->xs[2], W = g->xs[3], OH = g->ys[2], OW = g->ys[3];
     const int linear = g->a.mode == DL_RESIZE_LINEAR, coord = g->a.coord, nm = g->a.nearest;
     (void)ws;
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < planes * OH; p++) {
-        const int64_t oy = p % OH;
-        const float *src = x + p / OH * H * W;
-        float *dst = y + p * OW;
-        double cy = dl_resample_source(oy, H, OH, coord);
-        if (!linear) {
-            const float *row = src + dl_resample_nearest(cy, H, nm) * W;
-            for (int64_t ox = 0; ox < OW; ox++)
-                dst[ox] = row[dl_resample_nearest(dl_resample_source(ox, W, OW, coord), W, nm)];
-            continue;
-        }
-        int64_t y0, y1, x0, x1;
-        float wy, wx;
-        dl_resample_taps(cy, H, &y0, &y1, &wy);
-        const float *r0 = src + y0 * W, *r1 = src + y1 * W;
-        for (int64_t ox = 0; ox < OW; ox++) {
-            dl_resample_taps(dl_resample_source(ox, W, OW, coord), W, &x0, &x1, &wx);
-            float top = r0[x0] + (r0[x1] - r0[x0]) * wx, bottom = r1[x0] + (r1[x1] - r1[x0]) * wx;
-            dst[ox] = top + (bottom - top) * wy;
-        }
-    }
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t p = 0; p < planes * OH; p++) {
+            const int64_t oy = p % OH;
+            const float *src = x + p / OH * H * W;
+            float *dst = y + p * OW;
+            double cy = dl_resample_source(oy, H, OH, coord);
+            if (!linear) {
+                const float *row = src + dl_resample_nearest(cy, H, nm) * W;
+                for (int64_t ox = 0; ox < OW; ox++)
+                    dst[ox] = row[dl_resample_nearest(dl_resample_source(ox, W, OW, coord), W, nm)];
+                continue;
+            }
+            int64_t y0, y1, x0, x1;
+            float wy, wx;
+            dl_resample_taps(cy, H, &y0, &y1, &wy);
+            const float *r0 = src + y0 * W, *r1 = src + y1 * W;
+            for (int64_t ox = 0; ox < OW; ox++) {
+                dl_resample_taps(dl_resample_source(ox, W, OW, coord), W, &x0, &x1, &wx);
+                float top = r0[x0] + (r0[x1] - r0[x0]) * wx, bottom = r1[x0] + (r1[x1] - r1[x0]) * wx;
+                dst[ox] = top + (bottom - top) * wy;
+            }
+        });
 }
 
 /* Every index inside [-n, n) for a gather along a dimension of size n: checked before the kernel
@@ -150,12 +150,12 @@ void cpu_gather(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
     (void)ws;
     for (int d = 0; d < axis; d++) outer *= g->xs[d];
     for (int d = axis + 1; d < g->xnd; d++) inner *= g->xs[d];
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < outer * m; r++) {
-        int64_t o = r / m, i = idx[r % m];
-        if (i < 0) i += n;
-        memcpy(y + r * inner, x + (o * n + i) * inner, (size_t)inner * sizeof *y);
-    }
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t r = 0; r < outer * m; r++) {
+            int64_t o = r / m, i = idx[r % m];
+            if (i < 0) i += n;
+            memcpy(y + r * inner, x + (o * n + i) * inner, (size_t)inner * sizeof *y);
+        });
 }
 
 /* ShuffleNet's channel shuffle: output channel j * groups + i is input channel i * (C / groups) + j.
@@ -171,23 +171,23 @@ void cpu_channel_shuffle(const dl_kernel *k, const dl_tensor *in, float *y, void
     for (int d = 0; d < axis; d++) outer *= g->xs[d];
     for (int d = axis + 1; d < g->xnd; d++) inner *= g->xs[d];
     if (inner == 1) {
-#pragma omp parallel for schedule(static)
-        for (int64_t o = 0; o < outer; o++) {
-            const float *src = x + o * c;
-            float *dst = y + o * c;
-            if (groups == 2) { /* two halves interleaved: a loop the compiler vectorises */
-                const float *lo = src, *hi = src + per;
-                for (int64_t j = 0; j < per; j++) dst[2 * j] = lo[j], dst[2 * j + 1] = hi[j];
-                continue;
-            }
-            for (int64_t j = 0; j < per; j++)
-                for (int64_t i = 0; i < groups; i++) dst[j * groups + i] = src[i * per + j];
-        }
+        CPU_PAR(
+            "omp parallel for schedule(static)", for (int64_t o = 0; o < outer; o++) {
+                const float *src = x + o * c;
+                float *dst = y + o * c;
+                if (groups == 2) { /* two halves interleaved: a loop the compiler vectorises */
+                    const float *lo = src, *hi = src + per;
+                    for (int64_t j = 0; j < per; j++) dst[2 * j] = lo[j], dst[2 * j + 1] = hi[j];
+                    continue;
+                }
+                for (int64_t j = 0; j < per; j++)
+                    for (int64_t i = 0; i < groups; i++) dst[j * groups + i] = src[i * per + j];
+            });
         return;
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < outer * c; r++) {
-        const int64_t o = r / c, q = r % c;
-        memcpy(y + r * inner, x + (o * c + q % groups * per + q / groups) * inner, (size_t)inner * sizeof *y);
-    }
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t r = 0; r < outer * c; r++) {
+            const int64_t o = r / c, q = r % c;
+            memcpy(y + r * inner, x + (o * c + q % groups * per + q / groups) * inner, (size_t)inner * sizeof *y);
+        });
 }

@@ -47,30 +47,30 @@ void cpu_avgpool2d(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) 
     const dl_op_attrs *a = &k->g.a;
     const int64_t planes = k->g.xs[0] * k->g.xs[1];
     const int h = (int)k->g.xs[2], w = (int)k->g.xs[3], oh = (int)k->g.ys[2], ow = (int)k->g.ys[3];
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < planes; p++) {
-        const float *src = x + p * h * w;
-        float *dst = y + p * oh * ow;
-        for (int oy = 0; oy < oh; oy++) {
-            int y0 = oy * a->stride[0] - a->pad_begin[0];
-            int y1 = y0 + a->kernel[0] < h + a->pad_end[0] ? y0 + a->kernel[0] : h + a->pad_end[0];
-            int ylen = y1 - y0;
-            if (y0 < 0) y0 = 0;
-            if (y1 > h) y1 = h;
-            for (int ox = 0; ox < ow; ox++) {
-                int x0 = ox * a->stride[1] - a->pad_begin[1];
-                int x1 = x0 + a->kernel[1] < w + a->pad_end[1] ? x0 + a->kernel[1] : w + a->pad_end[1];
-                int xlen = x1 - x0;
-                if (x0 < 0) x0 = 0;
-                if (x1 > w) x1 = w;
-                double s = 0;
-                for (int iy = y0; iy < y1; iy++)
-                    for (int ix = x0; ix < x1; ix++) s += src[iy * w + ix];
-                int count = a->count_include_pad ? ylen * xlen : (y1 - y0) * (x1 - x0);
-                dst[oy * ow + ox] = count > 0 ? (float)(s / count) : 0.0f;
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t p = 0; p < planes; p++) {
+            const float *src = x + p * h * w;
+            float *dst = y + p * oh * ow;
+            for (int oy = 0; oy < oh; oy++) {
+                int y0 = oy * a->stride[0] - a->pad_begin[0];
+                int y1 = y0 + a->kernel[0] < h + a->pad_end[0] ? y0 + a->kernel[0] : h + a->pad_end[0];
+                int ylen = y1 - y0;
+                if (y0 < 0) y0 = 0;
+                if (y1 > h) y1 = h;
+                for (int ox = 0; ox < ow; ox++) {
+                    int x0 = ox * a->stride[1] - a->pad_begin[1];
+                    int x1 = x0 + a->kernel[1] < w + a->pad_end[1] ? x0 + a->kernel[1] : w + a->pad_end[1];
+                    int xlen = x1 - x0;
+                    if (x0 < 0) x0 = 0;
+                    if (x1 > w) x1 = w;
+                    double s = 0;
+                    for (int iy = y0; iy < y1; iy++)
+                        for (int ix = x0; ix < x1; ix++) s += src[iy * w + ix];
+                    int count = a->count_include_pad ? ylen * xlen : (y1 - y0) * (x1 - x0);
+                    dst[oy * ow + ox] = count > 0 ? (float)(s / count) : 0.0f;
+                }
             }
-        }
-    }
+        });
 }
 
 void cpu_global_avgpool(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {

@@ -25,21 +25,22 @@ static void reduce(const dl_kernel *k, const float *x, float *y, int how) {
     }
     if (nr == 0) rs[0] = 1, rst[0] = 1, nr = 1;
     const int64_t inner = rs[nr - 1], inner_st = rst[nr - 1], outer = count / inner;
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < kept; o++) {
-        const float *base = x + dl_bcast_offset(o, nk, ks, kst);
-        double sum = 0;
-        float best = how == R_MAX ? -INFINITY : INFINITY;
-        for (int64_t q = 0; q < outer; q++) {
-            const float *p = base + dl_bcast_offset(q, nr - 1, rs, rst);
-            for (int64_t j = 0; j < inner; j++) {
-                float v = p[j * inner_st];
-                if (how <= R_MEAN) sum += v;
-                else if (how == R_MAX ? (v > best || isnan(v)) : (v < best || isnan(v))) best = isnan(best) ? best : v;
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t o = 0; o < kept; o++) {
+            const float *base = x + dl_bcast_offset(o, nk, ks, kst);
+            double sum = 0;
+            float best = how == R_MAX ? -INFINITY : INFINITY;
+            for (int64_t q = 0; q < outer; q++) {
+                const float *p = base + dl_bcast_offset(q, nr - 1, rs, rst);
+                for (int64_t j = 0; j < inner; j++) {
+                    float v = p[j * inner_st];
+                    if (how <= R_MEAN) sum += v;
+                    else if (how == R_MAX ? (v > best || isnan(v)) : (v < best || isnan(v)))
+                        best = isnan(best) ? best : v;
+                }
             }
-        }
-        y[o] = how == R_SUM ? (float)sum : how == R_MEAN ? (float)(sum / (double)count) : best;
-    }
+            y[o] = how == R_SUM ? (float)sum : how == R_MEAN ? (float)(sum / (double)count) : best;
+        });
 }
 
 void cpu_reduce_sum(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
@@ -92,14 +93,14 @@ void cpu_layer_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
     (void)ws;
     for (int d = g->a.axis; d < g->xnd; d++) inner *= g->xs[d];
     const int64_t rows = g->numel / inner;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *src = x + r * inner;
-        float *dst = y + r * inner;
-        double mean, inv;
-        moments(src, inner, g->a.epsilon, &mean, &inv);
-        for (int64_t i = 0; i < inner; i++) dst[i] = (float)((src[i] - mean) * inv) * w[i] + b[i];
-    }
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t r = 0; r < rows; r++) {
+            const float *src = x + r * inner;
+            float *dst = y + r * inner;
+            double mean, inv;
+            moments(src, inner, g->a.epsilon, &mean, &inv);
+            for (int64_t i = 0; i < inner; i++) dst[i] = (float)((src[i] - mean) * inv) * w[i] + b[i];
+        });
 }
 
 void cpu_group_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
@@ -111,15 +112,15 @@ void cpu_group_norm(const dl_kernel *k, const dl_tensor *in, float *y, void *ws)
     for (int d = 2; d < g->xnd; d++) spatial *= g->xs[d];
     const int64_t len = per * spatial; /* one group's elements, contiguous */
     const double eps = g->a.epsilon;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < g->xs[0] * groups; r++) {
-        const float *src = x + r * len;
-        float *dst = y + r * len;
-        double mean, inv;
-        moments(src, len, eps, &mean, &inv);
-        for (int64_t i = 0; i < len; i++) {
-            int64_t ch = r % groups * per + i / spatial;
-            dst[i] = (float)((src[i] - mean) * inv) * w[ch] + b[ch];
-        }
-    }
+    CPU_PAR(
+        "omp parallel for schedule(static)", for (int64_t r = 0; r < g->xs[0] * groups; r++) {
+            const float *src = x + r * len;
+            float *dst = y + r * len;
+            double mean, inv;
+            moments(src, len, eps, &mean, &inv);
+            for (int64_t i = 0; i < len; i++) {
+                int64_t ch = r % groups * per + i / spatial;
+                dst[i] = (float)((src[i] - mean) * inv) * w[ch] + b[ch];
+            }
+        });
 }

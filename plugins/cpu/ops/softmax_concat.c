@@ -80,20 +80,39 @@ void cpu_log_softmax(const dl_kernel *k, const dl_tensor *in, float *y, void *ws
     (void)ws, softmax_along(k, in[0].data, y, 1);
 }
 
+/* n floats from src to dst: a vector at a time up to 256 floats, memcpy beyond. A concat along
+ * channels in channels-last storage copies each pixel's run of each input (64 floats in SqueezeNet's
+ * fire modules), and a call to memcpy a run cost more than the copy: SqueezeNet's first join (1.5
+ * MB out) took 0.024 ms on 2 threads, 6050 calls of 256 bytes. */
+static inline void copy_run(float *dst, const float *src, int64_t n) {
+    if (n > 256) {
+        memcpy(dst, src, (size_t)n * sizeof *dst);
+        return;
+    }
+    int64_t j = 0;
+    for (; j + VW <= n; j += VW) storew(dst + j, loadw(src + j));
+    if (j < n) storew_n(dst + j, loadw_n(src + j, (int)(n - j)), (int)(n - j));
+}
+
+/* Rows of the output (the dims before the axis) shared out in tasks of about 16384 floats, each
+ * row the inputs' runs one after the other. */
 void cpu_concat(const dl_kernel *k, const dl_tensor *in, float *y, void *ws) {
-    const dl_tensor *inputs = in;
     (void)ws;
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < k->g.a.axis; d++) outer *= k->g.ys[d];
     for (int d = k->g.a.axis + 1; d < k->g.ynd; d++) inner *= k->g.ys[d];
-    const int64_t row = k->g.ys[k->g.a.axis] * inner;
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t off = 0;
-        for (int i = 0; i < k->g.n_inputs; i++) {
-            int64_t chunk = k->g.cat_len[i] * inner;
-            memcpy(y + o * row + off, (const float *)inputs[i].data + o * chunk, (size_t)chunk * sizeof *y);
-            off += chunk;
+    if (outer == 0 || inner == 0 || k->g.ys[k->g.a.axis] == 0) return; /* an empty output */
+    const int64_t row = k->g.ys[k->g.a.axis] * inner, per = row >= 16384 ? 1 : 16384 / row;
+    const int64_t tasks = (outer + per - 1) / per;
+    CPU_FOR(outer * row, q, tasks, {
+        const int64_t o1 = (q + 1) * per < outer ? (q + 1) * per : outer;
+        for (int64_t o = q * per; o < o1; o++) {
+            int64_t off = 0;
+            for (int i = 0; i < k->g.n_inputs; i++) {
+                const int64_t chunk = k->g.cat_len[i] * inner;
+                copy_run(y + o * row + off, (const float *)in[i].data + o * chunk, chunk);
+                off += chunk;
+            }
         }
-    }
+    });
 }
