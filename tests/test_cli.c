@@ -525,6 +525,11 @@ Test(cli, int64_token_ids_feed_an_embedding) {
     cr_expect_eq(tu_dlrun(args, &out), 2, "%s", out);
     cr_expect(strstr(out, "gather: index 7 (at 5) is out of range for a dimension of size 7"), "%s", out);
     free(out), free(args);
+    /* in parts of one row (as auto may choose): the place is still the whole input's, not "(at 2)" */
+    cr_assert(asprintf(&args, "%s --input ids=%s --micro-batch 1", model, bad) > 0);
+    cr_expect_eq(tu_dlrun(args, &out), 2, "%s", out);
+    cr_expect(strstr(out, "gather: index 7 (at 5) is out of range for a dimension of size 7"), "%s", out);
+    free(out), free(args);
     cr_assert_eq(tu_dlrun(model, &out), 0, "seeded ids: %s", out); /* no --input: ids drawn inside [0, 7) */
     free(out);
     unlink(ids), unlink(bad), unlink(y), unlink(model);

@@ -185,6 +185,16 @@ dl_status dl_session_check_host_inputs(const dl_session *s, const dl_tensor *wan
                            g->values[g->inputs[i]].name, dl_dtype_is_f32(w->dtype) ? "f32" : "int64", shape, got,
                            dl_dtype_eq(t->dtype, w->dtype) ? "" : " of another dtype", how);
         }
+        /* each part's gathers would check only its rows of the ids, and name a place in the part
+         * (ids [[0, 1, 2], [3, 4, 7]] in parts of 1 read "index 7 (at 2)"): the whole of it here */
+        const int64_t bound = dl_session_input_bound(s, i);
+        if (!bound || t->dtype.code != DL_DTYPE_INT) continue;
+        const int64_t *idx = (const int64_t *)((const char *)t->data + t->byte_offset), n = dl_tensor_numel(t);
+        for (int64_t j = 0; j < n; j++)
+            if (idx[j] < -bound || idx[j] >= bound)
+                return dl_fail(err, DL_E_INVALID,
+                               "input '%s': gather: index %lld (at %lld) is out of range for a dimension of size %lld",
+                               g->values[g->inputs[i]].name, (long long)idx[j], (long long)j, (long long)bound);
     }
     return DL_OK;
 }
