@@ -472,6 +472,9 @@ static int cached_choice(const dl_session *s, dl_tcache *cache, unsigned long lo
     snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once", h);
     double k;
     if (at_once_tried(s, n) && !dl_tcache_get(cache, key, &k)) return 0;
+    /* nor one cached before the pairs it was measured in were (the description shows them) */
+    snprintf(key, sizeof key, "micro-batch;plan=%016llx;pairs", h);
+    if (!dl_tcache_get(cache, key, &k)) return 0;
     *images = (int64_t)choice;
     snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
     if (*images == n && dl_tcache_get(cache, key, &cut_d) && --cut_d >= 0 && cut_d < s->g->n_nodes - 1) {
@@ -508,6 +511,106 @@ static dl_session *at_once_session(const dl_session *s, dl_model *m, int64_t n, 
     return q;
 }
 
+/* The pairs auto measured, each in turn: a plan against the fastest so far, and the time of each
+ * in that pair, so that the description puts every time beside the one it was measured against
+ * (the fastest plan's time from one pair beside a loser's from another, quieter moment read as a
+ * contradiction). A plan is a code: K > 0, parts of K images (K = n: the batch at once); -k, parts
+ * of 1, k at a time; 0, the first `cut` + 1 layers in parts of `images` and the rest at once. */
+#define PAIRS_MAX 72
+typedef struct parts_pairs {
+    int n, cut;
+    int64_t images;
+    double what[PAIRS_MAX], ms[PAIRS_MAX], vs[PAIRS_MAX], vs_ms[PAIRS_MAX];
+} parts_pairs;
+
+static void pair_add(parts_pairs *pr, double what, double ms, double vs, double vs_ms) {
+    if (pr->n >= PAIRS_MAX) return;
+    pr->what[pr->n] = what, pr->ms[pr->n] = ms, pr->vs[pr->n] = vs, pr->vs_ms[pr->n] = vs_ms;
+    pr->n++;
+}
+
+/* A plan's name after "in" ("at once" alone), as the description writes it */
+static void plan_name(char *buf, size_t len, const parts_pairs *pr, double code, int64_t n) {
+    if (code == (double)n) snprintf(buf, len, "at once");
+    else if (code > 0) snprintf(buf, len, "in parts of %lld", (long long)code);
+    else if (code < 0) snprintf(buf, len, "in parts of 1, %d at a time", (int)-code);
+    else snprintf(buf, len, "with the first %d layers in parts of %lld", pr->cut + 1, (long long)pr->images);
+}
+
+static void pairs_key(char *key, size_t len, unsigned long long h, int i, const char *what) {
+    if (i < 0) snprintf(key, len, "micro-batch;plan=%016llx;pairs", h);
+    else snprintf(key, len, "micro-batch;plan=%016llx;pair=%d;%s", h, i, what);
+}
+
+static void pairs_save(dl_tcache *cache, unsigned long long h, const parts_pairs *pr) {
+    char key[112];
+    for (int i = 0; i < pr->n; i++) { /* the codes stored past DL_PARTS_AT_ONCE_MAX: a cache holds no negatives */
+        const double v[4] = {pr->what[i] + DL_PARTS_AT_ONCE_MAX, pr->ms[i], pr->vs[i] + DL_PARTS_AT_ONCE_MAX,
+                             pr->vs_ms[i]};
+        static const char *const names[4] = {"what", "ms", "vs", "vs-ms"};
+        for (int j = 0; j < 4; j++) {
+            pairs_key(key, sizeof key, h, i, names[j]);
+            dl_tcache_put(cache, key, v[j]);
+        }
+    }
+    pairs_key(key, sizeof key, h, 0, "cut"), dl_tcache_put(cache, key, pr->cut);
+    pairs_key(key, sizeof key, h, 0, "images"), dl_tcache_put(cache, key, (double)pr->images);
+    pairs_key(key, sizeof key, h, -1, NULL), dl_tcache_put(cache, key, pr->n);
+}
+
+/* The pairs of h's choice from the cache (what cached_choice found there); none where one is amiss */
+static void pairs_load(dl_tcache *cache, unsigned long long h, int64_t n, parts_pairs *pr) {
+    char key[112];
+    double count = 0, cut = -1, images = 0;
+    pr->n = 0;
+    pairs_key(key, sizeof key, h, -1, NULL);
+    if (!dl_tcache_get(cache, key, &count) || !(count >= 0 && count <= PAIRS_MAX)) return;
+    pairs_key(key, sizeof key, h, 0, "cut"), dl_tcache_get(cache, key, &cut);
+    pairs_key(key, sizeof key, h, 0, "images"), dl_tcache_get(cache, key, &images);
+    pr->cut = cut >= 0 && cut < 1e9 ? (int)cut : 0;
+    pr->images = images >= 1 && images <= (double)n ? (int64_t)images : 1;
+    for (int i = 0; i < (int)count; i++) {
+        double v[4] = {0, 0, 0, 0};
+        static const char *const names[4] = {"what", "ms", "vs", "vs-ms"};
+        for (int j = 0; j < 4; j++) {
+            pairs_key(key, sizeof key, h, i, names[j]);
+            if (!dl_tcache_get(cache, key, &v[j])) return;
+        }
+        v[0] -= DL_PARTS_AT_ONCE_MAX, v[2] -= DL_PARTS_AT_ONCE_MAX;
+        /* codes inside what a batch of n can be: a hostile cache names no plan of its own */
+        if (!(v[0] >= -DL_PARTS_AT_ONCE_MAX && v[0] <= (double)n && v[2] >= -DL_PARTS_AT_ONCE_MAX && v[2] <= (double)n))
+            return;
+        pair_add(pr, v[0], v[1], v[2], v[3]);
+    }
+}
+
+/* "(auto: W ms a run, against V ms <the other plan>; <plan> X ms against Y ms <plan>; ...": the
+ * kept plan (code won) beside the other of the last pair it was in, then the other pairs in the
+ * order they were measured; *head_found 0 where no pair holds the kept plan */
+static void pairs_text(char *buf, size_t len, const parts_pairs *pr, double won, int64_t n, int *head_found) {
+    int last = -1;
+    for (int i = 0; i < pr->n; i++)
+        if (pr->what[i] == won || pr->vs[i] == won) last = i;
+    *head_found = last >= 0;
+    size_t u = 0;
+    char a[96], b[96];
+    buf[0] = 0;
+    if (last >= 0) {
+        const int mine = pr->what[last] == won;
+        plan_name(b, sizeof b, pr, mine ? pr->vs[last] : pr->what[last], n);
+        u += (size_t)snprintf(buf + u, len - u, "%.2f ms a run, against %.2f ms %s",
+                              mine ? pr->ms[last] : pr->vs_ms[last], mine ? pr->vs_ms[last] : pr->ms[last], b);
+    }
+    for (int i = 0; i < pr->n && u < len; i++) {
+        if (i == last) continue;
+        plan_name(a, sizeof a, pr, pr->what[i], n);
+        plan_name(b, sizeof b, pr, pr->vs[i], n);
+        const char *bare = !strncmp(a, "in ", 3) ? a + 3 : !strncmp(a, "with ", 5) ? a + 5 : a; /* "parts of 4" */
+        u += (size_t)snprintf(buf + u, len - u, "%s%s %.2f ms against %.2f ms %s", u ? "; " : "", bare, pr->ms[i],
+                              pr->vs_ms[i], b);
+    }
+}
+
 static void choose_parts(dl_session **sp, dl_model *m);
 
 dl_status dl_session_auto_parts(dl_session **sp, dl_model *m, dl_error *err) {
@@ -528,7 +631,7 @@ static void choose_parts(dl_session **sp, dl_model *m) {
         return;
     }
     const double tol = s->opt.precision == DL_PRECISION_F32 || s->opt.precision == DL_PRECISION_TF32 ? 1e-4 : 3e-2;
-    char key[112], warn[600], tried[200] = "";
+    char key[112], warn[600], tried[320] = "";
     const unsigned long long h = (unsigned long long)dl_session_plan_hash(s);
     dl_tcache *cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
     double ms_of[64] = {0}; /* ms_of[j]: parts of n >> j images (j = 0: at once) */
@@ -540,28 +643,25 @@ static void choose_parts(dl_session **sp, dl_model *m) {
     int64_t prefix_images = 0, cached_images = 0;
     int at_once = 0; /* parts of 1 run this many at once (each on its share of the threads), or 0 */
     double at_once_ms = 0;
+    parts_pairs pr = {0};
+    double cached_code = NAN; /* the plan the cache holds (a pair's code), where one does */
     const int cached = cached_choice(s, cache, h, n, &best_images, &cached_cut, &cached_images, &prefix_ms);
     if (cached) {
         double k = 0;
         snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once", h);
+        const int some_k = best_images == 1 && dl_tcache_get(cache, key, &k) && k >= 2 && k <= DL_PARTS_AT_ONCE_MAX;
+        cached_code = some_k ? -k : cached_cut >= 0 ? 0 : (double)best_images;
         /* kept only as this session would try them: not with parts_at_once 1, nor another k */
-        const int cached_k =
-            best_images == 1 && dl_tcache_get(cache, key, &k) && k >= 2 && (int)k == at_once_tried(s, n);
+        const int cached_k = some_k && (int)k == at_once_tried(s, n);
         for (int j = 0; j < 63 && (n >> j) >= 1; j++) {
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> j));
             dl_tcache_get(cache, key, &ms_of[j]);
         }
-        for (int j = 1; j < 63 && (n >> j) >= 1; j++) /* what else was measured */
-            if (ms_of[j] > 0 && ((n >> j) != best_images || cached_k))
-                tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)(n >> j), ms_of[j]);
+        pairs_load(cache, h, n, &pr); /* what was measured, and against what */
         if (cached_cut >= 0 && cuts && try_prefix(s, m, n, cached_images, cached_cut, cuts))
             prefix_images = cached_images, prefix_cut = cached_cut;
-        double tried_k = 0;
         snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-run", h);
         dl_tcache_get(cache, key, &at_once_ms);
-        snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-tried", h);
-        if (!cached_k && dl_tcache_get(cache, key, &tried_k) && tried_k >= 2 && at_once_ms > 0)
-            tried_too(tried, sizeof tried, "; parts of 1 %d at a time %.2f ms", (int)tried_k, at_once_ms);
         if (cached_k) {
             dl_error e = {{0}};
             dl_session *q = at_once_session(s, m, n, (int)k, &e);
@@ -617,10 +717,8 @@ static void choose_parts(dl_session **sp, dl_model *m) {
                 break;
             }
             const double apart = outputs_apart(p, x);
-            /* the fastest so far as this pair measured it: its latest time, so that the times on the
-             * line are each beside the one it lost to (SqueezeNet b8 on a noisy VM read "2 parts of 4
-             * (auto: 42.14 ms a run ...; parts of 2 32.70 ms)": the winner's time from its first
-             * pair, the loser's from a later, quicker moment) */
+            /* the fastest so far as this pair measured it: its latest time (the cut's estimate below
+             * prices against it) */
             const int jx = part_index(n, x == s ? n : best_images);
             if (jx < 63) ms_of[jx] = ms[0];
             if (apart > tol) { /* its time is not cached: not a time of this model's outputs */
@@ -631,19 +729,16 @@ static void choose_parts(dl_session **sp, dl_model *m) {
                 break;
             }
             ms_of[j] = ms[1];
+            pair_add(&pr, (double)images, ms[1], (double)(x == s ? n : best_images), ms[0]);
             int c = -1;
             const double est = cuts && w_ms ? dl_prefix_best(s, p, cuts, w_ms, p_ms, &c) : INFINITY;
             if (c >= 0 && est < prefix_est) prefix_est = est, prefix_cut = c, prefix_images = images;
             free(p_ms);
             if (!(ms[1] < ms[0] * PARTS_MARGIN)) { /* the next halving is tried all the same */
-                tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)images, ms[1]);
                 dl_session_free(p);
                 continue;
             }
-            if (x != s) {
-                tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)x->inputs[0].shape[0], ms[0]);
-                dl_session_free(x);
-            }
+            if (x != s) dl_session_free(x);
             x = best = p;
             best_images = images;
         }
@@ -660,17 +755,15 @@ static void choose_parts(dl_session **sp, dl_model *m) {
         if (prefix_cut >= 0 && fastest > 0 && prefix_est < fastest * PARTS_MARGIN &&
             try_prefix(s, m, n, images, prefix_cut, cuts)) {
             double ms[2];
-            if (dl_session_run_both(best, s, PARTS_ROUNDS, ms, &e) == DL_OK && ms[1] < ms[0] * PARTS_MARGIN &&
-                prefix_apart(best, s) <= tol) {
+            const int ran = dl_session_run_both(best, s, PARTS_ROUNDS, ms, &e) == DL_OK;
+            if (ran) pr.cut = prefix_cut, pr.images = images, pair_add(&pr, 0, ms[1], (double)best_images, ms[0]);
+            if (ran && ms[1] < ms[0] * PARTS_MARGIN && prefix_apart(best, s) <= tol) {
                 prefix_images = images, prefix_ms = ms[1];
-                if (best != s) {
-                    tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)best_images, ms[0]);
-                    dl_session_free(best);
-                }
+                if (best != s) dl_session_free(best);
                 best = s, best_images = n;
             } else {
-                tried_too(tried, sizeof tried, "; the first %d layers in parts of %lld %.2f ms", prefix_cut + 1,
-                          (long long)images, ms[1]);
+                if (!ran)
+                    tried_too(tried, sizeof tried, "; the first %d layers in parts: %.40s", prefix_cut + 1, e.msg);
                 drop_prefix(s);
             }
         }
@@ -681,25 +774,22 @@ static void choose_parts(dl_session **sp, dl_model *m) {
         const int tried_k = at_once_tried(s, n);
         dl_session *q = tried_k ? at_once_session(s, m, n, tried_k, &e) : NULL;
         double ms[2] = {0, 0};
-        if (q && dl_session_run_both(best, q, PARTS_ROUNDS, ms, &e) == DL_OK && ms[1] < ms[0] * PARTS_MARGIN &&
-            outputs_apart(q, best) <= tol) {
-            if (best != s) {
-                tried_too(tried, sizeof tried, "; parts of %lld %.2f ms", (long long)best_images, ms[0]);
-                dl_session_free(best);
-            } else if (s->prefix) {
-                tried_too(tried, sizeof tried, "; the first %d layers in parts of %lld %.2f ms", s->prefix_cut + 1,
-                          (long long)(n / s->prefix_parts), ms[0]);
+        const int ran = q && dl_session_run_both(best, q, PARTS_ROUNDS, ms, &e) == DL_OK;
+        if (ran) pair_add(&pr, -tried_k, ms[1], best == s && s->prefix ? 0 : (double)best_images, ms[0]);
+        if (ran && ms[1] < ms[0] * PARTS_MARGIN && outputs_apart(q, best) <= tol) {
+            if (best != s) dl_session_free(best);
+            else if (s->prefix) {
                 drop_prefix(s);
                 prefix_images = 0;
             }
             best = q, best_images = 1, at_once = tried_k, at_once_ms = ms[1];
         } else if (tried_k) {
-            if (q && ms[1] > 0) { /* the kept plan's time as this pair measured it, as above */
+            if (ran) { /* the kept plan's time as this pair measured it */
                 const int kept = part_index(n, best_images);
                 if (best == s && s->prefix) prefix_ms = ms[0];
                 else if (kept < 63) ms_of[kept] = ms[0];
-                tried_too(tried, sizeof tried, "; parts of 1 %d at a time %.2f ms", tried_k, at_once_ms = ms[1]);
-            } else if (!q) tried_too(tried, sizeof tried, "; parts of 1 %d at a time: %.40s", tried_k, e.msg);
+                at_once_ms = ms[1];
+            } else tried_too(tried, sizeof tried, "; parts of 1, %d at a time: %.40s", tried_k, e.msg);
             dl_session_free(q);
         }
         if (cache) { /* at-once: the parts at once kept (0: none); -tried: how many were measured; -run: their time */
@@ -714,6 +804,7 @@ static void choose_parts(dl_session **sp, dl_model *m) {
                 snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> k));
                 dl_tcache_put(cache, key, ms_of[k]);
             }
+            pairs_save(cache, h, &pr);
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
             dl_tcache_put(cache, key, (double)best_images);
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix", h);
@@ -729,29 +820,36 @@ static void choose_parts(dl_session **sp, dl_model *m) {
     }
     dl_tcache_free(cache);
     free(cuts);
-    const int jb = part_index(n, best_images);
-    const double won = jb < 63 ? ms_of[jb] : 0, whole = ms_of[0];
-    char text[sizeof s->batch_desc];
+    /* "(auto: W ms a run, against V ms <plan>; <plan> X ms against Y ms <plan>; ...; notes)" */
+    const double won_code = s->prefix ? 0 : at_once ? -at_once : (double)best_images;
+    if (cached && won_code != cached_code) { /* the cache's choice could not be had, or not here */
+        char name[96];
+        plan_name(name, sizeof name, &pr, cached_code, n);
+        if (cached_code == 0) { /* its pairs name that cut */
+            pr.n = 0;
+            tried_too(tried, sizeof tried, "; the cut cached for this plan no longer holds");
+        } else tried_too(tried, sizeof tried, "; the cached choice, %s, is not this session's", name);
+    }
+    char pairs[sizeof s->batch_desc], body[sizeof s->batch_desc], text[sizeof s->batch_desc];
+    int head = 0;
+    pairs_text(pairs, sizeof pairs, &pr, won_code, n, &head);
+    if (pr.n) snprintf(body, sizeof body, "%s%s", pairs, tried);
+    else if (ms_of[0] > 0) snprintf(body, sizeof body, "%.2f ms a run%s", ms_of[0], tried);
+    else snprintf(body, sizeof body, "%s", tried[0] ? tried + 2 : "");
+    const char *colon = body[0] ? ": " : "";
     if (s->prefix)
         snprintf(text, sizeof text,
-                 "%lld: the first %d of %d layers in %lld parts of %lld, the rest at once (auto: %.2f ms a run, "
-                 "against %.2f ms at once%s)",
-                 (long long)n, s->prefix_cut + 1, s->g->n_nodes, (long long)s->prefix_parts,
-                 (long long)(n / s->prefix_parts), prefix_ms, whole, tried);
+                 "%lld: the first %d of %d layers in %lld parts of %lld, the rest at once (auto%s%.500s)", (long long)n,
+                 s->prefix_cut + 1, s->g->n_nodes, (long long)s->prefix_parts, (long long)(n / s->prefix_parts), colon,
+                 body);
     else if (at_once) {
         const int each = best->ctx->host.n_threads;
-        snprintf(text, sizeof text,
-                 "%lld in %lld parts of 1, %d at a time on %d thread%s each (auto: %.2f ms a run, against %.2f ms at "
-                 "once%s)",
-                 (long long)n, (long long)n, at_once, each, each == 1 ? "" : "s", at_once_ms, whole, tried);
-    } else if (best != s && won > 0)
-        snprintf(text, sizeof text, "%lld in %lld parts of %lld (auto: %.2f ms a run, against %.2f ms at once%s)",
-                 (long long)n, (long long)(n / best_images), (long long)best_images, won, whole, tried);
-    else if (best != s)
-        snprintf(text, sizeof text, "%lld in %lld parts of %lld (auto)", (long long)n, (long long)(n / best_images),
-                 (long long)best_images);
-    else if (whole > 0) snprintf(text, sizeof text, "%lld at once (auto: %.2f ms a run%s)", (long long)n, whole, tried);
-    else snprintf(text, sizeof text, "%lld at once (auto%s)", (long long)n, tried);
+        snprintf(text, sizeof text, "%lld in %lld parts of 1, %d at a time on %d thread%s each (auto%s%.500s)",
+                 (long long)n, (long long)n, at_once, each, each == 1 ? "" : "s", colon, body);
+    } else if (best != s)
+        snprintf(text, sizeof text, "%lld in %lld parts of %lld (auto%s%.500s)", (long long)n,
+                 (long long)(n / best_images), (long long)best_images, colon, body);
+    else snprintf(text, sizeof text, "%lld at once (auto%s%.500s)", (long long)n, colon, body);
     if (best != s) {
         best->place.timed += s->place.timed, best->place.cached += s->place.cached;
         dl_session_free(s);

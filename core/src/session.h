@@ -202,7 +202,7 @@ struct dl_session {
     int n_sibs;
     struct dl_part_workers *workers; /* the siblings' threads (part_workers.c) */
     dl_context *own_ctx;
-    char batch_desc[320]; /* dl_session_batching */
+    char batch_desc[640]; /* dl_session_batching */
     int *node_step;       /* node -> the first step built for it (its copies first); [n_nodes]: the end of
                              the nodes' steps (the outputs' copies follow) */
     /* The first layers in parts (batch_prefix.c): `prefix`, a session of prefix_parts-th of the
