@@ -833,9 +833,9 @@ static void choose_parts(dl_session **sp, dl_model *m) {
     char pairs[sizeof s->batch_desc], body[sizeof s->batch_desc], text[sizeof s->batch_desc];
     int head = 0;
     pairs_text(pairs, sizeof pairs, &pr, won_code, n, &head);
-    if (pr.n) snprintf(body, sizeof body, "%s%s", pairs, tried);
-    else if (ms_of[0] > 0) snprintf(body, sizeof body, "%.2f ms a run%s", ms_of[0], tried);
-    else snprintf(body, sizeof body, "%s", tried[0] ? tried + 2 : "");
+    if (pr.n) snprintf(body, sizeof body, "%.400s%.200s", pairs, tried);
+    else if (ms_of[0] > 0) snprintf(body, sizeof body, "%.2f ms a run%.200s", ms_of[0], tried);
+    else snprintf(body, sizeof body, "%.200s", tried[0] ? tried + 2 : "");
     const char *colon = body[0] ? ": " : "";
     if (s->prefix)
         snprintf(text, sizeof text,
