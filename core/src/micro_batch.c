@@ -458,12 +458,12 @@ static int at_once_tried(const dl_session *s, int64_t n) {
 
 /* auto's choice for s's plan (hash h) as the timing cache holds it: 1, the images of a part
  * (*images: n for at once), and, at once, the cut after which its first layers ran in parts (*cut,
- * -1: none), their images and that run's time; 0 where none is cached. */
+ * -1: none) and their images; 0 where none is cached. (The times shown are the pairs', pairs_load.) */
 static int cached_choice(const dl_session *s, dl_tcache *cache, unsigned long long h, int64_t n, int64_t *images,
-                         int *cut, int64_t *prefix_images, double *prefix_ms) {
+                         int *cut, int64_t *prefix_images) {
     char key[112];
     double choice = 0, cut_d = -1, images_d = 0;
-    *cut = -1, *prefix_images = 0, *prefix_ms = 0;
+    *cut = -1, *prefix_images = 0;
     snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
     if (!(cache && dl_tcache_get(cache, key, &choice) && choice >= 1 && choice <= (double)n &&
           n % (int64_t)choice == 0))
@@ -480,8 +480,6 @@ static int cached_choice(const dl_session *s, dl_tcache *cache, unsigned long lo
     if (*images == n && dl_tcache_get(cache, key, &cut_d) && --cut_d >= 0 && cut_d < s->g->n_nodes - 1) {
         snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-images", h);
         dl_tcache_get(cache, key, &images_d);
-        snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-run", h);
-        dl_tcache_get(cache, key, prefix_ms);
         if (images_d >= 1 && images_d < (double)n && n % (int64_t)images_d == 0)
             *cut = (int)cut_d, *prefix_images = (int64_t)images_d;
     }
@@ -495,8 +493,7 @@ int dl_micro_batch_prepare_from(const dl_session *s) {
     dl_tcache *cache = dl_tcache_open(s->opt.retune, warn, sizeof warn);
     int64_t images = n, prefix_images;
     int cut, from = 0;
-    double ms;
-    if (cached_choice(s, cache, (unsigned long long)dl_session_plan_hash(s), n, &images, &cut, &prefix_images, &ms))
+    if (cached_choice(s, cache, (unsigned long long)dl_session_plan_hash(s), n, &images, &cut, &prefix_images))
         from = images < n ? s->g->n_nodes : cut >= 0 ? cut + 1 : 0;
     dl_tcache_free(cache);
     return from;
@@ -586,12 +583,11 @@ static void pairs_load(dl_tcache *cache, unsigned long long h, int64_t n, parts_
 
 /* "(auto: W ms a run, against V ms <the other plan>; <plan> X ms against Y ms <plan>; ...": the
  * kept plan (code won) beside the other of the last pair it was in, then the other pairs in the
- * order they were measured; *head_found 0 where no pair holds the kept plan */
-static void pairs_text(char *buf, size_t len, const parts_pairs *pr, double won, int64_t n, int *head_found) {
+ * order they were measured (only those where no pair holds the kept plan) */
+static void pairs_text(char *buf, size_t len, const parts_pairs *pr, double won, int64_t n) {
     int last = -1;
     for (int i = 0; i < pr->n; i++)
         if (pr->what[i] == won || pr->vs[i] == won) last = i;
-    *head_found = last >= 0;
     size_t u = 0;
     char a[96], b[96];
     buf[0] = 0;
@@ -638,14 +634,13 @@ static void choose_parts(dl_session **sp, dl_model *m) {
     int64_t best_images = n;
     int *cuts = dl_prefix_cuts(s->g);
     /* the first layers in parts: the best cut priced, and what its run measured */
-    double prefix_est = INFINITY, prefix_ms = 0;
+    double prefix_est = INFINITY;
     int prefix_cut = -1, cached_cut = -1;
     int64_t prefix_images = 0, cached_images = 0;
     int at_once = 0; /* parts of 1 run this many at once (each on its share of the threads), or 0 */
-    double at_once_ms = 0;
     parts_pairs pr = {0};
     double cached_code = NAN; /* the plan the cache holds (a pair's code), where one does */
-    const int cached = cached_choice(s, cache, h, n, &best_images, &cached_cut, &cached_images, &prefix_ms);
+    const int cached = cached_choice(s, cache, h, n, &best_images, &cached_cut, &cached_images);
     if (cached) {
         double k = 0;
         snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once", h);
@@ -653,15 +648,12 @@ static void choose_parts(dl_session **sp, dl_model *m) {
         cached_code = some_k ? -k : cached_cut >= 0 ? 0 : (double)best_images;
         /* kept only as this session would try them: not with parts_at_once 1, nor another k */
         const int cached_k = some_k && (int)k == at_once_tried(s, n);
-        for (int j = 0; j < 63 && (n >> j) >= 1; j++) {
-            snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> j));
-            dl_tcache_get(cache, key, &ms_of[j]);
-        }
+        /* the batch at once's time, for a line without pairs (every part failed or differed) */
+        snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)n);
+        dl_tcache_get(cache, key, &ms_of[0]);
         pairs_load(cache, h, n, &pr); /* what was measured, and against what */
         if (cached_cut >= 0 && cuts && try_prefix(s, m, n, cached_images, cached_cut, cuts))
             prefix_images = cached_images, prefix_cut = cached_cut;
-        snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-run", h);
-        dl_tcache_get(cache, key, &at_once_ms);
         if (cached_k) {
             dl_error e = {{0}};
             dl_session *q = at_once_session(s, m, n, (int)k, &e);
@@ -758,7 +750,7 @@ static void choose_parts(dl_session **sp, dl_model *m) {
             const int ran = dl_session_run_both(best, s, PARTS_ROUNDS, ms, &e) == DL_OK;
             if (ran) pr.cut = prefix_cut, pr.images = images, pair_add(&pr, 0, ms[1], (double)best_images, ms[0]);
             if (ran && ms[1] < ms[0] * PARTS_MARGIN && prefix_apart(best, s) <= tol) {
-                prefix_images = images, prefix_ms = ms[1];
+                prefix_images = images;
                 if (best != s) dl_session_free(best);
                 best = s, best_images = n;
             } else {
@@ -782,28 +774,16 @@ static void choose_parts(dl_session **sp, dl_model *m) {
                 drop_prefix(s);
                 prefix_images = 0;
             }
-            best = q, best_images = 1, at_once = tried_k, at_once_ms = ms[1];
+            best = q, best_images = 1, at_once = tried_k;
         } else if (tried_k) {
-            if (ran) { /* the kept plan's time as this pair measured it */
-                const int kept = part_index(n, best_images);
-                if (best == s && s->prefix) prefix_ms = ms[0];
-                else if (kept < 63) ms_of[kept] = ms[0];
-                at_once_ms = ms[1];
-            } else tried_too(tried, sizeof tried, "; parts of 1, %d at a time: %.40s", tried_k, e.msg);
+            if (!ran) tried_too(tried, sizeof tried, "; parts of 1, %d at a time: %.40s", tried_k, e.msg);
             dl_session_free(q);
         }
-        if (cache) { /* at-once: the parts at once kept (0: none); -tried: how many were measured; -run: their time */
+        if (cache) { /* at-once: the parts at once kept (0: none) */
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once", h);
             dl_tcache_put(cache, key, at_once);
-            snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-tried", h);
-            dl_tcache_put(cache, key, at_once_ms > 0 ? tried_k : 0);
-            snprintf(key, sizeof key, "micro-batch;plan=%016llx;at-once-run", h);
-            dl_tcache_put(cache, key, at_once_ms);
-            for (int k = 0; k < 63; k++) {
-                if (!ms_of[k]) continue;
-                snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)(n >> k));
-                dl_tcache_put(cache, key, ms_of[k]);
-            }
+            snprintf(key, sizeof key, "micro-batch;plan=%016llx;images=%lld;run", h, (long long)n);
+            dl_tcache_put(cache, key, ms_of[0]);
             pairs_save(cache, h, &pr);
             snprintf(key, sizeof key, "micro-batch;plan=%016llx;choice", h);
             dl_tcache_put(cache, key, (double)best_images);
@@ -812,8 +792,6 @@ static void choose_parts(dl_session **sp, dl_model *m) {
             if (prefix_images) {
                 snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-images", h);
                 dl_tcache_put(cache, key, (double)prefix_images);
-                snprintf(key, sizeof key, "micro-batch;plan=%016llx;prefix-run", h);
-                dl_tcache_put(cache, key, prefix_ms);
             }
             dl_tcache_save(cache, warn, sizeof warn);
         }
@@ -831,8 +809,7 @@ static void choose_parts(dl_session **sp, dl_model *m) {
         } else tried_too(tried, sizeof tried, "; the cached choice, %s, is not this session's", name);
     }
     char pairs[sizeof s->batch_desc], body[sizeof s->batch_desc], text[sizeof s->batch_desc];
-    int head = 0;
-    pairs_text(pairs, sizeof pairs, &pr, won_code, n, &head);
+    pairs_text(pairs, sizeof pairs, &pr, won_code, n);
     if (pr.n) snprintf(body, sizeof body, "%.400s%.200s", pairs, tried);
     else if (ms_of[0] > 0) snprintf(body, sizeof body, "%.2f ms a run%.200s", ms_of[0], tried);
     else snprintf(body, sizeof body, "%.200s", tried[0] ? tried + 2 : "");
