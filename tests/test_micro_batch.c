@@ -340,6 +340,10 @@ Test(micro_batch, auto_runs_parts_at_once_where_that_is_faster) {
     cr_assert_eq(open_with(TIMED, chain, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
     cr_expect(strstr(dl_session_batching(o.s), "8 in 8 parts of 1 (auto: ") == dl_session_batching(o.s), "%s",
               dl_session_batching(o.s));
+    /* and the line says the cache's choice was not taken */
+    cr_expect(
+        strstr(dl_session_batching(o.s), "; the cached choice, in parts of 1, 2 at a time, is not this session's"),
+        "%s", dl_session_batching(o.s));
     cr_expect_eq(o.s->n_sibs, 0);
     close_all(&o);
     free(ref);
@@ -589,6 +593,8 @@ Test(micro_batch, auto_runs_the_first_layers_in_parts_and_the_rest_at_once) {
     opened o;
     cr_assert_eq(open_with(TIMED, stages, 0, 0, "timedcpu", &o, &err), DL_OK, "%s", err.msg);
     cr_expect(!strstr(dl_session_batching(o.s), "first"), "%s", dl_session_batching(o.s));
+    cr_expect(strstr(dl_session_batching(o.s), "the cut cached for this plan no longer holds"), "%s",
+              dl_session_batching(o.s));
     cr_expect_eq(o.s->prepare_from_node, 0);
     for (int k = 0; k < o.s->n_steps; k++)
         if (o.s->steps[k].kind == DL_STEP_OP) cr_expect(o.s->steps[k].kernel, "step %d has no kernel", k);
