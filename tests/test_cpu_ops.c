@@ -191,6 +191,33 @@ OP_TEST(conv2d_depthwise_cases) {
     check_conv((conv_case){2, 24, 11, 12, 24, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 24, 1, 0});
 }
 
+OP_TEST(conv2d_depthwise_blocks) {
+    /* nhwc.c's register blocks (AVX-512 builds; elsewhere dw_four, checked the same): 7 pixels x
+     * 16 channels of one output row, or of two where the stride and dilation down are 1; windows
+     * 3, 5 and 7 wide at strides 1 and 2. Rows wider and narrower than a block and not a whole
+     * number of them, odd heights (a last row alone), channels past whole vectors, pads that
+     * leave whole blocks or both rows of a pair outside the image, batch 2 (pairs per image),
+     * residuals and the activations applied after the rows (sigmoid, leaky relu). */
+    const int relu = DL_ACT_RELU, clip = DL_ACT_CLIP, leaky = DL_ACT_LEAKY_RELU, sig = DL_ACT_SIGMOID;
+    check_conv((conv_case){1, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32, 1, clip});   /* MobileNet's */
+    check_conv((conv_case){2, 33, 15, 23, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 33, 1, relu});   /* odd rows, 33 */
+    check_conv((conv_case){1, 17, 9, 6, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 17, 0, 0});        /* 6 wide */
+    check_conv((conv_case){1, 16, 8, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, 1, leaky});    /* one block */
+    check_conv((conv_case){1, 40, 11, 29, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 40, 1, clip});   /* stride 2 */
+    check_conv((conv_case){2, 24, 13, 31, 24, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 24, 1, sig});    /* 5x5 pairs */
+    check_conv((conv_case){1, 48, 17, 33, 48, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 48, 1, relu});   /* 5x5 / 2 */
+    check_conv((conv_case){1, 19, 12, 20, 19, 7, 7, 1, 1, 3, 3, 3, 3, 1, 1, 19, 1, 0});      /* ConvNeXt's 7x7 */
+    check_conv((conv_case){1, 32, 15, 37, 32, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 32, 0, clip});   /* 7x7 / 2 */
+    check_conv((conv_case){1, 20, 11, 19, 20, 5, 3, 1, 1, 2, 1, 2, 1, 1, 1, 20, 1, 0});      /* 5 x 3 */
+    check_conv((conv_case){1, 18, 10, 16, 18, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 18, 1, relu});   /* 1 x 3 */
+    check_conv((conv_case){1, 21, 19, 17, 21, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 21, 1, 0});      /* 2 down, 1 across */
+    check_conv((conv_case){1, 16, 13, 18, 16, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1, 16, 1, leaky});  /* dilation 2 down */
+    check_conv((conv_case){1, 23, 6, 9, 23, 3, 5, 1, 2, 4, 9, 3, 8, 1, 1, 23, 1, clip});     /* wide pads */
+    check_conv((conv_case){1, 16, 3, 4, 16, 3, 3, 1, 1, 3, 3, 3, 3, 1, 1, 16, 1, sig});      /* mostly pad */
+    check_conv((conv_case){2, 35, 9, 16, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 35, 1, clip, 1}); /* residual */
+    check_conv((conv_case){1, 64, 7, 8, 64, 5, 5, 2, 1, 2, 2, 2, 2, 1, 1, 64, 0, sig, 1});   /* residual, sigmoid */
+}
+
 OP_TEST(conv2d_fused_activations) {
     /* each epilogue (im2col, 1x1 GEMM, Winograd) with the activations of ABI 1.5 */
     for (int act = DL_ACT_CLIP; act <= DL_ACT_SIGMOID; act++) {

@@ -570,7 +570,7 @@ static void dense(const dl_kernel *k, const dl_tensor *in, float *y, float *ws) 
 /* The depthwise conv's geometry for one output row */
 typedef struct dw_row {
     const float *x, *bias, *wt; /* image n, the bias (or NULL), the packed weight */
-    int64_t c, cp, w, kw, sw, dw, pl, iy0, i0, i1, dh;
+    int64_t c, cp, w, kw, sw, dw, pl, iy0, i0, i1, dh, kh;
 } dw_row;
 
 /* The taps [*t0, *t1) of a window of n taps, d apart from position at, that fall inside [0, len) */
@@ -641,6 +641,124 @@ static void dw_pixels(const dw_row *r, int64_t lo, int64_t hi, int64_t ow, float
     for (; ox < lo; ox++) dw_pixel(r, ox, yr + ox * c);
     for (; ox + 4 <= hi; ox += 4) dw_four(r, ox, yr + ox * c);
     for (; ox < ow; ox++) dw_pixel(r, ox, yr + ox * c);
+}
+
+/* ---- depthwise conv in register blocks (AVX-512 builds) ----
+ * For the windows MobileNet, EfficientNet and ConvNeXt take (kw 3, 5 or 7 taps a row, stride 1
+ * or 2, no dilation along the row): a block of DW_PIX neighbouring output pixels x VW channels of
+ * one output row, or of two (rows oy and oy + 1 where the stride and dilation down are 1: the
+ * rows they share are read once for both), its sums in registers over the window. 8 independent
+ * sums a row (6 at stride 2, whose window rows span 17 inputs) keep both FMA pipes busy, where
+ * dw_four's 4 waited on each other. Bias, residual and relu/clip are applied in registers, the
+ * other activations over the rows after them. Blocks reaching past the image's columns (or the
+ * row's end) read zeros there and store their pixels inside the row only. With AVX2's 16
+ * registers the sums spill, so those builds keep dw_four. docs/performance.md has the figures. */
+#if VW == 16
+#define DW_BLOCKED 1
+#define DW_PIX(sw) 7
+#else
+#define DW_BLOCKED 0
+#define DW_PIX(sw) 4
+#endif
+#define DW_MAX_COLS 19
+
+/* Whether a depthwise conv runs in register blocks */
+static int dw_blocked(const dl_op_attrs *a) {
+    return DW_BLOCKED && a->dilation[1] == 1 && (a->kernel[1] == 3 || a->kernel[1] == 5 || a->kernel[1] == 7) &&
+           (a->stride[1] == 1 || a->stride[1] == 2);
+}
+
+/* The block's sums, one variable each (GCC kept an array of them in memory across the window's
+ * rows): s for row oy, u for row oy + 1 */
+#define DW_EACH(X) \
+    X(0, s0, u0) X(1, s1, u1) X(2, s2, u2) X(3, s3, u3) X(4, s4, u4) X(5, s5, u5) X(6, s6, u6) X(7, s7, u7)
+
+/* The block of output pixels ox .. ox + DW_PIX - 1, channels ch .. ch + n - 1, of row oy (and of
+ * row oy + 1 where TWO); KW, SW, TWO and edge constants. The window rows read are r->iy0 + t x
+ * r->dh for t in [r->i0, r->i1): row oy takes the weights' row t, row oy + 1 their row t - 1.
+ * edge: columns outside the image read as zeros, and only the first `keep` pixels are stored.
+ * res: the residual at row oy's start, or NULL; `next` floats on, row oy + 1's (of y as of res). */
+static inline __attribute__((always_inline)) void dw_block(const dw_row *r, int64_t ox, int64_t ch, int n, const int KW,
+                                                           const int SW, const int TWO, const int edge, int keep,
+                                                           const float *res, int64_t next, const pw_out *o, float *yr) {
+    const int P = DW_PIX(SW), NX = (P - 1) * SW + KW;
+    const int64_t c = r->c, cp = r->cp, w = r->w, ix0 = ox * SW - r->pl, kh = r->kh, t1 = r->i1;
+    const float *const wt = r->wt + ch, *xr = r->x + (r->iy0 + r->i0 * r->dh) * w * c + ix0 * c + ch;
+    const int64_t down = r->dh * w * c;
+    const vw b = r->bias ? load_lanes(r->bias + ch, n) : splatw(0);
+    vw s0 = b, s1 = b, s2 = b, s3 = b, s4 = b, s5 = b, s6 = b, s7 = b;
+    vw u0 = b, u1 = b, u2 = b, u3 = b, u4 = b, u5 = b, u6 = b, u7 = b;
+    for (int64_t t = r->i0; t < t1; t++, xr += down) {
+        vw xv[DW_MAX_COLS];
+        for (int q = 0; q < NX; q++)
+            xv[q] = !edge || (ix0 + q >= 0 && ix0 + q < w) ? load_lanes(xr + q * c, n) : splatw(0);
+        if (!TWO || t < kh)
+            for (int j = 0; j < KW; j++) {
+                const vw wv = loadw(wt + (t * KW + j) * cp);
+#define DW_FMA(p, s, u) \
+    if (p < P) s = fmaw(xv[p * SW + j], wv, s);
+                DW_EACH(DW_FMA)
+#undef DW_FMA
+            }
+        if (TWO && t >= 1)
+            for (int j = 0; j < KW; j++) {
+                const vw wv = loadw(wt + ((t - 1) * KW + j) * cp);
+#define DW_FMA(p, s, u) \
+    if (p < P) u = fmaw(xv[p * SW + j], wv, u);
+                DW_EACH(DW_FMA)
+#undef DW_FMA
+            }
+    }
+#define DW_STORE(p, s, u)                                                                  \
+    if (p < P && (!edge || p < keep)) {                                                    \
+        const int64_t at = (ox + p) * c + ch;                                              \
+        if (res) s += load_lanes(res + at, n);                                             \
+        store_lanes(yr + at, o->in_registers ? clampw(s, o->lo, o->hi) : s, n);            \
+        if (TWO) {                                                                         \
+            if (res) u += load_lanes(res + next + at, n);                                  \
+            store_lanes(yr + next + at, o->in_registers ? clampw(u, o->lo, o->hi) : u, n); \
+        }                                                                                  \
+    }
+    DW_EACH(DW_STORE)
+#undef DW_STORE
+}
+#undef DW_EACH
+
+/* A row's (or two rows') blocks, for all their channels */
+static inline __attribute__((always_inline)) void dw_blocks_of(const dw_row *r, int64_t ow, const float *res,
+                                                               const pw_out *o, float *yr, const int KW, const int SW,
+                                                               const int TWO) {
+    const int P = DW_PIX(SW), NX = (P - 1) * SW + KW;
+    const int64_t c = r->c, next = ow * c;
+    for (int64_t ox = 0; ox < ow; ox += P) {
+        const int64_t ix0 = ox * SW - r->pl;
+        const int keep = (int)(ow - ox < P ? ow - ox : P), inside = ix0 >= 0 && ix0 + NX <= r->w && keep == P;
+        int64_t ch = 0;
+        if (inside) {
+            for (; ch + VW <= c; ch += VW) dw_block(r, ox, ch, VW, KW, SW, TWO, 0, P, res, next, o, yr);
+            if (ch < c) dw_block(r, ox, ch, (int)(c - ch), KW, SW, TWO, 0, P, res, next, o, yr);
+        } else {
+            for (; ch + VW <= c; ch += VW) dw_block(r, ox, ch, VW, KW, SW, TWO, 1, keep, res, next, o, yr);
+            if (ch < c) dw_block(r, ox, ch, (int)(c - ch), KW, SW, TWO, 1, keep, res, next, o, yr);
+        }
+    }
+}
+
+/* Output row oy (two: and oy + 1) in register blocks (dw_blocked), one copy of the loops for
+ * each window */
+static void dw_blocks(const dw_row *r, int two, int64_t ow, const float *res, const pw_out *o, float *yr) {
+#define DW_WINDOWS(TWO)                                         \
+    switch (r->kw * 2 + r->sw) {                                \
+    case 7: dw_blocks_of(r, ow, res, o, yr, 3, 1, TWO); break;  \
+    case 8: dw_blocks_of(r, ow, res, o, yr, 3, 2, TWO); break;  \
+    case 11: dw_blocks_of(r, ow, res, o, yr, 5, 1, TWO); break; \
+    case 12: dw_blocks_of(r, ow, res, o, yr, 5, 2, TWO); break; \
+    case 15: dw_blocks_of(r, ow, res, o, yr, 7, 1, TWO); break; \
+    default: dw_blocks_of(r, ow, res, o, yr, 7, 2, TWO);        \
+    }
+    if (two) DW_WINDOWS(1)
+    else DW_WINDOWS(0)
+#undef DW_WINDOWS
 }
 
 /* ---- grouped conv of 2 or 4 channels a group ----
@@ -742,9 +860,16 @@ static inline __attribute__((always_inline)) void gr_pixels(const dw_row *r, int
     for (; ox < ow; ox++) gr_pixel(r, gw, ox, yr + ox * c);
 }
 
+/* Whether a depthwise conv's output rows go two at a time (dw_blocks) */
+static int dw_pairs(const dl_kernel *k) {
+    const dl_op_attrs *a = &k->g.a;
+    return k->conv_mode == CONV_DEPTHWISE && dw_blocked(a) && a->stride[0] == 1 && a->dilation[0] == 1;
+}
+
 /* Output row oy of image n of a depthwise or grouped conv (one copy of the grouped loops for each
- * group width), then its residual and activation over the whole row at once */
-static void window_row(const dl_kernel *k, const dl_tensor *in, float *y, int64_t n, int64_t oy) {
+ * group width), then its residual and activation over the whole row at once; `rows` 2: rows oy
+ * and oy + 1 (dw_pairs) */
+static void window_row(const dl_kernel *k, const dl_tensor *in, float *y, int64_t n, int64_t oy, int rows) {
     const dl_op_geom *g = &k->g;
     const dl_op_attrs *a = &g->a;
     const int64_t c = g->xs[1], h = g->xs[2], w = g->xs[3], ow = g->ys[3];
@@ -759,19 +884,27 @@ static void window_row(const dl_kernel *k, const dl_tensor *in, float *y, int64_
                 .dw = a->dilation[1],
                 .pl = a->pad_begin[1],
                 .iy0 = oy * a->stride[0] - a->pad_begin[0],
-                .dh = a->dilation[0]};
-    taps_inside(r.iy0, a->kernel[0], r.dh, h, &r.i0, &r.i1);
+                .dh = a->dilation[0],
+                .kh = a->kernel[0]};
+    /* the window rows inside the image: row oy's taps, or two rows' kh + 1 (dilation 1) */
+    taps_inside(r.iy0, a->kernel[0] + rows - 1, r.dh, h, &r.i0, &r.i1);
+    const int64_t at = (n * g->ys[2] + oy) * ow * c;
+    float *yr = y + at;
+    const float *res = g->residual ? (const float *)in[g->residual].data + at : NULL;
+    if (k->conv_mode == CONV_DEPTHWISE && dw_blocked(a)) {
+        const pw_out o = pw_out_init(k, in, y);
+        dw_blocks(&r, rows == 2, ow, res, &o, yr);
+        if (!o.in_registers) cpu_bias_act(yr, rows * ow * c, 0.0f, a);
+        return;
+    }
     /* the columns [lo, hi) whose every tap is inside the image */
     int64_t lo = (r.pl + r.sw - 1) / r.sw, hi = (w - 1 - (r.kw - 1) * r.dw + r.pl) / r.sw + 1;
     if (w - 1 - (r.kw - 1) * r.dw + r.pl < 0) hi = 0;
     if (hi > ow) hi = ow;
     if (lo > hi) lo = hi;
-    const int64_t at = (n * g->ys[2] + oy) * ow * c;
-    float *yr = y + at;
     if (k->conv_mode == CONV_DEPTHWISE) dw_pixels(&r, lo, hi, ow, yr);
     else if (c / a->groups == 2) gr_pixels(&r, 2, lo, hi, ow, yr);
     else gr_pixels(&r, 4, lo, hi, ow, yr);
-    const float *res = g->residual ? (const float *)in[g->residual].data + at : NULL;
     if (res || a->activation != DL_ACT_NONE) cpu_bias_res_act(yr, res, ow * c, 0.0f, a);
 }
 
@@ -786,9 +919,17 @@ void cpu_conv2d_nhwc(const dl_kernel *k, const dl_tensor *in, float *y, void *wo
         return;
     }
     /* a task's work: the taps a channel sums, times its group's channels for a grouped conv */
-    const int64_t rows = g->ys[0] * g->ys[2], per = k->conv_mode == CONV_NHWC_GROUPED ? g->xs[1] / g->a.groups : 1;
-    CPU_FOR(g->numel * (int64_t)g->a.kernel[0] * g->a.kernel[1] * per, r, rows,
-            window_row(k, in, y, r / g->ys[2], r % g->ys[2]););
+    const int64_t per = k->conv_mode == CONV_NHWC_GROUPED ? g->xs[1] / g->a.groups : 1,
+                  work = g->numel * (int64_t)g->a.kernel[0] * g->a.kernel[1] * per;
+    if (dw_pairs(k)) { /* a task: two output rows of an image (its last one alone where they are odd) */
+        const int64_t oh = g->ys[2], pairs = (oh + 1) / 2;
+        CPU_FOR(work, t, g->ys[0] * pairs, {
+            const int64_t oy = t % pairs * 2;
+            window_row(k, in, y, t / pairs, oy, oy + 1 < oh ? 2 : 1);
+        });
+        return;
+    }
+    CPU_FOR(work, r, g->ys[0] * g->ys[2], window_row(k, in, y, r / g->ys[2], r % g->ys[2], 1););
 }
 
 /* ---- max pooling: each output pixel's window, VW channels at a time, NaN winning as in NCHW ---- */
