@@ -22,9 +22,11 @@
  *     rows and images, so that the work shares out evenly; elsewhere a task is a run of blocks
  *     (1x1) or an output row (the others), for all panels;
  *   - a depthwise conv (groups == channels, any window, stride, dilation and padding): each output
- *     pixel sums its window's taps over VW channels at a time (the last ones a partial vector), 4
- *     neighbouring pixels at once where their windows lie inside the image's columns (the weight
- *     packed tap by tap at prepare);
+ *     pixel sums its window's taps over VW channels at a time (the last ones a partial vector), the
+ *     weight packed tap by tap at prepare. With AVX-512, windows 3, 5 or 7 wide at stride 1 or 2
+ *     (MobileNet's, EfficientNet's, ConvNeXt's) go in register blocks of 7 pixels, two output rows
+ *     at a time where the stride down is 1 (dw_block); the others 4 neighbouring pixels at once
+ *     where their windows lie inside the image's columns (dw_four);
  *   - a grouped conv of 2 or 4 channels a group in and out (ResNeXt's first stage): as the
  *     depthwise conv, each output channel summing its group's input channels, each spread over
  *     the group's lanes by a permutation;
