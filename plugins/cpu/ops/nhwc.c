@@ -649,20 +649,16 @@ static void dw_pixels(const dw_row *r, int64_t lo, int64_t hi, int64_t ow, float
  * For the windows MobileNet, EfficientNet and ConvNeXt take (kw 3, 5 or 7 taps a row, stride 1
  * or 2, no dilation along the row): a block of DW_PIX neighbouring output pixels x VW channels of
  * one output row, or of two (rows oy and oy + 1 where the stride and dilation down are 1: the
- * rows they share are read once for both), its sums in registers over the window. 8 independent
- * sums a row (6 at stride 2, whose window rows span 17 inputs) keep both FMA pipes busy, where
- * dw_four's 4 waited on each other. Bias, residual and relu/clip are applied in registers, the
+ * rows they share are read once for both), its sums in registers over the window. 7 independent
+ * sums a row (14 for two; 7 pixels: MobileNet's maps of 7 x 2^k split into whole blocks) keep both
+ * FMA pipes busy, where dw_four's 4 waited on each other. Bias, residual and relu/clip are applied in registers, the
  * other activations over the rows after them. Blocks reaching past the image's columns (or the
  * row's end) read zeros there and store their pixels inside the row only. With AVX2's 16
  * registers the sums spill, so those builds keep dw_four. docs/performance.md has the figures. */
-#if VW == 16
-#define DW_BLOCKED 1
-#define DW_PIX(sw) 7
-#else
-#define DW_BLOCKED 0
-#define DW_PIX(sw) 4
-#endif
-#define DW_MAX_COLS 19
+#define DW_BLOCKED (VW == 16)
+#define DW_PIX 7 /* output pixels a block */
+/* input vectors a block's window row spans at most: 6 x 2 + 7 (stride 2, 7 taps) */
+#define DW_MAX_COLS ((DW_PIX - 1) * 2 + 7)
 
 /* Whether a depthwise conv runs in register blocks */
 static int dw_blocked(const dl_op_attrs *a) {
@@ -672,8 +668,7 @@ static int dw_blocked(const dl_op_attrs *a) {
 
 /* The block's sums, one variable each (GCC kept an array of them in memory across the window's
  * rows): s for row oy, u for row oy + 1 */
-#define DW_EACH(X) \
-    X(0, s0, u0) X(1, s1, u1) X(2, s2, u2) X(3, s3, u3) X(4, s4, u4) X(5, s5, u5) X(6, s6, u6) X(7, s7, u7)
+#define DW_EACH(X) X(0, s0, u0) X(1, s1, u1) X(2, s2, u2) X(3, s3, u3) X(4, s4, u4) X(5, s5, u5) X(6, s6, u6)
 
 /* The block of output pixels ox .. ox + DW_PIX - 1, channels ch .. ch + n - 1, of row oy (and of
  * row oy + 1 where TWO); KW, SW, TWO and edge constants. The window rows read are r->iy0 + t x
@@ -683,13 +678,13 @@ static int dw_blocked(const dl_op_attrs *a) {
 static inline __attribute__((always_inline)) void dw_block(const dw_row *r, int64_t ox, int64_t ch, int n, const int KW,
                                                            const int SW, const int TWO, const int edge, int keep,
                                                            const float *res, int64_t next, const pw_out *o, float *yr) {
-    const int P = DW_PIX(SW), NX = (P - 1) * SW + KW;
+    const int P = DW_PIX, NX = (P - 1) * SW + KW;
     const int64_t c = r->c, cp = r->cp, w = r->w, ix0 = ox * SW - r->pl, kh = r->kh, t1 = r->i1;
     const float *const wt = r->wt + ch, *xr = r->x + (r->iy0 + r->i0 * r->dh) * w * c + ix0 * c + ch;
     const int64_t down = r->dh * w * c;
     const vw b = r->bias ? load_lanes(r->bias + ch, n) : splatw(0);
-    vw s0 = b, s1 = b, s2 = b, s3 = b, s4 = b, s5 = b, s6 = b, s7 = b;
-    vw u0 = b, u1 = b, u2 = b, u3 = b, u4 = b, u5 = b, u6 = b, u7 = b;
+    vw s0 = b, s1 = b, s2 = b, s3 = b, s4 = b, s5 = b, s6 = b;
+    vw u0 = b, u1 = b, u2 = b, u3 = b, u4 = b, u5 = b, u6 = b;
     for (int64_t t = r->i0; t < t1; t++, xr += down) {
         vw xv[DW_MAX_COLS];
         for (int q = 0; q < NX; q++)
@@ -697,22 +692,20 @@ static inline __attribute__((always_inline)) void dw_block(const dw_row *r, int6
         if (!TWO || t < kh)
             for (int j = 0; j < KW; j++) {
                 const vw wv = loadw(wt + (t * KW + j) * cp);
-#define DW_FMA(p, s, u) \
-    if (p < P) s = fmaw(xv[p * SW + j], wv, s);
+#define DW_FMA(p, s, u) s = fmaw(xv[p * SW + j], wv, s);
                 DW_EACH(DW_FMA)
 #undef DW_FMA
             }
         if (TWO && t >= 1)
             for (int j = 0; j < KW; j++) {
                 const vw wv = loadw(wt + ((t - 1) * KW + j) * cp);
-#define DW_FMA(p, s, u) \
-    if (p < P) u = fmaw(xv[p * SW + j], wv, u);
+#define DW_FMA(p, s, u) u = fmaw(xv[p * SW + j], wv, u);
                 DW_EACH(DW_FMA)
 #undef DW_FMA
             }
     }
 #define DW_STORE(p, s, u)                                                                  \
-    if (p < P && (!edge || p < keep)) {                                                    \
+    if (!edge || p < keep) {                                                               \
         const int64_t at = (ox + p) * c + ch;                                              \
         if (res) s += load_lanes(res + at, n);                                             \
         store_lanes(yr + at, o->in_registers ? clampw(s, o->lo, o->hi) : s, n);            \
@@ -730,7 +723,7 @@ static inline __attribute__((always_inline)) void dw_block(const dw_row *r, int6
 static inline __attribute__((always_inline)) void dw_blocks_of(const dw_row *r, int64_t ow, const float *res,
                                                                const pw_out *o, float *yr, const int KW, const int SW,
                                                                const int TWO) {
-    const int P = DW_PIX(SW), NX = (P - 1) * SW + KW;
+    const int P = DW_PIX, NX = (P - 1) * SW + KW;
     const int64_t c = r->c, next = ow * c;
     for (int64_t ox = 0; ox < ow; ox += P) {
         const int64_t ix0 = ox * SW - r->pl;
