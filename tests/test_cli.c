@@ -240,10 +240,13 @@ Test(cli, lenet_runs_and_prints_summary) {
 }
 
 /* Where the model's weights exceed the last-level cache (DLRUN_CACHE_BYTES stands for it), the
- * summary says how many ops placement timed with their weights out of cache; else it says nothing. */
+ * summary says how many ops placement timed with their weights out of cache; else it says nothing.
+ * A timing cache of its own each time: ops another test timed (under ctest -j2, at once) would be
+ * read from the shared one, not timed. */
 Test(cli, placement_says_which_ops_it_timed_cold) {
     static const char *const sizes[2] = {"65536", "1073741824"};
     for (int big = 0; big < 2; big++) {
+        cr_assert(tu_fresh_cache());
         setenv("DLRUN_CACHE_BYTES", sizes[big], 1);
         char *out;
         cr_assert_eq(tu_dlrun(MODEL("lenet.yaml") " --backend cpu", &out), 0, "%s", out);
