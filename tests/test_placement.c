@@ -3,7 +3,8 @@
  * measured times, transfer costs tip it, a small op between two device ops stays on the device,
  * pins and --backend are obeyed, --no-fallback errors, and the timing cache hits, misses,
  * survives corruption and --retune, holds each key once; backends sharing a device hand it over in
- * order. */
+ * order, are switched between only where an op saves more than the hand-over, and copy through
+ * the one with the cheaper transfers. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -69,6 +70,25 @@ static void close_all(dl_session *s, dl_model *m, dl_context *ctx) {
     dl_context_free(ctx);
 }
 
+/* The backend each layer of s runs on, space-separated ("fakedev fakedev fakecpu"). */
+static void placed(const dl_session *s, char *got, size_t len) {
+    got[0] = 0;
+    for (int i = 0; i < dl_session_placement_count(s); i++) {
+        dl_placement_info pi;
+        dl_session_placement(s, i, &pi);
+        snprintf(got + strlen(got), len - strlen(got), "%s%s", i ? " " : "", pi.chosen);
+    }
+}
+
+/* A session of yaml over the two fake backends that share one device (as cuda and cudnn). */
+#define TWO_ON_ONE_DEVICE DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev2.so"
+static void open_two_on_one_device(const char *yaml, dl_context **ctx, dl_model **m, dl_session **s) {
+    dl_error err = {{0}};
+    dl_session_options so;
+    dl_session_options_init(&so);
+    cr_assert_eq(tu_open_session(TWO_ON_ONE_DEVICE, yaml, &so, ctx, m, s, &err), DL_OK, "%s", err.msg);
+}
+
 /* "fakedev fakedev fakecpu": the backend each layer runs on */
 static void expect_placement(const char *yaml, const char *want, dl_session_options *so) {
     dl_context *ctx;
@@ -77,12 +97,8 @@ static void expect_placement(const char *yaml, const char *want, dl_session_opti
     dl_status st;
     dl_session *s = session(yaml, so, &ctx, &m, &err, &st);
     cr_assert_eq(st, DL_OK, "%s", err.msg);
-    char got[256] = "";
-    for (int i = 0; i < dl_session_placement_count(s); i++) {
-        dl_placement_info pi;
-        dl_session_placement(s, i, &pi);
-        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", pi.chosen);
-    }
+    char got[256];
+    placed(s, got, sizeof got);
     cr_expect_str_eq(got, want, "%s", got);
     /* and it runs: relu/dropout/add computed by the fakes match a plain loop */
     dl_tensor in = *dl_session_input(s, 0);
@@ -529,18 +545,9 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
     dl_model *m;
     dl_session *s;
     dl_error err = {{0}};
-    dl_session_options so;
-    dl_session_options_init(&so);
-    cr_assert_eq(tu_open_session(DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR
-                                                       "/libdlrun-fakedev2.so",
-                                 yaml, &so, &ctx, &m, &s, &err),
-                 DL_OK, "%s", err.msg);
-    char got[128] = "";
-    for (int i = 0; i < dl_session_placement_count(s); i++) {
-        dl_placement_info pi;
-        dl_session_placement(s, i, &pi);
-        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? " " : "", pi.chosen);
-    }
+    open_two_on_one_device(yaml, &ctx, &m, &s);
+    char got[128];
+    placed(s, got, sizeof got);
     cr_expect_str_eq(got, "fakedev fakedev2 fakedev fakedev2");
     float x[513];
     tu_fill_uniform(x, 513, 11, -1, 1);
@@ -558,6 +565,81 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
     unsetenv("DLFAKE_FAKEDEV_ASYNC");
     unsetenv("DLFAKE_FAKEDEV2_ASYNC");
     unsetenv("DLFAKE_FAKEDEV2_US");
+}
+
+/* Placement over two backends sharing a device (fakedev and fakedev2, as cuda and cudnn on one GPU,
+ * each queueing work like a stream): the layers whose names start with "b" on fakedev2 and the rest
+ * on fakedev are each faster by 100-200 us; "want" is the placement expected. */
+static void shared_device(const char *yaml, const char *copy_us, const char *want) {
+    fresh_env();
+    static const char *env[][2] = {{"DLFAKE_FAKEDEV_ASYNC", "1"},        {"DLFAKE_FAKEDEV2_ASYNC", "1"},
+                                   {"DLFAKE_FAKEDEV_RELU_US", "200"},    {"DLFAKE_FAKEDEV2_RELU_US", "400"},
+                                   {"DLFAKE_FAKEDEV_DROPOUT_US", "400"}, {"DLFAKE_FAKEDEV2_DROPOUT_US", "200"},
+                                   {"DLFAKE_FAKEDEV_ADD_US", "350"},     {"DLFAKE_FAKEDEV2_ADD_US", "250"}};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) setenv(env[i][0], env[i][1], 1);
+    setenv("DLFAKE_FAKEDEV_COPY_US", copy_us, 1);
+    setenv("DLFAKE_FAKEDEV2_COPY_US", copy_us, 1);
+    plugin_path = TWO_ON_ONE_DEVICE;
+    expect_placement(yaml, want, NULL);
+    plugin_path = FAKES;
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) unsetenv(env[i][0]);
+    unsetenv("DLFAKE_FAKEDEV2_COPY_US");
+}
+
+/* Each time the device passes from one backend to the other, the session waits for the first one's
+ * queue (hand_over in session.c); placement prices that wait at the backend's small transfer's
+ * latency. Where it is about nothing (copies free), each op goes where it is faster; where a
+ * hand-over (about 2 ms) costs more than an op saves, the whole model stays on one backend (the one
+ * faster over all: fakedev by 200 us on the chain, 100 us on the DAG). Both of placement's paths: the
+ * exact one of chains and the descent of DAGs (x read twice). */
+static const char handover_dag[] = "model: dag\ninputs:\n  - {name: x, shape: [1, 512]}\nlayers:\n"
+                                   "  - {name: a, op: relu}\n  - {name: b, op: dropout}\n  - {name: c, op: relu}\n"
+                                   "  - {name: b2, op: add, inputs: [c, x]}\n";
+
+Test(placement, backends_sharing_a_device_switch_only_where_it_pays) {
+    shared_device(chain3, "0", "fakedev fakedev2 fakedev");
+    shared_device(chain3, "2000", "fakedev fakedev fakedev");
+    shared_device(handover_dag, "0", "fakedev fakedev2 fakedev fakedev2");
+    shared_device(handover_dag, "2000", "fakedev fakedev fakedev fakedev");
+}
+
+/* The backend of a device with the cheaper transfers makes the copies there, whichever backend runs
+ * the ops: placement prices the copies so, and the session has it copy. fakedev runs every op 200
+ * us faster but copies in 1 ms, fakedev2 in none: every op goes to fakedev (where pricing each
+ * backend's own copies sent them all to fakedev2, 600 us slower), and fakedev2 copies in and out. */
+Test(placement, the_cheaper_copier_of_a_device_makes_its_copies) {
+    fresh_env();
+    setenv("DLFAKE_FAKEDEV_US", "200", 1);
+    setenv("DLFAKE_FAKEDEV2_US", "400", 1);
+    setenv("DLFAKE_FAKEDEV_COPY_US", "1000", 1);
+    setenv("DLFAKE_FAKEDEV2_COPY_US", "0", 1);
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_error err = {{0}};
+    open_two_on_one_device(chain3, &ctx, &m, &s);
+    char got[128], copies[256] = "";
+    placed(s, got, sizeof got);
+    cr_expect_str_eq(got, "fakedev fakedev fakedev");
+    for (int k = 0; k < dl_session_step_count(s); k++) {
+        dl_step_info si;
+        dl_session_step(s, k, &si);
+        if (si.kind == DL_STEP_COPY)
+            snprintf(copies + strlen(copies), sizeof copies - strlen(copies), "%s%s", copies[0] ? " " : "", si.backend);
+    }
+    cr_expect_str_eq(copies, "host->fakedev2 fakedev2->host");
+    float x[512];
+    tu_fill_uniform(x, 512, 5, -1, 1);
+    dl_tensor in = *dl_session_input(s, 0);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    const float *y = dl_session_output(s, 0)->data;
+    int bad = 0;
+    for (int i = 0; i < 512; i++) bad += y[i] != (x[i] > 0 ? x[i] : 0);
+    cr_expect_eq(bad, 0, "%d of 512 outputs wrong", bad);
+    close_all(s, m, ctx);
+    unsetenv("DLFAKE_FAKEDEV2_US");
+    unsetenv("DLFAKE_FAKEDEV2_COPY_US");
 }
 
 /* A copy a backend runs in place (a reshape, dropout or flatten whose output takes its input's

@@ -12,7 +12,12 @@
  *    (dl_session_place). Transfers between host memory and each device domain are measured the
  *    same way (latency and bandwidth) and cached.
  * 3. Choice: the assignment minimising total op time plus transfers (each tensor copied at most
- *    once per destination domain, the input from and the output back to host memory). On a chain
+ *    once per destination domain, the input from and the output back to host memory) plus, where
+ *    two backends share a device (cuda and cudnn on one GPU), a hand-over each time the device
+ *    passes from one to the other in run order (the session waits for the first one's queue:
+ *    priced at its small transfer's latency, one wait and one launch). A device domain's copies
+ *    are priced at its backend with the cheapest transfers, which the session makes their copier
+ *    (dl_placement.copier). On a chain
  *    this is solved exactly by dynamic programming over (op, backend). On a DAG (residual blocks,
  *    concat) dlrun runs coordinate descent on the same cost from several starts (each backend
  *    wherever it can run, and the fastest per op) and keeps the best: not guaranteed optimal, but
@@ -296,6 +301,8 @@ typedef struct planner {
     xfer x[MAX_CAND * 4];             /* per backend (device ones) */
     size_t esz[MAX_CAND * 4];         /* per backend: bytes per element it stores (4, or 2 at f16/bf16) */
     double cast_ms_per_elem;          /* converting between dtypes, measured in host memory */
+    double sync_ms[MAX_CAND * 4];     /* per device backend: a hand-over from it (its small transfer's latency) */
+    int shared;                       /* some device domain has two candidate backends: hand-overs cost */
     uint64_t domain_of[MAX_CAND * 4]; /* per backend: the backends sharing its memory domain (bits) */
     /* lay[node * nbe + b]: the node's layout on backend b (LAY_* bits), or NULL where no backend
      * asks for channels-last; a value read in the other layout costs a transpose */
@@ -458,6 +465,33 @@ static double relayout(const planner *p, int have_cl, int r, int d, size_t bytes
 /* 1 if node i's output is channels-last on backend b (planner.lay) */
 static int out_cl(const planner *p, int i, int b) { return p->lay && (p->lay[i * p->nbe + b] & LAY_CL); }
 
+/* 1 if node i on backend b queues work on a device that another backend there would wait for: a
+ * device op that runs (not folded into another, not a view that costs nothing there) */
+static int queues(const planner *p, int i, int b) {
+    return !on_host(p->be[b]) && p->s->fuse.into[i] < 0 && p->t[i * p->nbe + b] != 0;
+}
+
+/* Cost of backend z working on a device after backend a queued the last work there: the session
+ * waits for a's queue (session.c: hand_over) */
+static double handover(const planner *p, int a, int z) { return a != z ? p->sync_ms[a] : 0; }
+
+/* The part of the hand-overs node i's backend changes: with a and z the backends of the nearest
+ * nodes before and after it that queue work on its device, a->i and i->z in place of a->z. */
+static double handover_around(const planner *p, const int *as, int i) {
+    if (!p->shared || !queues(p, i, as[i])) return 0;
+    const uint64_t dom = p->domain_of[as[i]];
+    int a = -1, z = -1;
+    for (int j = i - 1; j >= 0 && a < 0; j--)
+        if (dom >> as[j] & 1 && queues(p, j, as[j])) a = as[j];
+    for (int j = i + 1; j < p->n && z < 0; j++)
+        if (dom >> as[j] & 1 && queues(p, j, as[j])) z = as[j];
+    double c = 0;
+    if (a >= 0) c += handover(p, a, as[i]);
+    if (z >= 0) c += handover(p, as[i], z);
+    if (a >= 0 && z >= 0) c -= handover(p, a, z);
+    return c;
+}
+
 /* ---- readers by backend (planner.tree) ---- */
 
 static void trees_free(planner *p) {
@@ -575,7 +609,15 @@ static void add_value_cost(const planner *p, const int *as, int v, double *c) {
 /* Total cost of an assignment: op times plus every value's copies (add_value_cost). */
 static double total_cost(const planner *p, const int *as) {
     double c = 0;
-    for (int i = 0; i < p->n; i++) c += p->t[i * p->nbe + as[i]];
+    int last[MAX_CAND * 4]; /* per device domain (its lowest backend index): the backend that queued last */
+    for (int b = 0; b < p->nbe; b++) last[b] = -1;
+    for (int i = 0; i < p->n; i++) {
+        c += p->t[i * p->nbe + as[i]];
+        if (!p->shared || !queues(p, i, as[i])) continue;
+        const int d = __builtin_ctzll(p->domain_of[as[i]]);
+        if (last[d] >= 0) c += handover(p, last[d], as[i]);
+        last[d] = as[i];
+    }
     for (int v = 0; v < p->s->g->n_values; v++) add_value_cost(p, as, v, &c);
     return c;
 }
@@ -584,7 +626,7 @@ static double total_cost(const planner *p, const int *as) {
  * it reads or writes (each value once). */
 static double node_cost(const planner *p, const int *as, int i) {
     const dl_node *n = &p->s->g->nodes[i];
-    double c = p->t[i * p->nbe + as[i]];
+    double c = p->t[i * p->nbe + as[i]] + handover_around(p, as, i);
     for (int j = 0; j < n->n_inputs; j++) {
         int seen = 0;
         for (int k = 0; k < j; k++) seen |= n->inputs[k] == n->inputs[j];
@@ -634,6 +676,10 @@ static void choose_chain(planner *p, int *as) {
             for (int a = 0; a < nb; a++) {
                 if (best[(i - 1) * nb + a] == DBL_MAX) continue;
                 double c = best[(i - 1) * nb + a] + move(p, a, b, in_bytes) + t;
+                /* a hand-over between neighbours (one that skips a node run elsewhere is not
+                 * seen here: such a node costs two copies besides; total_cost counts it) */
+                if (p->shared && dl_same_domain(p->be[a], p->be[b]) && queues(p, i - 1, a) && queues(p, i, b))
+                    c += handover(p, a, b);
                 if (p->s->shape[g->nodes[i].inputs[0]].ndim == 4) c += relayout(p, out_cl(p, i - 1, a), i, b, in_bytes);
                 if (c < best[i * nb + b]) best[i * nb + b] = c, from[i * nb + b] = a;
             }
@@ -887,6 +933,33 @@ static dl_status measure_ops(const dl_session *s, dl_placement *pl, planner *p, 
     return DL_OK;
 }
 
+/* With the transfers measured: each device backend's hand-over cost (its own small transfer's
+ * latency), whether some device has two backends (p->shared), and each device domain's copier,
+ * its backend with the cheapest transfers (1 MiB priced): the session makes it the one that
+ * allocates the domain's memory and runs its copies (assign_domains), so every backend there is
+ * priced with its transfers (the cuda and cudnn plugins copy through the same code, so which of
+ * them was timed faster is noise that must not steer an op). */
+static void copiers(planner *p, dl_placement *pl) {
+    int copier[MAX_CAND * 4];
+    for (int b = 0; b < p->nbe; b++) {
+        if (on_host(p->be[b])) continue;
+        p->sync_ms[b] = p->x[b].lat_ms;
+        p->shared |= __builtin_popcountll(p->domain_of[b]) > 1;
+        copier[b] = __builtin_ctzll(p->domain_of[b]); /* ties: the first loaded */
+        for (int c = copier[b] + 1; c < p->nbe; c++) {
+            const xfer *xc = &p->x[c], *xb = &p->x[copier[b]];
+            if (p->domain_of[b] >> c & 1 &&
+                xc->lat_ms + xc->ms_per_byte * 1048576.0 < xb->lat_ms + xb->ms_per_byte * 1048576.0)
+                copier[b] = c;
+        }
+    }
+    for (int b = 0; b < p->nbe; b++) {
+        if (on_host(p->be[b])) continue;
+        p->x[b] = (xfer){p->be[b], p->x[copier[b]].lat_ms, p->x[copier[b]].ms_per_byte};
+        if (copier[b] == b && pl->n_copiers < DL_MAX_DOMAINS) pl->copier[pl->n_copiers++] = p->be[b];
+    }
+}
+
 /* One plan under s->layout_ask into *pl; *cache: the timing cache, opened here if NULL and timing
  * is needed (the caller saves and frees it, so that two plans share it). */
 static dl_status place(const dl_session *s, dl_placement *pl, int time_all, dl_tcache **cachep, dl_error *err) {
@@ -944,6 +1017,9 @@ static dl_status place(const dl_session *s, dl_placement *pl, int time_all, dl_t
     for (int b = 0; b < p.nbe && need_timing; b++)
         if (!on_host(p.be[b])) measure_transfer(&p.x[b], cache);
     dl_trace_end(s->trace, span);
+    for (int a = 0; a < p.nbe; a++)
+        for (int b = 0; b < p.nbe; b++) p.domain_of[a] |= (uint64_t)dl_same_domain(p.be[a], p.be[b]) << b;
+    if (need_timing) copiers(&p, pl);
     if (need_timing) layouts_plan(&p, pl);
     pl->any_cl = p.lay != NULL;
     span = dl_trace_begin(s->trace, "time ops", "placement");
@@ -952,8 +1028,6 @@ static dl_status place(const dl_session *s, dl_placement *pl, int time_all, dl_t
     dl_trace_arg_num(s->trace, span, "timed", pl->timed);
     dl_trace_arg_num(s->trace, span, "cached", pl->cached);
     dl_trace_end(s->trace, span);
-    for (int a = 0; a < p.nbe; a++)
-        for (int b = 0; b < p.nbe; b++) p.domain_of[a] |= (uint64_t)dl_same_domain(p.be[a], p.be[b]) << b;
     if (st == DL_OK) {
         span = dl_trace_begin(s->trace, "choose backends", "placement");
         if (is_chain(g)) choose_chain(&p, as);

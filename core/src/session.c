@@ -263,6 +263,15 @@ void dl_session_point_steps(dl_session *s) {
 /* Which domain each node runs in; fused nodes alias their output to their input. */
 static dl_status assign_domains(dl_session *s, dl_error *err) {
     const dl_graph *g = s->g;
+    /* a device domain's copier, as placement priced it, owns the domain (its memory and copies),
+     * where an op runs there */
+    for (int k = 0; k < s->place.n_copiers; k++)
+        for (int i = 0; i < g->n_nodes; i++)
+            if (s->fuse.into[i] < 0 && dl_same_domain(s->place.be[i], s->place.copier[k])) {
+                if (domain_of(s, s->place.copier[k]) < 0)
+                    return dl_fail(err, DL_E_UNSUPPORTED, "too many memory domains");
+                break;
+            }
     for (int i = 0; i < g->n_nodes; i++) {
         if (s->fuse.into[i] >= 0) {
             s->alias[g->nodes[i].output] = g->nodes[i].inputs[s->fuse.via[i]];

@@ -134,6 +134,10 @@ typedef struct dl_placement {
     int cold;               /* ops timed with their weights out of cache (placement.c: cold_bytes) */
     size_t llc, weights;    /* the last-level cache and the model's weights, bytes, as cold compared them */
     char *cache_path;
+    /* per device domain whose transfers were measured: the backend there with the cheapest ones,
+     * which allocates the domain's memory and runs its copies (placement prices them so) */
+    const dl_backend *copier[DL_MAX_DOMAINS];
+    int n_copiers;
 } dl_placement;
 
 struct dl_session {
