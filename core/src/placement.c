@@ -26,6 +26,7 @@
  * A move is judged by the costs it changes (the node's op and the values it reads and writes),
  * found through the graph's reader lists, so placing a model of 10^5 layers stays near-linear. */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <float.h>
 #include <limits.h>
 #include <stdint.h>
@@ -246,6 +247,7 @@ static double time_op(const dl_session *s, int i, const dl_backend *be, const dl
 typedef struct xfer {
     const dl_backend *be;
     double lat_ms, ms_per_byte;
+    int measured; /* 0: assumed (the backend could not allocate for it), never a domain's copier */
 } xfer;
 
 static double time_copy(const dl_backend *be, void *dev, void *host, size_t bytes) {
@@ -271,7 +273,7 @@ static void measure_transfer(xfer *x, dl_tcache *cache) {
              be->description ? be->description : "", DLRUN_VERSION_STRING);
     double lat, per_mib;
     if (dl_tcache_get(cache, klat, &lat) && dl_tcache_get(cache, kbw, &per_mib)) {
-        x->lat_ms = lat, x->ms_per_byte = per_mib / 1048576.0;
+        x->lat_ms = lat, x->ms_per_byte = per_mib / 1048576.0, x->measured = 1;
         return;
     }
     const size_t small = 4096, big = 8u << 20;
@@ -281,9 +283,12 @@ static void measure_transfer(xfer *x, dl_tcache *cache) {
         double ts = time_copy(be, dev, host, small), tb = time_copy(be, dev, host, big);
         x->lat_ms = ts;
         x->ms_per_byte = tb > ts ? (tb - ts) / (double)(big - small) : 1e-9;
+        x->measured = 1;
         be->free(be->self, dev);
-    } else {
-        x->lat_ms = 0.01, x->ms_per_byte = 1e-7; /* cannot measure: assume ~10 GB/s */
+    } else { /* cannot measure: assume ~10 GB/s, and keep no such guess */
+        x->lat_ms = 0.01, x->ms_per_byte = 1e-7;
+        free(host);
+        return;
     }
     free(host);
     dl_tcache_put(cache, klat, x->lat_ms);
@@ -311,9 +316,14 @@ typedef struct planner {
     /* Values read by more than MANY_READERS nodes: per value, a segment tree over its readers (in
      * node order) of the backends they run on (bit masks), kept by set_backend, so the first
      * reader in each domain is found without walking all readers (one input read by 10^5 layers). */
-    int *tree;             /* per value: offset of its tree in mask, or -1 */
-    int *leaves;           /* per value: its tree's leaf count (a power of two) */
-    uint64_t *mask;        /* the trees: node k's children are 2k and 2k + 1, leaves from `leaves` on */
+    int *tree;      /* per value: offset of its tree in mask, or -1 */
+    int *leaves;    /* per value: its tree's leaf count (a power of two) */
+    uint64_t *mask; /* the trees: node k's children are 2k and 2k + 1, leaves from `leaves` on */
+    /* Where hand-overs cost (shared): a segment tree over the nodes whose leaf i is the bit of
+     * node i's backend where it queues work on a device (else 0), kept by set_backend, so the
+     * nearest such node before or after a node is found without walking the nodes between. */
+    uint64_t *qmask;
+    int qleaves;           /* its leaf count (a power of two), 0 without it */
     int time_all;          /* time every op, one candidate or many (the layouts compared: dl_session_place) */
     dl_op_scratch scratch; /* the timed ops' activations and outputs, reused from one op to the next */
 } planner;
@@ -427,7 +437,7 @@ static int be_index(planner *p, const dl_backend *be) {
     for (int b = 0; b < p->nbe; b++)
         if (p->be[b] == be) return b;
     p->be[p->nbe] = be;
-    p->x[p->nbe] = (xfer){be, 0, 0};
+    p->x[p->nbe] = (xfer){be, 0, 0, 0};
     p->esz[p->nbe] = 4;
     return p->nbe++;
 }
@@ -465,15 +475,46 @@ static double relayout(const planner *p, int have_cl, int r, int d, size_t bytes
 /* 1 if node i's output is channels-last on backend b (planner.lay) */
 static int out_cl(const planner *p, int i, int b) { return p->lay && (p->lay[i * p->nbe + b] & LAY_CL); }
 
-/* 1 if node i on backend b queues work on a device that another backend there would wait for: a
- * device op that runs (not folded into another, not a view that costs nothing there) */
-static int queues(const planner *p, int i, int b) {
-    return !on_host(p->be[b]) && p->s->fuse.into[i] < 0 && p->t[i * p->nbe + b] != 0;
-}
+/* 1 if node i on backend b is a step of the device's that another backend there would wait for:
+ * a device op not folded into another. A view run in place (time 0) counts: the session hands
+ * the device over before it all the same. */
+static int queues(const planner *p, int i, int b) { return !on_host(p->be[b]) && p->s->fuse.into[i] < 0; }
 
 /* Cost of backend z working on a device after backend a queued the last work there: the session
  * waits for a's queue (session.c: hand_over) */
 static double handover(const planner *p, int a, int z) { return a != z ? p->sync_ms[a] : 0; }
+
+/* The nearest node before (dir -1) or after (dir 1) node i that queues work on a backend in `dom`
+ * (planner.qmask), or -1: up the tree until a sibling on that side holds such a node, then down
+ * to the one nearest i. */
+static int queued_near(const planner *p, int i, uint64_t dom, int dir) {
+    const uint64_t *m = p->qmask;
+    int k = p->qleaves + i;
+    while (k > 1 && !((dir < 0 ? (k & 1) : !(k & 1)) && m[k + dir] & dom)) k /= 2;
+    if (k <= 1) return -1;
+    k += dir;
+    while (k < p->qleaves)
+        k = dir < 0 ? (m[2 * k + 1] & dom ? 2 * k + 1 : 2 * k) : (m[2 * k] & dom ? 2 * k : 2 * k + 1);
+    return k - p->qleaves;
+}
+
+static void qtree_set(const planner *p, const int *as, int i) {
+    int k = p->qleaves + i;
+    p->qmask[k] = queues(p, i, as[i]) ? 1ull << as[i] : 0;
+    for (k /= 2; k >= 1; k /= 2) p->qmask[k] = p->qmask[2 * k] | p->qmask[2 * k + 1];
+}
+
+static void qtree_build(planner *p, const int *as) {
+    free(p->qmask);
+    p->qmask = NULL, p->qleaves = 0;
+    if (!p->shared) return;
+    int leaves = 1;
+    while (leaves < p->n) leaves *= 2;
+    if (!(p->qmask = calloc(2 * (size_t)leaves, sizeof *p->qmask))) return; /* handover_around walks */
+    p->qleaves = leaves;
+    for (int i = 0; i < p->n; i++) p->qmask[leaves + i] = queues(p, i, as[i]) ? 1ull << as[i] : 0;
+    for (int k = leaves - 1; k >= 1; k--) p->qmask[k] = p->qmask[2 * k] | p->qmask[2 * k + 1];
+}
 
 /* The part of the hand-overs node i's backend changes: with a and z the backends of the nearest
  * nodes before and after it that queue work on its device, a->i and i->z in place of a->z. */
@@ -481,10 +522,23 @@ static double handover_around(const planner *p, const int *as, int i) {
     if (!p->shared || !queues(p, i, as[i])) return 0;
     const uint64_t dom = p->domain_of[as[i]];
     int a = -1, z = -1;
-    for (int j = i - 1; j >= 0 && a < 0; j--)
-        if (dom >> as[j] & 1 && queues(p, j, as[j])) a = as[j];
-    for (int j = i + 1; j < p->n && z < 0; j++)
-        if (dom >> as[j] & 1 && queues(p, j, as[j])) z = as[j];
+#ifdef NDEBUG
+    if (p->qleaves) {
+        int j = queued_near(p, i, dom, -1);
+        a = j >= 0 ? as[j] : -1;
+        j = queued_near(p, i, dom, 1);
+        z = j >= 0 ? as[j] : -1;
+    } else /* no memory for the tree: walk */
+#endif
+    {
+        for (int j = i - 1; j >= 0 && a < 0; j--)
+            if (dom >> as[j] & 1 && queues(p, j, as[j])) a = as[j];
+        for (int j = i + 1; j < p->n && z < 0; j++)
+            if (dom >> as[j] & 1 && queues(p, j, as[j])) z = as[j];
+        /* debug builds (the sanitizer suite) check the tree against the walk */
+        assert(!p->qleaves || ((queued_near(p, i, dom, -1) < 0 ? -1 : as[queued_near(p, i, dom, -1)]) == a &&
+                               (queued_near(p, i, dom, 1) < 0 ? -1 : as[queued_near(p, i, dom, 1)]) == z));
+    }
     double c = 0;
     if (a >= 0) c += handover(p, a, as[i]);
     if (z >= 0) c += handover(p, as[i], z);
@@ -535,6 +589,7 @@ static void trees_build(planner *p, const int *as) {
 /* as[i] := b, and node i's entries in the trees of the values it reads. */
 static void set_backend(const planner *p, int *as, int i, int b) {
     as[i] = b;
+    if (p->qleaves) qtree_set(p, as, i);
     if (!p->tree) return;
     const dl_graph *g = p->s->g;
     const dl_node *n = &g->nodes[i];
@@ -657,8 +712,10 @@ static void choose_chain(planner *p, int *as) {
     int n = p->n, nb = p->nbe;
     double *best = malloc((size_t)n * nb * sizeof *best);
     int *from = malloc((size_t)n * nb * sizeof *from);
-    if (!best || !from) {
-        free(best), free(from);
+    /* lastq[i][b]: on the best path to (i, b), the backend of the last node that queued device work, or -1 */
+    int *lastq = malloc((size_t)n * nb * sizeof *lastq);
+    if (!best || !from || !lastq) {
+        free(best), free(from), free(lastq);
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -668,6 +725,7 @@ static void choose_chain(planner *p, int *as) {
             from[i * nb + b] = -1;
             double t = p->t[i * nb + b];
             if (t < 0) continue;
+            lastq[i * nb + b] = queues(p, i, b) ? b : -1;
             if (i == 0) {
                 best[b] = t + to_host(p, b, in_bytes);
                 if (p->s->shape[g->nodes[0].inputs[0]].ndim == 4) best[b] += relayout(p, 0, 0, b, in_bytes);
@@ -676,13 +734,16 @@ static void choose_chain(planner *p, int *as) {
             for (int a = 0; a < nb; a++) {
                 if (best[(i - 1) * nb + a] == DBL_MAX) continue;
                 double c = best[(i - 1) * nb + a] + move(p, a, b, in_bytes) + t;
-                /* a hand-over between neighbours (one that skips a node run elsewhere is not
-                 * seen here: such a node costs two copies besides; total_cost counts it) */
-                if (p->shared && dl_same_domain(p->be[a], p->be[b]) && queues(p, i - 1, a) && queues(p, i, b))
-                    c += handover(p, a, b);
+                /* a hand-over from the last node on the path that queued device work (where that
+                 * was on another device, one on this device before it is not seen: total_cost
+                 * counts it) */
+                const int qa = lastq[(i - 1) * nb + a];
+                if (p->shared && qa >= 0 && queues(p, i, b) && dl_same_domain(p->be[qa], p->be[b]))
+                    c += handover(p, qa, b);
                 if (p->s->shape[g->nodes[i].inputs[0]].ndim == 4) c += relayout(p, out_cl(p, i - 1, a), i, b, in_bytes);
                 if (c < best[i * nb + b]) best[i * nb + b] = c, from[i * nb + b] = a;
             }
+            if (from[i * nb + b] >= 0 && !queues(p, i, b)) lastq[i * nb + b] = lastq[(i - 1) * nb + from[i * nb + b]];
         }
     }
     size_t out_bytes = dl_session_value_bytes(p->s, g->nodes[n - 1].output);
@@ -698,13 +759,14 @@ static void choose_chain(planner *p, int *as) {
         as[i] = bb;
         bb = from[i * nb + bb];
     }
-    free(best), free(from);
+    free(best), free(from), free(lastq);
 }
 
 /* Coordinate descent on total_cost from one start; returns the cost reached. A move of node i is
  * judged by the change in node_cost(i) alone, which is the change in the total. */
 static double descend(planner *p, int *as) {
     if (p->nbe > 1) trees_build(p, as);
+    if (p->nbe > 1) qtree_build(p, as);
     for (int improved = 1, rounds = 0; improved && rounds < 50; rounds++) {
         improved = 0;
         for (int i = 0; i < p->n; i++) {
@@ -721,6 +783,8 @@ static double descend(planner *p, int *as) {
     }
     double c = total_cost(p, as); /* summed afresh: starts are compared on the same arithmetic */
     trees_free(p);
+    free(p->qmask);
+    p->qmask = NULL, p->qleaves = 0;
     return c;
 }
 
@@ -945,18 +1009,20 @@ static void copiers(planner *p, dl_placement *pl) {
         if (on_host(p->be[b])) continue;
         p->sync_ms[b] = p->x[b].lat_ms;
         p->shared |= __builtin_popcountll(p->domain_of[b]) > 1;
-        copier[b] = __builtin_ctzll(p->domain_of[b]); /* ties: the first loaded */
-        for (int c = copier[b] + 1; c < p->nbe; c++) {
-            const xfer *xc = &p->x[c], *xb = &p->x[copier[b]];
-            if (p->domain_of[b] >> c & 1 &&
-                xc->lat_ms + xc->ms_per_byte * 1048576.0 < xb->lat_ms + xb->ms_per_byte * 1048576.0)
+        copier[b] = -1; /* of the measured ones (ties: the first loaded), else the first */
+        for (int c = 0; c < p->nbe; c++) {
+            const xfer *xc = &p->x[c], *xb = copier[b] >= 0 ? &p->x[copier[b]] : NULL;
+            if (p->domain_of[b] >> c & 1 && xc->measured &&
+                (!xb || xc->lat_ms + xc->ms_per_byte * 1048576.0 < xb->lat_ms + xb->ms_per_byte * 1048576.0))
                 copier[b] = c;
         }
+        if (copier[b] < 0) copier[b] = __builtin_ctzll(p->domain_of[b]);
     }
     for (int b = 0; b < p->nbe; b++) {
         if (on_host(p->be[b])) continue;
-        p->x[b] = (xfer){p->be[b], p->x[copier[b]].lat_ms, p->x[copier[b]].ms_per_byte};
-        if (copier[b] == b && pl->n_copiers < DL_MAX_DOMAINS) pl->copier[pl->n_copiers++] = p->be[b];
+        const xfer *xc = &p->x[copier[b]];
+        if (copier[b] == b && xc->measured && pl->n_copiers < DL_MAX_DOMAINS) pl->copier[pl->n_copiers++] = p->be[b];
+        p->x[b] = (xfer){p->be[b], xc->lat_ms, xc->ms_per_byte, xc->measured};
     }
 }
 
