@@ -80,10 +80,23 @@ static void placed(const dl_session *s, char *got, size_t len) {
     }
 }
 
-/* A session of yaml over the two fake backends that share one device (as cuda and cudnn). */
-#define TWO_ON_ONE_DEVICE DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev2.so"
-static void open_two_on_one_device(const char *yaml, dl_context **ctx, dl_model **m, dl_session **s) {
+/* Runs s on x[n] filled with seeded uniform values; its first output. */
+static const float *run_filled(dl_session *s, float *x, size_t n, uint64_t seed) {
     dl_error err = {{0}};
+    tu_fill_uniform(x, n, seed, -1, 1);
+    dl_tensor in = *dl_session_input(s, 0);
+    in.data = x;
+    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+    return dl_session_output(s, 0)->data;
+}
+
+/* A session of yaml over the two fake backends that share one device (as cuda and cudnn), each
+ * copying in copy_us microseconds where given. */
+#define TWO_ON_ONE_DEVICE DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev.so:" DLRUN_TEST_PLUGIN_DIR "/libdlrun-fakedev2.so"
+static void open_two_on_one_device(const char *yaml, const char *copy_us, dl_context **ctx, dl_model **m,
+                                   dl_session **s) {
+    dl_error err = {{0}};
+    if (copy_us) setenv("DLFAKE_FAKEDEV_COPY_US", copy_us, 1), setenv("DLFAKE_FAKEDEV2_COPY_US", copy_us, 1);
     dl_session_options so;
     dl_session_options_init(&so);
     cr_assert_eq(tu_open_session(TWO_ON_ONE_DEVICE, yaml, &so, ctx, m, s, &err), DL_OK, "%s", err.msg);
@@ -544,17 +557,12 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
     dl_context *ctx;
     dl_model *m;
     dl_session *s;
-    dl_error err = {{0}};
-    open_two_on_one_device(yaml, &ctx, &m, &s);
+    open_two_on_one_device(yaml, NULL, &ctx, &m, &s);
     char got[128];
     placed(s, got, sizeof got);
     cr_expect_str_eq(got, "fakedev fakedev2 fakedev fakedev2");
     float x[513];
-    tu_fill_uniform(x, 513, 11, -1, 1);
-    dl_tensor in = *dl_session_input(s, 0);
-    in.data = x;
-    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
-    const float *y = dl_session_output(s, 0)->data;
+    const float *y = run_filled(s, x, 513, 11);
     int bad = 0;
     for (int i = 0; i < 513; i++) {
         float a = x[i] > 0 ? x[i] : 0, c = a + x[i] > 0 ? a + x[i] : 0;
@@ -580,22 +588,15 @@ static void shared_device(const char *yaml, const char *copy_us, int relu2, cons
                                    {"DLFAKE_FAKEDEV_ADD_US", "350"},     {"DLFAKE_FAKEDEV2_ADD_US", "250"}};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) setenv(env[i][0], env[i][1], 1);
     if (relu2) setenv("DLFAKE_FAKEDEV2_RELU_US", "100", 1);
-    setenv("DLFAKE_FAKEDEV_COPY_US", copy_us, 1);
-    setenv("DLFAKE_FAKEDEV2_COPY_US", copy_us, 1);
     dl_context *ctx;
     dl_model *m;
     dl_session *s;
-    dl_error err = {{0}};
-    open_two_on_one_device(yaml, &ctx, &m, &s);
+    open_two_on_one_device(yaml, copy_us, &ctx, &m, &s);
     char got[128];
     placed(s, got, sizeof got);
     cr_expect_str_eq(got, want, "copies of %s us: %s", copy_us, got);
     float x[512];
-    tu_fill_uniform(x, 512, 9, -1, 1);
-    dl_tensor in = *dl_session_input(s, 0);
-    in.data = x;
-    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
-    const float *y = dl_session_output(s, 0)->data;
+    const float *y = run_filled(s, x, 512, 9);
     const int add = strstr(yaml, "op: add") != NULL;
     int bad = 0;
     for (int i = 0; i < 512; i++) bad += y[i] != (x[i] > 0 ? x[i] : 0) + (add ? x[i] : 0);
@@ -646,12 +647,10 @@ static void long_shared(const char *copy_us, int mixed) {
                                    {"DLFAKE_FAKEDEV_RELU_US", "50"},
                                    {"DLFAKE_FAKEDEV2_DROPOUT_US", "50"}};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) setenv(env[i][0], env[i][1], 1);
-    setenv("DLFAKE_FAKEDEV_COPY_US", copy_us, 1);
-    setenv("DLFAKE_FAKEDEV2_COPY_US", copy_us, 1);
     dl_context *ctx;
     dl_model *m;
     dl_session *s;
-    open_two_on_one_device(yaml, &ctx, &m, &s);
+    open_two_on_one_device(yaml, copy_us, &ctx, &m, &s);
     int on2 = 0, wrong = 0;
     for (int i = 0; i < dl_session_placement_count(s); i++) {
         dl_placement_info pi;
@@ -698,8 +697,7 @@ Test(placement, the_cheaper_copier_of_a_device_makes_its_copies) {
     dl_context *ctx;
     dl_model *m;
     dl_session *s;
-    dl_error err = {{0}};
-    open_two_on_one_device(chain3, &ctx, &m, &s);
+    open_two_on_one_device(chain3, NULL, &ctx, &m, &s);
     char got[128], copies[256] = "";
     placed(s, got, sizeof got);
     cr_expect_str_eq(got, "fakedev fakedev fakedev");
@@ -711,11 +709,7 @@ Test(placement, the_cheaper_copier_of_a_device_makes_its_copies) {
     }
     cr_expect_str_eq(copies, "host->fakedev2 fakedev2->host");
     float x[512];
-    tu_fill_uniform(x, 512, 5, -1, 1);
-    dl_tensor in = *dl_session_input(s, 0);
-    in.data = x;
-    cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
-    const float *y = dl_session_output(s, 0)->data;
+    const float *y = run_filled(s, x, 512, 5);
     int bad = 0;
     for (int i = 0; i < 512; i++) bad += y[i] != (x[i] > 0 ? x[i] : 0);
     cr_expect_eq(bad, 0, "%d of 512 outputs wrong", bad);
