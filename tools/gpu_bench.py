@@ -81,6 +81,16 @@ def dlrun_json(dlrun, args, env=None):
     return json.loads(r.stdout), None
 
 
+def placed_summary(j):
+    """Where a placed run put its ops: steps per backend, and the hand-overs between the GPU
+    plugins in run order (each one a wait for the other's stream; docs/placement.md)."""
+    steps = [o["backend"] for o in j.get("ops", []) if "backend" in o and "fused_into" not in o]
+    count = {b: steps.count(b) for b in dict.fromkeys(steps)}
+    gpu = [b for b in steps if b in ("cuda", "cudnn")]
+    switches = sum(1 for a, b in zip(gpu, gpu[1:]) if a != b)
+    return ", ".join(f"{b} {n}" for b, n in count.items()) + f"; {switches} hand-overs between cuda and cudnn"
+
+
 def peaks():
     out = {}
     for name, dt, tf32 in [("f32", torch.float32, False), ("tf32", torch.float32, True), ("f16", torch.float16, False)]:
@@ -95,6 +105,7 @@ def models(dlrun, plugins, batches, precs):
     print("| model | batch | precision | PyTorch ms | " + " | ".join(f"dlrun {p} ms" for p in plugins) +
           " | dlrun placed ms | " + " | ".join(f"{p} / PyTorch" for p in plugins) + " | upload, download ms |")
     print("|---" * (5 + 2 * len(plugins) + 1) + "|")
+    where = []  # the placed runs' choices, printed after the table
     for name, yaml in (("vgg16", "models/vgg.yaml"), ("resnet18", "models/resnet18.yaml")):
         model32 = getattr(torchvision.models, name)().to(dev).eval()
         for batch in batches:
@@ -110,6 +121,8 @@ def models(dlrun, plugins, batches, precs):
                     be, env = backend_args(p)
                     j, e = dlrun_json(dlrun, args + be, env)
                     ours[p] = j["phases_ms"]["compute"] if j else None
+                    if j and p is None:
+                        where.append(f"- placed {name} b{batch} {prec}: {placed_summary(j)}")
                     if j and p == plugins[-1]:
                         io = f"{j['phases_ms']['inputs']:.2f}, {j['phases_ms']['outputs']:.3f}"
                     if e:
@@ -123,6 +136,9 @@ def models(dlrun, plugins, batches, precs):
                       f" | {cell(ours[None])} | " + " | ".join(ratio(ours[p]) for p in plugins) + f" | {io} |")
         del model, model32
         torch.cuda.empty_cache()
+    if where:
+        print("\nWhere the placed runs put their ops (steps per backend):\n")
+        print("\n".join(where))
 
 
 LAYERS = [(3, 64, 224), (64, 64, 224), (64, 128, 112), (128, 128, 112), (128, 256, 56), (256, 256, 56),
