@@ -285,12 +285,11 @@ static void measure_transfer(xfer *x, dl_tcache *cache) {
         x->ms_per_byte = tb > ts ? (tb - ts) / (double)(big - small) : 1e-9;
         x->measured = 1;
         be->free(be->self, dev);
-    } else { /* cannot measure: assume ~10 GB/s, and keep no such guess */
-        x->lat_ms = 0.01, x->ms_per_byte = 1e-7;
-        free(host);
-        return;
+    } else {
+        x->lat_ms = 0.01, x->ms_per_byte = 1e-7; /* cannot measure: assume ~10 GB/s */
     }
     free(host);
+    if (!x->measured) return; /* and keep no such guess */
     dl_tcache_put(cache, klat, x->lat_ms);
     dl_tcache_put(cache, kbw, x->ms_per_byte * 1048576.0);
 }
@@ -516,29 +515,29 @@ static void qtree_build(planner *p, const int *as) {
     for (int k = leaves - 1; k >= 1; k--) p->qmask[k] = p->qmask[2 * k] | p->qmask[2 * k + 1];
 }
 
+/* queued_near's answer found by walking the nodes (as its backend), for when the tree could not
+ * be allocated, and to check the tree in debug builds */
+static int walk_near(const planner *p, const int *as, int i, uint64_t dom, int dir) {
+    for (int j = i + dir; j >= 0 && j < p->n; j += dir)
+        if (dom >> as[j] & 1 && queues(p, j, as[j])) return as[j];
+    return -1;
+}
+
+/* The backend of the nearest node before (dir -1) or after (dir 1) node i that queues work on a
+ * backend in `dom`, or -1. */
+static int backend_near(const planner *p, const int *as, int i, uint64_t dom, int dir) {
+    if (!p->qleaves) return walk_near(p, as, i, dom, dir);
+    const int j = queued_near(p, i, dom, dir), b = j >= 0 ? as[j] : -1;
+    assert(b == walk_near(p, as, i, dom, dir)); /* debug builds (the sanitizer suite) check the tree */
+    return b;
+}
+
 /* The part of the hand-overs node i's backend changes: with a and z the backends of the nearest
  * nodes before and after it that queue work on its device, a->i and i->z in place of a->z. */
 static double handover_around(const planner *p, const int *as, int i) {
     if (!p->shared || !queues(p, i, as[i])) return 0;
     const uint64_t dom = p->domain_of[as[i]];
-    int a = -1, z = -1;
-#ifdef NDEBUG
-    if (p->qleaves) {
-        int j = queued_near(p, i, dom, -1);
-        a = j >= 0 ? as[j] : -1;
-        j = queued_near(p, i, dom, 1);
-        z = j >= 0 ? as[j] : -1;
-    } else /* no memory for the tree: walk */
-#endif
-    {
-        for (int j = i - 1; j >= 0 && a < 0; j--)
-            if (dom >> as[j] & 1 && queues(p, j, as[j])) a = as[j];
-        for (int j = i + 1; j < p->n && z < 0; j++)
-            if (dom >> as[j] & 1 && queues(p, j, as[j])) z = as[j];
-        /* debug builds (the sanitizer suite) check the tree against the walk */
-        assert(!p->qleaves || ((queued_near(p, i, dom, -1) < 0 ? -1 : as[queued_near(p, i, dom, -1)]) == a &&
-                               (queued_near(p, i, dom, 1) < 0 ? -1 : as[queued_near(p, i, dom, 1)]) == z));
-    }
+    const int a = backend_near(p, as, i, dom, -1), z = backend_near(p, as, i, dom, 1);
     double c = 0;
     if (a >= 0) c += handover(p, a, as[i]);
     if (z >= 0) c += handover(p, as[i], z);
