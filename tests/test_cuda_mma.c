@@ -72,6 +72,7 @@ typedef struct prob {
     float *x, *wt, *b, *y; /* x NCHW and wt OIHW (the naive references read them), y as cl says */
     float *xk, *wk;        /* what the replayed kernel reads: x and wt, or their NHWC and KRSC copies */
     int *writes;
+    int wg_runs; /* grids the warpgroup tile ran (check) */
     mma_ktap *ktab;
     int M, N, K, cg, ocg;
 } prob;
@@ -296,6 +297,8 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
     free(Bs);
 }
 
+static void splitk_replay(const prob *p, float *part, int splits);
+
 /* the whole grid, as mma_gemm.cu's launch: (N / BN, M / BM, groups x splits), then with split-K
  * its splitk_sum */
 static void run_grid(const prob *p, int es, int tile, int splits) {
@@ -307,7 +310,13 @@ static void run_grid(const prob *p, int es, int tile, int splits) {
         for (int by = 0; by < (p->M + bm - 1) / bm; by++)
             for (int bx = 0; bx < (p->N + bn - 1) / bn; bx++)
                 block(p, es, bm, bn, warps[tile][0], warps[tile][1], bx, by, z, splits, part);
-    if (!part) return;
+    if (part) splitk_replay(p, part, splits);
+}
+
+/* split-K's second kernel (mma_gemm.cu's splitk_sum): the slices added, the epilogue, y; frees
+ * part */
+static void splitk_replay(const prob *p, float *part, int splits) {
+    int groups = p->conv ? p->groups : 1;
     long long mn = (long long)p->M * p->N;
     for (long long e = 0; e < mn * groups; e++) {
         int g = (int)(e / mn), m = (int)(e % mn / p->N), n = (int)(e % p->N), o = g * p->M + m;
@@ -321,6 +330,137 @@ static void run_grid(const prob *p, int es, int tile, int splits) {
         p->writes[at]++;
     }
     free(part);
+}
+
+/* ---- the sm_90 warpgroup tile (ops/wgmma_gemm.cu), replayed ---- */
+
+/* The PTX ISA's view of a K-major operand without swizzle, read through a matrix descriptor: 14
+ * bits of start address >> 4 (bits 0-13), of leading byte offset >> 4 (16-29: between the core
+ * matrices along k) and of stride byte offset >> 4 (32-45: between 8-row groups), base offset
+ * (49-51) and swizzle mode (62-63) zero here. A core matrix is 8 rows of 16 contiguous bytes, row
+ * after row. Element k (es bytes each) of row i: its core matrix is (i / 8, k es / 16), the row
+ * within it i % 8. Returns the byte address. */
+static uint32_t isa_wg_addr(uint64_t desc, int es, int i, int k) {
+    cr_assert_eq((desc >> 62) & 3, 0, "no swizzle");
+    cr_assert_eq((desc >> 49) & 7, 0, "base offset 0");
+    uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, lbo = (uint32_t)((desc >> 16) & 0x3FFF) << 4;
+    uint32_t sbo = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
+    int kb = k * es;
+    return start + (uint32_t)(i / 8) * sbo + (uint32_t)(kb / 16) * lbo + (uint32_t)(i % 8) * 16 + (uint32_t)(kb % 16);
+}
+
+/* The ISA's accumulator of .m64nNk* with f32 sums, as CUTLASS writes it (thread t of the
+ * warpgroup, value v): t = t0 + 4 t1 + 32 t2 and v = v0 + 2 v1 + 4 v2 hold row t1 + 16 t2 + 8 v1,
+ * column 2 t0 + v0 + 8 v2. */
+static void isa_wg_c(int t, int v, int *row, int *col) {
+    int t0 = t % 4, t1 = t / 4 % 8, t2 = t / 32, v0 = v % 2, v1 = v / 2 % 2, v2 = v / 4;
+    *row = t1 + 16 * t2 + 8 * v1;
+    *col = 2 * t0 + v0 + 8 * v2;
+}
+
+/* Shared memory as elements: byte address a holds element a / es of mem (a multiple of es). */
+enum { WG_SMEM_BASE = 3072 }; /* the dynamic window starts past the static pixel table */
+
+/* copy_dense and Conv::load_b: each thread's 16-byte chunks (wg_load_chunk) to wg_at */
+static void wg_copy(float *mem, int es, uint32_t stage, int ROWS, const prob *p, int operand_b, const pix *px,
+                    const float *src, int rows, int r0, int k0) {
+    const int E = 16 / es;
+    for (int tid = 0; tid < WG_THREADS; tid++) {
+        int row, ch;
+        wg_load_chunk(tid, 0, &row, &ch);
+        const int k = k0 + ch * E, ch0 = ch, kin = k < p->K;
+        mma_ktap t = {0, 0, 0, 0};
+        if (operand_b && p->conv && kin) t = p->ktab[k];
+        for (int j = 0; j < ROWS / 32; j++) {
+            wg_load_chunk(tid, j, &row, &ch);
+            cr_assert_eq(ch, ch0, "thread %d keeps its chunk column", tid);
+            long long at = -1; /* element offset in the source, -1: zeros */
+            if (operand_b && p->conv) {
+                const pix *q = &px[row];
+                int iy = q->iy0 + t.dy, ix = q->ix0 + t.dx;
+                if (kin && (unsigned)iy < (unsigned)p->h && (unsigned)ix < (unsigned)p->w) at = q->xoff + t.off;
+            } else if (kin && r0 + row < rows) {
+                at = (long long)(r0 + row) * p->K + k;
+            }
+            if (at >= 0) cr_assert_eq(at % E, 0, "a 16-byte chunk starts aligned (element %lld)", at);
+            uint32_t a = stage + (uint32_t)wg_at(row, ch * 16);
+            cr_assert_eq(a % 16, 0);
+            for (int e = 0; e < E; e++) mem[a / es + e] = at >= 0 ? src[at + e] : 0.f;
+        }
+    }
+}
+
+static void block_wg(const prob *p, int es, int bx, int by, int z, int splits, float *part) {
+    const int g = z / splits, sp = z % splits, m0 = by * WG_BM, n0 = bx * WG_BN, BK = wg_bk(es);
+    const int A_STAGE = WG_BM * WG_KBYTES, B_STAGE = WG_BN * WG_KBYTES;
+    const size_t n_mem = (size_t)(WG_SMEM_BASE + wg_smem_bytes()) / es;
+    float *mem = malloc(n_mem * sizeof *mem);
+    for (size_t i = 0; i < n_mem; i++) mem[i] = NAN;
+    const uint32_t As = WG_SMEM_BASE, Bs = As + WG_STAGES * A_STAGE;
+    pix px[WG_BN];
+    const mma_conv_geom geom = geom_of(p);
+    if (p->conv)
+        for (int i = 0; i < WG_BN; i++) px[i] = mma_pix_of(&geom, (long long)n0 + i, p->N, g);
+    static double d[2][64][WG_BN]; /* each warpgroup's 64 x 128 sums, as the ISA keeps them */
+    memset(d, 0, sizeof d);
+    const int KT_ALL = (p->K + BK - 1) / BK, per = (KT_ALL + splits - 1) / splits;
+    const int kb = KT_ALL < sp * per ? KT_ALL : sp * per, KT = (KT_ALL < kb + per ? KT_ALL : kb + per) - kb;
+    const float *wa = p->wk + (p->conv ? (long long)g * p->ocg * p->K : 0);
+    /* the kernel's order: k-tiles 0 and 1 first, then at step kt the copy of kt + 2, then the wgmma of kt */
+    for (int kt = -(WG_STAGES - 2); kt < KT; kt++) {
+        const int nk = kt + WG_STAGES - 2, slot = nk % WG_STAGES;
+        if (nk < KT) {
+            wg_copy(mem, es, As + slot * A_STAGE, WG_BM, p, 0, px, wa, p->M, m0, (kb + nk) * BK);
+            wg_copy(mem, es, Bs + slot * B_STAGE, WG_BN, p, 1, px, p->xk, p->N, n0, (kb + nk) * BK);
+        }
+        if (kt < 0) continue;
+        const uint32_t a = As + (kt % WG_STAGES) * A_STAGE, b = Bs + (kt % WG_STAGES) * B_STAGE;
+        for (int wg = 0; wg < 2; wg++)
+            for (int ks = 0; ks < WG_KBYTES / WG_KSTEP_BYTES; ks++) {
+                uint64_t da = wg_desc(wg_start(a, 64 * wg, ks)), db = wg_desc(wg_start(b, 0, ks));
+                for (int i = 0; i < 64; i++)
+                    for (int n = 0; n < WG_BN; n++)
+                        for (int k = 0; k < WG_KSTEP_BYTES / es; k++)
+                            d[wg][i][n] +=
+                                (double)mem[isa_wg_addr(da, es, i, k) / es] * mem[isa_wg_addr(db, es, n, k) / es];
+            }
+    }
+    for (int tid = 0; tid < WG_THREADS; tid++) /* the epilogue: register r of each thread */
+        for (int r = 0; r < WG_ACC; r++) {
+            const int wg = tid / 128, t = tid % 128;
+            int irow, icol, row, col;
+            isa_wg_c(t, r, &irow, &icol);        /* what the register holds */
+            wg_c(t / 32, t % 32, r, &row, &col); /* where the kernel puts it */
+            const int m = m0 + 64 * wg + row, n = n0 + col;
+            if (m >= p->M || n >= p->N) continue;
+            float v = (float)d[wg][irow][icol];
+            if (splits > 1) {
+                part[((long long)z * p->M + m) * p->N + n] = v;
+                continue;
+            }
+            long long at;
+            if (p->conv) {
+                if (p->b) v += p->b[g * p->ocg + m];
+                at = mma_y_at(&geom, &px[col], m);
+            } else {
+                if (p->b) v += p->b[m];
+                at = (long long)n * p->M + m;
+            }
+            if (p->relu && v < 0.f) v = 0.f;
+            p->y[at] = v;
+            p->writes[at]++;
+        }
+    free(mem);
+}
+
+/* the warpgroup tile's grid (N / 128, M / 128, groups x splits), then split-K's sum */
+static void run_grid_wg(const prob *p, int es, int splits) {
+    int groups = p->conv ? p->groups : 1;
+    float *part = splits > 1 ? malloc(cu_splitk_bytes(splits, groups, p->M, p->N)) : NULL;
+    for (int z = 0; z < groups * splits; z++)
+        for (int by = 0; by < (p->M + WG_BM - 1) / WG_BM; by++)
+            for (int bx = 0; bx < (p->N + WG_BN - 1) / WG_BN; bx++) block_wg(p, es, bx, by, z, splits, part);
+    if (part) splitk_replay(p, part, splits);
 }
 
 /* ---- naive references ---- */
@@ -345,51 +485,75 @@ static double naive_linear(const prob *p, int n, int m) {
     return p->relu && s < 0 ? 0 : s;
 }
 
-static void check(prob *p, const char *what) {
+/* y against the naive reference: every output right and written once */
+static void compare(const prob *p, const char *what, int es, const char *tile, int splits) {
     size_t ny = p->conv ? (size_t)p->n * p->oc * p->oh * p->ow : (size_t)p->batch * p->out;
-    for (int es = 4; es >= 2; es -= 2)
+    double worst = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < ny; i++) {
+        double ref;
+        if (p->conv && p->cl) { /* y NHWC */
+            size_t r = i;
+            int o = (int)(r % p->oc);
+            r /= p->oc;
+            int ox = (int)(r % p->ow);
+            r /= p->ow;
+            ref = naive_conv(p, (int)(r / p->oh), o, (int)(r % p->oh), ox);
+        } else if (p->conv) {
+            size_t r = i;
+            int ox = (int)(r % p->ow);
+            r /= p->ow;
+            int oy = (int)(r % p->oh);
+            r /= p->oh;
+            int o = (int)(r % p->oc), img = (int)(r / p->oc);
+            ref = naive_conv(p, img, o, oy, ox);
+        } else {
+            ref = naive_linear(p, (int)(i / p->out), (int)(i % p->out));
+        }
+        double e = fabs(p->y[i] - ref);
+        if (!(e <= 1e-4 * (1 + fabs(ref))) || p->writes[i] != 1) bad++;
+        if (!(e <= worst)) worst = e;
+    }
+    cr_expect(bad == 0, "%s, %d-byte elements, %s, %d k-slices: %zu of %zu outputs wrong (worst |error| %g)", what, es,
+              tile, splits, bad, ny, worst);
+}
+
+static void clear_y(prob *p) {
+    size_t ny = p->conv ? (size_t)p->n * p->oc * p->oh * p->ow : (size_t)p->batch * p->out;
+    for (size_t i = 0; i < ny; i++) p->y[i] = NAN, p->writes[i] = 0;
+}
+
+/* every tile that may run the problem (gemm_plan.c's rules), in both element sizes, with 1 to 3
+ * k-slices */
+static void check(prob *p, const char *what) {
+    for (int es = 4; es >= 2; es -= 2) {
         for (int tile = 0; tile < 3; tile++) {
             /* channels-last: only where the plugin would run it (gemm_plan.c) */
             if (p->cl && !cu_mma_conv_cl_ok(CU_GEMM_MMA + tile, p->c, p->cg, p->w, p->kh, p->kw, p->dh, p->dw))
                 continue;
+            char name[32];
+            snprintf(name, sizeof name, "tile %d", tile);
             for (int splits = 1; splits <= 3; splits++) {
-                for (size_t i = 0; i < ny; i++) p->y[i] = NAN, p->writes[i] = 0;
+                clear_y(p);
                 run_grid(p, es, tile, splits);
-                double worst = 0;
-                size_t bad = 0;
-                for (size_t i = 0; i < ny; i++) {
-                    double ref;
-                    if (p->conv && p->cl) { /* y NHWC */
-                        size_t r = i;
-                        int o = (int)(r % p->oc);
-                        r /= p->oc;
-                        int ox = (int)(r % p->ow);
-                        r /= p->ow;
-                        ref = naive_conv(p, (int)(r / p->oh), o, (int)(r % p->oh), ox);
-                    } else if (p->conv) {
-                        size_t r = i;
-                        int ox = (int)(r % p->ow);
-                        r /= p->ow;
-                        int oy = (int)(r % p->oh);
-                        r /= p->oh;
-                        int o = (int)(r % p->oc), img = (int)(r / p->oc);
-                        ref = naive_conv(p, img, o, oy, ox);
-                    } else {
-                        ref = naive_linear(p, (int)(i / p->out), (int)(i % p->out));
-                    }
-                    double e = fabs(p->y[i] - ref);
-                    if (!(e <= 1e-4 * (1 + fabs(ref))) || p->writes[i] != 1) bad++;
-                    if (!(e <= worst)) worst = e;
-                }
-                cr_expect(bad == 0,
-                          "%s, %d-byte elements, tile %d, %d k-slices: %zu of %zu outputs wrong (worst |error| %g)",
-                          what, es, tile, splits, bad, ny, worst);
+                compare(p, what, es, name, splits);
             }
         }
+        if (!cu_wgmma_ok(es, p->conv, p->cl, p->c, p->cg, p->K) ||
+            (p->conv && !cu_mma_conv_cl_ok(CU_GEMM_WGMMA, p->c, p->cg, p->w, p->kh, p->kw, p->dh, p->dw)))
+            continue;
+        for (int splits = 1; splits <= 3; splits++) {
+            clear_y(p);
+            run_grid_wg(p, es, splits);
+            compare(p, what, es, "the warpgroup tile", splits);
+            p->wg_runs++;
+        }
+    }
 }
 
-static void conv_case(int n, int c, int h, int w, int oc, int k, int s, int pad, int d, int groups, int relu,
-                      const char *what) {
+/* returns the grids the warpgroup tile ran */
+static int conv_case(int n, int c, int h, int w, int oc, int k, int s, int pad, int d, int groups, int relu,
+                     const char *what) {
     prob p = {.conv = 1,
               .n = n,
               .c = c,
@@ -440,9 +604,10 @@ static void conv_case(int n, int c, int h, int w, int oc, int k, int s, int pad,
         free(p.xk), free(p.wk);
     }
     free(p.x), free(p.wt), free(p.b), free(p.y), free(p.writes), free(p.ktab);
+    return p.wg_runs;
 }
 
-static void linear_case(int batch, int in, int out, int relu, const char *what) {
+static int linear_case(int batch, int in, int out, int relu, const char *what) {
     prob p = {.batch = batch, .in = in, .out = out, .relu = relu, .M = out, .N = batch, .K = in};
     p.x = p.xk = fill((size_t)batch * in);
     p.wt = p.wk = fill((size_t)out * in);
@@ -451,42 +616,50 @@ static void linear_case(int batch, int in, int out, int relu, const char *what) 
     p.writes = malloc((size_t)batch * out * sizeof *p.writes);
     check(&p, what);
     free(p.x), free(p.wt), free(p.b), free(p.y), free(p.writes);
+    return p.wg_runs;
 }
 
 Test(cuda_mma, conv_blocks_replayed_match_naive) {
     srand(7);
+    int wg = 0; /* grids the warpgroup tile ran: where channels-last chunks fit */
     /* groups, stride 2, padding, dilation 2, K = 27 (element loads, a K tail), N = 2 x 25 */
-    conv_case(2, 6, 9, 11, 10, 3, 2, 1, 2, 2, 1, "3x3 conv, 2 groups, stride 2, dilation 2");
+    wg += conv_case(2, 6, 9, 11, 10, 3, 2, 1, 2, 2, 1, "3x3 conv, 2 groups, stride 2, dilation 2");
     /* K = 16: 16-byte loads of the weights in both sizes; N = 3 x 81 = 243 crosses 128 and 64 */
-    conv_case(3, 16, 9, 9, 20, 1, 1, 0, 1, 1, 0, "1x1 conv, 16 -> 20 channels");
+    wg += conv_case(3, 16, 9, 9, 20, 1, 1, 0, 1, 1, 0, "1x1 conv, 16 -> 20 channels");
     /* M = 130 filters cross the 128-row tile; K = 4 x 9 = 36, two stages with a tail */
-    conv_case(1, 4, 7, 13, 130, 3, 1, 1, 1, 1, 1, "3x3 conv, 130 filters");
+    wg += conv_case(1, 4, 7, 13, 130, 3, 1, 1, 1, 1, 1, "3x3 conv, 130 filters");
     /* K = 2 x 5 x 5 = 50 over two stages, 5x5 padding 3 reaches far outside */
-    conv_case(1, 2, 6, 5, 3, 5, 1, 3, 1, 1, 0, "5x5 conv, padding 3");
+    wg += conv_case(1, 2, 6, 5, 3, 5, 1, 3, 1, 1, 0, "5x5 conv, padding 3");
     /* depthwise: 8 groups of one channel, K = 9 */
-    conv_case(2, 8, 5, 6, 8, 3, 1, 1, 1, 8, 1, "depthwise 3x3");
+    wg += conv_case(2, 8, 5, 6, 8, 3, 1, 1, 1, 8, 1, "depthwise 3x3");
     /* K = 144: 5 k-tiles, so the pipeline's steady state (slots reused, 16-bit gathers fetched a
      * stage ahead), and slices of 2 and 1 k-tiles with split-K */
-    conv_case(2, 16, 9, 10, 24, 3, 1, 1, 1, 1, 1, "3x3 conv, 16 -> 24 channels");
+    wg += conv_case(2, 16, 9, 10, 24, 3, 1, 1, 1, 1, 1, "3x3 conv, 16 -> 24 channels");
     /* K = 256: 8 k-tiles, 16-byte weight loads in both sizes */
-    conv_case(1, 256, 5, 7, 40, 1, 1, 0, 1, 1, 0, "1x1 conv, 256 -> 40 channels");
+    wg += conv_case(1, 256, 5, 7, 40, 1, 1, 0, 1, 1, 0, "1x1 conv, 256 -> 40 channels");
     /* groups with 16-byte weight loads: K = 8 (both sizes; group g starts 48 elements on) */
-    conv_case(2, 16, 6, 6, 12, 1, 1, 0, 1, 2, 1, "1x1 conv, 2 groups of 8 channels");
+    wg += conv_case(2, 16, 6, 6, 12, 1, 1, 0, 1, 2, 1, "1x1 conv, 2 groups of 8 channels");
     /* K = 36: 16-byte loads in f32 (group g starts 180 floats on), element loads in 16-bit */
-    conv_case(1, 8, 7, 7, 10, 3, 1, 1, 1, 2, 0, "3x3 conv, 2 groups of 4 channels");
+    wg += conv_case(1, 8, 7, 7, 10, 3, 1, 1, 1, 2, 0, "3x3 conv, 2 groups of 4 channels");
     /* channels-last in both sizes (groups of 8 channels): stride 2, dilation 2, padding 2, K = 72
      * (a k tail in the third k-tile), taps outside the image on every side */
-    conv_case(2, 16, 9, 11, 12, 3, 2, 2, 2, 2, 1, "3x3 conv, 2 groups of 8, stride 2, dilation 2");
+    wg += conv_case(2, 16, 9, 11, 12, 3, 2, 2, 2, 2, 1, "3x3 conv, 2 groups of 8, stride 2, dilation 2");
     /* channels-last: 24 channels (three 16-bit chunks a tap), N = 3 x 49 = 147 past one 128 tile */
-    conv_case(3, 24, 7, 7, 136, 3, 1, 1, 1, 1, 0, "3x3 conv, 24 -> 136 channels");
+    wg += conv_case(3, 24, 7, 7, 136, 3, 1, 1, 1, 1, 0, "3x3 conv, 24 -> 136 channels");
+    /* channels-last, whole chunks: in both sizes 16 -> 20, 16 -> 24, 256 -> 40, 2 groups of 8 (1x1 and
+     * 3x3) and 24 -> 136; in f32 only 4 -> 130 and 2 groups of 4: 14 (case, size) pairs, 3 splits each */
+    cr_expect_eq(wg, 14 * 3, "the warpgroup tile ran %d grids", wg);
 }
 
 Test(cuda_mma, linear_blocks_replayed_match_naive) {
     srand(11);
-    linear_case(37, 100, 70, 1, "linear 100 -> 70, batch 37 (f32 16-byte loads, 16-bit element loads)");
-    linear_case(5, 96, 131, 0, "linear 96 -> 131, batch 5 (16-byte loads in both sizes)");
-    linear_case(130, 33, 9, 1, "linear 33 -> 9, batch 130 (element loads, a K tail)");
-    linear_case(1, 200, 3, 0, "linear 200 -> 3, batch 1 (7 k-stages)");
+    int wg = 0;
+    wg += linear_case(37, 100, 70, 1, "linear 100 -> 70, batch 37 (f32 16-byte loads, 16-bit element loads)");
+    wg += linear_case(5, 96, 131, 0, "linear 96 -> 131, batch 5 (16-byte loads in both sizes)");
+    wg += linear_case(130, 33, 9, 1, "linear 33 -> 9, batch 130 (element loads, a K tail)");
+    wg += linear_case(1, 200, 3, 0, "linear 200 -> 3, batch 1 (7 k-stages)");
+    /* K a whole number of 16-byte chunks: 100 (f32), 96 (both), 200 (both) */
+    cr_expect_eq(wg, 5 * 3, "the warpgroup tile ran %d grids", wg);
 }
 
 /* The padding's claim (mma_layout.h): each 8-lane phase of an ldmatrix reads 8 different 16-byte
@@ -596,11 +769,11 @@ Test(cuda_mma, channels_last_ktab_and_its_rules) {
 Test(cuda_mma, variants_and_switches) {
     cu_gemm_switch sw;
     char why[160];
-    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.mma == 1 && sw.forced == -1, "on by default since the GPU round of 2026-11-30");
-    cr_assert(cu_gemm_switch_parse("", NULL, NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse("", NULL, NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.mma == 1, "an empty value is unset");
-    cr_assert(cu_gemm_switch_parse("0", NULL, NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse("0", NULL, NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.mma == 0 && sw.forced == -1);
     /* DLRUN_CUDA_MMA=0: the SIMT tiles only, on f32 only */
     for (int v = 0; v < CU_GEMM_VARIANTS; v++) {
@@ -608,7 +781,7 @@ Test(cuda_mma, variants_and_switches) {
         cr_expect_eq(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_F32, 1), v < CU_GEMM_MMA, "variant %d", v);
         cr_expect_not(cu_gemm_variant_ok(&sw, v, DL_GPU_F16, DL_PRECISION_F16, 0), "variant %d on f16", v);
     }
-    cr_assert(cu_gemm_switch_parse("1", "", NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse("1", "", NULL, NULL, &sw, why, sizeof why));
     for (int v = CU_GEMM_MMA; v < CU_GEMM_GEMV; v++) {
         cr_expect_not(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_F32, 0), "tf32 is not f32: variant %d", v);
         cr_expect(cu_gemm_variant_ok(&sw, v, DL_GPU_F32, DL_PRECISION_TF32, 0));
@@ -623,24 +796,24 @@ Test(cuda_mma, variants_and_switches) {
     cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_GEMV, DL_GPU_F32, DL_PRECISION_TF32, 0), "not a conv");
     cr_expect_not(cu_gemm_variant_ok(&sw, 0, DL_GPU_BF16, DL_PRECISION_BF16, 0), "the SIMT tiles are f32 only");
     cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_VARIANTS, DL_GPU_F32, DL_PRECISION_TF32, 0));
-    cr_assert(cu_gemm_switch_parse(NULL, "3", NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, "3", NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.forced == 3 && sw.mma == 1, "a forced variant of issue 14 turns them on");
-    cr_assert(cu_gemm_switch_parse("0", "1", NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse("0", "1", NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.forced == 1 && sw.mma == 0);
-    cr_expect_not(cu_gemm_switch_parse(NULL, "6", NULL, &sw, why, sizeof why));
-    cr_expect(strstr(why, "DLRUN_CUDA_GEMM_VARIANT is \"6\"") != NULL, "%s", why);
-    cr_expect_not(cu_gemm_switch_parse(NULL, "2x", NULL, &sw, why, sizeof why));
-    cr_expect_not(cu_gemm_switch_parse(NULL, "-1", NULL, &sw, why, sizeof why));
-    cr_expect_not(cu_gemm_switch_parse("yes", NULL, NULL, &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse(NULL, "7", NULL, NULL, &sw, why, sizeof why));
+    cr_expect(strstr(why, "DLRUN_CUDA_GEMM_VARIANT is \"7\"") != NULL, "%s", why);
+    cr_expect_not(cu_gemm_switch_parse(NULL, "2x", NULL, NULL, &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse(NULL, "-1", NULL, NULL, &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse("yes", NULL, NULL, NULL, &sw, why, sizeof why));
     cr_expect(strstr(why, "DLRUN_CUDA_MMA") != NULL, "%s", why);
     /* DLRUN_CUDA_NHWC: off until a GPU round has run the channels-last kernels */
-    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, NULL, &sw, why, sizeof why));
     cr_expect_eq(sw.nhwc, 0);
-    cr_assert(cu_gemm_switch_parse(NULL, NULL, "1", &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, "1", NULL, &sw, why, sizeof why));
     cr_expect(sw.nhwc == 1 && sw.mma == 1);
-    cr_assert(cu_gemm_switch_parse(NULL, NULL, "", &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, "", NULL, &sw, why, sizeof why));
     cr_expect_eq(sw.nhwc, 0, "an empty value is unset");
-    cr_expect_not(cu_gemm_switch_parse(NULL, NULL, "2", &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_switch_parse(NULL, NULL, "2", NULL, &sw, why, sizeof why));
     cr_expect(strstr(why, "DLRUN_CUDA_NHWC is \"2\"") != NULL, "%s", why);
 }
 
@@ -659,16 +832,130 @@ Test(cuda_mma, split_k_plan) {
     cr_expect_eq(cu_splitk_bytes(8, 1, 4096, 65536), (size_t)-1, "past 1 GiB");
     cu_gemm_switch sw;
     char why[200];
-    cr_assert(cu_gemm_switch_parse(NULL, "3:4", NULL, &sw, why, sizeof why), "%s", why);
+    cr_assert(cu_gemm_switch_parse(NULL, "3:4", NULL, NULL, &sw, why, sizeof why), "%s", why);
     cr_expect(sw.forced == 3 && sw.forced_splits == 4 && sw.mma == 1);
-    cr_assert(cu_gemm_switch_parse(NULL, "4", NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_switch_parse(NULL, "4", NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.forced == 4 && sw.forced_splits == 0);
     const char *bad[] = {"0:2", "5:2", "2:0", "2:17", "2:", ":2", "2:4:1", "22222222222222222222222222222222222:1"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        cr_expect_not(cu_gemm_switch_parse(NULL, bad[i], NULL, &sw, why, sizeof why), "\"%s\" taken", bad[i]);
+        cr_expect_not(cu_gemm_switch_parse(NULL, bad[i], NULL, NULL, &sw, why, sizeof why), "\"%s\" taken", bad[i]);
     int bm, bn;
     cu_mma_tile_shape(1, &bm, &bn);
     cr_expect(bm == 128 && bn == 64);
+}
+
+/* The warpgroup tile's copies (wgmma_layout.h): over a 128-row operand every (row, chunk) of the
+ * stage is copied once; each 8-lane phase writes one core matrix's 128 bytes (8 different 16-byte
+ * bank groups); lanes l and l + 8 copy the two halves of one 32-byte sector of a row. */
+Test(cuda_mma, warpgroup_copies_cover_the_stage_once_without_conflicts) {
+    static int seen[WG_BN][WG_KBYTES / 16];
+    memset(seen, 0, sizeof seen);
+    for (int tid = 0; tid < WG_THREADS; tid++)
+        for (int j = 0; j < WG_BN / 32; j++) {
+            int row, ch, row8, ch8;
+            wg_load_chunk(tid, j, &row, &ch);
+            cr_assert(row >= 0 && row < WG_BN && ch >= 0 && ch < WG_KBYTES / 16, "thread %d step %d", tid, j);
+            seen[row][ch]++;
+            if (tid % 32 < 8 || (tid % 32 >= 16 && tid % 32 < 24)) {
+                wg_load_chunk(tid + 8, j, &row8, &ch8);
+                cr_expect(row8 == row && ch8 == ch + 1 && ch % 2 == 0, "lanes %d and +8 share a sector", tid % 32);
+            }
+        }
+    for (int r = 0; r < WG_BN; r++)
+        for (int c = 0; c < WG_KBYTES / 16; c++) cr_expect_eq(seen[r][c], 1, "row %d chunk %d", r, c);
+    for (int warp = 0; warp < WG_THREADS / 32; warp++)
+        for (int j = 0; j < WG_BN / 32; j++)
+            for (int phase = 0; phase < 4; phase++) {
+                int groups[8] = {0}, lo = 1 << 30;
+                for (int l = phase * 8; l < phase * 8 + 8; l++) {
+                    int row, ch;
+                    wg_load_chunk(warp * 32 + l, j, &row, &ch);
+                    int at = wg_at(row, ch * 16);
+                    groups[at / 16 % 8]++;
+                    if (at < lo) lo = at;
+                }
+                for (int g = 0; g < 8; g++) cr_expect_eq(groups[g], 1, "warp %d step %d phase %d", warp, j, phase);
+                cr_expect_eq(lo % 128, 0, "one core matrix");
+            }
+}
+
+/* The descriptors the kernel builds read what the copies put there (the ISA's no-swizzle K-major
+ * addressing, isa_wg_addr, against wg_at), for each warpgroup and k-step, with the window's start
+ * past the pixel table; and the accumulator map is the ISA's, one register per element. */
+Test(cuda_mma, warpgroup_descriptors_and_accumulators_are_the_isa_tables) {
+    for (int es = 4; es >= 2; es -= 2)
+        for (int which = 0; which < 3; which++) { /* A of warpgroup 0, A of warpgroup 1, B */
+            const uint32_t stage = WG_SMEM_BASE + 2 * WG_BM * WG_KBYTES;
+            const int row0 = which == 1 ? 64 : 0, rows = which == 2 ? WG_BN : 64;
+            for (int ks = 0; ks < WG_KBYTES / WG_KSTEP_BYTES; ks++) {
+                uint64_t d = wg_desc(wg_start(stage, row0, ks));
+                for (int i = 0; i < rows; i++)
+                    for (int k = 0; k < WG_KSTEP_BYTES / es; k++)
+                        cr_assert_eq(isa_wg_addr(d, es, i, k),
+                                     stage + (uint32_t)wg_at(row0 + i, ks * WG_KSTEP_BYTES + k * es),
+                                     "%d-byte, operand %d, k-step %d, row %d, k %d", es, which, ks, i, k);
+            }
+        }
+    static int seen[64][WG_BN];
+    memset(seen, 0, sizeof seen);
+    for (int t = 0; t < 128; t++)
+        for (int r = 0; r < WG_ACC; r++) {
+            int row, col, irow, icol;
+            wg_c(t / 32, t % 32, r, &row, &col);
+            isa_wg_c(t, r, &irow, &icol);
+            cr_expect(row == irow && col == icol, "thread %d register %d", t, r);
+            cr_assert(row >= 0 && row < 64 && col >= 0 && col < WG_BN);
+            seen[row][col]++;
+        }
+    for (int i = 0; i < 64; i++)
+        for (int n = 0; n < WG_BN; n++) cr_expect_eq(seen[i][n], 1);
+    cr_expect_eq(wg_smem_bytes(), 4 * 256 * 128, "4 stages of 128 + 128 rows of 128 bytes");
+}
+
+/* DLRUN_CUDA_WGMMA, the variant's rules and limits (gemm_plan.c) */
+Test(cuda_mma, warpgroup_switch_rules_and_limits) {
+    cu_gemm_switch sw;
+    char why[200];
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, NULL, &sw, why, sizeof why));
+    cr_expect_eq(sw.wgmma, 0, "off until a GPU round has run it");
+    cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_WGMMA, DL_GPU_BF16, DL_PRECISION_BF16, 0));
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, "1", &sw, why, sizeof why));
+    cr_expect(sw.wgmma == 1 && sw.mma == 1);
+    cr_expect(cu_gemm_variant_ok(&sw, CU_GEMM_WGMMA, DL_GPU_BF16, DL_PRECISION_BF16, 0));
+    cr_expect(cu_gemm_variant_ok(&sw, CU_GEMM_WGMMA, DL_GPU_F16, DL_PRECISION_F16, 4));
+    cr_expect(cu_gemm_variant_ok(&sw, CU_GEMM_WGMMA, DL_GPU_F32, DL_PRECISION_TF32, 0));
+    cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_WGMMA, DL_GPU_F32, DL_PRECISION_F32, 0), "tf32 is not f32");
+    cr_assert(cu_gemm_switch_parse("0", NULL, NULL, "1", &sw, why, sizeof why));
+    cr_expect_not(cu_gemm_variant_ok(&sw, CU_GEMM_WGMMA, DL_GPU_BF16, DL_PRECISION_BF16, 0), "DLRUN_CUDA_MMA=0 wins");
+    cr_expect_not(cu_gemm_switch_parse(NULL, NULL, NULL, "yes", &sw, why, sizeof why));
+    cr_expect(strstr(why, "DLRUN_CUDA_WGMMA is \"yes\"") != NULL, "%s", why);
+    /* forced, with a split: the switch turns on */
+    cr_assert(cu_gemm_switch_parse(NULL, "6:3", NULL, NULL, &sw, why, sizeof why), "%s", why);
+    cr_expect(sw.forced == CU_GEMM_WGMMA && sw.forced_splits == 3 && sw.wgmma == 1 && sw.mma == 1);
+    cr_expect(cu_gemm_is_tile(CU_GEMM_WGMMA) && cu_gemm_is_tile(CU_GEMM_MMA + 2));
+    cr_expect(!cu_gemm_is_tile(CU_GEMM_GEMV) && !cu_gemm_is_tile(1));
+    int bm, bn, bk;
+    cu_tile_of(CU_GEMM_WGMMA, 2, &bm, &bn, &bk);
+    cr_expect(bm == 128 && bn == 128 && bk == 64);
+    cu_tile_of(CU_GEMM_WGMMA, 4, &bm, &bn, &bk);
+    cr_expect_eq(bk, 32);
+    cu_tile_of(CU_GEMM_MMA + 1, 2, &bm, &bn, &bk);
+    cr_expect(bm == 128 && bn == 64 && bk == MMA_BK);
+    /* what it copies by 16-byte chunks: channels-last convs with whole chunks of channels */
+    cr_expect(cu_wgmma_ok(2, 1, 1, 64, 64, 576));
+    cr_expect_not(cu_wgmma_ok(2, 1, 0, 64, 64, 576), "NCHW");
+    cr_expect_not(cu_wgmma_ok(2, 1, 1, 3, 3, 27), "an RGB stem");
+    cr_expect(cu_wgmma_ok(4, 1, 1, 12, 4, 36), "f32: chunks of 4");
+    cr_expect_not(cu_wgmma_ok(2, 1, 1, 12, 4, 36), "16-bit: chunks of 8");
+    cr_expect_not(cu_wgmma_ok(2, 1, 1, 16, 4, 36), "groups of 4 channels in 16-bit");
+    cr_expect(cu_wgmma_ok(2, 0, 0, 0, 0, 4096));
+    cr_expect_not(cu_wgmma_ok(2, 0, 0, 0, 0, 1000 + 4), "K 1004 in 16-bit");
+    cr_expect_not(cu_wgmma_ok(8, 0, 0, 0, 0, 64));
+    cr_expect(cu_mma_conv_cl_ok(CU_GEMM_WGMMA, 64, 64, 224, 3, 3, 1, 1));
+    /* 131072 + 3072 bytes of shared memory: an H100's 227 KiB, not an Ada's 99 */
+    cr_expect(cu_gemm_fits(CU_GEMM_WGMMA, 2, 512, 6272, 4608, 1, 1, 227 << 10));
+    cr_expect_not(cu_gemm_fits(CU_GEMM_WGMMA, 2, 512, 6272, 4608, 1, 1, 99 << 10));
+    cr_expect_not(cu_gemm_fits(CU_GEMM_WGMMA, 2, 65535LL * 128 + 1, 10, 64, 1, 1, 227 << 10), "y past 65535");
 }
 
 Test(cuda_mma, launch_limits) {

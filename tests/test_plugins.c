@@ -206,6 +206,25 @@ Test(plugins, cuda_plugin_builds_and_loads_or_says_why) {
 #endif
 }
 
+/* A switch of the cuda plugin with a value it does not take: the plugin does not load, and says
+ * which and why in one line, with or without a GPU (DLRUN_CUDA_WGMMA here: a typo must not test
+ * the default silently). */
+Test(plugins, cuda_plugin_refuses_a_bad_switch_in_one_line) {
+#if DLRUN_HAVE_CUDA
+    unsetenv("DLRUN_PLUGIN_PATH");
+    setenv("DLRUN_CUDA_WGMMA", "yes", 1);
+    dl_context *ctx = open_dir(DLRUN_PLUGIN_DIR "/libdlrun-cuda.so");
+    const dl_plugin_info *p = find(ctx, "cuda");
+    cr_assert(p);
+    cr_expect_not(p->loaded);
+    cr_expect(strstr(p->reason, "DLRUN_CUDA_WGMMA is \"yes\": it takes 0 or 1"), "'%s'", p->reason);
+    cr_expect_null(strchr(p->reason, '\n'), "one line: '%s'", p->reason);
+    dl_context_free(ctx);
+#else
+    cr_skip_test("built without nvcc: no CUDA plugin to load");
+#endif
+}
+
 Test(plugins, cudnn_plugin_builds_and_loads_or_says_why) {
 #if DLRUN_HAVE_CUDNN
     expect_gpu_plugin(DLRUN_PLUGIN_DIR "/libdlrun-cudnn.so", "cudnn", "cuDNN 9.");

@@ -18,7 +18,8 @@ stage. Prints markdown tables:
 A plugin named cuda-mma is the cuda plugin with its tensor-core GEMM on (DLRUN_CUDA_MMA=1, the
 default since 2026-11-30), cuda-simt with it off (DLRUN_CUDA_MMA=0), cuda-nhwc with its channels-
 last convs and pools on (DLRUN_CUDA_NHWC=1: at tf32, f16 and bf16 the session then runs VGG-16
-and ResNet-18 channels-last from their first conv; docs/gpu.md); --precisions
+and ResNet-18 channels-last from their first conv; docs/gpu.md), cuda-wgmma with the sm_90
+warpgroup tile timed beside the others as well (DLRUN_CUDA_WGMMA=1, on top of cuda-nhwc); --precisions
 picks the precisions (f32, tf32, f16, bf16: PyTorch runs f16 and bf16 with its model and input
 in that dtype).
 
@@ -68,8 +69,10 @@ def backend_args(p):
     if p in ("cuda-mma", "cuda-simt"):
         env["DLRUN_CUDA_MMA"] = "1" if p == "cuda-mma" else "0"
         p = "cuda"
-    elif p == "cuda-nhwc":
+    elif p in ("cuda-nhwc", "cuda-wgmma"):
         env["DLRUN_CUDA_NHWC"] = "1"
+        if p == "cuda-wgmma":
+            env["DLRUN_CUDA_WGMMA"] = "1"
         p = "cuda"
     return (["--backend", p] if p else []), env
 

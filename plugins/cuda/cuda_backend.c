@@ -28,9 +28,10 @@ typedef struct cuda_state {
     dl_backend table;
     dlk_index_error *index_err; /* device: the first gather index out of range since the last check */
     atomic_int index_armed;     /* a gather ran since synchronize last read index_err */
-    cu_gemm_switch sw;          /* DLRUN_CUDA_MMA, DLRUN_CUDA_GEMM_VARIANT, read at load */
+    cu_gemm_switch sw;          /* DLRUN_CUDA_MMA, _GEMM_VARIANT, _NHWC, _WGMMA, read at load */
     int sms;                    /* multiprocessors: when split-K is worth timing */
     int smem_optin;             /* shared memory a block may opt in to: which tensor-core tiles fit */
+    int sm90;                   /* compute capability 9.0: the warpgroup tile's sm_90a code runs */
     int log_gemms;              /* DLRUN_CUDA_LOG=1: each GEMM's timed variants on stderr at prepare */
 } cuda_state;
 
@@ -38,7 +39,7 @@ struct dl_kernel {
     dl_op_geom g;           /* the op's kind, attributes and shapes */
     int variant;            /* GEMM variant chosen by timing at prepare (gemm_plan.h) */
     int gm, gn, gk, groups; /* the GEMM: M (filters or output features per group), N, K, groups */
-    int splits;             /* tensor-core tiles: split-K slices (1: none), chosen with the variant */
+    int splits;             /* tensor-core and warpgroup tiles: split-K slices (1: none), chosen with the variant */
     size_t ws;              /* the workspace split-K's partial sums take (0: none) */
     mma_ktap *ktab;         /* conv2d on the tensor cores: its k-table on the device, or NULL */
     int cl;                 /* the activations are channels-last (DLRUN_CUDA_NHWC) */
@@ -91,8 +92,10 @@ typedef int (*cu_launch_fn)(const dl_kernel *k, const dl_tensor *in, void *y, cu
 static const cu_launch_fn launchers[DL_OP_COUNT]; /* by kind, at "run" below */
 
 _Static_assert((int)CU_GEMM_MMA == (int)DLK_VARIANTS && (int)CU_GEMM_GEMV == DLK_VARIANTS + DLK_MMA_TILES &&
-                   (int)CU_GEMM_VARIANTS == CU_GEMM_GEMV + 1 && (int)CU_GEMV_ROWS == (int)DLK_GEMV_ROWS,
-               "gemm_plan.h's variants are kernels.h's SIMT tiles, its tensor-core tiles, then the GEMV");
+                   (int)CU_GEMM_WGMMA == CU_GEMM_GEMV + 1 && (int)CU_GEMM_VARIANTS == CU_GEMM_WGMMA + 1 &&
+                   (int)CU_GEMV_ROWS == (int)DLK_GEMV_ROWS,
+               "gemm_plan.h's variants are kernels.h's SIMT tiles, its tensor-core tiles, the GEMV, then the "
+               "warpgroup tile");
 
 static int is_gemm(int kind) { return kind == DL_OP_CONV2D || kind == DL_OP_LINEAR; }
 
@@ -132,6 +135,11 @@ static int gemm_variant_ok(const cuda_state *s, const dl_op *op, int v, dl_gpu_t
     if (!cu_gemm_fits(v, dl_gpu_type_size(type), d[0], d[1], d[2], d[3], 1, s->smem_optin)) return 0;
     const dl_op_attrs *a = op->attrs;
     const int64_t *xs = op->inputs[0].shape;
+    int conv = op->kind == DL_OP_CONV2D;
+    if (v == CU_GEMM_WGMMA &&
+        (!s->sm90 || !cu_wgmma_ok(dl_gpu_type_size(type), conv, is_cl(&op->outputs[0]), conv ? (int)xs[1] : 0,
+                                  conv ? (int)(xs[1] / a->groups) : 0, d[2])))
+        return 0;
     if (op->kind == DL_OP_CONV2D && is_cl(&op->outputs[0])) /* the tensor-core tiles' channels-last gather */
         return cu_mma_conv_cl_ok(v, (int)xs[1], (int)(xs[1] / a->groups), (int)xs[3], a->kernel[0], a->kernel[1],
                                  a->dilation[0], a->dilation[1]);
@@ -194,10 +202,14 @@ static const void *gemm_weights(const dl_kernel *k, const void *w) { return k->w
 /* ws: k->ws bytes (split-K's partial sums) */
 static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const dlk_epilogue *e, void *y, void *ws,
                        cudaStream_t s) {
-    int conv = k->g.kind == DL_OP_CONV2D, v = k->variant, t = v - CU_GEMM_MMA;
+    int conv = k->g.kind == DL_OP_CONV2D, v = k->variant, t = v - CU_GEMM_MMA, splits = k->splits;
+    if (v == CU_GEMM_WGMMA && !dlk_wgmma_aligned(x, w)) /* an input 16-byte misaligned (a view): the mma tile */
+        v = CU_GEMM_MMA, t = 0, splits = 1;
+    if (v == CU_GEMM_WGMMA && conv) return dlk_wgmma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, splits, ws, s);
+    if (v == CU_GEMM_WGMMA) return dlk_wgmma_linear(&k->p.linear, k->type, x, w, e, y, splits, ws, s);
     if (v == CU_GEMM_GEMV) return dlk_gemv(&k->p.linear, k->type, x, w, e, y, s);
-    if (v >= CU_GEMM_MMA && conv) return dlk_mma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, t, k->splits, ws, s);
-    if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, e, y, t, k->splits, ws, s);
+    if (v >= CU_GEMM_MMA && conv) return dlk_mma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, t, splits, ws, s);
+    if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, e, y, t, splits, ws, s);
     if (conv) return dlk_conv2d(&k->p.conv, x, w, e, y, v, s);
     return dlk_linear(&k->p.linear, x, w, e, y, v, s);
 }
@@ -222,18 +234,18 @@ static dl_status ktab_upload(cuda_state *s, dl_kernel *k, dl_error *err) {
     return st;
 }
 
-/* The split counts to time for variant v: 1 but for a tensor-core tile, where the forced one or
- * those cu_splitk_tries finds worth it (and whose workspace is not too big). */
+/* The split counts to time for variant v: 1 but for a tensor-core or warpgroup tile, where the
+ * forced one or those cu_splitk_tries finds worth it (and whose workspace is not too big). */
 static int split_tries(const cuda_state *s, const dl_kernel *k, int v, int *out) {
-    if (v < CU_GEMM_MMA || v >= CU_GEMM_GEMV) return out[0] = 1, 1;
-    int m = k->gm, n = k->gn, kk = k->gk, groups = k->groups, bm, bn;
+    if (!cu_gemm_is_tile(v)) return out[0] = 1, 1;
+    int m = k->gm, n = k->gn, kk = k->gk, groups = k->groups, bm, bn, bk;
     int es = dl_gpu_type_size(k->type), c, kept = 0;
     if (s->sw.forced == v && s->sw.forced_splits) {
         out[0] = s->sw.forced_splits, c = 1;
     } else {
-        cu_mma_tile_shape(v - CU_GEMM_MMA, &bm, &bn);
+        cu_tile_of(v, es, &bm, &bn, &bk);
         long long blocks = (long long)((n + bn - 1) / bn) * ((m + bm - 1) / bm) * groups;
-        c = cu_splitk_tries(blocks, (kk + MMA_BK - 1) / MMA_BK, s->sms, out);
+        c = cu_splitk_tries(blocks, (kk + bk - 1) / bk, s->sms, out);
     }
     /* a split whose workspace or grid would be too big is not tried (a forced one falls back to 1) */
     for (int i = 0; i < c; i++)
@@ -260,7 +272,14 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
             k->variant = v, k->splits = tries[i];
         }
     }
-    if (candidates == 1) return DL_OK; /* nothing to choose between (a forced variant): no timing */
+    if (candidates == 1) { /* nothing to choose between (a forced variant): no timing */
+        if (s->log_gemms)
+            fprintf(stderr,
+                    "dlrun cuda: %s M %d N %d K %d groups %d, %s: variant %d, %d k-slice%s (the only candidate)\n",
+                    dl_op_kind_name(op->kind), k->gm, k->gn, k->gk, k->groups, dl_dtype_name(op->outputs[0].dtype),
+                    k->variant, k->splits, k->splits > 1 ? "s" : "");
+        return DL_OK;
+    }
     void *x = NULL, *y = NULL, *ws = NULL;
     dl_status st = dl_gpu_alloc(&s->gpu, xb, &x, err);
     if (st == DL_OK) st = dl_gpu_alloc(&s->gpu, yb, &y, err);
@@ -328,7 +347,7 @@ static dl_status gemm_setup(cuda_state *s, dl_kernel *k, const dl_op *op, dl_err
     for (int v = 0; v < CU_GEMM_VARIANTS; v++)
         if (gemm_variant_ok(s, op, v, k->type)) {
             if (k->variant < 0) k->variant = v;
-            mma |= v >= CU_GEMM_MMA && v < CU_GEMM_GEMV;
+            mma |= cu_gemm_is_tile(v); /* the tiles gather through a k-table */
         }
     if (s->sw.forced >= 0 && gemm_variant_ok(s, op, s->sw.forced, k->type)) k->variant = s->sw.forced;
     /* without timing: the forced split where it fits (split_tries), else none */
@@ -612,7 +631,7 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     const char *log = getenv("DLRUN_CUDA_LOG"); /* read once: getenv is not safe beside setenv */
     char why[160];
     if (!cu_gemm_switch_parse(getenv("DLRUN_CUDA_MMA"), getenv("DLRUN_CUDA_GEMM_VARIANT"), getenv("DLRUN_CUDA_NHWC"),
-                              &sw, why, sizeof why)) {
+                              getenv("DLRUN_CUDA_WGMMA"), &sw, why, sizeof why)) {
         dl_fail(err, DL_E_INVALID, "%s", why);
         return NULL;
     }
@@ -623,6 +642,10 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     if (cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, s->gpu.device) != cudaSuccess) s->sms = 1;
     if (cudaDeviceGetAttribute(&s->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, s->gpu.device) != cudaSuccess)
         s->smem_optin = 48 << 10;
+    int major = 0, minor = 0; /* the warpgroup tile is sm_90a code: it runs on 9.0 alone */
+    s->sm90 = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s->gpu.device) == cudaSuccess &&
+              cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, s->gpu.device) == cudaSuccess &&
+              major == 9 && minor == 0;
     atomic_init(&s->index_armed, 0);
     if (index_record_new(s, err) != DL_OK) {
         cu_destroy(s);

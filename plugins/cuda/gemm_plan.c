@@ -26,15 +26,17 @@ static int parse_switch(const char *name, const char *value, int *out, char *why
     return 1;
 }
 
-int cu_gemm_switch_parse(const char *mma, const char *forced, const char *nhwc, cu_gemm_switch *sw, char *why,
-                         size_t len) {
+int cu_gemm_switch_parse(const char *mma, const char *forced, const char *nhwc, const char *wgmma, cu_gemm_switch *sw,
+                         char *why, size_t len) {
     sw->mma = 1; /* on since the GPU round of 2026-11-30 (docs/gpu-report.md); DLRUN_CUDA_MMA=0 turns it off */
     sw->forced = -1;
     sw->forced_splits = 0;
-    sw->nhwc = 0; /* written 2026-12-01 without a GPU: on once a round has run it (docs/gpu.md) */
+    sw->nhwc = 0;  /* written 2026-12-01 without a GPU: on once a round has run it (docs/gpu.md) */
+    sw->wgmma = 0; /* written 2026-12-02 without a GPU: the same */
     int v;
     if (!parse_switch("DLRUN_CUDA_MMA", mma, &sw->mma, why, len) ||
-        !parse_switch("DLRUN_CUDA_NHWC", nhwc, &sw->nhwc, why, len))
+        !parse_switch("DLRUN_CUDA_NHWC", nhwc, &sw->nhwc, why, len) ||
+        !parse_switch("DLRUN_CUDA_WGMMA", wgmma, &sw->wgmma, why, len))
         return 0;
     if (forced && *forced) {
         char head[32];
@@ -45,16 +47,16 @@ int cu_gemm_switch_parse(const char *mma, const char *forced, const char *nhwc, 
         memcpy(head, forced, hl);
         head[hl] = 0;
         if (!parse_int(head, &v) || v < 0 || v >= CU_GEMM_VARIANTS ||
-            (colon && (!parse_int(colon + 1, &splits) || splits < 1 || splits > CU_SPLITK_MAX || v < CU_GEMM_MMA ||
-                       v >= CU_GEMM_GEMV)))
+            (colon && (!parse_int(colon + 1, &splits) || splits < 1 || splits > CU_SPLITK_MAX || !cu_gemm_is_tile(v))))
             return snprintf(why, len,
-                            "DLRUN_CUDA_GEMM_VARIANT is \"%s\": it takes a variant from 0 to %d, or a tensor-core "
-                            "tile %d to %d and a split, as 2:4",
-                            forced, CU_GEMM_VARIANTS - 1, CU_GEMM_MMA, CU_GEMM_GEMV - 1),
+                            "DLRUN_CUDA_GEMM_VARIANT is \"%s\": it takes a variant from 0 to %d, or a tile (%d to %d, "
+                            "or %d) and a split, as 2:4",
+                            forced, CU_GEMM_VARIANTS - 1, CU_GEMM_MMA, CU_GEMM_GEMV - 1, CU_GEMM_WGMMA),
                    0;
         sw->forced = v;
         sw->forced_splits = splits;
         if (v >= CU_GEMM_MMA) sw->mma = 1;
+        if (v == CU_GEMM_WGMMA) sw->wgmma = 1;
     }
     return 1;
 }
@@ -64,13 +66,30 @@ int cu_gemm_variant_ok(const cu_gemm_switch *sw, int v, dl_gpu_type type, int pr
     if (v < CU_GEMM_MMA) return type == DL_GPU_F32;
     if (!sw->mma || (type != DL_GPU_F32 && type != DL_GPU_F16 && type != DL_GPU_BF16)) return 0;
     if (v == CU_GEMM_GEMV) return linear_rows >= 1 && linear_rows <= CU_GEMV_ROWS;
+    if (v == CU_GEMM_WGMMA && !sw->wgmma) return 0;
     return type != DL_GPU_F32 || precision != DL_PRECISION_F32;
+}
+
+int cu_gemm_is_tile(int v) { return (v >= CU_GEMM_MMA && v < CU_GEMM_GEMV) || v == CU_GEMM_WGMMA; }
+
+int cu_wgmma_ok(int esize, int conv, int cl, int c, int cg, int64_t k) {
+    if ((esize != 2 && esize != 4) || k < 1 || k > INT32_MAX || (conv && (!cl || c < 1 || cg < 1))) return 0;
+    return wg_chunks_ok(esize, conv, c, cg, (int)k);
 }
 
 void cu_mma_tile_shape(int t, int *bm, int *bn) {
     static const int shapes[][2] = {{128, 128}, {128, 64}, {64, 64}};
     *bm = shapes[t][0];
     *bn = shapes[t][1];
+}
+
+void cu_tile_of(int v, int esize, int *bm, int *bn, int *bk) {
+    if (v == CU_GEMM_WGMMA) {
+        *bm = WG_BM, *bn = WG_BN, *bk = wg_bk(esize);
+        return;
+    }
+    cu_mma_tile_shape(v - CU_GEMM_MMA, bm, bn);
+    *bk = MMA_BK;
 }
 
 int cu_splitk_tries(long long blocks, int ktiles, int sms, int *out) {
@@ -90,11 +109,12 @@ size_t cu_splitk_bytes(int splits, int groups, int m, int n) {
 int cu_gemm_fits(int v, int esize, int64_t m, int64_t n, int64_t k, int64_t groups, int splits, int smem_optin) {
     if (m < 1 || n < 1 || k < 1 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || groups < 1 || splits < 1)
         return 0;
-    if (v == CU_GEMM_GEMV) return 1;    /* a grid of ceil(M / 8) blocks in x */
-    int bm = v == 0 ? 64 : 32, bn = bm; /* the SIMT tiles (ops/gemm.cu) */
-    if (v >= CU_GEMM_MMA) {
-        cu_mma_tile_shape(v - CU_GEMM_MMA, &bm, &bn);
-        if (mma_smem_bytes(bm, bn, esize) + MMA_PIX_BYTES > smem_optin) return 0;
+    if (v == CU_GEMM_GEMV) return 1;        /* a grid of ceil(M / 8) blocks in x */
+    int bm = v == 0 ? 64 : 32, bn = bm, bk; /* the SIMT tiles (ops/gemm.cu) */
+    if (cu_gemm_is_tile(v)) {
+        cu_tile_of(v, esize, &bm, &bn, &bk);
+        int smem = v == CU_GEMM_WGMMA ? wg_smem_bytes() : mma_smem_bytes(bm, bn, esize);
+        if (smem + MMA_PIX_BYTES > smem_optin) return 0;
     }
     return (m + bm - 1) / bm <= 65535 && groups * splits <= 65535;
 }
@@ -108,7 +128,7 @@ int cu_mma_conv_fits(int cg, int h, int w, int kh, int kw, int dh, int dw) {
 }
 
 int cu_mma_conv_cl_ok(int v, int c, int cg, int w, int kh, int kw, int dh, int dw) {
-    if (v < CU_GEMM_MMA || v >= CU_GEMM_GEMV || c < 1 || cg < 1) return 0;
+    if (!cu_gemm_is_tile(v) || c < 1 || cg < 1) return 0;
     int64_t reach = ((int64_t)(kh - 1) * dh * w + (int64_t)(kw - 1) * dw) * c + cg;
     int64_t taps = (int64_t)(kh - 1) * dh + (int64_t)(kw - 1) * dw;
     return reach < INT32_MAX && taps < (1 << 28);

@@ -16,6 +16,7 @@
 #include "cuda_params.h"
 #include "gpu_storage.h"
 #include "mma_layout.h"
+#include "wgmma_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,6 +69,26 @@ int dlk_mma_conv2d(const dlk_conv *p, int type, const void *x, const void *w, co
                    const mma_ktap *ktab, int tile, int splits, float *part, cudaStream_t s);
 int dlk_mma_linear(const dlk_linear_p *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
                    int tile, int splits, float *part, cudaStream_t s);
+
+/* Split-K's second step for the tensor-core GEMMs: y = the epilogue of the sum of the `splits`
+ * slices in part (slice sp of group g at part[(g * splits + sp) m n ...]); q: a conv's geometry
+ * (where each output goes), NULL for a linear (y[n, m]). */
+int dlk_mma_splitk_sum(int type, const float *part, int splits, int groups, int m, int n, const dlk_epilogue *e,
+                       void *y, const mma_conv_geom *q, cudaStream_t s);
+
+/* ---- the same problems on sm_90's warpgroup MMA (ops/wgmma_gemm.cu, wgmma_layout.h) ---- */
+
+/* One 128x128 tile shape (two warpgroups, wgmma.mma_async m64n128, operands from shared memory
+ * by descriptor), f32 (as tf32, k8), f16 or bf16 (k16) storage, f32 sums; every operand copied by
+ * 16-byte chunks: a conv channels-last only (p->cl, the weights KRSC, its ktab mma_ktap_cl_of), and
+ * wg_chunks_ok's sizes. x and w 16-byte aligned (dlk_wgmma_aligned). splits as dlk_mma_conv2d's.
+ * Built for sm_90a alone: on any other device the launch fails. */
+int dlk_wgmma_conv2d(const dlk_conv *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
+                     const mma_ktap *ktab, int splits, float *part, cudaStream_t s);
+int dlk_wgmma_linear(const dlk_linear_p *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
+                     int splits, float *part, cudaStream_t s);
+/* 1 if x and w start 16-byte aligned, as the warpgroup tile's copies need */
+int dlk_wgmma_aligned(const void *x, const void *w);
 
 /* linear of p->n <= DLK_GEMV_ROWS batch rows, bandwidth-bound (ops/gemv.cu): storage `type`, sums
  * in f32 */

@@ -1,9 +1,11 @@
 // launch.cuh — what the cuda plugin's kernel files (ops/*.cu) share: grid sizing, the
-// grid-stride loop's start and step, the launch status, the GEMMs' epilogue, and the storage
+// grid-stride loop's start and step, the launch status, the GEMMs' epilogue, asking for shared
+// memory past 48 KiB, and the storage
 // types (storage.cuh from plugins/cuda_common: to_f, from_f, by_type). Internal to
 // plugins/cuda/ops.
 #ifndef DLRUN_CUDA_LAUNCH_CUH
 #define DLRUN_CUDA_LAUNCH_CUH
+#include <atomic>
 #include <cstdint>
 
 #include "kernels.h"
@@ -37,6 +39,22 @@ template <class T> __device__ inline float epilogue(const dlk_epilogue &e, int o
     if (e.bias) v += dlg::to_f(static_cast<const T *>(e.bias)[o]);
     if (e.residual) v += dlg::to_f(static_cast<const T *>(e.residual)[at]);
     return e.relu && v < 0.f ? 0.f : v;
+}
+
+// Past 48 KiB of dynamic shared memory a kernel must ask for it, once per device: 0, or the
+// error of asking. Devices 0-31 are noted once asked (per kernel: Kern is a template argument);
+// a later device asks at every launch.
+template <auto Kern> int smem_opt_in(int smem) {
+    static std::atomic<unsigned> asked{0};
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return (int)e;
+    const unsigned bit = dev < 32 ? 1u << dev : 0u;
+    if (asked.load() & bit) return 0;
+    e = cudaFuncSetAttribute(Kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return (int)e;
+    asked.fetch_or(bit);
+    return 0;
 }
 
 } // namespace dlk

@@ -7,10 +7,10 @@
 // table built at prepare (mma_ktap) and a per-pixel table built once per block. Three tile shapes, and split-K
 // (slices of k summed by a second kernel) for grids too small to fill the GPU; cuda_backend.c picks
 // the tile and the split by timing, or takes those DLRUN_CUDA_GEMM_VARIANT forces.
-#include <atomic>
 #include <cstddef>
 #include <type_traits>
 
+#include "async_copy.cuh"
 #include "launch.cuh"
 #include "mma_layout.h"
 
@@ -20,18 +20,6 @@ using namespace dlk;
 using namespace dlg;
 
 // ---- the instructions ----
-
-__device__ inline unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-// 16 bytes, or zeros where !ok (src-size 0 reads nothing)
-__device__ inline void cp_async16(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ inline void cp_async4(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 4 : 0));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ inline unsigned to_tf32(float v) { // round to nearest (away on ties), as cuDNN's TF32
     unsigned r;
@@ -386,21 +374,10 @@ __global__ void splitk_sum(const float *part, int splits, int groups, int M, int
 template <class T, int BM, int BN, int WM, int WN, class P>
 int launch_tile(const P &p, int groups, int splits, float *part, cudaStream_t s) {
     const int smem = mma_smem_bytes(BM, BN, (int)sizeof(T));
-    auto kern = mma_tiles<T, BM, BN, WM, WN, STAGES, P>;
-    // past 48 KiB a kernel must ask for its shared memory, once per device (devices 0-31 noted here;
-    // a later one asks at every launch). gemm_plan.c left out the tiles the device cannot give.
-    static std::atomic<unsigned> asked{0};
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return (int)e;
-    const unsigned bit = dev < 32 ? 1u << dev : 0u;
-    if (!(asked.load() & bit)) {
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return (int)e;
-        asked.fetch_or(bit);
-    }
+    // gemm_plan.c left out the tiles the device cannot give (a 128x128 f32 tile takes 111 KiB)
+    if (int rc = smem_opt_in<mma_tiles<T, BM, BN, WM, WN, STAGES, P>>(smem)) return rc;
     dim3 grid(blocks_for(p.N, BN), blocks_for(p.M, BM), groups * splits);
-    kern<<<grid, WM * WN * 32, smem, s>>>(p, splits > 1 ? part : nullptr, splits);
+    mma_tiles<T, BM, BN, WM, WN, STAGES, P><<<grid, WM * WN * 32, smem, s>>>(p, splits > 1 ? part : nullptr, splits);
     return launched();
 }
 
@@ -477,4 +454,9 @@ extern "C" int dlk_mma_linear(const dlk_linear_p *l, int type, const void *x, co
         if (rc || splits == 1) return rc;
         return reduce<T>(part, splits, 1, p.M, p.N, e, y, nullptr, s);
     });
+}
+
+extern "C" int dlk_mma_splitk_sum(int type, const float *part, int splits, int groups, int m, int n,
+                                  const dlk_epilogue *e, void *y, const mma_conv_geom *q, cudaStream_t s) {
+    return by_type(type, [&](auto t) { return reduce<decltype(t)>(part, splits, groups, m, n, e, y, q, s); });
 }
