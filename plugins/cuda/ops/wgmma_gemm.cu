@@ -32,6 +32,13 @@ using namespace dlg;
 __device__ inline void fence_to_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// The sums are written by wgmma behind the compiler's back until a wait_group retires them: this
+// empty asm "uses and rewrites" each register, so no instruction that reads or moves one is
+// scheduled across the fence or the wait it stands beside (as CUTLASS's warpgroup_fence_operand).
+__device__ inline void acc_fence(float (&acc)[WG_ACC]) {
+#pragma unroll
+    for (int r = 0; r < WG_ACC; r++) asm volatile("" : "+f"(acc[r])::"memory");
+}
 template <int N> __device__ inline void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
@@ -188,14 +195,18 @@ template <class T, class P> __global__ void __launch_bounds__(WG_THREADS) wg_til
         cp_async_commit();
         const int slot = kt % WG_STAGES;
         const uint32_t a = a_base + slot * A_STAGE, b = b_base + slot * B_STAGE;
+        acc_fence(acc);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < WG_KBYTES / WG_KSTEP_BYTES; ks++)
             wgmma(acc, wg_desc(wg_start(a, 64 * wg, ks)), wg_desc(wg_start(b, 0, ks)), T{});
         wgmma_commit();
+        acc_fence(acc);
         wgmma_wait<1>();
+        acc_fence(acc);
     }
     wgmma_wait<0>();
+    acc_fence(acc); // the epilogue reads the sums only now
     cp_async_wait<0>();
 
 #pragma unroll
