@@ -390,18 +390,18 @@ static void wg_copy(float *mem, int es, uint32_t stage, int ROWS, const prob *p,
     }
 }
 
-static void block_wg(const prob *p, int es, int bx, int by, int z, int splits, float *part) {
-    const int g = z / splits, sp = z % splits, m0 = by * WG_BM, n0 = bx * WG_BN, BK = wg_bk(es);
-    const int A_STAGE = WG_BM * WG_KBYTES, B_STAGE = WG_BN * WG_KBYTES;
-    const size_t n_mem = (size_t)(WG_SMEM_BASE + wg_smem_bytes()) / es;
+static void block_wg(const prob *p, int es, int bn, int bx, int by, int z, int splits, float *part) {
+    const int g = z / splits, sp = z % splits, m0 = by * WG_BM, n0 = bx * bn, BK = wg_bk(es);
+    const int A_STAGE = WG_BM * WG_KBYTES, B_STAGE = bn * WG_KBYTES;
+    const size_t n_mem = (size_t)(WG_SMEM_BASE + wg_smem_bytes(bn)) / es;
     float *mem = malloc(n_mem * sizeof *mem);
     for (size_t i = 0; i < n_mem; i++) mem[i] = NAN;
     const uint32_t As = WG_SMEM_BASE, Bs = As + WG_STAGES * A_STAGE;
-    pix px[WG_BN];
+    pix px[WG_BN_MAX];
     const mma_conv_geom geom = geom_of(p);
     if (p->conv)
-        for (int i = 0; i < WG_BN; i++) px[i] = mma_pix_of(&geom, (long long)n0 + i, p->N, g);
-    static double d[2][64][WG_BN]; /* each warpgroup's 64 x 128 sums, as the ISA keeps them */
+        for (int i = 0; i < bn; i++) px[i] = mma_pix_of(&geom, (long long)n0 + i, p->N, g);
+    static double d[2][64][WG_BN_MAX]; /* each warpgroup's 64 x bn sums, as the ISA keeps them */
     memset(d, 0, sizeof d);
     const int KT_ALL = (p->K + BK - 1) / BK, per = (KT_ALL + splits - 1) / splits;
     const int kb = KT_ALL < sp * per ? KT_ALL : sp * per, KT = (KT_ALL < kb + per ? KT_ALL : kb + per) - kb;
@@ -411,22 +411,26 @@ static void block_wg(const prob *p, int es, int bx, int by, int z, int splits, f
         const int nk = kt + WG_STAGES - 2, slot = nk % WG_STAGES;
         if (nk < KT) {
             wg_copy(mem, es, As + slot * A_STAGE, WG_BM, p, 0, px, wa, p->M, m0, (kb + nk) * BK);
-            wg_copy(mem, es, Bs + slot * B_STAGE, WG_BN, p, 1, px, p->xk, p->N, n0, (kb + nk) * BK);
+            wg_copy(mem, es, Bs + slot * B_STAGE, bn, p, 1, px, p->xk, p->N, n0, (kb + nk) * BK);
         }
         if (kt < 0) continue;
         const uint32_t a = As + (kt % WG_STAGES) * A_STAGE, b = Bs + (kt % WG_STAGES) * B_STAGE;
         for (int wg = 0; wg < 2; wg++)
             for (int ks = 0; ks < WG_KBYTES / WG_KSTEP_BYTES; ks++) {
                 uint64_t da = wg_desc(wg_start(a, 64 * wg, ks)), db = wg_desc(wg_start(b, 0, ks));
+                const int KS = WG_KSTEP_BYTES / es;
+                float opa[64][16], opb[WG_BN_MAX][16]; /* the operands as the descriptors read them */
+                for (int k = 0; k < KS; k++) {
+                    for (int i = 0; i < 64; i++) opa[i][k] = mem[isa_wg_addr(da, es, i, k) / es];
+                    for (int n = 0; n < bn; n++) opb[n][k] = mem[isa_wg_addr(db, es, n, k) / es];
+                }
                 for (int i = 0; i < 64; i++)
-                    for (int n = 0; n < WG_BN; n++)
-                        for (int k = 0; k < WG_KSTEP_BYTES / es; k++)
-                            d[wg][i][n] +=
-                                (double)mem[isa_wg_addr(da, es, i, k) / es] * mem[isa_wg_addr(db, es, n, k) / es];
+                    for (int n = 0; n < bn; n++)
+                        for (int k = 0; k < KS; k++) d[wg][i][n] += (double)opa[i][k] * opb[n][k];
             }
     }
     for (int tid = 0; tid < WG_THREADS; tid++) /* the epilogue: register r of each thread */
-        for (int r = 0; r < WG_ACC; r++) {
+        for (int r = 0; r < wg_acc(bn); r++) {
             const int wg = tid / 128, t = tid % 128;
             int irow, icol, row, col;
             isa_wg_c(t, r, &irow, &icol);        /* what the register holds */
@@ -453,13 +457,13 @@ static void block_wg(const prob *p, int es, int bx, int by, int z, int splits, f
     free(mem);
 }
 
-/* the warpgroup tile's grid (N / 128, M / 128, groups x splits), then split-K's sum */
-static void run_grid_wg(const prob *p, int es, int splits) {
+/* a warpgroup tile's grid (N / bn, M / 128, groups x splits), then split-K's sum */
+static void run_grid_wg(const prob *p, int es, int bn, int splits) {
     int groups = p->conv ? p->groups : 1;
     float *part = splits > 1 ? malloc(cu_splitk_bytes(splits, groups, p->M, p->N)) : NULL;
     for (int z = 0; z < groups * splits; z++)
         for (int by = 0; by < (p->M + WG_BM - 1) / WG_BM; by++)
-            for (int bx = 0; bx < (p->N + WG_BN - 1) / WG_BN; bx++) block_wg(p, es, bx, by, z, splits, part);
+            for (int bx = 0; bx < (p->N + bn - 1) / bn; bx++) block_wg(p, es, bn, bx, by, z, splits, part);
     if (part) splitk_replay(p, part, splits);
 }
 
@@ -542,12 +546,15 @@ static void check(prob *p, const char *what) {
         if (!cu_wgmma_ok(es, p->conv, p->cl, p->c, p->cg, p->K) ||
             (p->conv && !cu_mma_conv_cl_ok(CU_GEMM_WGMMA, p->c, p->cg, p->w, p->kh, p->kw, p->dh, p->dw)))
             continue;
-        for (int splits = 1; splits <= 3; splits++) {
-            clear_y(p);
-            run_grid_wg(p, es, splits);
-            compare(p, what, es, "the warpgroup tile", splits);
-            p->wg_runs++;
-        }
+        for (int bn = 128; bn <= WG_BN_MAX; bn *= 2)
+            for (int splits = 1; splits <= 3; splits++) {
+                char name[40];
+                snprintf(name, sizeof name, "the 128x%d warpgroup tile", bn);
+                clear_y(p);
+                run_grid_wg(p, es, bn, splits);
+                compare(p, what, es, name, splits);
+                p->wg_runs++;
+            }
     }
 }
 
@@ -647,8 +654,9 @@ Test(cuda_mma, conv_blocks_replayed_match_naive) {
     /* channels-last: 24 channels (three 16-bit chunks a tap), N = 3 x 49 = 147 past one 128 tile */
     wg += conv_case(3, 24, 7, 7, 136, 3, 1, 1, 1, 1, 0, "3x3 conv, 24 -> 136 channels");
     /* channels-last, whole chunks: in both sizes 16 -> 20, 16 -> 24, 256 -> 40, 2 groups of 8 (1x1 and
-     * 3x3) and 24 -> 136; in f32 only 4 -> 130 and 2 groups of 4: 14 (case, size) pairs, 3 splits each */
-    cr_expect_eq(wg, 14 * 3, "the warpgroup tile ran %d grids", wg);
+     * 3x3) and 24 -> 136; in f32 only 4 -> 130 and 2 groups of 4: 14 (case, size) pairs, 2 tiles of
+     * 3 splits each */
+    cr_expect_eq(wg, 14 * 2 * 3, "the warpgroup tiles ran %d grids", wg);
 }
 
 Test(cuda_mma, linear_blocks_replayed_match_naive) {
@@ -659,7 +667,7 @@ Test(cuda_mma, linear_blocks_replayed_match_naive) {
     wg += linear_case(130, 33, 9, 1, "linear 33 -> 9, batch 130 (element loads, a K tail)");
     wg += linear_case(1, 200, 3, 0, "linear 200 -> 3, batch 1 (7 k-stages)");
     /* K a whole number of 16-byte chunks: 100 (f32), 96 (both), 200 (both) */
-    cr_expect_eq(wg, 5 * 3, "the warpgroup tile ran %d grids", wg);
+    cr_expect_eq(wg, 5 * 2 * 3, "the warpgroup tiles ran %d grids", wg);
 }
 
 /* The padding's claim (mma_layout.h): each 8-lane phase of an ldmatrix reads 8 different 16-byte
@@ -800,8 +808,8 @@ Test(cuda_mma, variants_and_switches) {
     cr_expect(sw.forced == 3 && sw.mma == 1, "a forced variant of issue 14 turns them on");
     cr_assert(cu_gemm_switch_parse("0", "1", NULL, NULL, &sw, why, sizeof why));
     cr_expect(sw.forced == 1 && sw.mma == 0);
-    cr_expect_not(cu_gemm_switch_parse(NULL, "7", NULL, NULL, &sw, why, sizeof why));
-    cr_expect(strstr(why, "DLRUN_CUDA_GEMM_VARIANT is \"7\"") != NULL, "%s", why);
+    cr_expect_not(cu_gemm_switch_parse(NULL, "8", NULL, NULL, &sw, why, sizeof why));
+    cr_expect(strstr(why, "DLRUN_CUDA_GEMM_VARIANT is \"8\"") != NULL, "%s", why);
     cr_expect_not(cu_gemm_switch_parse(NULL, "2x", NULL, NULL, &sw, why, sizeof why));
     cr_expect_not(cu_gemm_switch_parse(NULL, "-1", NULL, NULL, &sw, why, sizeof why));
     cr_expect_not(cu_gemm_switch_parse("yes", NULL, NULL, NULL, &sw, why, sizeof why));
@@ -848,23 +856,26 @@ Test(cuda_mma, split_k_plan) {
  * stage is copied once; each 8-lane phase writes one core matrix's 128 bytes (8 different 16-byte
  * bank groups); lanes l and l + 8 copy the two halves of one 32-byte sector of a row. */
 Test(cuda_mma, warpgroup_copies_cover_the_stage_once_without_conflicts) {
-    static int seen[WG_BN][WG_KBYTES / 16];
-    memset(seen, 0, sizeof seen);
-    for (int tid = 0; tid < WG_THREADS; tid++)
-        for (int j = 0; j < WG_BN / 32; j++) {
-            int row, ch, row8, ch8;
-            wg_load_chunk(tid, j, &row, &ch);
-            cr_assert(row >= 0 && row < WG_BN && ch >= 0 && ch < WG_KBYTES / 16, "thread %d step %d", tid, j);
-            seen[row][ch]++;
-            if (tid % 32 < 8 || (tid % 32 >= 16 && tid % 32 < 24)) {
-                wg_load_chunk(tid + 8, j, &row8, &ch8);
-                cr_expect(row8 == row && ch8 == ch + 1 && ch % 2 == 0, "lanes %d and +8 share a sector", tid % 32);
+    static int seen[WG_BN_MAX][WG_KBYTES / 16];
+    for (int rows = 128; rows <= WG_BN_MAX; rows *= 2) { /* A and the 128-wide B; the 256-wide B */
+        memset(seen, 0, sizeof seen);
+        for (int tid = 0; tid < WG_THREADS; tid++)
+            for (int j = 0; j < rows / 32; j++) {
+                int row, ch, row8, ch8;
+                wg_load_chunk(tid, j, &row, &ch);
+                cr_assert(row >= 0 && row < rows && ch >= 0 && ch < WG_KBYTES / 16, "thread %d step %d", tid, j);
+                seen[row][ch]++;
+                if (tid % 32 < 8 || (tid % 32 >= 16 && tid % 32 < 24)) {
+                    wg_load_chunk(tid + 8, j, &row8, &ch8);
+                    cr_expect(row8 == row && ch8 == ch + 1 && ch % 2 == 0, "lanes %d and +8 share a sector", tid % 32);
+                }
             }
-        }
-    for (int r = 0; r < WG_BN; r++)
-        for (int c = 0; c < WG_KBYTES / 16; c++) cr_expect_eq(seen[r][c], 1, "row %d chunk %d", r, c);
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < WG_KBYTES / 16; c++)
+                cr_expect_eq(seen[r][c], 1, "%d rows: row %d chunk %d", rows, r, c);
+    }
     for (int warp = 0; warp < WG_THREADS / 32; warp++)
-        for (int j = 0; j < WG_BN / 32; j++)
+        for (int j = 0; j < WG_BN_MAX / 32; j++)
             for (int phase = 0; phase < 4; phase++) {
                 int groups[8] = {0}, lo = 1 << 30;
                 for (int l = phase * 8; l < phase * 8 + 8; l++) {
@@ -886,7 +897,7 @@ Test(cuda_mma, warpgroup_descriptors_and_accumulators_are_the_isa_tables) {
     for (int es = 4; es >= 2; es -= 2)
         for (int which = 0; which < 3; which++) { /* A of warpgroup 0, A of warpgroup 1, B */
             const uint32_t stage = WG_SMEM_BASE + 2 * WG_BM * WG_KBYTES;
-            const int row0 = which == 1 ? 64 : 0, rows = which == 2 ? WG_BN : 64;
+            const int row0 = which == 1 ? 64 : 0, rows = which == 2 ? WG_BN_MAX : 64;
             for (int ks = 0; ks < WG_KBYTES / WG_KSTEP_BYTES; ks++) {
                 uint64_t d = wg_desc(wg_start(stage, row0, ks));
                 for (int i = 0; i < rows; i++)
@@ -896,20 +907,23 @@ Test(cuda_mma, warpgroup_descriptors_and_accumulators_are_the_isa_tables) {
                                      "%d-byte, operand %d, k-step %d, row %d, k %d", es, which, ks, i, k);
             }
         }
-    static int seen[64][WG_BN];
-    memset(seen, 0, sizeof seen);
-    for (int t = 0; t < 128; t++)
-        for (int r = 0; r < WG_ACC; r++) {
-            int row, col, irow, icol;
-            wg_c(t / 32, t % 32, r, &row, &col);
-            isa_wg_c(t, r, &irow, &icol);
-            cr_expect(row == irow && col == icol, "thread %d register %d", t, r);
-            cr_assert(row >= 0 && row < 64 && col >= 0 && col < WG_BN);
-            seen[row][col]++;
-        }
-    for (int i = 0; i < 64; i++)
-        for (int n = 0; n < WG_BN; n++) cr_expect_eq(seen[i][n], 1);
-    cr_expect_eq(wg_smem_bytes(), 4 * 256 * 128, "4 stages of 128 + 128 rows of 128 bytes");
+    static int seen[64][WG_BN_MAX];
+    for (int bn = 128; bn <= WG_BN_MAX; bn *= 2) {
+        memset(seen, 0, sizeof seen);
+        for (int t = 0; t < 128; t++)
+            for (int r = 0; r < wg_acc(bn); r++) {
+                int row, col, irow, icol;
+                wg_c(t / 32, t % 32, r, &row, &col);
+                isa_wg_c(t, r, &irow, &icol);
+                cr_expect(row == irow && col == icol, "thread %d register %d", t, r);
+                cr_assert(row >= 0 && row < 64 && col >= 0 && col < bn);
+                seen[row][col]++;
+            }
+        for (int i = 0; i < 64; i++)
+            for (int n = 0; n < bn; n++) cr_expect_eq(seen[i][n], 1, "n %d: row %d column %d", bn, i, n);
+    }
+    cr_expect_eq(wg_smem_bytes(128), 4 * 256 * 128, "4 stages of 128 + 128 rows of 128 bytes");
+    cr_expect_eq(wg_smem_bytes(256), 4 * 384 * 128);
 }
 
 /* DLRUN_CUDA_WGMMA, the variant's rules and limits (gemm_plan.c) */
@@ -932,13 +946,19 @@ Test(cuda_mma, warpgroup_switch_rules_and_limits) {
     /* forced, with a split: the switch turns on */
     cr_assert(cu_gemm_switch_parse(NULL, "6:3", NULL, NULL, &sw, why, sizeof why), "%s", why);
     cr_expect(sw.forced == CU_GEMM_WGMMA && sw.forced_splits == 3 && sw.wgmma == 1 && sw.mma == 1);
-    cr_expect(cu_gemm_is_tile(CU_GEMM_WGMMA) && cu_gemm_is_tile(CU_GEMM_MMA + 2));
-    cr_expect(!cu_gemm_is_tile(CU_GEMM_GEMV) && !cu_gemm_is_tile(1));
+    cr_expect(cu_gemm_is_tile(CU_GEMM_WGMMA) && cu_gemm_is_tile(CU_GEMM_WGMMA + 1) && cu_gemm_is_tile(CU_GEMM_MMA + 2));
+    cr_expect(!cu_gemm_is_tile(CU_GEMM_GEMV) && !cu_gemm_is_tile(1) && !cu_gemm_is_tile(CU_GEMM_VARIANTS));
+    cr_expect(cu_gemm_is_wgmma(CU_GEMM_WGMMA + 1) && !cu_gemm_is_wgmma(CU_GEMM_MMA));
+    cr_assert(cu_gemm_switch_parse(NULL, "7", NULL, NULL, &sw, why, sizeof why), "%s", why);
+    cr_expect(sw.forced == CU_GEMM_WGMMA + 1 && sw.wgmma == 1);
+    cr_expect(cu_gemm_variant_ok(&sw, CU_GEMM_WGMMA + 1, DL_GPU_BF16, DL_PRECISION_BF16, 0));
     int bm, bn, bk;
     cu_tile_of(CU_GEMM_WGMMA, 2, &bm, &bn, &bk);
     cr_expect(bm == 128 && bn == 128 && bk == 64);
     cu_tile_of(CU_GEMM_WGMMA, 4, &bm, &bn, &bk);
     cr_expect_eq(bk, 32);
+    cu_tile_of(CU_GEMM_WGMMA + 1, 2, &bm, &bn, &bk);
+    cr_expect(bm == 128 && bn == 256 && bk == 64);
     cu_tile_of(CU_GEMM_MMA + 1, 2, &bm, &bn, &bk);
     cr_expect(bm == 128 && bn == 64 && bk == MMA_BK);
     /* what it copies by 16-byte chunks: channels-last convs with whole chunks of channels */
@@ -952,9 +972,12 @@ Test(cuda_mma, warpgroup_switch_rules_and_limits) {
     cr_expect_not(cu_wgmma_ok(2, 0, 0, 0, 0, 1000 + 4), "K 1004 in 16-bit");
     cr_expect_not(cu_wgmma_ok(8, 0, 0, 0, 0, 64));
     cr_expect(cu_mma_conv_cl_ok(CU_GEMM_WGMMA, 64, 64, 224, 3, 3, 1, 1));
-    /* 131072 + 3072 bytes of shared memory: an H100's 227 KiB, not an Ada's 99 */
+    /* 131072 + 3072 bytes of shared memory, and 196608 + 6144: an H100's 227 KiB, not an Ada's 99 */
     cr_expect(cu_gemm_fits(CU_GEMM_WGMMA, 2, 512, 6272, 4608, 1, 1, 227 << 10));
     cr_expect_not(cu_gemm_fits(CU_GEMM_WGMMA, 2, 512, 6272, 4608, 1, 1, 99 << 10));
+    cr_expect(cu_gemm_fits(CU_GEMM_WGMMA + 1, 4, 512, 6272, 4608, 1, 1, 227 << 10));
+    cr_expect_not(cu_gemm_fits(CU_GEMM_WGMMA + 1, 4, 512, 6272, 4608, 1, 1, 196608 + 6143));
+    cr_expect(cu_gemm_fits(CU_GEMM_WGMMA + 1, 4, 512, 6272, 4608, 1, 1, 196608 + 6144));
     cr_expect_not(cu_gemm_fits(CU_GEMM_WGMMA, 2, 65535LL * 128 + 1, 10, 64, 1, 1, 227 << 10), "y past 65535");
 }
 

@@ -92,10 +92,11 @@ typedef int (*cu_launch_fn)(const dl_kernel *k, const dl_tensor *in, void *y, cu
 static const cu_launch_fn launchers[DL_OP_COUNT]; /* by kind, at "run" below */
 
 _Static_assert((int)CU_GEMM_MMA == (int)DLK_VARIANTS && (int)CU_GEMM_GEMV == DLK_VARIANTS + DLK_MMA_TILES &&
-                   (int)CU_GEMM_WGMMA == CU_GEMM_GEMV + 1 && (int)CU_GEMM_VARIANTS == CU_GEMM_WGMMA + 1 &&
+                   (int)CU_GEMM_WGMMA == CU_GEMM_GEMV + 1 &&
+                   (int)CU_GEMM_VARIANTS == CU_GEMM_WGMMA + CU_GEMM_WGMMA_TILES &&
                    (int)CU_GEMV_ROWS == (int)DLK_GEMV_ROWS,
                "gemm_plan.h's variants are kernels.h's SIMT tiles, its tensor-core tiles, the GEMV, then the "
-               "warpgroup tile");
+               "warpgroup tiles");
 
 static int is_gemm(int kind) { return kind == DL_OP_CONV2D || kind == DL_OP_LINEAR; }
 
@@ -136,7 +137,7 @@ static int gemm_variant_ok(const cuda_state *s, const dl_op *op, int v, dl_gpu_t
     const dl_op_attrs *a = op->attrs;
     const int64_t *xs = op->inputs[0].shape;
     int conv = op->kind == DL_OP_CONV2D;
-    if (v == CU_GEMM_WGMMA &&
+    if (cu_gemm_is_wgmma(v) &&
         (!s->sm90 || !cu_wgmma_ok(dl_gpu_type_size(type), conv, is_cl(&op->outputs[0]), conv ? (int)xs[1] : 0,
                                   conv ? (int)(xs[1] / a->groups) : 0, d[2])))
         return 0;
@@ -203,10 +204,12 @@ static const void *gemm_weights(const dl_kernel *k, const void *w) { return k->w
 static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const dlk_epilogue *e, void *y, void *ws,
                        cudaStream_t s) {
     int conv = k->g.kind == DL_OP_CONV2D, v = k->variant, t = v - CU_GEMM_MMA, splits = k->splits;
-    if (v == CU_GEMM_WGMMA && !dlk_wgmma_aligned(x, w)) /* an input 16-byte misaligned (a view): the mma tile */
+    if (cu_gemm_is_wgmma(v) && !dlk_wgmma_aligned(x, w)) /* an input 16-byte misaligned (a view): the mma tile */
         v = CU_GEMM_MMA, t = 0, splits = 1;
-    if (v == CU_GEMM_WGMMA && conv) return dlk_wgmma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, splits, ws, s);
-    if (v == CU_GEMM_WGMMA) return dlk_wgmma_linear(&k->p.linear, k->type, x, w, e, y, splits, ws, s);
+    const int bn = 128 * (v - CU_GEMM_WGMMA + 1); /* a warpgroup tile's n */
+    if (cu_gemm_is_wgmma(v) && conv)
+        return dlk_wgmma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, bn, splits, ws, s);
+    if (cu_gemm_is_wgmma(v)) return dlk_wgmma_linear(&k->p.linear, k->type, x, w, e, y, bn, splits, ws, s);
     if (v == CU_GEMM_GEMV) return dlk_gemv(&k->p.linear, k->type, x, w, e, y, s);
     if (v >= CU_GEMM_MMA && conv) return dlk_mma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, t, splits, ws, s);
     if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, e, y, t, splits, ws, s);

@@ -50,13 +50,14 @@ int cu_gemm_switch_parse(const char *mma, const char *forced, const char *nhwc, 
             (colon && (!parse_int(colon + 1, &splits) || splits < 1 || splits > CU_SPLITK_MAX || !cu_gemm_is_tile(v))))
             return snprintf(why, len,
                             "DLRUN_CUDA_GEMM_VARIANT is \"%s\": it takes a variant from 0 to %d, or a tile (%d to %d, "
-                            "or %d) and a split, as 2:4",
-                            forced, CU_GEMM_VARIANTS - 1, CU_GEMM_MMA, CU_GEMM_GEMV - 1, CU_GEMM_WGMMA),
+                            "%d or %d) and a split, as 2:4",
+                            forced, CU_GEMM_VARIANTS - 1, CU_GEMM_MMA, CU_GEMM_GEMV - 1, CU_GEMM_WGMMA,
+                            CU_GEMM_WGMMA + 1),
                    0;
         sw->forced = v;
         sw->forced_splits = splits;
         if (v >= CU_GEMM_MMA) sw->mma = 1;
-        if (v == CU_GEMM_WGMMA) sw->wgmma = 1;
+        if (cu_gemm_is_wgmma(v)) sw->wgmma = 1;
     }
     return 1;
 }
@@ -66,11 +67,12 @@ int cu_gemm_variant_ok(const cu_gemm_switch *sw, int v, dl_gpu_type type, int pr
     if (v < CU_GEMM_MMA) return type == DL_GPU_F32;
     if (!sw->mma || (type != DL_GPU_F32 && type != DL_GPU_F16 && type != DL_GPU_BF16)) return 0;
     if (v == CU_GEMM_GEMV) return linear_rows >= 1 && linear_rows <= CU_GEMV_ROWS;
-    if (v == CU_GEMM_WGMMA && !sw->wgmma) return 0;
+    if (cu_gemm_is_wgmma(v) && !sw->wgmma) return 0;
     return type != DL_GPU_F32 || precision != DL_PRECISION_F32;
 }
 
-int cu_gemm_is_tile(int v) { return (v >= CU_GEMM_MMA && v < CU_GEMM_GEMV) || v == CU_GEMM_WGMMA; }
+int cu_gemm_is_wgmma(int v) { return v >= CU_GEMM_WGMMA && v < CU_GEMM_WGMMA + CU_GEMM_WGMMA_TILES; }
+int cu_gemm_is_tile(int v) { return (v >= CU_GEMM_MMA && v < CU_GEMM_GEMV) || cu_gemm_is_wgmma(v); }
 
 int cu_wgmma_ok(int esize, int conv, int cl, int c, int cg, int64_t k) {
     if ((esize != 2 && esize != 4) || k < 1 || k > INT32_MAX || (conv && (!cl || c < 1 || cg < 1))) return 0;
@@ -84,8 +86,8 @@ void cu_mma_tile_shape(int t, int *bm, int *bn) {
 }
 
 void cu_tile_of(int v, int esize, int *bm, int *bn, int *bk) {
-    if (v == CU_GEMM_WGMMA) {
-        *bm = WG_BM, *bn = WG_BN, *bk = wg_bk(esize);
+    if (cu_gemm_is_wgmma(v)) {
+        *bm = WG_BM, *bn = 128 * (v - CU_GEMM_WGMMA + 1), *bk = wg_bk(esize);
         return;
     }
     cu_mma_tile_shape(v - CU_GEMM_MMA, bm, bn);
@@ -113,8 +115,9 @@ int cu_gemm_fits(int v, int esize, int64_t m, int64_t n, int64_t k, int64_t grou
     int bm = v == 0 ? 64 : 32, bn = bm, bk; /* the SIMT tiles (ops/gemm.cu) */
     if (cu_gemm_is_tile(v)) {
         cu_tile_of(v, esize, &bm, &bn, &bk);
-        int smem = v == CU_GEMM_WGMMA ? wg_smem_bytes() : mma_smem_bytes(bm, bn, esize);
-        if (smem + MMA_PIX_BYTES > smem_optin) return 0;
+        int smem =
+            cu_gemm_is_wgmma(v) ? wg_smem_bytes(bn) + bn * WG_PIX_BYTES : mma_smem_bytes(bm, bn, esize) + MMA_PIX_BYTES;
+        if (smem > smem_optin) return 0;
     }
     return (m + bm - 1) / bm <= 65535 && groups * splits <= 65535;
 }

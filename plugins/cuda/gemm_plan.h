@@ -15,8 +15,9 @@
 /* Variants: 0 and 1 the SIMT tiles (64x64, 32x32; f32 storage, f32 math), then one per
  * tensor-core tile shape (128x128, 128x64, 64x64): variant CU_GEMM_MMA + t is mma tile t; then the
  * GEMV (linear of at most DLK_GEMV_ROWS batch rows, f32 math on any storage type); then the sm_90
- * warpgroup tile (128x128, wgmma; compute capability 9.0 only, off unless DLRUN_CUDA_WGMMA=1). */
-enum { CU_GEMM_MMA = 2, CU_GEMM_GEMV = 5, CU_GEMM_WGMMA = 6, CU_GEMM_VARIANTS = 7 };
+ * warpgroup tiles, 128x128 and 128x256 (wgmma; compute capability 9.0 only, off unless
+ * DLRUN_CUDA_WGMMA=1): variant CU_GEMM_WGMMA + w has n = 128 (w + 1). */
+enum { CU_GEMM_MMA = 2, CU_GEMM_GEMV = 5, CU_GEMM_WGMMA = 6, CU_GEMM_WGMMA_TILES = 2, CU_GEMM_VARIANTS = 8 };
 enum { CU_GEMV_ROWS = 8 }; /* the most batch rows the GEMV takes (kernels.h: DLK_GEMV_ROWS) */
 
 /* What the environment asks of the GEMM variants, read once when the plugin loads. */
@@ -47,10 +48,12 @@ int cu_gemm_switch_parse(const char *mma, const char *forced, const char *nhwc, 
  * CU_GEMV_ROWS rows, any storage type, any precision. */
 int cu_gemm_variant_ok(const cu_gemm_switch *sw, int v, dl_gpu_type type, int precision, int linear_rows);
 
-/* 1 if v is a tile that takes split-K: a tensor-core tile or the warpgroup tile. */
+/* 1 if v is a tile that takes split-K: a tensor-core tile or a warpgroup tile; cu_gemm_is_wgmma:
+ * a warpgroup tile. */
 int cu_gemm_is_tile(int v);
+int cu_gemm_is_wgmma(int v);
 
-/* 1 if the warpgroup tile may run a GEMM of esize-byte elements with K columns: every operand goes
+/* 1 if the warpgroup tiles may run a GEMM of esize-byte elements with K columns: every operand goes
  * by 16-byte chunks (wg_chunks_ok), so a conv must be channels-last (cl), its input's c channels
  * and each group's cg whole chunks; linear (conv 0): K whole chunks. (The device's compute
  * capability, 9.0, is the plugin's to check.) */
@@ -63,7 +66,7 @@ enum { CU_SPLITK_MAX = 16, CU_SPLITK_TRIES = 4 };
 /* The block tile (rows of M, columns of N) of tensor-core tile t (ops/mma_gemm.cu's launch). */
 void cu_mma_tile_shape(int t, int *bm, int *bn);
 /* The block tile of variant v (cu_gemm_is_tile) and its k-elements per stage for esize-byte
- * elements: MMA_BK on the tensor-core tiles, wg_bk on the warpgroup tile. */
+ * elements: MMA_BK on the tensor-core tiles, wg_bk on the warpgroup tiles. */
 void cu_tile_of(int v, int esize, int *bm, int *bn, int *bk);
 /* The split counts worth timing for a GEMM of `blocks` blocks (all groups) and `ktiles` k-tiles of
  * the tile's depth (cu_tile_of) on `sms` multiprocessors: 1, then 2, 4, 8 while the grid stays within two waves and
@@ -76,7 +79,7 @@ size_t cu_splitk_bytes(int splits, int groups, int m, int n);
 /* What a GEMM of variant v launches must fit: M, N and K below 2^31 (the kernels' int indices), a
  * grid of at most 65535 blocks in y (ceil(M / tile rows)) and in z (groups x splits); a tile's
  * shared memory within smem_optin, the device's opt-in limit per block (a 128x128 f32 tile takes
- * 111 KiB: more than sm_86/89/120 give; the warpgroup tile 131 KiB). 1 if it does. */
+ * 111 KiB: more than sm_86/89/120 give; the warpgroup tiles 131 and 198 KiB). 1 if it does. */
 int cu_gemm_fits(int v, int esize, int64_t m, int64_t n, int64_t k, int64_t groups, int splits, int smem_optin);
 
 /* 1 if a conv's gather offsets fit the tensor-core kernel's 32-bit table: (c / groups) * h * w

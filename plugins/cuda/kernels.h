@@ -78,15 +78,16 @@ int dlk_mma_splitk_sum(int type, const float *part, int splits, int groups, int 
 
 /* ---- the same problems on sm_90's warpgroup MMA (ops/wgmma_gemm.cu, wgmma_layout.h) ---- */
 
-/* One 128x128 tile shape (two warpgroups, wgmma.mma_async m64n128, operands from shared memory
- * by descriptor), f32 (as tf32, k8), f16 or bf16 (k16) storage, f32 sums; every operand copied by
+/* Tiles of 128 x bn, bn 128 or 256 (two warpgroups, wgmma.mma_async m64n128 or m64n256, operands
+ * from shared memory by descriptor), f32 (as tf32, k8), f16 or bf16 (k16) storage, f32 sums;
+ * every operand copied by
  * 16-byte chunks: a conv channels-last only (p->cl, the weights KRSC, its ktab mma_ktap_cl_of), and
  * wg_chunks_ok's sizes. x and w 16-byte aligned (dlk_wgmma_aligned). splits as dlk_mma_conv2d's.
  * Built for sm_90a alone: on any other device the launch fails. */
 int dlk_wgmma_conv2d(const dlk_conv *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
-                     const mma_ktap *ktab, int splits, float *part, cudaStream_t s);
+                     const mma_ktap *ktab, int bn, int splits, float *part, cudaStream_t s);
 int dlk_wgmma_linear(const dlk_linear_p *p, int type, const void *x, const void *w, const dlk_epilogue *e, void *y,
-                     int splits, float *part, cudaStream_t s);
+                     int bn, int splits, float *part, cudaStream_t s);
 /* 1 if x and w start 16-byte aligned, as the warpgroup tile's copies need */
 int dlk_wgmma_aligned(const void *x, const void *w);
 

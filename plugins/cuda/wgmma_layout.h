@@ -31,19 +31,22 @@ enum {
     WG_LBO = 128,                  /* bytes between core matrices along k */
     WG_SBO = WG_KBYTES / 16 * 128, /* bytes between 8-row bands */
     WG_BM = 128,                   /* rows of A (M) per block: two warpgroups of 64 */
-    WG_BN = 128,                   /* rows of B (N) per block: wgmma's n */
+    WG_BN_MAX = 256,               /* rows of B (N) per block, wgmma's n: 128 or 256 */
     WG_THREADS = 256,              /* two warpgroups */
     WG_STAGES = 4,                 /* stage slots; copies run 2 k-tiles ahead (ops/wgmma_gemm.cu) */
     WG_KSTEP_BYTES = 32,           /* k of one wgmma, in bytes */
-    WG_ACC = WG_BN / 2             /* f32 accumulators per thread: 64 x WG_BN over 128 threads */
+    WG_PIX_BYTES = 24              /* a conv's pixel table, per row of B (mma_pix) */
 };
+
+/* f32 sums per thread of a 64 x bn wgmma over its warpgroup's 128 threads */
+DL_GPU_HD int wg_acc(int bn) { return bn / 2; }
 
 /* k-elements of a stage: 64 for 2-byte types, 32 for f32 */
 DL_GPU_HD int wg_bk(int esize) { return WG_KBYTES / esize; }
 
-/* Dynamic shared memory of the block: WG_STAGES stages of A and B (the kernel adds MMA_PIX_BYTES
- * of static memory for a conv's pixel table). */
-DL_GPU_HD int wg_smem_bytes(void) { return WG_STAGES * (WG_BM + WG_BN) * WG_KBYTES; }
+/* Dynamic shared memory of a 128 x bn block: WG_STAGES stages of A and B (the kernel adds bn
+ * WG_PIX_BYTES of static memory for a conv's pixel table). */
+DL_GPU_HD int wg_smem_bytes(int bn) { return WG_STAGES * (WG_BM + bn) * WG_KBYTES; }
 
 /* Byte offset, within one operand's stage, of byte kb (0 .. WG_KBYTES - 1) of row `row`'s k. */
 DL_GPU_HD int wg_at(int row, int kb) { return row / 8 * WG_SBO + kb / 16 * WG_LBO + row % 8 * 16 + kb % 16; }
@@ -74,7 +77,7 @@ DL_GPU_HD uint32_t wg_start(uint32_t stage, int row0, int ks) {
     return stage + (uint32_t)(row0 / 8 * WG_SBO + ks * (WG_KSTEP_BYTES / 16) * WG_LBO);
 }
 
-/* The accumulator of wgmma .m64nNk* with f32 sums: register r (0 .. N / 2 - 1) of lane `lane` of
+/* The accumulator of wgmma .m64nNk* with f32 sums: register r (0 .. wg_acc(N) - 1) of lane `lane` of
  * warp `warp` (0-3) of the warpgroup holds row 16 warp + lane / 4 + 8 ((r / 2) % 2) and column 8
  * (r / 4) + 2 (lane % 4) + r % 2 of the 64 x N result. */
 DL_GPU_HD void wg_c(int warp, int lane, int r, int *row, int *col) {
