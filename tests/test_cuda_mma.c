@@ -174,6 +174,24 @@ static int vec_ok(int es, int K, long long group_rows) {
     return K % E == 0 && (group_rows * K) % E == 0; /* the tensors here are 16-byte aligned (malloc) */
 }
 
+/* the epilogue of the sum v of filter or feature o, stored at y[at]: bias, relu, and the write
+ * counted (each output must be written once) */
+static void put_out(const prob *p, int o, long long at, float v) {
+    if (p->b) v += p->b[o];
+    if (p->relu && v < 0.f) v = 0.f;
+    p->y[at] = v;
+    p->writes[at]++;
+}
+
+/* a block's sum v of filter or feature m (group g) at its column nl (output n0 + nl; px[nl], a
+ * conv's pixel): with split-K, the raw sum of slice z; else the epilogue, as the kernels' store */
+static void block_out(const prob *p, const mma_conv_geom *geom, const pix *px, int g, int z, int splits, float *part,
+                      int m, int n0, int nl, float v) {
+    if (splits > 1) part[((long long)z * p->M + m) * p->N + n0 + nl] = v;
+    else if (p->conv) put_out(p, g * p->ocg + m, mma_y_at(geom, &px[nl], m), v);
+    else put_out(p, m, (long long)(n0 + nl) * p->M + m, v);
+}
+
 /* block (bx, by, z = g * splits + sp); part: split-K's partial sums when splits > 1 */
 static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx, int by, int z, int splits,
                   float *part) {
@@ -274,22 +292,8 @@ static void block(const prob *p, int es, int BM, int BN, int WM, int WN, int bx,
                         mma_c(lane, q, &row, &n);
                         int m = m0 + wm * WTM + i * 16 + row, nl = wn * WTN + j * 8 + n;
                         if (m >= p->M || n0 + nl >= p->N) continue;
-                        float v = (float)acc[(warp * MI + i) * NI + j][lane][q];
-                        if (splits > 1) { /* the raw sum of this slice */
-                            part[((long long)z * p->M + m) * p->N + n0 + nl] = v;
-                            continue;
-                        }
-                        long long at;
-                        if (p->conv) {
-                            if (p->b) v += p->b[g * p->ocg + m];
-                            at = mma_y_at(&geom, &px[nl], m);
-                        } else {
-                            if (p->b) v += p->b[m];
-                            at = (long long)(n0 + nl) * p->M + m;
-                        }
-                        if (p->relu && v < 0.f) v = 0.f;
-                        p->y[at] = v;
-                        p->writes[at]++;
+                        block_out(p, &geom, px, g, z, splits, part, m, n0, nl,
+                                  (float)acc[(warp * MI + i) * NI + j][lane][q]);
                     }
     }
     free(acc);
@@ -322,12 +326,8 @@ static void splitk_replay(const prob *p, float *part, int splits) {
         int g = (int)(e / mn), m = (int)(e % mn / p->N), n = (int)(e % p->N), o = g * p->M + m;
         float v = 0.f;
         for (int sp = 0; sp < splits; sp++) v += part[((long long)g * splits + sp) * mn + e % mn];
-        if (p->b) v += p->b[o];
-        if (p->relu && v < 0.f) v = 0.f;
         const mma_conv_geom geom = geom_of(p);
-        long long at = p->conv ? mma_conv_y_of(&geom, n, o) : (long long)n * p->M + m;
-        p->y[at] = v;
-        p->writes[at]++;
+        put_out(p, o, p->conv ? mma_conv_y_of(&geom, n, o) : (long long)n * p->M + m, v);
     }
     free(part);
 }
@@ -437,22 +437,7 @@ static void block_wg(const prob *p, int es, int bn, int bx, int by, int z, int s
             wg_c(t / 32, t % 32, r, &row, &col); /* where the kernel puts it */
             const int m = m0 + 64 * wg + row, n = n0 + col;
             if (m >= p->M || n >= p->N) continue;
-            float v = (float)d[wg][irow][icol];
-            if (splits > 1) {
-                part[((long long)z * p->M + m) * p->N + n] = v;
-                continue;
-            }
-            long long at;
-            if (p->conv) {
-                if (p->b) v += p->b[g * p->ocg + m];
-                at = mma_y_at(&geom, &px[col], m);
-            } else {
-                if (p->b) v += p->b[m];
-                at = (long long)n * p->M + m;
-            }
-            if (p->relu && v < 0.f) v = 0.f;
-            p->y[at] = v;
-            p->writes[at]++;
+            block_out(p, &geom, px, g, z, splits, part, m, n0, col, (float)d[wg][irow][icol]);
         }
     free(mem);
 }

@@ -206,10 +206,10 @@ static int launch_gemm(const dl_kernel *k, const void *x, const void *w, const d
     int conv = k->g.kind == DL_OP_CONV2D, v = k->variant, t = v - CU_GEMM_MMA, splits = k->splits;
     if (cu_gemm_is_wgmma(v) && !dlk_wgmma_aligned(x, w)) /* an input 16-byte misaligned (a view): the mma tile */
         v = CU_GEMM_MMA, t = 0, splits = 1;
-    const int bn = 128 * (v - CU_GEMM_WGMMA + 1); /* a warpgroup tile's n */
     if (cu_gemm_is_wgmma(v) && conv)
-        return dlk_wgmma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, bn, splits, ws, s);
-    if (cu_gemm_is_wgmma(v)) return dlk_wgmma_linear(&k->p.linear, k->type, x, w, e, y, bn, splits, ws, s);
+        return dlk_wgmma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, wg_bn(v - CU_GEMM_WGMMA), splits, ws, s);
+    if (cu_gemm_is_wgmma(v))
+        return dlk_wgmma_linear(&k->p.linear, k->type, x, w, e, y, wg_bn(v - CU_GEMM_WGMMA), splits, ws, s);
     if (v == CU_GEMM_GEMV) return dlk_gemv(&k->p.linear, k->type, x, w, e, y, s);
     if (v >= CU_GEMM_MMA && conv) return dlk_mma_conv2d(&k->p.conv, k->type, x, w, e, y, k->ktab, t, splits, ws, s);
     if (v >= CU_GEMM_MMA) return dlk_mma_linear(&k->p.linear, k->type, x, w, e, y, t, splits, ws, s);

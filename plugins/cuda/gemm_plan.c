@@ -87,7 +87,7 @@ void cu_mma_tile_shape(int t, int *bm, int *bn) {
 
 void cu_tile_of(int v, int esize, int *bm, int *bn, int *bk) {
     if (cu_gemm_is_wgmma(v)) {
-        *bm = WG_BM, *bn = 128 * (v - CU_GEMM_WGMMA + 1), *bk = wg_bk(esize);
+        *bm = WG_BM, *bn = wg_bn(v - CU_GEMM_WGMMA), *bk = wg_bk(esize);
         return;
     }
     cu_mma_tile_shape(v - CU_GEMM_MMA, bm, bn);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "gpu_storage.h"
+#include "mma_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,11 +89,14 @@ DL_GPU_HD void wg_c(int warp, int lane, int r, int *row, int *col) {
 /* 1 if a GEMM's operands go by 16-byte chunks as the warpgroup tile copies them: K (cg kh kw, or a
  * linear's in) a whole number of chunks (16 / esize elements), so that a chunk is all in k or all
  * past it, and group g's weights start a whole chunk on; for a conv also the input's channels c and
- * each group's cg (a chunk is one tap's run of channels, channels-last). */
+ * each group's cg, as the channels-last mma tiles' chunk gather needs (mma_cl_chunks: a chunk is one
+ * tap's run of channels). */
 DL_GPU_HD int wg_chunks_ok(int esize, int conv, int c, int cg, int K) {
-    int e = 16 / esize;
-    return K % e == 0 && (!conv || (c % e == 0 && cg % e == 0));
+    return K % (16 / esize) == 0 && (!conv || mma_cl_chunks(esize, c, cg));
 }
+
+/* n of warpgroup tile w (0: 128, 1: 256) */
+DL_GPU_HD int wg_bn(int w) { return 128 * (w + 1); }
 
 #ifdef __cplusplus
 }
