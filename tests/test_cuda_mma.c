@@ -982,3 +982,41 @@ Test(cuda_mma, launch_limits) {
     cr_expect_not(cu_gemm_fits(0, 4, 10, (int64_t)1 << 31, 10, 1, 1, h100), "N past int");
     cr_expect(cu_gemm_fits(CU_GEMM_GEMV, 4, 100000, 1, 25088, 1, 1, h100));
 }
+
+Test(cuda_mma, timed_choices_kept_and_read_back) {
+    int v, s, seen[CU_GEMM_VARIANTS * (CU_SPLITK_MAX + 1)] = {0};
+    for (int vv = 0; vv < CU_GEMM_VARIANTS; vv++)
+        for (int ss = 1; ss <= (cu_gemm_is_tile(vv) ? CU_SPLITK_MAX : 1); ss++) {
+            int code = cu_gemm_choice_code(vv, ss);
+            cr_assert(code >= 0 && code < (int)(sizeof seen / sizeof *seen));
+            cr_expect(!seen[code]++, "variant %d in %d: a code of its own", vv, ss);
+            cr_expect(cu_gemm_choice_of(code, &v, &s) && v == vv && s == ss);
+        }
+    /* what no timing keeps (the file is the user's): no split, a split of a SIMT tile or the GEMV,
+     * too many slices, a negative code */
+    v = s = -7;
+    cr_expect(!cu_gemm_choice_of(cu_gemm_choice_code(CU_GEMM_MMA, 0), &v, &s));
+    cr_expect(!cu_gemm_choice_of(cu_gemm_choice_code(0, 2), &v, &s));
+    cr_expect(!cu_gemm_choice_of(cu_gemm_choice_code(CU_GEMM_GEMV, 2), &v, &s));
+    cr_expect(!cu_gemm_choice_of(cu_gemm_choice_code(CU_GEMM_WGMMA, CU_SPLITK_MAX + 1), &v, &s));
+    cr_expect(!cu_gemm_choice_of(-1, &v, &s));
+    cr_expect(v == -7 && s == -7, "nothing written for a refused code");
+    /* the plugin's part of the key: every switch and device limit the candidates depend on */
+    cu_gemm_switch sw;
+    char why[200], base[128], other[128];
+    cr_assert(cu_gemm_switch_parse(NULL, NULL, NULL, NULL, &sw, why, sizeof why));
+    cr_assert(cu_gemm_choice_extra(&sw, 132, 227 << 10, 1, base, sizeof base));
+    for (int i = 0; i < 6; i++) {
+        cu_gemm_switch o = sw;
+        int sms = 132, smem = 227 << 10, sm90 = 1;
+        if (i == 0) o.mma = 0;
+        if (i == 1) o.nhwc = 1;
+        if (i == 2) o.wgmma = 1;
+        if (i == 3) sms = 114;
+        if (i == 4) smem = 99 << 10;
+        if (i == 5) sm90 = 0;
+        cr_assert(cu_gemm_choice_extra(&o, sms, smem, sm90, other, sizeof other));
+        cr_expect_str_neq(base, other, "change %d", i);
+    }
+    cr_expect(!cu_gemm_choice_extra(&sw, 132, 227 << 10, 1, other, 10), "does not fit: no key");
+}

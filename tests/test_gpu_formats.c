@@ -5,13 +5,15 @@
  * kinds included), and (where the cudnn plugin is built: its headers are needed for the enums) the
  * cudnn plugin's supports(), preferred layout, the cuDNN / cuBLASLt enums it picks, and its
  * convolution search's decisions (which result and math type, fused or not, the scratch pattern,
- * the finiteness check and the output sample). The plugins' own source files are compiled into
- * this test (tests/CMakeLists.txt). */
+ * the finiteness check and the output sample), and the choices both keep in the host's timing
+ * cache (choice_store.c: keys, and the codes read back). The plugins' own source files are compiled
+ * into this test (tests/CMakeLists.txt). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "choice_store.h"
 #include "cuda_formats.h"
 #include "gpu_storage.h"
 #include "op_table.h"
@@ -391,6 +393,123 @@ Test(cuda_formats, nhwc_switch_takes_channels_last_convs_and_pools) {
     cr_expect(!cu_takes_channels_last(DL_OP_SOFTMAX, 1) && !cu_takes_channels_last(DL_OP_CONCAT, 1));
 }
 
+/* ---- choices kept in the host's timing cache (choice_store.c) ---- */
+
+/* A host store of a few entries, as the core's timing cache answers: get gives what put kept. */
+typedef struct fake_store {
+    char key[8][DL_GPU_CHOICE_KEY_LEN];
+    double value[8];
+    int n, gets, puts;
+} fake_store;
+static int store_get(void *ctx, const char *key, double *v) {
+    fake_store *f = ctx;
+    f->gets++;
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->key[i], key)) return *v = f->value[i], 1;
+    return 0;
+}
+static void store_put(void *ctx, const char *key, double v) {
+    fake_store *f = ctx;
+    int i = 0;
+    f->puts++;
+    while (i < f->n && strcmp(f->key[i], key)) i++;
+    if (i == f->n && f->n < 8) f->n++;
+    if (i < 8) snprintf(f->key[i], sizeof f->key[i], "%s", key), f->value[i] = v;
+}
+static void log_nothing(void *ctx, int level, const char *msg) { (void)ctx, (void)level, (void)msg; }
+static dl_host host_with(fake_store *f) {
+    memset(f, 0, sizeof *f);
+    return (dl_host){DL_ABI_VERSION, sizeof(dl_host), f, 1, 0, log_nothing, store_get, store_put};
+}
+
+Test(choice_store, keys_tell_apart_everything_a_timed_choice_depends_on) {
+    enum { VARIANTS = 16 };
+    char keys[VARIANTS][DL_GPU_CHOICE_KEY_LEN];
+    opb b;
+    for (int v = 0; v < VARIANTS; v++) {
+        dl_op *op = conv_op(&b, v == 1 ? DL_BF16 : DL_F32, v == 2, v == 3 ? DL_PRECISION_F32 : DL_PRECISION_TF32);
+        switch (v) {
+        case 4: b.s[0].shape[0] = 3, b.s[5].shape[0] = 3; break; /* the batch */
+        case 5: b.s[0].shape[3] = 8, b.s[5].shape[3] = 8; break; /* the width */
+        case 6: b.a.stride[1] = 2, b.s[5].shape[3] = 4; break;
+        case 7: b.a.pad_end[0] = 0; break;
+        case 8: b.a.dilation[0] = 2; break;
+        case 9: b.a.groups = 2, b.s[1].shape[1] = 4; break;
+        case 10: b.a.activation = DL_ACT_RELU; break;
+        case 11: op = with_residual(&b, DL_F32, 0); break;
+        case 12: op->n_inputs = 2; break; /* no bias */
+        case 13: b.a.kernel[1] = 1, b.s[1].shape[3] = 1; break;
+        case 14: op->kind = DL_OP_LINEAR; break;
+        default: break;
+        }
+        cr_assert(dl_gpu_choice_key(keys[v], sizeof keys[v], v == 15 ? "conv plan v2" : "conv plan v1", op, "staged=0"),
+                  "variant %d fits", v);
+        for (int u = 0; u < v; u++) cr_expect_str_neq(keys[u], keys[v], "variants %d and %d share a key", u, v);
+    }
+    char again[DL_GPU_CHOICE_KEY_LEN], other[DL_GPU_CHOICE_KEY_LEN];
+    dl_op *op = conv_op(&b, DL_F32, 0, DL_PRECISION_TF32);
+    cr_assert(dl_gpu_choice_key(again, sizeof again, "conv plan v1", op, "staged=0"));
+    cr_expect_str_eq(again, keys[0], "the same op and settings: the same key");
+    cr_assert(dl_gpu_choice_key(other, sizeof other, "conv plan v1", op, "staged=1"));
+    cr_expect_str_neq(other, keys[0], "the plugin's part counts");
+    cr_expect(strstr(keys[0], "in=2.32.1[2x8x5x7],2.32.1[16x8x3x3],2.32.1[16];out=2.32.1[2x16x5x7]") != NULL, "%s",
+              keys[0]);
+    cr_expect(strstr(keys[2], "in=2.32.1c[2x8x5x7]") != NULL, "channels-last is marked: %s", keys[2]);
+}
+
+Test(choice_store, a_key_that_does_not_fit_is_no_key) {
+    opb b;
+    dl_op *op = conv_op(&b, DL_F32, 0, DL_PRECISION_TF32);
+    char key[DL_GPU_CHOICE_KEY_LEN], small[40];
+    cr_assert(dl_gpu_choice_key(key, sizeof key, "gemm v1", op, "x"));
+    size_t need = strlen(key);
+    char *exact = malloc(need + 1);
+    cr_expect(dl_gpu_choice_key(exact, need + 1, "gemm v1", op, "x"), "the key and its end fit exactly");
+    cr_expect(!dl_gpu_choice_key(exact, need, "gemm v1", op, "x") && !exact[0], "one byte short: no key");
+    free(exact);
+    cr_expect(!dl_gpu_choice_key(small, sizeof small, "gemm v1", op, "x") && !small[0]);
+    /* a key cut short is never looked up nor kept */
+    fake_store f;
+    dl_host h = host_with(&f);
+    int code = 7;
+    dl_gpu_choice_put(&h, small, 3);
+    cr_expect(!dl_gpu_choice_get(&h, small, &code) && code == 7);
+    cr_expect_eq(f.gets + f.puts, 0, "the store is not asked");
+}
+
+Test(choice_store, codes_go_through_the_hosts_store_and_edited_values_are_not_read) {
+    fake_store f;
+    dl_host h = host_with(&f);
+    int code = -1;
+    cr_expect(!dl_gpu_choice_get(&h, "k", &code), "nothing kept yet");
+    dl_gpu_choice_put(&h, "k", 37);
+    cr_expect(dl_gpu_choice_get(&h, "k", &code) && code == 37);
+    dl_gpu_choice_put(&h, "k", 0);
+    cr_expect(dl_gpu_choice_get(&h, "k", &code) && code == 0, "replaced, and 0 is a code");
+    const double edited[] = {-1, 2.5, NAN, INFINITY, DL_GPU_CHOICE_MAX + 1.0, 1e300};
+    for (size_t i = 0; i < sizeof edited / sizeof *edited; i++) {
+        f.value[0] = edited[i], code = 5;
+        cr_expect(!dl_gpu_choice_get(&h, "k", &code) && code == 5, "value %g is no code", edited[i]);
+    }
+    int puts = f.puts;
+    dl_gpu_choice_put(&h, "k", -1);
+    dl_gpu_choice_put(&h, "k", DL_GPU_CHOICE_MAX + 1);
+    cr_expect_eq(f.puts, puts, "no code out of range is kept");
+    /* a host without the store (before ABI 1.12), or with one half of it: nothing asked */
+    dl_host old = h;
+    old.struct_size = (uint32_t)offsetof(dl_host, cache_get);
+    dl_host half = h;
+    half.cache_put = NULL;
+    int gets = f.gets;
+    puts = f.puts;
+    cr_expect(!dl_gpu_choice_get(&old, "k", &code) && !dl_gpu_choice_get(&half, "k", &code));
+    cr_expect(!dl_gpu_choice_get(NULL, "k", &code));
+    dl_gpu_choice_put(&old, "k", 1);
+    dl_gpu_choice_put(&half, "k", 1);
+    dl_gpu_choice_put(NULL, "k", 1);
+    cr_expect(f.gets == gets && f.puts == puts);
+}
+
 /* ---- the cudnn plugin ---- */
 
 #if DLRUN_TEST_CUDNN_FORMATS
@@ -652,5 +771,41 @@ Test(cudnn_formats, output_sample_covers_small_outputs_and_spreads_over_large_on
                 if (i) cr_expect_gt(off[i], off[i - 1], "spread, in order");
             }
         }
+}
+Test(cudnn_formats, conv_plans_kept_read_back_and_edited_ones_refused) {
+    const int algos[] = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                         CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING};
+    int a, m, f, seen[512] = {0};
+    for (size_t i = 0; i < sizeof algos / sizeof *algos; i++)
+        for (int fused = 0; fused < 2; fused++) {
+            /* what prepare keeps: tf32 tensor-op math, with a bias and relu (any algorithm fused) */
+            int code = dn_conv_plan_code(algos[i], CUDNN_TENSOR_OP_MATH, fused);
+            cr_assert(code >= 0 && code < 512);
+            cr_expect(!seen[code]++, "codes are apart");
+            cr_expect(dn_conv_plan_of(code, DL_PRECISION_TF32, DL_F32, 1, 1, &a, &m, &f));
+            cr_expect(a == algos[i] && m == CUDNN_TENSOR_OP_MATH && f == fused);
+            /* f32 precision runs FMA only: a tensor-op plan read back there is refused */
+            cr_expect(!dn_conv_plan_of(code, DL_PRECISION_F32, DL_F32, 1, 1, &a, &m, &f));
+            int fma = dn_conv_plan_code(algos[i], CUDNN_FMA_MATH, fused);
+            cr_expect(dn_conv_plan_of(fma, DL_PRECISION_F32, DL_F32, 1, 1, &a, &m, &f) && m == CUDNN_FMA_MATH);
+            cr_expect(!dn_conv_plan_of(dn_conv_plan_code(algos[i], CUDNN_DEFAULT_MATH, fused), DL_PRECISION_F32, DL_F32,
+                                       1, 1, &a, &m, &f),
+                      "f32 precision never runs DEFAULT math (it may take TF32)");
+            cr_expect(dn_conv_plan_of(dn_conv_plan_code(algos[i], CUDNN_TENSOR_OP_MATH, fused), DL_PRECISION_F32,
+                                      DL_BF16, 1, 1, &a, &m, &f),
+                      "bf16 data runs tensor-op math at any precision");
+            /* the fused call needs a bias, and without relu runs on IMPLICIT_PRECOMP_GEMM only */
+            cr_expect_eq(dn_conv_plan_of(code, DL_PRECISION_TF32, DL_F32, 0, 1, &a, &m, &f), !fused);
+            cr_expect_eq(dn_conv_plan_of(code, DL_PRECISION_TF32, DL_F32, 1, 0, &a, &m, &f),
+                         !fused || algos[i] == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+        }
+    /* codes no plan has: an unknown algorithm, down-conversion math, an unknown math, out of range */
+    cr_expect(!dn_conv_plan_of(dn_conv_plan_code(CUDNN_CONVOLUTION_FWD_ALGO_COUNT, CUDNN_TENSOR_OP_MATH, 0),
+                               DL_PRECISION_TF32, DL_F32, 1, 1, &a, &m, &f));
+    cr_expect(!dn_conv_plan_of(dn_conv_plan_code(0, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, 0), DL_PRECISION_TF32,
+                               DL_F32, 1, 1, &a, &m, &f));
+    cr_expect(!dn_conv_plan_of(dn_conv_plan_code(0, 5, 0), DL_PRECISION_TF32, DL_F32, 1, 1, &a, &m, &f));
+    cr_expect(!dn_conv_plan_of(-1, DL_PRECISION_TF32, DL_F32, 1, 1, &a, &m, &f));
+    cr_expect(!dn_conv_plan_of(512, DL_PRECISION_TF32, DL_F32, 1, 1, &a, &m, &f));
 }
 #endif

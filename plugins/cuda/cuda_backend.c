@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "choice_store.h"
 #include "cuda_formats.h"
 #include "gemm_plan.h"
 #include "gpu.h"
@@ -259,9 +260,30 @@ static int split_tries(const cuda_state *s, const dl_kernel *k, int v, int *out)
     return kept;
 }
 
+/* 1 if variant v in `splits` k-slices is one of the op's candidates for timing (as tune counts
+ * them): a choice read back from the timing cache is used only then. */
+static int gemm_candidate(const cuda_state *s, const dl_kernel *k, const dl_op *op, int v, int splits) {
+    int tries[CU_SPLITK_TRIES];
+    if (!gemm_variant_ok(s, op, v, k->type)) return 0;
+    for (int i = 0, c = split_tries(s, k, v, tries); i < c; i++)
+        if (tries[i] == splits) return 1;
+    return 0;
+}
+
+/* The choice's line for DLRUN_CUDA_LOG: how it was made (`how`: "the only candidate", "from the
+ * timing cache", "timed, ms: ..."). */
+static void log_choice(const cuda_state *s, const dl_kernel *k, const dl_op *op, const char *how) {
+    if (s->log_gemms)
+        fprintf(stderr, "dlrun cuda: %s M %d N %d K %d groups %d, %s: variant %d, %d k-slice%s (%s)\n",
+                dl_op_kind_name(op->kind), k->gm, k->gn, k->gk, k->groups, dl_dtype_name(op->outputs[0].dtype),
+                k->variant, k->splits, k->splits > 1 ? "s" : "", how);
+}
+
 /* Times each GEMM variant that may run the op (gemm_variant_ok; only the forced one where
  * DLRUN_CUDA_GEMM_VARIANT names one that may), with each split worth trying, once on its real
- * shapes and weights; keeps the fastest. */
+ * shapes and weights; keeps the fastest. Unforced, the choice is kept in the host's timing cache
+ * and read back from it by the next process (where it is still a candidate: the file is the
+ * user's), instead of timing again. */
 static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *err) {
     size_t es = (size_t)dl_gpu_type_size(k->type);
     size_t xb = (size_t)dl_tensor_numel(&op->inputs[0]) * es, yb = (size_t)k->g.numel * es, wsb = 0;
@@ -276,11 +298,17 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
         }
     }
     if (candidates == 1) { /* nothing to choose between (a forced variant): no timing */
-        if (s->log_gemms)
-            fprintf(stderr,
-                    "dlrun cuda: %s M %d N %d K %d groups %d, %s: variant %d, %d k-slice%s (the only candidate)\n",
-                    dl_op_kind_name(op->kind), k->gm, k->gn, k->gk, k->groups, dl_dtype_name(op->outputs[0].dtype),
-                    k->variant, k->splits, k->splits > 1 ? "s" : "");
+        log_choice(s, k, op, "the only candidate");
+        return DL_OK;
+    }
+    char key[DL_GPU_CHOICE_KEY_LEN] = "", extra[128];
+    int code, kv, ks;
+    if (!forced && cu_gemm_choice_extra(&s->sw, s->sms, s->smem_optin, s->sm90, extra, sizeof extra))
+        dl_gpu_choice_key(key, sizeof key, "gemm v1", op, extra);
+    if (dl_gpu_choice_get(s->gpu.host, key, &code) && cu_gemm_choice_of(code, &kv, &ks) &&
+        gemm_candidate(s, k, op, kv, ks)) {
+        k->variant = kv, k->splits = ks;
+        log_choice(s, k, op, "from the timing cache");
         return DL_OK;
     }
     void *x = NULL, *y = NULL, *ws = NULL;
@@ -314,10 +342,12 @@ static dl_status tune(cuda_state *s, dl_kernel *k, const dl_op *op, dl_error *er
         }
     }
     k->variant = best_v, k->splits = best_s;
-    if (s->log_gemms && st == DL_OK)
-        fprintf(stderr, "dlrun cuda: %s M %d N %d K %d groups %d, %s: variant %d, %d k-slice%s (timed, ms: %s)\n",
-                dl_op_kind_name(op->kind), k->gm, k->gn, k->gk, k->groups, dl_dtype_name(op->outputs[0].dtype), best_v,
-                best_s, best_s > 1 ? "s" : "", timed);
+    if (st == DL_OK) {
+        char how[sizeof timed + 16];
+        snprintf(how, sizeof how, "timed, ms: %s", timed);
+        log_choice(s, k, op, how);
+        dl_gpu_choice_put(s->gpu.host, key, cu_gemm_choice_code(best_v, best_s));
+    }
     dl_gpu_free(&s->gpu, x);
     dl_gpu_free(&s->gpu, y);
     if (ws) dl_gpu_free(&s->gpu, ws);

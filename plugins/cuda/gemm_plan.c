@@ -74,6 +74,22 @@ int cu_gemm_variant_ok(const cu_gemm_switch *sw, int v, dl_gpu_type type, int pr
 int cu_gemm_is_wgmma(int v) { return v >= CU_GEMM_WGMMA && v < CU_GEMM_WGMMA + CU_GEMM_WGMMA_TILES; }
 int cu_gemm_is_tile(int v) { return (v >= CU_GEMM_MMA && v < CU_GEMM_GEMV) || cu_gemm_is_wgmma(v); }
 
+int cu_gemm_choice_code(int v, int splits) { return v + CU_GEMM_VARIANTS * splits; }
+
+int cu_gemm_choice_of(int code, int *v, int *splits) {
+    if (code < 0) return 0;
+    int vv = code % CU_GEMM_VARIANTS, ss = code / CU_GEMM_VARIANTS;
+    if (ss < 1 || ss > (cu_gemm_is_tile(vv) ? CU_SPLITK_MAX : 1)) return 0;
+    *v = vv, *splits = ss;
+    return 1;
+}
+
+int cu_gemm_choice_extra(const cu_gemm_switch *sw, int sms, int smem_optin, int sm90, char *out, size_t len) {
+    int n = snprintf(out, len, "mma=%d;nhwc=%d;wgmma=%d;sms=%d;smem=%d;sm90=%d", sw->mma, sw->nhwc, sw->wgmma, sms,
+                     smem_optin, sm90);
+    return n >= 0 && (size_t)n < len;
+}
+
 int cu_wgmma_ok(int esize, int conv, int cl, int c, int cg, int64_t k) {
     if ((esize != 2 && esize != 4) || k < 1 || k > INT32_MAX || (conv && (!cl || c < 1 || cg < 1))) return 0;
     return wg_chunks_ok(esize, conv, c, cg, (int)k);

@@ -59,6 +59,19 @@ int cu_gemm_is_wgmma(int v);
  * capability, 9.0, is the plugin's to check.) */
 int cu_wgmma_ok(int esize, int conv, int cl, int c, int cg, int64_t k);
 
+/* ---- a GEMM's timed choice, kept in the host's timing cache (choice_store.h) ---- */
+
+/* The number a choice is kept as: variant v in `splits` k-slices; cu_gemm_choice_of reads one
+ * back: 1 with *v and *splits where code is a variant (0 to CU_GEMM_VARIANTS - 1) in 1 slice, or a
+ * tile (cu_gemm_is_tile) in 1 to CU_SPLITK_MAX, else 0. (Whether the op may run it is the
+ * plugin's to check, as at timing.) */
+int cu_gemm_choice_code(int v, int splits);
+int cu_gemm_choice_of(int code, int *v, int *splits);
+/* The plugin's part of the choice's key: what the candidates and their speeds depend on beyond the
+ * op (the switches, the multiprocessors, the shared memory a block may take, compute capability
+ * 9.0); 1, or 0 where it does not fit len. */
+int cu_gemm_choice_extra(const cu_gemm_switch *sw, int sms, int smem_optin, int sm90, char *out, size_t len);
+
 /* ---- split-K for the tensor-core and warpgroup tiles ---- */
 
 enum { CU_SPLITK_MAX = 16, CU_SPLITK_TRIES = 4 };

@@ -337,6 +337,7 @@ void *dl_gpu_plugin_new(const dl_host *host, size_t size, dl_error *err) {
         free(g);
         return NULL;
     }
+    g->host = host;
     return g;
 }
 

@@ -47,6 +47,9 @@ typedef struct dl_gpu {
     int cc_major, cc_minor;
     int driver_version, runtime_version;
     char description[512]; /* "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB, driver 13.0, runtime 13.0" */
+    const dl_host *host;   /* the host's table from dl_plugin_init (dl_gpu_plugin_new), valid until
+                              destroy: its timing cache keeps the choices timed at prepare
+                              (choice_store.h) */
 } dl_gpu;
 
 /* Turns a CUDA status into a dlrun error naming the call (DL_GPU_TRY returns it on failure). */
@@ -63,8 +66,8 @@ dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err);
 void dl_gpu_close(dl_gpu *g);
 
 /* For a plugin's dl_plugin_init: checks the host (dl_plugin_host_ok), allocates `size` zeroed
- * bytes of plugin state, which must begin with its dl_gpu, and opens the device the host asks
- * for. NULL with the reason in err ("no CUDA device") on failure. */
+ * bytes of plugin state, which must begin with its dl_gpu, opens the device the host asks for and
+ * keeps the host's table (dl_gpu.host). NULL with the reason in err ("no CUDA device") on failure. */
 void *dl_gpu_plugin_new(const dl_host *host, size_t size, dl_error *err);
 /* The backend table's members every GPU plugin shares: version, size, device, self (the state
  * beginning with g), memory, copies, synchronize, memory_info, supports_convert, convert and the

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "choice_store.h"
 #include "cudnn_plugin.h"
 #include "tensor_convert.h"
 
@@ -120,6 +121,7 @@ static dl_status conv_fill(cudnn_state *s, void *p, size_t bytes, dl_gpu_type t,
  * workspace exceeds the scratch's. */
 static int conv_set(cudnn_state *s, dl_kernel *k, conv_plan *p, size_t ws_cap) {
     k->algo = p->algo;
+    k->math = p->math;
     k->fused = p->fused;
     if (cudnnSetConvolutionMathType(k->conv, p->math) != CUDNN_STATUS_SUCCESS ||
         cudnnGetConvolutionForwardWorkspaceSize(s->dnn, k->x, k->w, k->conv, k->y, p->algo, &p->ws) !=
@@ -186,6 +188,26 @@ static double conv_time(cudnn_state *s, dl_kernel *k, const conv_scratch *sc) {
     return ok ? (double)dn_median(t, CONV_TIMED_RUNS) : -1.0;
 }
 
+/* DLRUN_CUDNN_LOG's line for k's plan as set: shapes, format, algorithm, math, epilogue and
+ * workspace, then `tail` (how it was chosen). */
+static void conv_log(const dl_kernel *k, dl_dtype dt, const char *tail) {
+    const int64_t *xs = k->g.xs, *ys = k->g.ys;
+    char epi[64];
+    snprintf(epi, sizeof epi, "%s%s%s",
+             k->fused        ? "fused bias"
+             : k->g.has_bias ? "conv + add bias"
+                             : "conv",
+             k->g.residual ? (k->fused ? " + residual" : " + add residual") : "",
+             k->g.a.activation == DL_ACT_RELU ? " + relu" : "");
+    fprintf(stderr,
+            "dlrun cudnn: conv [%lld,%lld,%lld,%lld] -> [%lld,%lld,%lld,%lld] %s %s%s: %s, math %s, %s, "
+            "workspace %zu bytes%s\n",
+            (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], (long long)ys[0], (long long)ys[1],
+            (long long)ys[2], (long long)ys[3], dl_dtype_name(dt),
+            k->staged || k->layout == DL_LAYOUT_ROW_MAJOR ? "NCHW" : "NHWC", k->staged ? " (staged)" : "",
+            dn_conv_algo_name((int)k->algo), dn_math_name((int)k->math), epi, k->lib_ws, tail);
+}
+
 /* The epilogue and algorithm kept, from the search's results perf[0..found) (pick: the fastest
  * usable one). No bias, or DLRUN_CUDNN_SEARCH=heuristic: that algorithm, or the next usable one
  * where it does not run (+ cudnnAddTensor of the bias and a residual). With a bias, every way
@@ -229,13 +251,7 @@ static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_d
         return dl_fail(err, DL_E_UNSUPPORTED, "cuDNN turned down its own convolution algorithm %s",
                        dn_conv_algo_name((int)best.algo));
     if (s->log_convs) {
-        const int64_t *xs = k->g.xs, *ys = k->g.ys;
-        char times[200] = "", f[32] = "failed", u[32] = "failed", pc[32] = "failed", epi[64];
-        snprintf(epi, sizeof epi, "%s%s%s",
-                 k->fused        ? "fused bias"
-                 : k->g.has_bias ? "conv + add bias"
-                                 : "conv",
-                 k->g.residual ? (k->fused ? " + residual" : " + add residual") : "", relu ? " + relu" : "");
+        char times[200] = "", f[32] = "failed", u[32] = "failed", pc[32] = "failed";
         if (fused.ms >= 0) snprintf(f, sizeof f, "%.4f ms", fused.ms);
         if (best.ms >= 0) snprintf(u, sizeof u, "%.4f ms", best.ms);
         if (precomp.ms >= 0) snprintf(pc, sizeof pc, "%.4f ms", precomp.ms);
@@ -244,20 +260,39 @@ static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_d
                      dn_conv_algo_name((int)best.algo), u, pc, relu && best.algo != precomp.algo ? ", fused " : "",
                      relu && best.algo != precomp.algo ? dn_conv_algo_name((int)best.algo) : "",
                      relu && best.algo != precomp.algo ? (fused.ms >= 0 ? " timed" : " failed") : "");
-        fprintf(stderr,
-                "dlrun cudnn: conv [%lld,%lld,%lld,%lld] -> [%lld,%lld,%lld,%lld] %s %s%s: %s, math %s, %s, "
-                "workspace %zu bytes%s\n",
-                (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], (long long)ys[0],
-                (long long)ys[1], (long long)ys[2], (long long)ys[3], dl_dtype_name(dt),
-                k->staged || k->layout == DL_LAYOUT_ROW_MAJOR ? "NCHW" : "NHWC", k->staged ? " (staged)" : "",
-                dn_conv_algo_name((int)k->algo), dn_math_name((int)kept.math), epi, k->lib_ws, times);
+        conv_log(k, dt, times);
     }
     return DL_OK;
 }
 
+/* The plan a previous process kept for this conv (its key in key; "" where it is not kept: the
+ * heuristic search, which times nothing, or a key too long), set on k where it is still one
+ * prepare could keep and cuDNN takes it with a workspace within ws_cap: 1, with the log line; else
+ * 0, k's descriptor math back as conv_describe set it. */
+static int conv_kept(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_dtype dt, size_t ws_cap, char *key,
+                     size_t key_len) {
+    char extra[64];
+    key[0] = '\0';
+    if (s->search != DN_SEARCH_FIND) return 0;
+    snprintf(extra, sizeof extra, "staged=%d", k->staged);
+    int code, algo, math, fused, relu = k->g.a.activation == DL_ACT_RELU;
+    if (!dl_gpu_choice_key(key, key_len, "conv plan v1", op, extra) || !dl_gpu_choice_get(s->gpu.host, key, &code) ||
+        !dn_conv_plan_of(code, op->precision, dt, k->g.has_bias, relu, &algo, &math, &fused))
+        return 0;
+    conv_plan p = {(cudnnConvolutionFwdAlgo_t)algo, (cudnnMathType_t)math, fused, 0, -1};
+    if (!conv_set(s, k, &p, ws_cap)) {
+        cudnnSetConvolutionMathType(k->conv, dn_conv_math(op->precision, dt)); /* the search's, as described */
+        cudaGetLastError();
+        return 0;
+    }
+    if (s->log_convs) conv_log(k, dt, "; from the timing cache");
+    return 1;
+}
+
 /* The fastest algorithm for the descriptors as set, measured on scratch input and output and
  * filter w and bias (the op's, or scratch where NULL or where they are filled only at run), then
- * the epilogue (conv_choose). DL_E_UNSUPPORTED when cuDNN runs nothing for this format. */
+ * the epilogue (conv_choose); or the plan a previous process kept (conv_kept), and the plan kept
+ * for the next. DL_E_UNSUPPORTED when cuDNN runs nothing for this format. */
 static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, const void *w, const void *bias,
                              dl_error *err) {
     dl_gpu_type t = k->staged ? DL_GPU_F32 : k->type;
@@ -266,6 +301,8 @@ static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, cons
      * batch 32 need ~270-470 MiB, and at 256 MiB cuDNN's search never saw them (2.5x slower) */
     size_t es = (size_t)dl_gpu_type_size(t), ws_cap = (size_t)1 << 30, free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && ws_cap > free_b / 4) ws_cap = free_b / 4;
+    char key[DL_GPU_CHOICE_KEY_LEN];
+    if (conv_kept(s, k, op, dt, ws_cap, key, sizeof key)) return DL_OK;
     int w_scratch = !w || k->w_at_run, b_scratch = k->g.has_bias && (!bias || k->w_at_run);
     conv_scratch sc = {.x_bytes = (size_t)dl_gpu_prod(k->g.xs, 0, 4) * es,
                        .y_bytes = (size_t)k->g.numel * es,
@@ -301,6 +338,8 @@ static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, cons
         st = dl_fail(err, DL_E_UNSUPPORTED, "cuDNN found no convolution algorithm for this shape in %s %s",
                      dl_dtype_name(dt), k->staged || k->layout == DL_LAYOUT_ROW_MAJOR ? "NCHW" : "NHWC");
     if (st == DL_OK) st = conv_choose(s, k, op, dt, perf, found, pick, &sc, err);
+    if (st == DL_OK) /* the math the plan runs with, as conv_set left it on the descriptor */
+        dl_gpu_choice_put(s->gpu.host, key, dn_conv_plan_code((int)k->algo, (int)k->math, k->fused));
     dn_scratch_free(s, CONV_SCRATCH, sc.buf);
     return st;
 }

@@ -137,6 +137,24 @@ int dn_conv_fastest(const double *ms, const int *fused, int n) {
     return b;
 }
 
+enum { PLAN_ALGOS = 16, PLAN_MATHS = 8 }; /* room for CUDNN_CONVOLUTION_FWD_ALGO_COUNT algorithms, 4 maths */
+_Static_assert((int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= (int)PLAN_ALGOS, "a plan's code keeps every algorithm apart");
+
+int dn_conv_plan_code(int algo, int math, int fused) { return algo + PLAN_ALGOS * (math + PLAN_MATHS * !!fused); }
+
+int dn_conv_plan_of(int code, int precision, dl_dtype d, int has_bias, int relu, int *algo, int *math, int *fused) {
+    if (code < 0 || code >= PLAN_ALGOS * PLAN_MATHS * 2) return 0;
+    int a = code % PLAN_ALGOS, m = code / PLAN_ALGOS % PLAN_MATHS, f = code / (PLAN_ALGOS * PLAN_MATHS);
+    int maths[] = {CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH, CUDNN_FMA_MATH}, known = 0;
+    for (size_t i = 0; i < sizeof maths / sizeof *maths; i++) known |= m == maths[i];
+    if (a >= (int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT || !known || !dn_conv_algo_ok(precision, d, (cudnnMathType_t)m) ||
+        (int)dn_conv_run_math(precision, d, (cudnnMathType_t)m) != m)
+        return 0;
+    if (f && (!has_bias || (!relu && a != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM))) return 0;
+    *algo = a, *math = m, *fused = f;
+    return 1;
+}
+
 int dn_search_parse(const char *v, int *mode, char *why, size_t len) {
     *mode = DN_SEARCH_FIND;
     if (!v || !*v || !strcmp(v, "find")) return 1;

@@ -58,6 +58,14 @@ int dn_conv_pick(const cudnnConvolutionFwdAlgoPerf_t *perf, int n, int precision
  * cannot be used) and whether each is cuDNN's fused call: the fastest, a tie going to a fused call
  * (one call, no second pass over y); -1 if none can be used. */
 int dn_conv_fastest(const double *ms, const int *fused, int n);
+/* The number a conv's kept plan (algorithm, the math it runs with, fused call or not) is kept as
+ * in the host's timing cache (choice_store.h), and the plan read back: dn_conv_plan_of gives 1
+ * where code is a plan prepare could have kept for a conv of dtype d at `precision`, with or
+ * without a bias, relu or not: a known algorithm, a math dn_conv_algo_ok takes (as
+ * dn_conv_run_math sets it), and the fused call only with a bias and, without relu, only on
+ * IMPLICIT_PRECOMP_GEMM (all cuDNN takes it with there); else 0: the file is the user's. */
+int dn_conv_plan_code(int algo, int math, int fused);
+int dn_conv_plan_of(int code, int precision, dl_dtype d, int has_bias, int relu, int *algo, int *math, int *fused);
 /* How prepare chooses a convolution's algorithm and epilogue, from DLRUN_CUDNN_SEARCH (read once
  * at load): DN_SEARCH_FIND (unset, empty or "find": cudnnFindConvolutionForwardAlgorithmEx times
  * every algorithm, then the epilogues are timed) or DN_SEARCH_HEURISTIC ("heuristic":

@@ -50,6 +50,7 @@ struct dl_kernel {
     cudnnPoolingDescriptor_t pool;
     cudnnOpTensorDescriptor_t op;
     cudnnConvolutionFwdAlgo_t algo;
+    cudnnMathType_t math;    /* conv2d: the math type set on `conv` for algo */
     int fused;               /* conv + bias (+ residual) (+ relu) in one call */
     size_t workspace;        /* in all: cuDNN's or cuBLASLt's (at offset 0), then the staging regions */
     size_t lib_ws;           /* cuDNN's or cuBLASLt's part */
