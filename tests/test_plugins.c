@@ -105,22 +105,42 @@ static char *slurp(const char *path) {
     return text;
 }
 
-/* A relu session on backend `name` in a new context (as a new process would make), run once: relu's
- * output, on that backend; with `file`, that file holds the fake plugin's store entry once the
- * session is made (the context still open: dlrun writes it then, not only when the context ends). */
-static void run_relu_on(const char *backend, int retune, const char *file) {
-    unsetenv("DLRUN_PLUGIN_PATH");
-    dl_context *ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
-    char *path = tu_write_temp(".yaml", relu_model, strlen(relu_model));
+/* The relu model's session on `backend` in a new context (as a new process would make); relu_close
+ * frees what it made. */
+typedef struct relu_setup {
+    dl_context *ctx;
     dl_model *m;
     dl_session *s;
+    char *path;
+} relu_setup;
+static dl_session *relu_open(relu_setup *r, const char *backend, int retune) {
+    unsetenv("DLRUN_PLUGIN_PATH");
+    r->ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
+    r->path = tu_write_temp(".yaml", relu_model, strlen(relu_model));
     dl_error err = {{0}};
-    cr_assert_eq(dl_model_load(path, &m, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(dl_model_load(r->path, &r->m, &err), DL_OK, "%s", err.msg);
     dl_session_options so;
     dl_session_options_init(&so);
     so.backend = backend;
     so.retune = retune;
-    cr_assert_eq(dl_session_create(ctx, m, &so, &s, &err), DL_OK, "%s", err.msg);
+    cr_assert_eq(dl_session_create(r->ctx, r->m, &so, &r->s, &err), DL_OK, "%s", err.msg);
+    return r->s;
+}
+static void relu_close(relu_setup *r) {
+    dl_session_free(r->s);
+    dl_model_free(r->m);
+    unlink(r->path);
+    free(r->path);
+    dl_context_free(r->ctx);
+}
+
+/* A relu session on backend `name` in a new context (as a new process would make), run once: relu's
+ * output, on that backend; with `file`, that file holds the fake plugin's store entry once the
+ * session is made (the context still open: dlrun writes it then, not only when the context ends). */
+static void run_relu_on(const char *backend, int retune, const char *file) {
+    relu_setup r;
+    dl_session *s = relu_open(&r, backend, retune);
+    dl_error err = {{0}};
     float x[210], expect[210];
     tu_fill_uniform(x, 210, 7, -1, 1);
     for (int i = 0; i < 210; i++) expect[i] = x[i] > 0 ? x[i] : 0;
@@ -135,11 +155,7 @@ static void run_relu_on(const char *backend, int retune, const char *file) {
     char *text = file ? slurp(file) : NULL;
     if (file) cr_expect(text && strstr(text, "key=RELU n=210"), "%s lacks the entry with the session made", file);
     free(text);
-    dl_session_free(s);
-    dl_model_free(m);
-    unlink(path);
-    free(path);
-    dl_context_free(ctx);
+    relu_close(&r);
 }
 
 Test(plugins, forced_backend_that_cannot_run_an_op_names_it) {
@@ -376,19 +392,23 @@ Test(plugins, plugins_refuse_a_host_of_another_major_abi) {
     /* dlclose is skipped on purpose: OpenMP threads may outlive the plugin (context.c says why) */
 }
 
-/* A fake plugin's store counts (DLFAKE_<NAME>_STORE): measured, kept, wrong, answered at init. */
-static void store_counts(const char *name, int c[4]) {
+/* A loaded fake plugin's counts from its exported `symbol`: dlfake_store_counts (DLFAKE_<NAME>_STORE:
+ * measured, kept, wrong, answered at init) or dlfake_hostmem_counts (DLFAKE_<NAME>_HOSTMEM: host
+ * blocks given, freed, uploads from one). */
+static void fake_counts(const char *name, const char *symbol, int *c) {
     char path[512];
     snprintf(path, sizeof path, "%s/libdlrun-%s.so", DLRUN_TEST_PLUGIN_DIR, name);
     void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD); /* the copy the contexts loaded (never closed) */
     cr_assert(h, "%s is not loaded", path);
     void (*counts)(int *);
-    void *sym = dlsym(h, "dlfake_store_counts");
+    void *sym = dlsym(h, symbol);
     cr_assert(sym);
     memcpy(&counts, &sym, sizeof counts);
     counts(c);
     dlclose(h);
 }
+static void store_counts(const char *name, int c[4]) { fake_counts(name, "dlfake_store_counts", c); }
+static void hostmem_counts(const char *name, int c[3]) { fake_counts(name, "dlfake_hostmem_counts", c); }
 
 /* ABI 1.12: a number a plugin measured at prepare (dl_host.cache_put) is in the timing cache file
  * once the session is made, and the next context (a new process) finds it (cache_get), with no
@@ -433,4 +453,44 @@ Test(plugins, the_host_keeps_what_a_plugin_measured) {
     unsetenv("DLFAKE_FAKECPU_STORE");
     unsetenv("DLFAKE_FAKEDEV_STORE");
     free(path);
+}
+
+/* ABI 1.13: dl_session_input_buffer's memory comes from the backend whose copy uploads the input
+ * (host_alloc: a CUDA plugin's page-locked memory), the upload reads it where it is, and the
+ * session gives it back when freed; where no backend uploads the input, it is plain host memory
+ * and works the same. */
+Test(plugins, input_buffers_come_from_the_backend_that_uploads_them) {
+    unsetenv("DLRUN_PLUGIN_PATH");
+    setenv("DLFAKE_FAKEDEV_HOSTMEM", "1", 1);
+    for (int dev = 1; dev >= 0; dev--) {
+        const char *backend = dev ? "fakedev" : "fakecpu";
+        relu_setup r;
+        dl_session *s = relu_open(&r, backend, 0);
+        dl_error err = {{0}};
+        int c0[3], c1[3], c2[3];
+        hostmem_counts("fakedev", c0);
+        float *buf = dl_session_input_buffer(s, 0);
+        cr_assert(buf);
+        cr_expect_eq(((uintptr_t)buf) % 64, 0, "aligned");
+        cr_expect_eq(dl_session_input_buffer(s, 0), buf, "one buffer per input");
+        cr_expect_null(dl_session_input_buffer(s, 1));
+        cr_expect_null(dl_session_input_buffer(s, -1));
+        hostmem_counts("fakedev", c1);
+        cr_expect_eq(c1[0], c0[0] + dev, "%s: blocks given %d -> %d", backend, c0[0], c1[0]);
+        float expect[210];
+        tu_fill_uniform(buf, 210, 7, -1, 1);
+        for (int i = 0; i < 210; i++) expect[i] = buf[i] > 0 ? buf[i] : 0;
+        dl_tensor in = *dl_session_input(s, 0);
+        in.data = buf;
+        for (int run = 0; run < 2; run++) {
+            cr_assert_eq(dl_session_run(s, &in, 1, &err), DL_OK, "%s", err.msg);
+            cr_expect_eq(memcmp(dl_session_output(s, 0)->data, expect, sizeof expect), 0);
+        }
+        hostmem_counts("fakedev", c2);
+        cr_expect_eq(c2[2], c1[2] + 2 * dev, "%s: uploads read the block %d times", backend, c2[2] - c1[2]);
+        relu_close(&r);
+        hostmem_counts("fakedev", c2);
+        cr_expect_eq(c2[1], c0[1] + dev, "the block given back with the session");
+    }
+    unsetenv("DLFAKE_FAKEDEV_HOSTMEM");
 }

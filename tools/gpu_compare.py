@@ -3,7 +3,9 @@
 it was measured fastest: on a GPU machine cuda, cudnn and cpu mixed) against the same model run on
 the CPU reference alone: the output's NMSE must be within the end-to-end f32 threshold of
 docs/check.md (1e-8), or tf32's (1e-6) with --precision tf32, and the top-1 class of every row
-must agree. Prints the placement. Used by tools/gpu-check.
+must agree. The dlrun command line fills its input into the session's input buffer
+(dl_session_input_buffer: page-locked memory from a CUDA plugin that uploads it), so the upload
+from there is checked too. Prints the placement. Used by tools/gpu-check.
 
 usage: tools/gpu_compare.py DLRUN MODEL.yaml [--precision f32|tf32] [--batch N]
 """

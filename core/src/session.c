@@ -697,6 +697,7 @@ static void auto_by_runs(dl_session **sp, dl_model *m) {
 
 void dl_session_free(dl_session *s) {
     if (!s) return;
+    dl_session_free_input_buffers(s);
     dl_session_parts_free(s);
     dl_trace_free(s->trace); /* before the kernels: they may hold the backends' events */
     dl_trace_free(s->prof_trace);

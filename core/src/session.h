@@ -176,17 +176,19 @@ struct dl_session {
     int n_slots, cap_slots;
     int *slot_of; /* value * DL_MAX_PLACES + place -> slot index + 1 (0: none) */
     dl_domain_memory mem[DL_MAX_DOMAINS];
-    dl_tensor *inputs;     /* descriptors of model inputs (host) */
-    const void **in_dev;   /* during a run, per model input: its data in device memory, or NULL (host) */
-    int *in_dom;           /* ... and that memory's domain (session_inputs.c) */
-    int n_dev_in;          /* how many inputs of the run are in device memory */
-    const void **in_src;   /* during a run, per model input: the caller's host data, where only
-                              transfers from its host place read it (they read it there), or NULL */
-    int n_src_in;          /* how many inputs of the run are read so */
-    uint8_t *in_host_mask; /* per model input: bit d > 0, a device input in domain d is also read on
-                              the host; bit 0, a host input is read from its host buffer (by a host
-                              op, as a model output, or through a view), so it is copied there */
-    dl_tensor *outputs;    /* model outputs (host), data in buf[...][0] */
+    dl_tensor *inputs;            /* descriptors of model inputs (host) */
+    const void **in_dev;          /* during a run, per model input: its data in device memory, or NULL (host) */
+    int *in_dom;                  /* ... and that memory's domain (session_inputs.c) */
+    int n_dev_in;                 /* how many inputs of the run are in device memory */
+    const void **in_src;          /* during a run, per model input: the caller's host data, where only
+                                     transfers from its host place read it (they read it there), or NULL */
+    int n_src_in;                 /* how many inputs of the run are read so */
+    uint8_t *in_host_mask;        /* per model input: bit d > 0, a device input in domain d is also read on
+                                     the host; bit 0, a host input is read from its host buffer (by a host
+                                     op, as a model output, or through a view), so it is copied there */
+    void **in_buf;                /* per model input: dl_session_input_buffer's memory, or NULL (none yet) */
+    const dl_backend **in_buf_be; /* ... and the backend whose host_alloc gave it (NULL: malloc'd) */
+    dl_tensor *outputs;           /* model outputs (host), data in buf[...][0] */
     int profiling;
     int first_op, last_op; /* steps: the first and last op (n_steps and -1 if none); phases */
     dl_run_times last_run; /* the last run's phases (dl_session_last_run_times) */
@@ -360,6 +362,8 @@ dl_status dl_place_weight(dl_session *s, int v, int p, dl_error *err);
  * besides a plain upload reads it from host memory, and whether its host buffer is read at all
  * (in_host_mask). */
 void dl_session_plan_inputs(dl_session *s);
+/* Frees dl_session_input_buffer's memory (dl_session_free, before the context). */
+void dl_session_free_input_buffers(dl_session *s);
 /* Checks a run's inputs and copies host ones into their host buffers where something reads them
  * there (else their transfers read the caller's memory: in_src); a device input is remembered,
  * and downloaded only where in_host_mask says the host reads it. */

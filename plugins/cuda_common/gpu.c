@@ -54,6 +54,8 @@ void dl_gpu_close(dl_gpu *g) {
     for (int b = 0; b < 2; b++)
         if (g->ev_staged[b]) cudaEventDestroy(g->ev_staged[b]);
     if (g->stream) cudaStreamDestroy(g->stream);
+    for (int i = 0; i < g->n_pinned; i++) cudaFreeHost(g->pinned[i].p); /* a host that forgot them */
+    free(g->pinned);
     if (g->has_lock) pthread_mutex_destroy(&g->lock);
     memset(g, 0, sizeof *g);
 }
@@ -77,6 +79,47 @@ void dl_gpu_free(dl_gpu *g, void *ptr) {
     if (!ptr) return;
     cudaSetDevice(g->device);
     cudaFree(ptr);
+}
+
+dl_status dl_gpu_host_alloc(dl_gpu *g, size_t bytes, void **ptr, dl_error *err) {
+    *ptr = NULL;
+    DL_GPU_TRY(cudaSetDevice(g->device), err);
+    DL_GPU_TRY(cudaMallocHost(ptr, bytes ? bytes : 64), err);
+    dl_gpu_lock(g);
+    int ok = 1;
+    if (g->n_pinned == g->cap_pinned) {
+        int cap = g->cap_pinned ? 2 * g->cap_pinned : 8;
+        struct dl_gpu_block *grown = realloc(g->pinned, (size_t)cap * sizeof *grown);
+        if (grown) g->pinned = grown, g->cap_pinned = cap;
+        ok = grown != NULL;
+    }
+    if (ok) g->pinned[g->n_pinned++] = (struct dl_gpu_block){*ptr, bytes};
+    dl_gpu_unlock(g);
+    if (!ok) {
+        cudaFreeHost(*ptr);
+        *ptr = NULL;
+        return dl_fail(err, DL_E_NOMEM, "out of memory");
+    }
+    return DL_OK;
+}
+
+void dl_gpu_host_free(dl_gpu *g, void *ptr) {
+    if (!ptr) return;
+    dl_gpu_lock(g);
+    for (int i = 0; i < g->n_pinned; i++)
+        if (g->pinned[i].p == ptr) g->pinned[i] = g->pinned[--g->n_pinned];
+    dl_gpu_unlock(g);
+    cudaSetDevice(g->device);
+    cudaFreeHost(ptr);
+}
+
+/* 1 if host bytes [p, p + bytes) lie in one of host_alloc's blocks; the caller holds the lock. */
+static int pinned(const dl_gpu *g, const void *p, size_t bytes) {
+    for (int i = 0; i < g->n_pinned; i++)
+        if ((const char *)p >= g->pinned[i].p && bytes <= g->pinned[i].bytes &&
+            (size_t)((const char *)p - g->pinned[i].p) <= g->pinned[i].bytes - bytes)
+            return 1;
+    return 0;
 }
 
 /* The host's half of a staged transfer: fill writes units lo..lo+count of an upload into the
@@ -128,8 +171,17 @@ static void drain_plain(const void *ctx, void *buf, int64_t lo, int64_t count) {
     memcpy(((const plain_host *)ctx)->dst + lo, buf, (size_t)count);
 }
 
-/* A copy to or from host memory through the staging buffer; the caller holds the lock. */
+/* A copy to or from host memory through the staging buffer, or, where the host side is one of
+ * host_alloc's blocks, straight by DMA: an upload queued, a download waited for (complete when it
+ * returns, as the staged one is). The caller holds the lock. */
 static dl_status copy_staged(dl_gpu *g, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err) {
+    int up = kind == DL_COPY_HOST_TO_DEVICE;
+    if (pinned(g, up ? src : dst, bytes)) {
+        DL_GPU_TRY(cudaMemcpyAsync(dst, src, bytes, up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, g->stream),
+                   err);
+        if (!up) DL_GPU_TRY(cudaStreamSynchronize(g->stream), err);
+        return DL_OK;
+    }
     plain_host h = {dst, src};
     if (kind == DL_COPY_HOST_TO_DEVICE) return staged(g, 1, dst, (int64_t)bytes, 1, fill_plain, &h, err);
     return staged(g, 0, (char *)src, (int64_t)bytes, 1, drain_plain, &h, err);
@@ -200,9 +252,12 @@ static dl_status convert_on_device(dl_gpu *g, const dl_tensor *dst, const dl_ten
  * host, chunk by chunk through the staging buffer. */
 static dl_status convert_staged(dl_gpu *g, const dl_tensor *dst, const dl_tensor *src, const dl_gpu_convert_plan *p,
                                 dl_copy_kind kind, dl_error *err) {
-    if (p->x.relayout != DL_GPU_SAME_ORDER) {
-        dl_gpu_type host_side = kind == DL_COPY_HOST_TO_DEVICE ? p->st : p->dt;
-        size_t bytes = (size_t)p->x.n * (size_t)dl_gpu_type_size(host_side);
+    dl_gpu_type host_side = kind == DL_COPY_HOST_TO_DEVICE ? p->st : p->dt;
+    size_t bytes = (size_t)p->x.n * (size_t)dl_gpu_type_size(host_side);
+    /* the host side in a page-locked block: its bytes cross by DMA as they are, and the device
+     * casts, whatever the order (the host's conversion would be the slow part) */
+    if (p->x.relayout != DL_GPU_SAME_ORDER ||
+        pinned(g, kind == DL_COPY_HOST_TO_DEVICE ? src->data : dst->data, bytes)) {
         dl_error no_room;
         if (scratch_at_least(g, bytes, &no_room) == DL_OK) return convert_on_device(g, dst, src, p, kind, bytes, err);
         cudaGetLastError(); /* the failed allocation is not this copy's error: it goes the host's way */
@@ -291,6 +346,10 @@ dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, d
     return dl_gpu_copy(self, dst, src, bytes, kind, err);
 }
 dl_status dl_gpu_be_synchronize(void *self, dl_error *err) { return dl_gpu_synchronize(self, err); }
+dl_status dl_gpu_be_host_alloc(void *self, size_t bytes, void **ptr, dl_error *err) {
+    return dl_gpu_host_alloc(self, bytes, ptr, err);
+}
+void dl_gpu_be_host_free(void *self, void *ptr) { dl_gpu_host_free(self, ptr); }
 dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err) {
     return dl_gpu_memory_info(self, free_bytes, total_bytes, err);
 }
@@ -359,5 +418,7 @@ dl_backend dl_gpu_table(dl_gpu *g, const char *name, const char *description) {
         .event_record = dl_gpu_be_event_record,
         .event_elapsed = dl_gpu_be_event_elapsed,
         .event_release = dl_gpu_be_event_release,
+        .host_alloc = dl_gpu_be_host_alloc,
+        .host_free = dl_gpu_be_host_free,
     };
 }

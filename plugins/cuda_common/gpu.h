@@ -40,8 +40,14 @@ typedef struct dl_gpu {
                                       under `lock`; grown to the largest, freed at close */
     size_t scratch_bytes;
     cudaEvent_t ev_staged[2]; /* the last DMA of each half of `staging` is done, under `lock` */
-    pthread_mutex_t lock;     /* see the thread rules above */
-    int has_lock;             /* `lock` was initialised (dl_gpu_close destroys it) */
+    struct dl_gpu_block {     /* page-locked host blocks dl_gpu_host_alloc gave (ABI 1.13), under `lock`:
+                                 copies whose host side lies in one skip the staging buffer */
+        char *p;
+        size_t bytes;
+    } * pinned;
+    int n_pinned, cap_pinned;
+    pthread_mutex_t lock; /* see the thread rules above */
+    int has_lock;         /* `lock` was initialised (dl_gpu_close destroys it) */
     char name[256];
     size_t total_mem;
     int cc_major, cc_minor;
@@ -90,6 +96,12 @@ static inline int64_t dl_gpu_prod(const int64_t *s, int from, int to) {
 
 dl_status dl_gpu_alloc(dl_gpu *g, size_t bytes, void **ptr, dl_error *err);
 void dl_gpu_free(dl_gpu *g, void *ptr);
+/* ABI 1.13 host_alloc / host_free: page-locked host memory (cudaMallocHost), kept in g's list of
+ * blocks so that a copy or converting copy whose host side lies in one goes by DMA from (to) it
+ * directly, with no staging copy on the host: an upload is then queued and returns at once. */
+dl_status dl_gpu_host_alloc(dl_gpu *g, size_t bytes, void **ptr, dl_error *err);
+void dl_gpu_host_free(dl_gpu *g, void *ptr);
+
 /* Copies ordered on the plugin's stream; host memory goes through the pinned staging buffer
  * (under the lock, chunk after chunk). Downloads are complete when this returns; uploads may
  * still be in flight (synchronize). */
@@ -116,6 +128,8 @@ void dl_gpu_be_free(void *self, void *ptr);
 dl_status dl_gpu_be_copy(void *self, void *dst, const void *src, size_t bytes, dl_copy_kind kind, dl_error *err);
 dl_status dl_gpu_be_synchronize(void *self, dl_error *err);
 dl_status dl_gpu_be_memory_info(void *self, size_t *free_bytes, size_t *total_bytes, dl_error *err);
+dl_status dl_gpu_be_host_alloc(void *self, size_t bytes, void **ptr, dl_error *err);
+void dl_gpu_be_host_free(void *self, void *ptr);
 int dl_gpu_be_supports_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind);
 dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *src, dl_copy_kind kind, dl_error *err);
 /* ABI 1.6 timing events (CUDA events on the plugin's stream): record (creating the event the first

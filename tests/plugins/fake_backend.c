@@ -30,6 +30,9 @@
  *                             which must not be kept); dlfake_store_counts() says how often it
  *                             measured, found the count, found anything else, and was answered
  *                             during dl_plugin_init (never, by the ABI)
+ *   DLFAKE_<NAME>_HOSTMEM     set: it offers host memory (ABI 1.13 host_alloc / host_free), as a
+ *                             CUDA plugin offers page-locked memory; dlfake_hostmem_counts() says
+ *                             how many blocks it gave, took back, and how many uploads read one
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
  * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
  * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). It takes row-major
@@ -76,6 +79,16 @@ DL_PLUGIN_EXPORT void dlfake_store_counts(int out[4]) { memcpy(out, store_counts
 /* every run() call so far, for the tests (dlsym) */
 static int runs;
 DL_PLUGIN_EXPORT int dlfake_runs(void) { return runs; }
+
+/* DLFAKE_<NAME>_HOSTMEM's counts, for the tests (dlsym): blocks given, blocks freed, uploads
+ * whose host side lay in a block given and not yet freed */
+enum { HOSTMEM_BLOCKS = 16 };
+static int hostmem_counts[3];
+static struct {
+    const char *p;
+    size_t n;
+} hostmem[HOSTMEM_BLOCKS];
+DL_PLUGIN_EXPORT void dlfake_hostmem_counts(int out[3]) { memcpy(out, hostmem_counts, sizeof hostmem_counts); }
 
 typedef struct fake {
     dl_backend table;
@@ -161,8 +174,25 @@ static dl_status fk_alloc(void *self, size_t bytes, void **p, dl_error *err) {
     return DL_OK;
 }
 static void fk_free(void *self, void *p) { free(p); }
+static dl_status fk_host_alloc(void *self, size_t bytes, void **p, dl_error *err) {
+    int i = 0;
+    while (i < HOSTMEM_BLOCKS && hostmem[i].p) i++;
+    if (i == HOSTMEM_BLOCKS || posix_memalign(p, 64, bytes ? bytes : 64))
+        return dl_fail(err, DL_E_NOMEM, "no host memory");
+    hostmem[i].p = *p, hostmem[i].n = bytes;
+    hostmem_counts[0]++;
+    return DL_OK;
+}
+static void fk_host_free(void *self, void *p) {
+    for (int i = 0; i < HOSTMEM_BLOCKS; i++)
+        if (p && hostmem[i].p == p) hostmem[i].p = NULL, hostmem_counts[1]++;
+    free(p);
+}
 static dl_status fk_copy(void *self, void *dst, const void *src, size_t n, dl_copy_kind kind, dl_error *err) {
     fake *f = self;
+    for (int i = 0; kind == DL_COPY_HOST_TO_DEVICE && i < HOSTMEM_BLOCKS; i++)
+        if (hostmem[i].p && (const char *)src >= hostmem[i].p && (const char *)src + n <= hostmem[i].p + hostmem[i].n)
+            hostmem_counts[2]++;
     flush(f); /* copies are ordered after the queued ops, as on a stream */
     device_wait(f);
     memcpy(dst, src, n);
@@ -312,6 +342,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         f->table.event_elapsed = fk_event_elapsed;
         f->table.event_release = fk_event_release;
     }
+    snprintf(key, sizeof key, "DLFAKE_%s_HOSTMEM", up);
+    if (getenv(key)) f->table.host_alloc = fk_host_alloc, f->table.host_free = fk_host_free;
     snprintf(key, sizeof key, "DLFAKE_%s_STORE", up);
     f->host = host;
     f->store = getenv(key) && DL_HOST_HAS(host, cache_get) && DL_HOST_HAS(host, cache_put);

@@ -161,6 +161,13 @@ DL_API int dl_session_input_count(const dl_session *s);
  * gathers it indexes (a vocabulary's size for token ids); 0 for an f32 input. */
 DL_API int64_t dl_session_input_bound(const dl_session *s, int i);
 DL_API const char *dl_session_input_name(const dl_session *s, int i);
+/* A host buffer of input i's bytes (dl_session_input's shape and dtype), owned by the session, from
+ * which a run's uploads to a GPU go fastest: memory from the backend whose copy takes the input to
+ * its device (page-locked, for the CUDA plugins: the DMA reads it where it is, with no staging
+ * copy), or plain host memory where the input goes to no such backend. Fill it and pass it as
+ * inputs[i].data to dl_session_run; any other host memory works too. Made at the first call, kept
+ * until dl_session_free; the same pointer at every call. NULL if i is no input or memory is out. */
+DL_API void *dl_session_input_buffer(dl_session *s, int i);
 /* Runs the model. inputs[i] must be dense tensors with dl_session_input(s, i)'s shape and dtype (f32,
  * or int64 for an input declared `dtype: int64`: token ids for gather), in host memory, or in the
  * memory of a device a backend of the session works in (a CUDA pointer on the session's GPU, as a

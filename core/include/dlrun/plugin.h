@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 12
+#define DL_ABI_MINOR 13
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -272,7 +272,7 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_5 49           /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
 #define DL_OP_COUNT_V1_6 49           /* 1.6 added timing events, no kinds */
 #define DL_OP_COUNT_V1_7 50           /* 1.7 added conv3d; 1.8 to 1.10 no kinds */
-#define DL_OP_COUNT_V1_11 51          /* 1.11 added channel_shuffle; 1.12 no kinds */
+#define DL_OP_COUNT_V1_11 51          /* 1.11 added channel_shuffle; 1.12 and 1.13 no kinds */
 #define DL_OP_COUNT DL_OP_COUNT_V1_11 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
@@ -515,6 +515,15 @@ typedef struct dl_backend {
      * saves a buffer and the residual's copy. Asked for every op; absent, or -1, and
      * supports_in_place decides (input 0 of an elementwise op). */
     int (*kernel_in_place)(void *self, const dl_kernel *kernel, const dl_op *op);
+
+    /* (1.13) Optional, both or neither: host memory this backend's copies move fastest (a CUDA
+     * plugin's page-locked memory, which its DMA reads and writes where it is, without staging).
+     * The host asks for it for the buffers a caller fills before a run's uploads
+     * (dl_session_input_buffer), at least 64-byte aligned; host_free releases it, before destroy.
+     * A copy() or convert() whose host side lies in such a block may take the fast way; any other
+     * host memory must still work. */
+    dl_status (*host_alloc)(void *self, size_t bytes, void **ptr, dl_error *err);
+    void (*host_free)(void *self, void *ptr);
 } dl_backend;
 
 /* ---- small helpers (header-only, for plugins and host alike) ------------------------------- */
