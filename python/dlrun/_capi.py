@@ -142,6 +142,7 @@ _API = {
     "dl_session_input": (POINTER(Tensor), [_P, c_int]),
     "dl_session_input_name": (c_char_p, [_P, c_int]),
     "dl_session_input_bound": (c_int64, [_P, c_int]),
+    "dl_session_input_buffer": (c_void_p, [_P, c_int]),
     "dl_session_run": (c_int, [_P, POINTER(Tensor), c_int, POINTER(Error)]),
     "dl_session_output_count": (c_int, [_P]),
     "dl_session_output": (POINTER(Tensor), [_P, c_int]),

@@ -13,11 +13,12 @@ import collections
 import ctypes
 import os
 import threading
+import weakref
 
 import numpy as np
 
 from . import _capi
-from .errors import InvalidArgument, raise_for
+from .errors import InvalidArgument, OutOfMemory, raise_for
 from .tensor import InputView, dtype_name, output_view, shape_of
 
 lib = _capi.lib
@@ -129,6 +130,8 @@ class Session:
         self.model = model if isinstance(model, Model) else Model(model)
         self._lock = threading.Lock()
         self._handle = None
+        self._deferred = None  # close()d while input_buffer arrays live: freed by __del__ after them
+        self._buffers = []  # weak references to the memory objects under input_buffer's arrays
         buf = ctypes.create_string_buffer(max(1024, ctypes.sizeof(_capi.SessionOptions)))
         lib.dl_session_options_init(buf)  # the library's defaults, its struct_size
         o = _capi.SessionOptions.from_buffer(buf)
@@ -238,6 +241,36 @@ class Session:
                 return None, None
             arr[k].data = a.ctypes.data
         return arr, feeds
+
+    def input_buffer(self, name=None):
+        """A NumPy array over the session's own memory for an input (by name; the only input by
+        default), to fill in place and pass to run(): where a CUDA plugin uploads that input it is
+        page-locked memory, which the GPU's DMA reads where it is, with no staging copy (plain host
+        memory elsewhere). Every call gives an array over the same memory. The array keeps the
+        session's memory alive: after close() it stays valid, and the session is freed once the
+        last such array is gone."""
+        with self._lock:
+            h = self._live()
+            names = [i.name for i in self.inputs]
+            if name is None and len(names) == 1:
+                name = names[0]
+            if name not in names:
+                raise InvalidArgument(f"unknown input '{name}'; the model's inputs: " + ", ".join(names))
+            i = names.index(name)
+            info = self.inputs[i]
+            p = lib.dl_session_input_buffer(h, i)
+            if not p:
+                raise OutOfMemory(f"no memory for input '{name}''s buffer")
+            dt = np.dtype(info.dtype)
+            n = int(np.prod(info.shape, dtype=np.int64))
+
+            class Memory(ctypes.c_char * (n * dt.itemsize)):
+                pass  # a ctypes array that can hold the session (below) and be weakly referenced
+
+            mem = Memory.from_address(p)
+            mem.session = self  # the session, and so its memory, lives as long as the array
+            self._buffers = [r for r in self._buffers if r() is not None] + [weakref.ref(mem)]
+            return np.frombuffer(mem, dtype=dt, count=n).reshape(info.shape)
 
     # ---- what happened ----------------------------------------------------------------------
 
@@ -374,7 +407,11 @@ class Session:
     def close(self):
         with self._lock:
             if self._handle:
-                lib.dl_session_free(self._handle)
+                if any(r() is not None for r in self._buffers):  # input_buffer's arrays use its memory:
+                    # __del__ frees it once they are gone (each holds the session)
+                    self._deferred = self._handle
+                else:
+                    lib.dl_session_free(self._handle)
                 self._handle = None
 
     def __enter__(self):
@@ -384,9 +421,10 @@ class Session:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_handle", None):
-            lib.dl_session_free(self._handle)
-            self._handle = None
+        for attr in ("_handle", "_deferred"):
+            if getattr(self, attr, None):
+                lib.dl_session_free(getattr(self, attr))
+                setattr(self, attr, None)
 
     def __repr__(self):
         ins = ", ".join(f"{i.name} {list(i.shape)} {i.dtype}" for i in self.inputs)

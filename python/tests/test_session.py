@@ -1,5 +1,7 @@
 """Session: results equal the CLI's, inputs/outputs described, clear errors for wrong inputs."""
+import gc
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -227,3 +229,33 @@ def test_layout_modes(tmp_path, rng):
         np.testing.assert_allclose(got[layout], got["nchw"], rtol=1e-5, atol=1e-6)
     with pytest.raises(dlrun.InvalidArgument, match="layout"):
         dlrun.Session(model, layout="nchwc")
+
+
+def test_input_buffer_is_the_sessions_memory(models, rng):
+    path = os.path.join(models, "lenet.yaml")
+    sess = dlrun.Session(path, backend="cpu", batch=2)
+    inp, out = sess.inputs[0], sess.outputs[0].name
+    b = sess.input_buffer()
+    assert b.shape == inp.shape and b.dtype == np.float32 and b.flags.writeable
+    assert sess.input_buffer(inp.name).ctypes.data == b.ctypes.data  # the same memory every call
+    x = rng.uniform(-1, 1, size=inp.shape).astype(np.float32)
+    b[...] = x
+    np.testing.assert_array_equal(sess.run(b)[out], sess.run(x.copy())[out])
+    with pytest.raises(dlrun.InvalidArgument, match="unknown input 'nope'"):
+        sess.input_buffer("nope")
+    # closed while the array lives: the session's calls refuse, the array's memory stays valid
+    sess.close()
+    with pytest.raises(dlrun.InvalidArgument, match="closed"):
+        sess.run(x)
+    with pytest.raises(dlrun.InvalidArgument, match="closed"):
+        sess.input_buffer()
+    b[...] = 0.5
+    assert float(b.sum()) == 0.5 * b.size
+    # the array holds the session (whose __del__ frees the memory) until it goes
+    alive = weakref.ref(sess)
+    del sess
+    gc.collect()
+    assert alive() is not None
+    del b
+    gc.collect()
+    assert alive() is None
