@@ -779,11 +779,21 @@ dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inpu
     return dl_session_run_steps(s, inputs, n_inputs, 0, s->n_steps, err);
 }
 
+/* A run stopped by an error rc: every backend's queue is waited for first (their errors not
+ * reported: rc is), so that nothing still queued reads the caller's inputs (an upload from a
+ * page-locked input buffer is a DMA from where it is) or writes the session's memory once the run
+ * has returned. */
+static dl_status stopped(dl_session *s, const dl_backend **last, dl_status rc) {
+    dl_error ignored = {{0}};
+    (void)sync_all(s, last, &ignored);
+    return rc;
+}
+
 dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inputs, int from, int to, dl_error *err) {
     double t_start = dl_now_ms();
-    dl_status in_rc = inputs ? dl_session_take_inputs(s, inputs, n_inputs, err) : DL_OK;
-    if (in_rc != DL_OK) return in_rc;
     const dl_backend *last[DL_MAX_DOMAINS] = {0};
+    dl_status in_rc = inputs ? dl_session_take_inputs(s, inputs, n_inputs, err) : DL_OK;
+    if (in_rc != DL_OK) return stopped(s, last, in_rc);
     const int first_op = s->first_op, last_op = s->last_op;
     /* a profiled run times device steps by their backends' events (no synchronize after each) */
     dl_trace *tr = s->trace ? s->trace : s->profiling ? s->prof_trace : NULL;
@@ -793,7 +803,7 @@ dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inp
         dl_step *st = &s->steps[k];
         if (k == first_op) { /* the inputs are where the first op reads them */
             dl_status rc = k ? sync_all(s, last, err) : DL_OK;
-            if (rc != DL_OK) return rc;
+            if (rc != DL_OK) return stopped(s, last, rc);
             t_compute = dl_now_ms();
         }
         if (st->kind == DL_STEP_FUSED || st->kind == DL_STEP_ELIDED) continue;
@@ -813,8 +823,8 @@ dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inp
             if (tr) dl_trace_op_event(tr, k, 1);
         }
         if (rc == DL_OK && s->profiling && st->dom != 0 && !dl_trace_on_device(tr, k)) rc = sync_all(s, last, err);
-        if (rc != DL_OK) return rc;
-        if (k == last_op && (rc = sync_all(s, last, err)) != DL_OK) return rc; /* the ops are done */
+        if (rc != DL_OK) return stopped(s, last, rc);
+        if (k == last_op && (rc = sync_all(s, last, err)) != DL_OK) return stopped(s, last, rc); /* the ops are done */
         double t1 = dl_now_ms(), ms = t1 - t0;
         if (k == last_op) t_outputs = t1;
         st->last_ms = ms;

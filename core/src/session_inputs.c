@@ -135,17 +135,17 @@ int dl_session_input_copy(dl_session *s, const dl_step *st, dl_status *rc, dl_er
 }
 
 /* The backend whose transfer of input value v out of its host place reads the caller's memory
- * (a plain or converting upload), where it offers host memory (ABI 1.13); NULL for none. */
-static const dl_backend *uploader_of(const dl_session *s, int v) {
-    for (const dl_session *x = s; x; x = x->prefix)
-        for (int k = 0; k < x->n_steps; k++) {
-            const dl_step *st = &x->steps[k];
-            const dl_backend *be = st->dom > 0 ? x->doms[st->dom].be : NULL;
-            if (st->kind == DL_STEP_COPY && st->value == v && st->src_dom == 0 && st->src_place == 0 && be &&
-                (st->xfer == DL_XFER_COPY || st->xfer == DL_XFER_BACKEND) && DL_BACKEND_HAS(be, host_alloc) &&
-                DL_BACKEND_HAS(be, host_free) && be->host_alloc && be->host_free)
-                return be;
-        }
+ * (a plain or converting upload) in session x (the one that takes the inputs), where it offers
+ * host memory (ABI 1.13); NULL for none. */
+static const dl_backend *uploader_of(const dl_session *x, int v) {
+    for (int k = 0; k < x->n_steps; k++) {
+        const dl_step *st = &x->steps[k];
+        const dl_backend *be = st->dom > 0 ? x->doms[st->dom].be : NULL;
+        if (st->kind == DL_STEP_COPY && st->value == v && st->src_dom == 0 && st->src_place == 0 && be &&
+            (st->xfer == DL_XFER_COPY || st->xfer == DL_XFER_BACKEND) && DL_BACKEND_HAS(be, host_alloc) &&
+            DL_BACKEND_HAS(be, host_free) && be->host_alloc && be->host_free)
+            return be;
+    }
     return NULL;
 }
 
@@ -161,7 +161,9 @@ void *dl_session_input_buffer(dl_session *s, int i) {
     if (s->in_buf[i]) return s->in_buf[i];
     const dl_tensor *t = dl_session_input(s, i);
     size_t bytes = (size_t)dl_tensor_numel(t) * dl_dtype_size(t->dtype); /* checked when the session was made */
-    const dl_backend *be = (s->in_host_mask[i] & 1) ? NULL : uploader_of(s, s->g->inputs[i]);
+    const dl_session *taker = s; /* a session whose first layers run in parts: its prefix takes the inputs */
+    while (taker->prefix) taker = taker->prefix;
+    const dl_backend *be = (taker->in_host_mask[i] & 1) ? NULL : uploader_of(taker, taker->g->inputs[i]);
     void *p = NULL;
     dl_error e = {{0}};
     if (be && be->host_alloc(be->self, bytes ? bytes : 1, &p, &e) != DL_OK) p = NULL, be = NULL;

@@ -110,6 +110,7 @@ void dl_gpu_host_free(dl_gpu *g, void *ptr) {
         if (g->pinned[i].p == ptr) g->pinned[i] = g->pinned[--g->n_pinned];
     dl_gpu_unlock(g);
     cudaSetDevice(g->device);
+    cudaStreamSynchronize(g->stream); /* no queued copy still reads or writes the block */
     cudaFreeHost(ptr);
 }
 

@@ -267,9 +267,10 @@ static dl_status conv_choose(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_d
 
 /* The plan a previous process kept for this conv (its key in key; "" where it is not kept: the
  * heuristic search, which times nothing, or a key too long), set on k where it is still one
- * prepare could keep and cuDNN takes it with a workspace within ws_cap: 1, with the log line; else
- * 0, k's descriptor math back as conv_describe set it. */
-static int conv_kept(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_dtype dt, size_t ws_cap, char *key,
+ * prepare could keep and it passes conv_tried on the scratch buffers (it runs, with a workspace
+ * within the cap; a fused call gives finite values, y zeroed and y NaN): 1, with the log line;
+ * else 0, k's descriptor math back as conv_describe set it, for the search. */
+static int conv_kept(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_dtype dt, const conv_scratch *sc, char *key,
                      size_t key_len) {
     char extra[64];
     key[0] = '\0';
@@ -280,7 +281,7 @@ static int conv_kept(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_dtype dt,
         !dn_conv_plan_of(code, op->precision, dt, k->g.has_bias, relu, &algo, &math, &fused))
         return 0;
     conv_plan p = {(cudnnConvolutionFwdAlgo_t)algo, (cudnnMathType_t)math, fused, 0, -1};
-    if (!conv_set(s, k, &p, ws_cap)) {
+    if (!conv_tried(s, k, &p, sc)) {
         cudnnSetConvolutionMathType(k->conv, dn_conv_math(op->precision, dt)); /* the search's, as described */
         cudaGetLastError();
         return 0;
@@ -291,8 +292,8 @@ static int conv_kept(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_dtype dt,
 
 /* The fastest algorithm for the descriptors as set, measured on scratch input and output and
  * filter w and bias (the op's, or scratch where NULL or where they are filled only at run), then
- * the epilogue (conv_choose); or the plan a previous process kept (conv_kept), and the plan kept
- * for the next. DL_E_UNSUPPORTED when cuDNN runs nothing for this format. */
+ * the epilogue (conv_choose); or the plan a previous process kept (conv_kept, tried on the same
+ * scratch), and the plan kept for the next. DL_E_UNSUPPORTED when cuDNN runs nothing for this format. */
 static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, const void *w, const void *bias,
                              dl_error *err) {
     dl_gpu_type t = k->staged ? DL_GPU_F32 : k->type;
@@ -301,8 +302,6 @@ static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, cons
      * batch 32 need ~270-470 MiB, and at 256 MiB cuDNN's search never saw them (2.5x slower) */
     size_t es = (size_t)dl_gpu_type_size(t), ws_cap = (size_t)1 << 30, free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && ws_cap > free_b / 4) ws_cap = free_b / 4;
-    char key[DL_GPU_CHOICE_KEY_LEN];
-    if (conv_kept(s, k, op, dt, ws_cap, key, sizeof key)) return DL_OK;
     int w_scratch = !w || k->w_at_run, b_scratch = k->g.has_bias && (!bias || k->w_at_run);
     conv_scratch sc = {.x_bytes = (size_t)dl_gpu_prod(k->g.xs, 0, 4) * es,
                        .y_bytes = (size_t)k->g.numel * es,
@@ -319,6 +318,11 @@ static dl_status conv_search(cudnn_state *s, dl_kernel *k, const dl_op *op, cons
         if (st == DL_OK && i != 1 && i != 2) st = conv_fill(s, sc.buf[i], bytes[i], t, err);
     sc.w = w_scratch ? sc.buf[3] : w;
     sc.bias = b_scratch ? sc.buf[4] : bias;
+    char key[DL_GPU_CHOICE_KEY_LEN] = "";
+    if (st == DL_OK && conv_kept(s, k, op, dt, &sc, key, sizeof key)) {
+        dn_scratch_free(s, CONV_SCRATCH, sc.buf);
+        return DL_OK;
+    }
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int found = 0, pick = -1;
     if (st == DL_OK && s->search == DN_SEARCH_HEURISTIC) { /* cuDNN's guess, ordered, nothing run */
