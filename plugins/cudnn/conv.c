@@ -283,7 +283,6 @@ static int conv_kept(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_dtype dt,
     conv_plan p = {(cudnnConvolutionFwdAlgo_t)algo, (cudnnMathType_t)math, fused, 0, -1};
     if (!conv_tried(s, k, &p, sc)) {
         cudnnSetConvolutionMathType(k->conv, dn_conv_math(op->precision, dt)); /* the search's, as described */
-        cudaGetLastError();
         return 0;
     }
     if (s->log_convs) conv_log(k, dt, "; from the timing cache");
