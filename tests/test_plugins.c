@@ -105,18 +105,18 @@ static char *slurp(const char *path) {
     return text;
 }
 
-/* The relu model's session on `backend` in a new context (as a new process would make); relu_close
- * frees what it made. */
+/* A model's session (the relu model's: relu_open) on `backend` in a new context (as a new process would make);
+ * relu_close frees what it made. */
 typedef struct relu_setup {
     dl_context *ctx;
     dl_model *m;
     dl_session *s;
     char *path;
 } relu_setup;
-static dl_session *relu_open(relu_setup *r, const char *backend, int retune) {
+static dl_session *model_open(relu_setup *r, const char *yaml, const char *backend, int retune) {
     unsetenv("DLRUN_PLUGIN_PATH");
     r->ctx = open_dir(DLRUN_TEST_PLUGIN_DIR);
-    r->path = tu_write_temp(".yaml", relu_model, strlen(relu_model));
+    r->path = tu_write_temp(".yaml", yaml, strlen(yaml));
     dl_error err = {{0}};
     cr_assert_eq(dl_model_load(r->path, &r->m, &err), DL_OK, "%s", err.msg);
     dl_session_options so;
@@ -125,6 +125,9 @@ static dl_session *relu_open(relu_setup *r, const char *backend, int retune) {
     so.retune = retune;
     cr_assert_eq(dl_session_create(r->ctx, r->m, &so, &r->s, &err), DL_OK, "%s", err.msg);
     return r->s;
+}
+static dl_session *relu_open(relu_setup *r, const char *backend, int retune) {
+    return model_open(r, relu_model, backend, retune);
 }
 static void relu_close(relu_setup *r) {
     dl_session_free(r->s);
@@ -493,4 +496,37 @@ Test(plugins, input_buffers_come_from_the_backend_that_uploads_them) {
         cr_expect_eq(c2[1], c0[1] + dev, "the block given back with the session");
     }
     unsetenv("DLFAKE_FAKEDEV_HOSTMEM");
+}
+
+/* A run stopped by an error returns only once every backend has done what it queued before, so
+ * nothing queued still reads the caller's inputs (a CUDA plugin's upload from a page-locked input
+ * buffer) or writes the session's memory: fakedev queues the relu (ASYNC), then its add fails. */
+Test(plugins, a_run_stopped_by_an_error_waits_for_the_work_it_queued) {
+    setenv("DLFAKE_FAKEDEV_ASYNC", "1", 1);
+    setenv("DLFAKE_FAKEDEV_FAIL_ADD", "1", 1);
+    static const char yaml[] = "model: fails\ninputs:\n  - {name: x, shape: [1, 257]}\nlayers:\n"
+                               "  - {name: a, op: relu}\n"
+                               "  - {name: b, op: add, inputs: [a, x]}\n";
+    relu_setup r;
+    dl_session *s = model_open(&r, yaml, "fakedev", 0);
+    float x[257];
+    tu_fill_uniform(x, 257, 5, -1, 1);
+    dl_tensor in = *dl_session_input(s, 0);
+    in.data = x;
+    dl_error err = {{0}};
+    cr_expect_neq(dl_session_run(s, &in, 1, &err), DL_OK);
+    cr_expect(strstr(err.msg, "fake add failure") != NULL, "%s", err.msg);
+    int (*pending)(void);
+    char path[512];
+    snprintf(path, sizeof path, "%s/libdlrun-fakedev.so", DLRUN_TEST_PLUGIN_DIR);
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    cr_assert(h);
+    void *sym = dlsym(h, "dlfake_pending");
+    cr_assert(sym);
+    memcpy(&pending, &sym, sizeof pending);
+    cr_expect_eq(pending(), 0, "%d ops still queued after the failed run returned", pending());
+    dlclose(h);
+    relu_close(&r);
+    unsetenv("DLFAKE_FAKEDEV_ASYNC");
+    unsetenv("DLFAKE_FAKEDEV_FAIL_ADD");
 }

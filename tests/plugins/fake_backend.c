@@ -30,6 +30,9 @@
  *                             which must not be kept); dlfake_store_counts() says how often it
  *                             measured, found the count, found anything else, and was answered
  *                             during dl_plugin_init (never, by the ABI)
+ *   DLFAKE_<NAME>_FAIL_ADD    set: its add kernels fail at run ("fake add failure");
+ *                             dlfake_pending() says how many ops the newest instance still has
+ *                             queued (ASYNC), so a test sees whether the host waited for them
  *   DLFAKE_<NAME>_HOSTMEM     set: it offers host memory (ABI 1.13 host_alloc / host_free), as a
  *                             CUDA plugin offers page-locked memory; dlfake_hostmem_counts() says
  *                             how many blocks it gave, took back, and how many uploads read one
@@ -90,7 +93,10 @@ static struct {
 } hostmem[HOSTMEM_BLOCKS];
 DL_PLUGIN_EXPORT void dlfake_hostmem_counts(int out[3]) { memcpy(out, hostmem_counts, sizeof hostmem_counts); }
 
-typedef struct fake {
+typedef struct fake fake;
+static fake *newest; /* the instance dl_plugin_init made last, for dlfake_pending */
+
+struct fake {
     dl_backend table;
     const dl_host *host;
     int store; /* DLFAKE_<NAME>_STORE */
@@ -103,7 +109,9 @@ typedef struct fake {
     double sync_us;
     double first_us; /* added to each kernel's first run */
     double over1_us; /* OVER_INPUT1_US */
-} fake;
+    int fail_add;    /* FAIL_ADD */
+};
+DL_PLUGIN_EXPORT int dlfake_pending(void) { return newest ? newest->n_queued : -1; }
 
 static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D",         "RELU",   "MAXPOOL2D", "AVGPOOL2D",
                                                     "GLOBAL_AVGPOOL", "LINEAR", "FLATTEN",   "DROPOUT",
@@ -167,7 +175,10 @@ static dl_status fk_synchronize(void *self, dl_error *err) {
     return DL_OK;
 }
 
-static void fk_destroy(void *self) { free(self); }
+static void fk_destroy(void *self) {
+    if (newest == self) newest = NULL;
+    free(self);
+}
 static dl_status fk_alloc(void *self, size_t bytes, void **p, dl_error *err) {
     *p = NULL;
     if (posix_memalign(p, 64, bytes ? bytes : 64)) return dl_fail(err, DL_E_NOMEM, "no memory");
@@ -250,6 +261,7 @@ static dl_status fk_prepare(void *self, const dl_op *op, dl_kernel **k, size_t *
 static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_tensor *out, void *ws, dl_error *err) {
     fake *f = self;
     runs++;
+    if (f->fail_add && k->kind == DL_OP_ADD) return dl_fail(err, DL_E_RUNTIME, "fake add failure");
     if (!k->ran) wait_us(f->first_us);
     k->ran = 1;
     if (k->kind == DL_OP_CONCAT) { /* the inputs one after another, in order after what is queued */
@@ -342,6 +354,9 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         f->table.event_elapsed = fk_event_elapsed;
         f->table.event_release = fk_event_release;
     }
+    snprintf(key, sizeof key, "DLFAKE_%s_FAIL_ADD", up);
+    f->fail_add = getenv(key) != NULL;
+    newest = f;
     snprintf(key, sizeof key, "DLFAKE_%s_HOSTMEM", up);
     if (getenv(key)) f->table.host_alloc = fk_host_alloc, f->table.host_free = fk_host_free;
     snprintf(key, sizeof key, "DLFAKE_%s_STORE", up);
