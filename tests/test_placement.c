@@ -540,11 +540,23 @@ Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_s
     free(model);
 }
 
-/* Two backends in one device domain (as cuda and cudnn on one GPU), each queueing work like a
- * stream (DLFAKE_*_ASYNC): when the domain changes hands the session must wait for the previous
- * backend, and before reading the output for the last one, or it reads results not yet computed. */
-Test(placement, backends_sharing_a_device_hand_over_in_order) {
-    fresh_env();
+/* Both fakes' hand-over counts (DLFAKE_<NAME>_WAIT): out[0] waits queued, out[1] synchronizes. */
+static void handovers(long out[2]) {
+    out[0] = out[1] = 0;
+    for (int i = 0; i < 2; i++) {
+        void *sym = tu_fake_symbol(i ? "fakedev2" : "fakedev", "dlfake_handovers");
+        cr_assert(sym);
+        void (*counts)(long *);
+        long c[2];
+        memcpy(&counts, &sym, sizeof counts);
+        counts(c);
+        out[0] += c[0], out[1] += c[1];
+    }
+}
+
+/* The model of the two tests below, layers pinned to alternate between the two fakes; its output
+ * checked after one run, whose hand-overs are counted into got[2] (waits, synchronizes). */
+static void alternating_run(long got[2]) {
     setenv("DLFAKE_FAKEDEV_ASYNC", "1", 1);
     setenv("DLFAKE_FAKEDEV2_ASYNC", "1", 1);
     setenv("DLFAKE_FAKEDEV_US", "0", 1);
@@ -558,11 +570,15 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
     dl_model *m;
     dl_session *s;
     open_two_on_one_device(yaml, NULL, &ctx, &m, &s);
-    char got[128];
-    placed(s, got, sizeof got);
-    cr_expect_str_eq(got, "fakedev fakedev2 fakedev fakedev2");
+    char where[128];
+    placed(s, where, sizeof where);
+    cr_expect_str_eq(where, "fakedev fakedev2 fakedev fakedev2");
     float x[513];
+    long before[2], after[2];
+    handovers(before);
     const float *y = run_filled(s, x, 513, 11);
+    handovers(after);
+    got[0] = after[0] - before[0], got[1] = after[1] - before[1];
     int bad = 0;
     for (int i = 0; i < 513; i++) {
         float a = x[i] > 0 ? x[i] : 0, c = a + x[i] > 0 ? a + x[i] : 0;
@@ -573,6 +589,91 @@ Test(placement, backends_sharing_a_device_hand_over_in_order) {
     unsetenv("DLFAKE_FAKEDEV_ASYNC");
     unsetenv("DLFAKE_FAKEDEV2_ASYNC");
     unsetenv("DLFAKE_FAKEDEV2_US");
+}
+
+/* Two backends in one device domain (as cuda and cudnn on one GPU), each queueing work like a
+ * stream (DLFAKE_*_ASYNC): when the domain changes hands the session must wait for the previous
+ * backend, and before reading the output for the last one, or it reads results not yet computed. */
+Test(placement, backends_sharing_a_device_hand_over_in_order) {
+    fresh_env();
+    long got[2];
+    alternating_run(got);
+    cr_expect_eq(got[0], 0, "no backend here can wait for another's events");
+}
+
+/* The same pair with ABI 1.14 (DLFAKE_*_WAIT: one queue family): each hand-over is an event the
+ * second queue waits for, where the host would synchronize the first; the fakes then run a queue
+ * only as far as the events it waits for allow, so a wait missing or on the wrong backend leaves the
+ * outputs wrong. The same run with DLRUN_HANDOVER=sync makes each of those waits a synchronize. */
+Test(placement, backends_sharing_a_device_hand_over_by_events) {
+    fresh_env();
+    static const char *const env[] = {"DLFAKE_FAKEDEV_EVENT_US", "DLFAKE_FAKEDEV2_EVENT_US", "DLFAKE_FAKEDEV_WAIT",
+                                      "DLFAKE_FAKEDEV2_WAIT"};
+    for (int i = 0; i < 4; i++) setenv(env[i], "0", 1);
+    long ev[2], sync[2];
+    alternating_run(ev);
+    /* and the command line says how the last run handed the device over */
+    static const char yaml[] = "model: turns\ninputs:\n  - {name: x, shape: [1, 64]}\nlayers:\n"
+                               "  - {name: a, op: relu, backend: fakedev}\n"
+                               "  - {name: b, op: dropout, backend: fakedev2}\n"
+                               "  - {name: c, op: relu, backend: fakedev}\n";
+    char *model = tu_write_temp(".yaml", yaml, strlen(yaml)), *cmd = NULL, *out = NULL;
+    cr_assert(asprintf(&cmd, "DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s --iterations 2", TWO_ON_ONE_DEVICE,
+                       cache_dir, DLRUN_CLI, model) > 0);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    cr_expect(strstr(out, "hand-overs between backends sharing a device, last run: 2 by event, 0 by synchronize"), "%s",
+              out);
+    free(out);
+    setenv("DLRUN_HANDOVER", "sync", 1);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    cr_expect(strstr(out, "last run: 0 by event, 2 by synchronize"), "%s", out);
+    free(out);
+    free(cmd);
+    unlink(model);
+    free(model);
+    alternating_run(sync);
+    unsetenv("DLRUN_HANDOVER");
+    for (int i = 0; i < 4; i++) unsetenv(env[i]);
+    cr_expect_geq(ev[0], 3, "a, b, c, d hand the device over 3 times or more: %ld waits", ev[0]);
+    cr_expect_eq(sync[0], 0, "DLRUN_HANDOVER=sync: %ld waits", sync[0]);
+    cr_expect_eq(sync[1], ev[1] + ev[0], "each wait (%ld) a synchronize with DLRUN_HANDOVER=sync: %ld against %ld",
+                 ev[0], sync[1], ev[1]);
+}
+
+/* With hand-overs by events the host synchronizes a backend only at the end of the run, so it must
+ * synchronize every backend that queued work, not only the last one or the device's owner: an
+ * error a queue reports at synchronize (a kernel's fault) is the run's error. fakedev runs the
+ * first layer and the last (and owns the device), fakedev2 the one between, and fails. */
+Test(placement, every_queue_that_worked_reports_its_errors) {
+    fresh_env();
+    static const char *const env[] = {"DLFAKE_FAKEDEV_EVENT_US", "DLFAKE_FAKEDEV2_EVENT_US", "DLFAKE_FAKEDEV_WAIT",
+                                      "DLFAKE_FAKEDEV2_WAIT",    "DLFAKE_FAKEDEV_ASYNC",     "DLFAKE_FAKEDEV2_ASYNC"};
+    for (int i = 0; i < 6; i++) setenv(env[i], "0", 1);
+    static const char yaml[] = "model: fails\ninputs:\n  - {name: x, shape: [1, 64]}\nlayers:\n"
+                               "  - {name: a, op: relu, backend: fakedev}\n"
+                               "  - {name: b, op: relu, backend: fakedev2}\n"
+                               "  - {name: c, op: relu, backend: fakedev}\n";
+    dl_context *ctx;
+    dl_model *m;
+    dl_session *s;
+    dl_session_options so;
+    dl_session_options_init(&so);
+    dl_error err = {{0}};
+    setenv("DLFAKE_FAKEDEV2_FAIL_SYNC", "1", 1);
+    cr_assert_eq(tu_open_session(TWO_ON_ONE_DEVICE, yaml, &so, &ctx, &m, &s, &err), DL_OK, "%s", err.msg);
+    float x[64];
+    tu_fill_uniform(x, 64, 5, -1, 1);
+    dl_tensor in = *dl_session_input(s, 0);
+    in.data = x;
+    long before[2], after[2];
+    handovers(before);
+    cr_expect_neq(dl_session_run(s, &in, 1, &err), DL_OK, "fakedev2's queue error was not reported");
+    handovers(after);
+    cr_expect(strstr(err.msg, "fake queue error") != NULL, "%s", err.msg);
+    cr_expect_gt(after[0], before[0], "the device was handed over by an event");
+    close_all(s, m, ctx);
+    unsetenv("DLFAKE_FAKEDEV2_FAIL_SYNC");
+    for (int i = 0; i < 6; i++) unsetenv(env[i]);
 }
 
 /* Placement over two backends sharing a device (fakedev and fakedev2, as cuda and cudnn on one GPU,
@@ -621,6 +722,22 @@ Test(placement, backends_sharing_a_device_switch_only_where_it_pays) {
     shared_device(chain3, "2000", 0, "fakedev fakedev fakedev");
     shared_device(handover_dag, "0", 0, "fakedev fakedev2 fakedev fakedev2");
     shared_device(handover_dag, "2000", 0, "fakedev fakedev fakedev fakedev");
+}
+
+/* Where the two can hand the device over by events (ABI 1.14), placement prices a hand-over at the
+ * host's record and wait, not at the synchronize (2 ms here): each op goes where it is faster, and
+ * the outputs stay right. With DLRUN_HANDOVER=sync the session would synchronize, and placement
+ * prices it so. */
+Test(placement, hand_overs_by_events_cost_no_synchronize) {
+    static const char *const env[] = {"DLFAKE_FAKEDEV_EVENT_US", "DLFAKE_FAKEDEV2_EVENT_US", "DLFAKE_FAKEDEV_WAIT",
+                                      "DLFAKE_FAKEDEV2_WAIT"};
+    for (int i = 0; i < 4; i++) setenv(env[i], "0", 1);
+    shared_device(chain3, "2000", 0, "fakedev fakedev2 fakedev");
+    shared_device(handover_dag, "2000", 0, "fakedev fakedev2 fakedev fakedev2");
+    setenv("DLRUN_HANDOVER", "sync", 1);
+    shared_device(chain3, "2000", 0, "fakedev fakedev fakedev");
+    unsetenv("DLRUN_HANDOVER");
+    for (int i = 0; i < 4; i++) unsetenv(env[i]);
 }
 
 /* 3,000 layers, each reading the one before, an add among them also reading the input (the DAG

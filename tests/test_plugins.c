@@ -399,16 +399,11 @@ Test(plugins, plugins_refuse_a_host_of_another_major_abi) {
  * measured, kept, wrong, answered at init) or dlfake_hostmem_counts (DLFAKE_<NAME>_HOSTMEM: host
  * blocks given, freed, uploads from one). */
 static void fake_counts(const char *name, const char *symbol, int *c) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/libdlrun-%s.so", DLRUN_TEST_PLUGIN_DIR, name);
-    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD); /* the copy the contexts loaded (never closed) */
-    cr_assert(h, "%s is not loaded", path);
+    void *sym = tu_fake_symbol(name, symbol);
+    cr_assert(sym, "%s: no %s loaded", name, symbol);
     void (*counts)(int *);
-    void *sym = dlsym(h, symbol);
-    cr_assert(sym);
     memcpy(&counts, &sym, sizeof counts);
     counts(c);
-    dlclose(h);
 }
 static void store_counts(const char *name, int c[4]) { fake_counts(name, "dlfake_store_counts", c); }
 static void hostmem_counts(const char *name, int c[3]) { fake_counts(name, "dlfake_hostmem_counts", c); }
@@ -517,15 +512,10 @@ Test(plugins, a_run_stopped_by_an_error_waits_for_the_work_it_queued) {
     cr_expect_neq(dl_session_run(s, &in, 1, &err), DL_OK);
     cr_expect(strstr(err.msg, "fake add failure") != NULL, "%s", err.msg);
     int (*pending)(void);
-    char path[512];
-    snprintf(path, sizeof path, "%s/libdlrun-fakedev.so", DLRUN_TEST_PLUGIN_DIR);
-    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    cr_assert(h);
-    void *sym = dlsym(h, "dlfake_pending");
+    void *sym = tu_fake_symbol("fakedev", "dlfake_pending");
     cr_assert(sym);
     memcpy(&pending, &sym, sizeof pending);
     cr_expect_eq(pending(), 0, "%d ops still queued after the failed run returned", pending());
-    dlclose(h);
     relu_close(&r);
     unsetenv("DLFAKE_FAKEDEV_ASYNC");
     unsetenv("DLFAKE_FAKEDEV_FAIL_ADD");

@@ -257,6 +257,11 @@ void cli_print_text(const cli_options *o, const dl_model *m, const dl_session *s
     if (t->gpu) /* where tensors cross to a device, the model's own time apart from the transfers */
         printf("phases (median): inputs %.3f ms, compute %.3f ms (min %.3f, max %.3f), outputs %.3f ms\n",
                t->median.inputs_ms, t->median.compute_ms, t->compute_min_ms, t->compute_max_ms, t->median.outputs_ms);
+    int by_event, by_sync;
+    dl_session_last_run_handovers(s, &by_event, &by_sync);
+    if (by_event + by_sync) /* backends sharing a device took turns */
+        printf("hand-overs between backends sharing a device, last run: %d by event, %d by synchronize\n", by_event,
+               by_sync);
 }
 
 static cJSON *shape_json(const int64_t *shape, int ndim) {
@@ -289,6 +294,11 @@ void cli_print_json(const cli_options *o, const dl_model *m, const dl_session *s
     cJSON_AddNumberToObject(ph, "compute_min", t->compute_min_ms);
     cJSON_AddNumberToObject(ph, "compute_max", t->compute_max_ms);
     cJSON_AddNumberToObject(ph, "outputs", t->median.outputs_ms);
+    int by_event, by_sync;
+    dl_session_last_run_handovers(s, &by_event, &by_sync);
+    cJSON *ho = cJSON_AddObjectToObject(root, "handovers"); /* the last run's */
+    cJSON_AddNumberToObject(ho, "by_event", by_event);
+    cJSON_AddNumberToObject(ho, "by_sync", by_sync);
     cJSON_AddNumberToObject(root, "runs", t->runs);
     cJSON_AddNumberToObject(root, "images_per_s", (double)t->batch * 1000.0 / t->median_ms);
     cJSON *steps = cJSON_AddArrayToObject(root, "ops");

@@ -700,6 +700,7 @@ void dl_session_free(dl_session *s) {
     dl_session_free_input_buffers(s);
     dl_session_parts_free(s);
     dl_trace_free(s->trace); /* before the kernels: they may hold the backends' events */
+    dl_handover_free(&s->handover);
     dl_trace_free(s->prof_trace);
     for (int k = 0; k < s->n_steps; k++) {
         dl_step *st = &s->steps[k];
@@ -743,30 +744,11 @@ void dl_session_free(dl_session *s) {
     dl_context_free(own);
 }
 
-static dl_status sync_backend(const dl_backend *be, dl_error *err) {
-    dl_error e = {{0}};
-    if (be && DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
-        return dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
-    return DL_OK;
-}
-
-/* Backends sharing a device domain (cuda and cudnn on one GPU) queue work on their own streams.
- * last[d] is the backend whose work was queued last in domain d; before another backend works
- * there, the previous one's work must be complete. A domain used by one backend never waits. */
-static dl_status hand_over(const dl_backend **last, int d, const dl_backend *be, dl_error *err) {
-    if (d == 0) return DL_OK;
-    dl_status st = last[d] && last[d] != be ? sync_backend(last[d], err) : DL_OK;
-    last[d] = be;
-    return st;
-}
-
-static dl_status sync_all(dl_session *s, const dl_backend **last, dl_error *err) {
-    dl_status st = DL_OK;
-    for (int d = 1; d < s->n_doms && st == DL_OK; d++) {
-        st = sync_backend(s->doms[d].be, err);
-        if (st == DL_OK && last[d] != s->doms[d].be) st = sync_backend(last[d], err);
-    }
-    return st;
+/* Every backend that queued work in the run, and each device domain's owner, waited for. */
+static dl_status sync_all(dl_session *s, const dl_queues *q, dl_error *err) {
+    const dl_backend *owners[DL_MAX_DOMAINS];
+    for (int d = 0; d < s->n_doms; d++) owners[d] = s->doms[d].be;
+    return dl_queues_finish(q, owners, s->n_doms, err);
 }
 
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
@@ -783,17 +765,17 @@ dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inpu
  * reported: rc is), so that nothing still queued reads the caller's inputs (an upload from a
  * page-locked input buffer is a DMA from where it is) or writes the session's memory once the run
  * has returned. */
-static dl_status stopped(dl_session *s, const dl_backend **last, dl_status rc) {
+static dl_status stopped(dl_session *s, const dl_queues *q, dl_status rc) {
     dl_error ignored = {{0}};
-    (void)sync_all(s, last, &ignored);
+    (void)sync_all(s, q, &ignored);
     return rc;
 }
 
 dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inputs, int from, int to, dl_error *err) {
     double t_start = dl_now_ms();
-    const dl_backend *last[DL_MAX_DOMAINS] = {0};
+    dl_queues q = {0}; /* hand-overs between backends sharing a device (handover.c) */
     dl_status in_rc = inputs ? dl_session_take_inputs(s, inputs, n_inputs, err) : DL_OK;
-    if (in_rc != DL_OK) return stopped(s, last, in_rc);
+    if (in_rc != DL_OK) return stopped(s, &q, in_rc);
     const int first_op = s->first_op, last_op = s->last_op;
     /* a profiled run times device steps by their backends' events (no synchronize after each) */
     dl_trace *tr = s->trace ? s->trace : s->profiling ? s->prof_trace : NULL;
@@ -802,29 +784,29 @@ dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inp
     for (int k = from; k < to; k++) {
         dl_step *st = &s->steps[k];
         if (k == first_op) { /* the inputs are where the first op reads them */
-            dl_status rc = k ? sync_all(s, last, err) : DL_OK;
-            if (rc != DL_OK) return stopped(s, last, rc);
+            dl_status rc = k ? sync_all(s, &q, err) : DL_OK;
+            if (rc != DL_OK) return stopped(s, &q, rc);
             t_compute = dl_now_ms();
         }
         if (st->kind == DL_STEP_FUSED || st->kind == DL_STEP_ELIDED) continue;
         double t0 = dl_now_ms();
         dl_status rc;
         if (st->kind == DL_STEP_COPY) { /* the domains' owners copy */
-            rc = hand_over(last, st->src_dom, s->doms[st->src_dom].be, err);
-            if (rc == DL_OK) rc = hand_over(last, st->dom, s->doms[st->dom].be, err);
+            rc = dl_hand_over(&s->handover, &q, st->src_dom, s->doms[st->src_dom].be, err);
+            if (rc == DL_OK) rc = dl_hand_over(&s->handover, &q, st->dom, s->doms[st->dom].be, err);
             if (rc == DL_OK && !dl_session_input_copy(s, st, &rc, err)) rc = dl_step_transfer(s, st, err);
         } else {
             dl_error e = {{0}};
-            rc = hand_over(last, st->dom, st->be, err);
+            rc = dl_hand_over(&s->handover, &q, st->dom, st->be, err);
             if (tr) dl_trace_op_event(tr, k, 0);
             if (rc == DL_OK && (rc = st->be->run(st->be->self, st->kernel, st->in, &st->out, st->ws, &e)) != DL_OK)
                 dl_fail(err, rc, "%s '%s' failed on %s: %s", dl_op_kind_name(s->g->nodes[st->node].kind), st->op.name,
                         st->be->name, e.msg);
             if (tr) dl_trace_op_event(tr, k, 1);
         }
-        if (rc == DL_OK && s->profiling && st->dom != 0 && !dl_trace_on_device(tr, k)) rc = sync_all(s, last, err);
-        if (rc != DL_OK) return stopped(s, last, rc);
-        if (k == last_op && (rc = sync_all(s, last, err)) != DL_OK) return stopped(s, last, rc); /* the ops are done */
+        if (rc == DL_OK && s->profiling && st->dom != 0 && !dl_trace_on_device(tr, k)) rc = sync_all(s, &q, err);
+        if (rc != DL_OK) return stopped(s, &q, rc);
+        if (k == last_op && (rc = sync_all(s, &q, err)) != DL_OK) return stopped(s, &q, rc); /* the ops are done */
         double t1 = dl_now_ms(), ms = t1 - t0;
         if (k == last_op) t_outputs = t1;
         st->last_ms = ms;
@@ -832,12 +814,13 @@ dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inp
         st->runs++;
         if (tr) dl_trace_step(tr, k, t0, t1);
     }
-    dl_status rc = sync_all(s, last, err);
+    dl_status rc = sync_all(s, &q, err);
     double t_end = dl_now_ms();
     if (last_op < 0) t_compute = t_outputs = t_end;              /* no op: everything was copying */
     else if (first_op >= to) t_compute = t_outputs = t_end;      /* a range before the ops */
     else if (last_op < from || last_op >= to) t_outputs = t_end; /* a range without the last op */
     s->last_run = (dl_run_times){t_compute - t_start, t_outputs - t_compute, t_end - t_outputs};
+    s->handover.run_waits = q.waits, s->handover.run_syncs = q.syncs;
     if (tr && rc == DL_OK) {
         dl_trace_run_end(tr, t_start, t_end, &s->last_run);
         for (int k = 0; s->profiling && k < s->n_steps; k++) { /* the device's time replaces the host's */
@@ -852,6 +835,9 @@ dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inp
 }
 
 void dl_session_last_run_times(const dl_session *s, dl_run_times *t) { *t = s->last_run; }
+void dl_session_last_run_handovers(const dl_session *s, int *by_event, int *by_sync) {
+    *by_event = s->handover.run_waits, *by_sync = s->handover.run_syncs;
+}
 
 int dl_session_input_count(const dl_session *s) { return s->g->n_inputs; }
 const dl_tensor *dl_session_input(const dl_session *s, int i) {

@@ -16,6 +16,7 @@
 #define DLRUN_SESSION_H
 #include "context.h"
 #include "graph.h"
+#include "handover.h"
 #include "oprun.h"
 #include "trace.h"
 #include "weights.h"
@@ -25,6 +26,7 @@ struct dl_model {
 };
 
 #define DL_MAX_DOMAINS 8
+_Static_assert(DL_MAX_DOMAINS == DL_HANDOVER_DOMAINS, "handover.h keeps a run's queues per domain");
 #define DL_MAX_PLACES 24
 /* s->buf's entry for value v in place p: its storage there, or NULL */
 #define BUF(s, v, p) ((s)->buf[(size_t)(v)*DL_MAX_PLACES + (size_t)(p)])
@@ -194,6 +196,7 @@ struct dl_session {
     dl_run_times last_run; /* the last run's phases (dl_session_last_run_times) */
     dl_trace *trace;       /* with opt.trace: the timeline (trace.c), else NULL */
     dl_trace *prof_trace;  /* profiling without opt.trace: a trace of its own, for device events */
+    dl_handover handover;  /* events handing a device between its backends' queues (handover.c) */
     /* A batch run in parts (micro_batch.c): this plan runs `parts` times a run, each on the next
      * images of the caller's batch; the caller sees whole_in and whole_out (parts 0 or 1: none) */
     int64_t parts;

@@ -30,6 +30,10 @@ dl_status dl_gpu_open(dl_gpu *g, int index, dl_error *err) {
     struct cudaDeviceProp p;
     DL_GPU_TRY(cudaGetDeviceProperties(&p, index), err);
     snprintf(g->name, sizeof g->name, "%s", p.name);
+    const unsigned char *u = (const unsigned char *)p.uuid.bytes;
+    snprintf(g->family, sizeof g->family,
+             "cuda-events GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+             u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
     g->total_mem = p.totalGlobalMem;
     g->cc_major = p.major, g->cc_minor = p.minor;
     cudaDriverGetVersion(&g->driver_version);
@@ -362,7 +366,9 @@ dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *s
 }
 
 /* ABI 1.6 timing events: one cudaEvent_t per handle, created at its first record and recorded again
- * after that; no lock (an event is the host's, used by one session's thread at a time). */
+ * after that; no lock (an event is the host's, used by one session's thread at a time). The host
+ * hands the GPU between plugins with them too (ABI 1.14, dl_gpu_be_event_wait): recording one again
+ * while a wait on its earlier record is queued is CUDA's rule, the wait keeps that record. */
 dl_status dl_gpu_be_event_record(void *self, void **event, dl_error *err) {
     dl_gpu *g = self;
     DL_GPU_TRY(cudaSetDevice(g->device), err);
@@ -380,6 +386,12 @@ dl_status dl_gpu_be_event_elapsed(void *self, void *start, void *end, double *ms
     DL_GPU_TRY(cudaSetDevice(g->device), err);
     DL_GPU_TRY(cudaEventElapsedTime(&t, (cudaEvent_t)start, (cudaEvent_t)end), err);
     *ms = t;
+    return DL_OK;
+}
+dl_status dl_gpu_be_event_wait(void *self, void *event, dl_error *err) {
+    dl_gpu *g = self;
+    DL_GPU_TRY(cudaSetDevice(g->device), err);
+    DL_GPU_TRY(cudaStreamWaitEvent(g->stream, (cudaEvent_t)event, 0), err);
     return DL_OK;
 }
 void dl_gpu_be_event_release(void *self, void *event) {
@@ -421,5 +433,7 @@ dl_backend dl_gpu_table(dl_gpu *g, const char *name, const char *description) {
         .event_release = dl_gpu_be_event_release,
         .host_alloc = dl_gpu_be_host_alloc,
         .host_free = dl_gpu_be_host_free,
+        .queue_family = g->family,
+        .event_wait = dl_gpu_be_event_wait,
     };
 }

@@ -53,6 +53,9 @@ typedef struct dl_gpu {
     int cc_major, cc_minor;
     int driver_version, runtime_version;
     char description[512]; /* "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB, driver 13.0, runtime 13.0" */
+    char family[64];       /* ABI 1.14 queue_family: "cuda-events GPU-<uuid>" (the device's UUID,
+                              as nvidia-smi writes it): the plugins on one GPU wait for each
+                              other's events */
     const dl_host *host;   /* the host's table from dl_plugin_init (dl_gpu_plugin_new), valid until
                               destroy: its timing cache keeps the choices timed at prepare
                               (choice_store.h) */
@@ -135,6 +138,9 @@ dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *s
 /* ABI 1.6 timing events (CUDA events on the plugin's stream): record (creating the event the first
  * time), elapsed milliseconds between two after a synchronize, release. */
 dl_status dl_gpu_be_event_record(void *self, void **event, dl_error *err);
+/* ABI 1.14: the plugin's stream waits (on the device) for an event another CUDA plugin recorded on
+ * the same GPU; a CUDA runtime's event is the driver's, so one linked into another plugin serves. */
+dl_status dl_gpu_be_event_wait(void *self, void *event, dl_error *err);
 dl_status dl_gpu_be_event_elapsed(void *self, void *start, void *end, double *ms, dl_error *err);
 void dl_gpu_be_event_release(void *self, void *event);
 /* Milliseconds of `fn(arg)` on the stream, measured with CUDA events: median of `runs` after

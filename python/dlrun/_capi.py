@@ -154,6 +154,7 @@ _API = {
     "dl_session_reset_profile": (None, [_P]),
     "dl_session_set_profiling": (None, [_P, c_int]),
     "dl_session_last_run_times": (None, [_P, POINTER(RunTimes)]),
+    "dl_session_last_run_handovers": (None, [_P, POINTER(c_int), POINTER(c_int)]),
     "dl_session_placement_count": (c_int, [_P]),
     "dl_session_placement": (None, [_P, c_int, POINTER(PlacementInfo)]),
     "dl_session_placement_stats": (None, [_P, POINTER(c_int), POINTER(c_int), POINTER(c_char_p)]),

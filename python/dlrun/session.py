@@ -300,6 +300,13 @@ class Session:
         lib.dl_session_last_run_times(self._live(), ctypes.byref(t))
         return {"inputs_ms": t.inputs_ms, "compute_ms": t.compute_ms, "outputs_ms": t.outputs_ms}
 
+    def last_run_handovers(self):
+        """The last run's hand-overs between backends sharing a device (the cuda and cudnn plugins
+        on one GPU): by an event the next one's queue waited for, and by the host synchronizing."""
+        ev, sy = ctypes.c_int(0), ctypes.c_int(0)
+        lib.dl_session_last_run_handovers(self._live(), ctypes.byref(ev), ctypes.byref(sy))
+        return {"by_event": ev.value, "by_sync": sy.value}
+
     def placement(self):
         """Per op: the backend chosen, each candidate's measured time (None: not supported, with why)."""
         h = self._live()

@@ -166,6 +166,7 @@ def test_profile_placement_memory(models, rng):
     assert mem[0]["domain"] == "host" and 0 < mem[0]["peak_bytes"] <= mem[0]["naive_bytes"]
     t = sess.last_run_times()
     assert t["compute_ms"] >= 0 and t["inputs_ms"] >= 0
+    assert sess.last_run_handovers() == {"by_event": 0, "by_sync": 0}  # one backend on the host: none
 
 
 def test_placement_summary_says_what_was_timed_cold(models, monkeypatch):

@@ -36,6 +36,13 @@
  *   DLFAKE_<NAME>_HOSTMEM     set: it offers host memory (ABI 1.13 host_alloc / host_free), as a
  *                             CUDA plugin offers page-locked memory; dlfake_hostmem_counts() says
  *                             how many blocks it gave, took back, and how many uploads read one
+ *   DLFAKE_<NAME>_WAIT        set (with EVENT_US): ABI 1.14 event_wait, in queue family "fake
+ *                             queues": its queue (ASYNC) then holds waits for another fake's
+ *                             events, and running it runs that fake's queue up to the record first
+ *                             (as a GPU's streams do); dlfake_handovers() says how many waits
+ *                             every fake of the process queued and how many synchronizes it had
+ *   DLFAKE_<NAME>_FAIL_SYNC   set: synchronize fails ("fake queue error") where an op ran since
+ *                             the last one, as a GPU reports a kernel's fault at the next sync
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
  * see that the host never shows an older plugin anything but f32 row-major tensors. Built with
  * FAKE_BF16 it takes bf16 tensors only (placement tests of the cost of casts). It takes row-major
@@ -70,11 +77,24 @@ struct dl_kernel {
     int ran; /* it has run once */
 };
 
-typedef struct pending { /* a queued op (async mode) */
+typedef struct fk_event fk_event;
+typedef struct pending { /* a queued op (async mode), or a wait for an event (k NULL) */
     const dl_kernel *k;
     const float *x, *b;
     float *y;
+    const fk_event *wait; /* with k NULL: run its fake's queue up to the record first */
+    long seq, wait_seq;   /* its place in its queue; the record's, for a wait */
 } pending;
+
+/* (1.6) an event: the fake device clock when recorded; (1.14) and how far its fake's queue had
+ * come, so that another fake's wait can run that queue so far (each fake is a plugin of its own:
+ * it reaches the other's queue through the event's function) */
+struct fk_event {
+    double clock;
+    void *owner;
+    long seq;
+    void (*run_upto)(void *owner, long seq);
+};
 
 /* DLFAKE_<NAME>_STORE's counts, for the tests (dlsym): measured, kept, wrong, answered at init */
 static int store_counts[4];
@@ -92,6 +112,10 @@ static struct {
     size_t n;
 } hostmem[HOSTMEM_BLOCKS];
 DL_PLUGIN_EXPORT void dlfake_hostmem_counts(int out[3]) { memcpy(out, hostmem_counts, sizeof hostmem_counts); }
+/* DLFAKE_<NAME>_WAIT's counts, for the tests (dlsym): waits queued, synchronize calls (any fake of
+ * this plugin file) */
+static long handovers[2];
+DL_PLUGIN_EXPORT void dlfake_handovers(long out[2]) { memcpy(out, handovers, sizeof handovers); }
 
 typedef struct fake fake;
 static fake *newest; /* the instance dl_plugin_init made last, for dlfake_pending */
@@ -103,15 +127,18 @@ struct fake {
     double op_us[DL_OP_COUNT_V1_0];
     int ok[DL_OP_COUNT_V1_0];
     double copy_us;
-    int async, n_queued;
+    int async, n_queued, head; /* queue[head, n_queued) still to run */
+    long queued;               /* entries queued so far (the newest one's seq) */
     pending queue[64];
     double event_ms, clock_ms; /* EVENT_US in ms; the fake device clock */
     double sync_us;
     double first_us; /* added to each kernel's first run */
     double over1_us; /* OVER_INPUT1_US */
     int fail_add;    /* FAIL_ADD */
+    int fail_sync;   /* FAIL_SYNC */
+    int ran;         /* an op ran since the last synchronize */
 };
-DL_PLUGIN_EXPORT int dlfake_pending(void) { return newest ? newest->n_queued : -1; }
+DL_PLUGIN_EXPORT int dlfake_pending(void) { return newest ? newest->n_queued - newest->head : -1; }
 
 static const char *const names[DL_OP_COUNT_V1_0] = {"CONV2D",         "RELU",   "MAXPOOL2D", "AVGPOOL2D",
                                                     "GLOBAL_AVGPOOL", "LINEAR", "FLATTEN",   "DROPOUT",
@@ -159,20 +186,36 @@ static void compute(fake *f, const dl_kernel *k, const float *x, const float *b,
 #endif
     }
     wait_us(f->op_us[k->kind]);
+    f->ran = 1;
 }
 
-static void flush(fake *f) {
-    for (int i = 0; i < f->n_queued; i++) compute(f, f->queue[i].k, f->queue[i].x, f->queue[i].b, f->queue[i].y);
-    f->n_queued = 0;
+/* Runs the queue in order up to entry seq; a wait runs the other fake's queue up to its record
+ * first, which may wait in turn for this one (for entries already taken off the queue). */
+static void run_upto(void *self, long seq) {
+    fake *f = self;
+    while (f->head < f->n_queued && f->queue[f->head].seq <= seq) {
+        pending p = f->queue[f->head++];
+        if (p.k) compute(f, p.k, p.x, p.b, p.y);
+        else p.wait->run_upto(p.wait->owner, p.wait_seq);
+    }
+    if (f->head == f->n_queued) f->head = f->n_queued = 0;
+}
+static void flush(fake *f) { run_upto(f, f->queued); }
+static void enqueue(fake *f, pending p) {
+    if (f->n_queued == (int)(sizeof f->queue / sizeof f->queue[0])) flush(f);
+    p.seq = ++f->queued;
+    f->queue[f->n_queued++] = p;
 }
 
 static dl_status fk_synchronize(void *self, dl_error *err) {
     fake *f = self;
+    handovers[1]++;
     flush(f);
     device_wait(f);
     wait_us(f->sync_us);
-    (void)err;
-    return DL_OK;
+    const int failed = f->fail_sync && f->ran;
+    f->ran = 0;
+    return failed ? dl_fail(err, DL_E_RUNTIME, "fake queue error") : DL_OK;
 }
 
 static void fk_destroy(void *self) {
@@ -276,29 +319,39 @@ static dl_status fk_run(void *self, dl_kernel *k, const dl_tensor *in, const dl_
         return DL_OK;
     }
     if (f->over1_us > 0 && k->kind == DL_OP_ADD && out[0].data != in[1].data) wait_us(f->over1_us);
-    pending p = {k, in[0].data, k->kind == DL_OP_ADD ? in[1].data : NULL, out[0].data};
+    pending p = {k, in[0].data, k->kind == DL_OP_ADD ? in[1].data : NULL, out[0].data, NULL, 0, 0};
     if (f->event_ms > 0) f->clock_ms = device_clock(f) + f->event_ms;
     if (!f->async) {
         compute(f, p.k, p.x, p.b, p.y);
         return DL_OK;
     }
-    if (f->n_queued == (int)(sizeof f->queue / sizeof f->queue[0])) flush(f);
-    f->queue[f->n_queued++] = p;
+    enqueue(f, p);
     return DL_OK;
 }
 static void fk_release(void *self, dl_kernel *k) { free(k); }
 static int fk_in_place(void *self, const dl_op *op) { return op->kind != DL_OP_ADD; } /* reads x[i], then writes y[i] */
 static int fk_kernel_in_place(void *self, const dl_kernel *k, const dl_op *op) { return k->kind == DL_OP_ADD ? 1 : -1; }
-/* (1.6) events: the fake device clock when recorded */
+/* (1.6) events: the fake device clock when recorded, and the queue's place */
 static dl_status fk_event_record(void *self, void **event, dl_error *err) {
     fake *f = self;
-    if (!*event && !(*event = malloc(sizeof(double)))) return dl_fail(err, DL_E_NOMEM, "no memory");
-    *(double *)*event = device_clock(f);
+    if (!*event && !(*event = malloc(sizeof(fk_event)))) return dl_fail(err, DL_E_NOMEM, "no memory");
+    *(fk_event *)*event = (fk_event){device_clock(f), f, f->queued, run_upto};
     return DL_OK;
 }
 static dl_status fk_event_elapsed(void *self, void *start, void *end, double *ms, dl_error *err) {
     (void)self, (void)err;
-    *ms = *(const double *)end - *(const double *)start;
+    *ms = ((const fk_event *)end)->clock - ((const fk_event *)start)->clock;
+    return DL_OK;
+}
+/* (1.14) this queue waits for another fake's record: its clock too */
+static dl_status fk_event_wait(void *self, void *event, dl_error *err) {
+    fake *f = self;
+    const fk_event *ev = event;
+    (void)err;
+    handovers[0]++;
+    if (f->event_ms > 0 && ev->clock > f->clock_ms) f->clock_ms = ev->clock;
+    if (!f->async) ev->run_upto(ev->owner, ev->seq); /* runs as it is queued: the other's work first */
+    else enqueue(f, (pending){NULL, NULL, NULL, NULL, ev, 0, ev->seq});
     return DL_OK;
 }
 static void fk_event_release(void *self, void *event) { free(event); }
@@ -353,9 +406,13 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
         f->table.event_record = fk_event_record;
         f->table.event_elapsed = fk_event_elapsed;
         f->table.event_release = fk_event_release;
+        snprintf(key, sizeof key, "DLFAKE_%s_WAIT", up);
+        if (getenv(key)) f->table.queue_family = "fake queues", f->table.event_wait = fk_event_wait;
     }
     snprintf(key, sizeof key, "DLFAKE_%s_FAIL_ADD", up);
     f->fail_add = getenv(key) != NULL;
+    snprintf(key, sizeof key, "DLFAKE_%s_FAIL_SYNC", up);
+    f->fail_sync = getenv(key) != NULL;
     newest = f;
     snprintf(key, sizeof key, "DLFAKE_%s_HOSTMEM", up);
     if (getenv(key)) f->table.host_alloc = fk_host_alloc, f->table.host_free = fk_host_free;

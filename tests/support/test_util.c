@@ -138,6 +138,16 @@ const dl_backend *tu_load_backend_as(const char *path, const dl_host *host, dl_e
     return init(host, err);
 }
 
+void *tu_fake_symbol(const char *name, const char *symbol) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/libdlrun-%s.so", DLRUN_TEST_PLUGIN_DIR, name);
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (!h) return NULL;
+    void *sym = dlsym(h, symbol);
+    dlclose(h); /* the contexts' reference keeps it loaded */
+    return sym;
+}
+
 #ifdef DLRUN_CLI
 int tu_dlrun(const char *args, char **out) {
     char *cmd = NULL;

@@ -38,4 +38,7 @@ const dl_backend *tu_load_backend(const char *path, int threads, dl_error *err);
 const dl_backend *tu_load_backend_as(const char *path, const dl_host *host, dl_error *err);
 dl_status tu_open_session(const char *plugins, const char *yaml, const dl_session_options *so, dl_context **ctx,
                           dl_model **m, dl_session **s, dl_error *err);
+/* The address of `symbol` in the test plugin `name` (tests/plugins: "fakedev"), as the contexts
+ * loaded it (never closed); NULL where it is not loaded or has no such symbol. */
+void *tu_fake_symbol(const char *name, const char *symbol);
 #endif

@@ -286,6 +286,11 @@ typedef struct dl_run_times {
     double inputs_ms, compute_ms, outputs_ms;
 } dl_run_times;
 DL_API void dl_session_last_run_times(const dl_session *s, dl_run_times *t);
+/* The last run's hand-overs between backends sharing a device (the cuda and cudnn plugins on one
+ * GPU): how many times the device passed from one's queue to the other's by an event the second
+ * waited for on the device (ABI 1.14), and how many by the host synchronizing the first (a
+ * backend without such events, or DLRUN_HANDOVER=sync). docs/placement.md. */
+DL_API void dl_session_last_run_handovers(const dl_session *s, int *by_event, int *by_sync);
 
 /* ---- trace: a Chrome trace-event timeline ------------------------------------------------- */
 

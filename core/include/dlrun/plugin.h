@@ -44,7 +44,7 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define DL_ABI_MAJOR 1
-#define DL_ABI_MINOR 13
+#define DL_ABI_MINOR 14
 #define DL_ABI_VERSION (((uint32_t)DL_ABI_MAJOR << 16) | (uint32_t)DL_ABI_MINOR)
 #define DL_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define DL_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -272,7 +272,7 @@ typedef enum dl_op_kind {
 #define DL_OP_COUNT_V1_5 49           /* 1.5 added fused clip, leaky relu and sigmoid, no kinds */
 #define DL_OP_COUNT_V1_6 49           /* 1.6 added timing events, no kinds */
 #define DL_OP_COUNT_V1_7 50           /* 1.7 added conv3d; 1.8 to 1.10 no kinds */
-#define DL_OP_COUNT_V1_11 51          /* 1.11 added channel_shuffle; 1.12 and 1.13 no kinds */
+#define DL_OP_COUNT_V1_11 51          /* 1.11 added channel_shuffle; 1.12 to 1.14 no kinds */
 #define DL_OP_COUNT DL_OP_COUNT_V1_11 /* kinds in this version of the header */
 
 /* Activation applied to an op's output after the op itself (a fused epilogue, 1.0). */
@@ -524,6 +524,22 @@ typedef struct dl_backend {
      * host memory must still work. */
     dl_status (*host_alloc)(void *self, size_t bytes, void **ptr, dl_error *err);
     void (*host_free)(void *self, void *ptr);
+
+    /* (1.14) Optional, both or neither, and only beside the 1.6 events: ordering between the
+     * queues of backends that share a device, without the host waiting. Two backends of one memory
+     * domain whose queue_family strings are equal (not NULL) can wait for each other's events: the
+     * host hands the device from one to the other by recording an event on the first
+     * (event_record) and having the second wait for it (event_wait), where it would otherwise
+     * synchronize the first. The family names the queue system and the device, so that equal
+     * strings mean one can wait for the other's events: the CUDA plugins say "cuda-events
+     * GPU-<uuid>". For a backend with event_wait the host may record an event again before its
+     * previous record completed, once every event_wait on that record was called (a CUDA event's
+     * rule: a wait already queued keeps waiting for the record it was queued after). */
+    const char *queue_family;
+    /* (1.14) Make this backend's queue wait, on the device, until the work queued before the latest
+     * record of `event` is done; the host does not wait. `event` comes from event_record of a
+     * backend of the same queue_family (maybe another plugin) and stays that backend's. */
+    dl_status (*event_wait)(void *self, void *event, dl_error *err);
 } dl_backend;
 
 /* ---- small helpers (header-only, for plugins and host alike) ------------------------------- */

@@ -1,0 +1,76 @@
+/* handover.c — see handover.h. */
+#include "handover.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int events_allowed(void) {
+    const char *v = getenv("DLRUN_HANDOVER");
+    return !(v && strcmp(v, "sync") == 0);
+}
+
+static int can_wait(const dl_backend *from, const dl_backend *to) {
+    return DL_BACKEND_HAS(from, event_record) && DL_BACKEND_HAS(from, event_release) &&
+           DL_BACKEND_HAS(from, queue_family) && DL_BACKEND_HAS(from, event_wait) && DL_BACKEND_HAS(to, event_wait) &&
+           DL_BACKEND_HAS(to, queue_family) && strcmp(from->queue_family, to->queue_family) == 0;
+}
+
+int dl_handover_by_event(const dl_backend *from, const dl_backend *to) {
+    return from && to && can_wait(from, to) && events_allowed();
+}
+
+static dl_status sync_backend(const dl_backend *be, dl_error *err) {
+    dl_error e = {{0}};
+    if (be && DL_BACKEND_HAS(be, synchronize) && be->synchronize(be->self, &e) != DL_OK)
+        return dl_fail(err, DL_E_RUNTIME, "%s: %s", be->name, e.msg);
+    return DL_OK;
+}
+
+/* The session's event of backend be, made at its first record (slot NULL: no room, never). */
+static void **event_slot(dl_handover *h, const dl_backend *be) {
+    for (int i = 0; i < h->n; i++)
+        if (h->be[i] == be) return &h->ev[i];
+    if (h->n == (int)(sizeof h->be / sizeof h->be[0])) return NULL;
+    h->be[h->n] = be, h->ev[h->n] = NULL;
+    return &h->ev[h->n++];
+}
+
+static dl_status by_event(dl_handover *h, const dl_backend *from, const dl_backend *to) {
+    void **ev = event_slot(h, from);
+    dl_error e = {{0}};
+    if (!ev || from->event_record(from->self, ev, &e) != DL_OK || !*ev) return DL_E_RUNTIME;
+    return to->event_wait(to->self, *ev, &e);
+}
+
+dl_status dl_hand_over(dl_handover *h, dl_queues *q, int d, const dl_backend *be, dl_error *err) {
+    if (d <= 0 || d >= DL_HANDOVER_DOMAINS) return DL_OK;
+    const dl_backend *prev = q->last[d];
+    q->last[d] = be;
+    int seen = 0;
+    for (int i = 0; i < q->n_used[d] && !seen; i++) seen = q->used[d][i] == be;
+    if (!seen && q->n_used[d] < DL_HANDOVER_BACKENDS) q->used[d][q->n_used[d]++] = be;
+    if (!prev || prev == be) return DL_OK;
+    if (!h->mode) h->mode = events_allowed() ? 1 : 2;
+    if (h->mode == 1 && can_wait(prev, be) && by_event(h, prev, be) == DL_OK) return q->waits++, DL_OK;
+    q->syncs++;
+    return sync_backend(prev, err);
+}
+
+dl_status dl_queues_finish(const dl_queues *q, const dl_backend *const *owners, int n_doms, dl_error *err) {
+    dl_status st = DL_OK;
+    for (int d = 1; d < n_doms && d < DL_HANDOVER_DOMAINS; d++) {
+        dl_error e = {{0}};
+        dl_status r = sync_backend(owners[d], &e);
+        for (int i = 0; i < q->n_used[d]; i++)
+            if (q->used[d][i] != owners[d] && r == DL_OK) r = sync_backend(q->used[d][i], &e);
+            else if (q->used[d][i] != owners[d]) (void)sync_backend(q->used[d][i], &(dl_error){{0}});
+        if (r != DL_OK && st == DL_OK) st = dl_fail(err, r, "%s", e.msg);
+    }
+    return st;
+}
+
+void dl_handover_free(dl_handover *h) {
+    for (int i = 0; i < h->n; i++)
+        if (h->ev[i]) h->be[i]->event_release(h->be[i]->self, h->ev[i]);
+    h->n = 0;
+}
