@@ -554,9 +554,10 @@ static void handovers(long out[2]) {
     }
 }
 
-/* The model of the two tests below, layers pinned to alternate between the two fakes; its output
- * checked after one run, whose hand-overs are counted into got[2] (waits, synchronizes). */
-static void alternating_run(long got[2]) {
+/* The model of the tests below, layers pinned to alternate between the two fakes; its output
+ * checked after one run, whose hand-overs are counted into got[2] (the fakes' waits and
+ * synchronizes) and, as the session counts them, into ho[2] (by event, by synchronize). */
+static void alternating_run(long got[2], int ho[2]) {
     setenv("DLFAKE_FAKEDEV_ASYNC", "1", 1);
     setenv("DLFAKE_FAKEDEV2_ASYNC", "1", 1);
     setenv("DLFAKE_FAKEDEV_US", "0", 1);
@@ -579,6 +580,7 @@ static void alternating_run(long got[2]) {
     const float *y = run_filled(s, x, 513, 11);
     handovers(after);
     got[0] = after[0] - before[0], got[1] = after[1] - before[1];
+    dl_session_last_run_handovers(s, &ho[0], &ho[1]);
     int bad = 0;
     for (int i = 0; i < 513; i++) {
         float a = x[i] > 0 ? x[i] : 0, c = a + x[i] > 0 ? a + x[i] : 0;
@@ -597,8 +599,10 @@ static void alternating_run(long got[2]) {
 Test(placement, backends_sharing_a_device_hand_over_in_order) {
     fresh_env();
     long got[2];
-    alternating_run(got);
+    int ho[2];
+    alternating_run(got, ho);
     cr_expect_eq(got[0], 0, "no backend here can wait for another's events");
+    cr_expect(ho[0] == 0 && ho[1] >= 3, "a, b, c, d: %d hand-overs by event, %d by synchronize", ho[0], ho[1]);
 }
 
 /* The same pair with ABI 1.14 (DLFAKE_*_WAIT: one queue family): each hand-over is an event the
@@ -611,7 +615,15 @@ Test(placement, backends_sharing_a_device_hand_over_by_events) {
                                       "DLFAKE_FAKEDEV2_WAIT"};
     for (int i = 0; i < 4; i++) setenv(env[i], "0", 1);
     long ev[2], sync[2];
-    alternating_run(ev);
+    int ho[2];
+    alternating_run(ev, ho);
+    cr_expect(ho[0] >= 3 && ho[1] == 0, "%d hand-overs by event, %d by synchronize", ho[0], ho[1]);
+    /* a wait that fails: that hand-over by synchronizing instead, the outputs still right */
+    setenv("DLFAKE_FAKEDEV2_WAIT_FAILS", "1", 1);
+    long fell[2];
+    alternating_run(fell, ho);
+    unsetenv("DLFAKE_FAKEDEV2_WAIT_FAILS");
+    cr_expect(ho[0] >= 1 && ho[1] >= 2, "fakedev2's waits failing: %d by event, %d by synchronize", ho[0], ho[1]);
     /* and the command line says how the last run handed the device over */
     static const char yaml[] = "model: turns\ninputs:\n  - {name: x, shape: [1, 64]}\nlayers:\n"
                                "  - {name: a, op: relu, backend: fakedev}\n"
@@ -631,7 +643,7 @@ Test(placement, backends_sharing_a_device_hand_over_by_events) {
     free(cmd);
     unlink(model);
     free(model);
-    alternating_run(sync);
+    alternating_run(sync, ho);
     unsetenv("DLRUN_HANDOVER");
     for (int i = 0; i < 4; i++) unsetenv(env[i]);
     cr_expect_geq(ev[0], 3, "a, b, c, d hand the device over 3 times or more: %ld waits", ev[0]);
@@ -648,7 +660,7 @@ Test(placement, every_queue_that_worked_reports_its_errors) {
     fresh_env();
     static const char *const env[] = {"DLFAKE_FAKEDEV_EVENT_US", "DLFAKE_FAKEDEV2_EVENT_US", "DLFAKE_FAKEDEV_WAIT",
                                       "DLFAKE_FAKEDEV2_WAIT",    "DLFAKE_FAKEDEV_ASYNC",     "DLFAKE_FAKEDEV2_ASYNC"};
-    for (int i = 0; i < 6; i++) setenv(env[i], "0", 1);
+    for (int i = 0; i < 6; i++) setenv(env[i], i < 4 ? "0" : "1", 1); /* events on, queues asynchronous */
     static const char yaml[] = "model: fails\ninputs:\n  - {name: x, shape: [1, 64]}\nlayers:\n"
                                "  - {name: a, op: relu, backend: fakedev}\n"
                                "  - {name: b, op: relu, backend: fakedev2}\n"

@@ -42,28 +42,43 @@ static dl_status by_event(dl_handover *h, const dl_backend *from, const dl_backe
     return to->event_wait(to->self, *ev, &e);
 }
 
+static int tracked(const dl_queues *q, int d, const dl_backend *be) {
+    for (int i = 0; i < q->n_used[d]; i++)
+        if (q->used[d][i] == be) return 1;
+    return 0;
+}
+
 dl_status dl_hand_over(dl_handover *h, dl_queues *q, int d, const dl_backend *be, dl_error *err) {
     if (d <= 0 || d >= DL_HANDOVER_DOMAINS) return DL_OK;
     const dl_backend *prev = q->last[d];
     q->last[d] = be;
-    int seen = 0;
-    for (int i = 0; i < q->n_used[d] && !seen; i++) seen = q->used[d][i] == be;
-    if (!seen && q->n_used[d] < DL_HANDOVER_BACKENDS) q->used[d][q->n_used[d]++] = be;
+    if (!tracked(q, d, be) && q->n_used[d] < DL_HANDOVER_BACKENDS) q->used[d][q->n_used[d]++] = be;
     if (!prev || prev == be) return DL_OK;
     if (!h->mode) h->mode = events_allowed() ? 1 : 2;
-    if (h->mode == 1 && can_wait(prev, be) && by_event(h, prev, be) == DL_OK) return q->waits++, DL_OK;
+    /* by event only from a backend the run's end will wait for (one past the tracked ones is
+     * synchronized here instead) */
+    if (h->mode == 1 && can_wait(prev, be) && tracked(q, d, prev) && by_event(h, prev, be) == DL_OK)
+        return q->waits++, DL_OK;
     q->syncs++;
     return sync_backend(prev, err);
+}
+
+/* Waits for be; the first failure of a domain is kept in *r and *e, later ones only waited for. */
+static void wait_for(const dl_backend *be, dl_status *r, dl_error *e) {
+    dl_error ignored = {{0}};
+    dl_status st = sync_backend(be, *r == DL_OK ? e : &ignored);
+    if (*r == DL_OK) *r = st;
 }
 
 dl_status dl_queues_finish(const dl_queues *q, const dl_backend *const *owners, int n_doms, dl_error *err) {
     dl_status st = DL_OK;
     for (int d = 1; d < n_doms && d < DL_HANDOVER_DOMAINS; d++) {
         dl_error e = {{0}};
-        dl_status r = sync_backend(owners[d], &e);
+        dl_status r = DL_OK;
+        wait_for(owners[d], &r, &e);
         for (int i = 0; i < q->n_used[d]; i++)
-            if (q->used[d][i] != owners[d] && r == DL_OK) r = sync_backend(q->used[d][i], &e);
-            else if (q->used[d][i] != owners[d]) (void)sync_backend(q->used[d][i], &(dl_error){{0}});
+            if (q->used[d][i] != owners[d]) wait_for(q->used[d][i], &r, &e);
+        if (q->last[d] != owners[d] && !tracked(q, d, q->last[d])) wait_for(q->last[d], &r, &e); /* past the tracked */
         if (r != DL_OK && st == DL_OK) st = dl_fail(err, r, "%s", e.msg);
     }
     return st;

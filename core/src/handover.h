@@ -12,8 +12,8 @@
 #define DLRUN_HANDOVER_H
 #include "dlrun/plugin.h"
 
-#define DL_HANDOVER_DOMAINS 8  /* as DL_MAX_DOMAINS (session.h) */
-#define DL_HANDOVER_BACKENDS 8 /* backends sharing one domain in a session, at most */
+#define DL_HANDOVER_DOMAINS 8   /* as DL_MAX_DOMAINS (session.h) */
+#define DL_HANDOVER_BACKENDS 16 /* backends of one domain a run tracks; more are handed over by sync */
 
 /* A session's hand-over events, one per backend that recorded one; kept from run to run (a
  * CUDA event is recorded again), released with the session. */
@@ -22,7 +22,9 @@ typedef struct dl_handover {
     void *ev[DL_HANDOVER_BACKENDS * DL_HANDOVER_DOMAINS];
     int n;
     int mode;                 /* 0: not read yet; 1: events where both backends can; 2: DLRUN_HANDOVER=sync */
-    int run_waits, run_syncs; /* the last run's hand-overs each way (dl_session_last_run_handovers) */
+    int run_waits, run_syncs; /* hand-overs each way since the last dl_session_run began, added up by
+                                 each run of steps (dl_session_last_run_handovers sums a run's
+                                 sessions: its prefix and siblings too) */
 } dl_handover;
 
 /* One run's queues: per domain, the backend that queued last and every backend that queued. */

@@ -751,7 +751,25 @@ static dl_status sync_all(dl_session *s, const dl_queues *q, dl_error *err) {
     return dl_queues_finish(q, owners, s->n_doms, err);
 }
 
+/* The sessions a run of s runs steps of: s, its prefix's, its siblings (parts at once). */
+static void run_sessions(dl_session *s, void (*fn)(dl_session *, int *, int *), int *a, int *b) {
+    fn(s, a, b);
+    if (s->prefix) fn(s->prefix, a, b);
+    for (int i = 0; i < s->n_sibs; i++) fn(s->sibs[i], a, b);
+}
+static void handovers_clear(dl_session *x, int *a, int *b) {
+    (void)a, (void)b;
+    x->handover.run_waits = x->handover.run_syncs = 0;
+}
+static void handovers_add(dl_session *x, int *a, int *b) { *a += x->handover.run_waits, *b += x->handover.run_syncs; }
+
+void dl_session_last_run_handovers(const dl_session *s, int *by_event, int *by_sync) {
+    *by_event = *by_sync = 0;
+    run_sessions((dl_session *)s, handovers_add, by_event, by_sync);
+}
+
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
+    run_sessions(s, handovers_clear, NULL, NULL); /* each run_steps adds its own */
     return s->prefix      ? dl_session_run_prefixed(s, inputs, n_inputs, err)
            : s->parts > 1 ? dl_session_run_parts(s, inputs, n_inputs, err)
                           : dl_session_run_plan(s, inputs, n_inputs, err);
@@ -768,6 +786,7 @@ dl_status dl_session_run_plan(dl_session *s, const dl_tensor *inputs, int n_inpu
 static dl_status stopped(dl_session *s, const dl_queues *q, dl_status rc) {
     dl_error ignored = {{0}};
     (void)sync_all(s, q, &ignored);
+    s->handover.run_waits += q->waits, s->handover.run_syncs += q->syncs;
     return rc;
 }
 
@@ -820,7 +839,7 @@ dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inp
     else if (first_op >= to) t_compute = t_outputs = t_end;      /* a range before the ops */
     else if (last_op < from || last_op >= to) t_outputs = t_end; /* a range without the last op */
     s->last_run = (dl_run_times){t_compute - t_start, t_outputs - t_compute, t_end - t_outputs};
-    s->handover.run_waits = q.waits, s->handover.run_syncs = q.syncs;
+    s->handover.run_waits += q.waits, s->handover.run_syncs += q.syncs;
     if (tr && rc == DL_OK) {
         dl_trace_run_end(tr, t_start, t_end, &s->last_run);
         for (int k = 0; s->profiling && k < s->n_steps; k++) { /* the device's time replaces the host's */
@@ -835,9 +854,6 @@ dl_status dl_session_run_steps(dl_session *s, const dl_tensor *inputs, int n_inp
 }
 
 void dl_session_last_run_times(const dl_session *s, dl_run_times *t) { *t = s->last_run; }
-void dl_session_last_run_handovers(const dl_session *s, int *by_event, int *by_sync) {
-    *by_event = s->handover.run_waits, *by_sync = s->handover.run_syncs;
-}
 
 int dl_session_input_count(const dl_session *s) { return s->g->n_inputs; }
 const dl_tensor *dl_session_input(const dl_session *s, int i) {

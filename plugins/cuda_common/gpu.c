@@ -369,15 +369,23 @@ dl_status dl_gpu_be_convert(void *self, const dl_tensor *dst, const dl_tensor *s
  * after that; no lock (an event is the host's, used by one session's thread at a time). The host
  * hands the GPU between plugins with them too (ABI 1.14, dl_gpu_be_event_wait): recording one again
  * while a wait on its earlier record is queued is CUDA's rule, the wait keeps that record. */
+/* A failed record or wait also leaves its error as the thread's last one, which the next
+ * synchronize would report: the host falls back to synchronizing (ABI 1.14), so it is cleared. */
+static dl_status event_failed(cudaError_t e, const char *call, dl_error *err) {
+    (void)cudaGetLastError();
+    return dl_gpu_status(e, call, err);
+}
 dl_status dl_gpu_be_event_record(void *self, void **event, dl_error *err) {
     dl_gpu *g = self;
     DL_GPU_TRY(cudaSetDevice(g->device), err);
+    cudaError_t e = cudaSuccess;
     if (!*event) {
-        cudaEvent_t ev;
-        DL_GPU_TRY(cudaEventCreate(&ev), err);
+        cudaEvent_t ev = NULL;
+        if ((e = cudaEventCreate(&ev)) != cudaSuccess) return event_failed(e, "cudaEventCreate", err);
         *event = ev;
     }
-    DL_GPU_TRY(cudaEventRecord((cudaEvent_t)*event, g->stream), err);
+    if ((e = cudaEventRecord((cudaEvent_t)*event, g->stream)) != cudaSuccess)
+        return event_failed(e, "cudaEventRecord", err);
     return DL_OK;
 }
 dl_status dl_gpu_be_event_elapsed(void *self, void *start, void *end, double *ms, dl_error *err) {
@@ -391,8 +399,8 @@ dl_status dl_gpu_be_event_elapsed(void *self, void *start, void *end, double *ms
 dl_status dl_gpu_be_event_wait(void *self, void *event, dl_error *err) {
     dl_gpu *g = self;
     DL_GPU_TRY(cudaSetDevice(g->device), err);
-    DL_GPU_TRY(cudaStreamWaitEvent(g->stream, (cudaEvent_t)event, 0), err);
-    return DL_OK;
+    cudaError_t e = cudaStreamWaitEvent(g->stream, (cudaEvent_t)event, 0);
+    return e == cudaSuccess ? DL_OK : event_failed(e, "cudaStreamWaitEvent", err);
 }
 void dl_gpu_be_event_release(void *self, void *event) {
     dl_gpu *g = self;

@@ -41,6 +41,8 @@
  *                             events, and running it runs that fake's queue up to the record first
  *                             (as a GPU's streams do); dlfake_handovers() says how many waits
  *                             every fake of the process queued and how many synchronizes it had
+ *   DLFAKE_<NAME>_WAIT_FAILS  set (with WAIT): event_wait fails ("fake wait failure"), so the host
+ *                             must hand the device over another way
  *   DLFAKE_<NAME>_FAIL_SYNC   set: synchronize fails ("fake queue error") where an op ran since
  *                             the last one, as a GPU reports a kernel's fault at the next sync
  * Built with FAKE_ABI_1_2 it declares ABI 1.2 and accepts any dtype it is shown, so a test can
@@ -136,6 +138,7 @@ struct fake {
     double over1_us; /* OVER_INPUT1_US */
     int fail_add;    /* FAIL_ADD */
     int fail_sync;   /* FAIL_SYNC */
+    int wait_fails;  /* WAIT_FAILS */
     int ran;         /* an op ran since the last synchronize */
 };
 DL_PLUGIN_EXPORT int dlfake_pending(void) { return newest ? newest->n_queued - newest->head : -1; }
@@ -347,7 +350,7 @@ static dl_status fk_event_elapsed(void *self, void *start, void *end, double *ms
 static dl_status fk_event_wait(void *self, void *event, dl_error *err) {
     fake *f = self;
     const fk_event *ev = event;
-    (void)err;
+    if (f->wait_fails) return dl_fail(err, DL_E_RUNTIME, "fake wait failure");
     handovers[0]++;
     if (f->event_ms > 0 && ev->clock > f->clock_ms) f->clock_ms = ev->clock;
     if (!f->async) ev->run_upto(ev->owner, ev->seq); /* runs as it is queued: the other's work first */
@@ -413,6 +416,8 @@ DL_PLUGIN_EXPORT const dl_backend *dl_plugin_init(const dl_host *host, dl_error 
     f->fail_add = getenv(key) != NULL;
     snprintf(key, sizeof key, "DLFAKE_%s_FAIL_SYNC", up);
     f->fail_sync = getenv(key) != NULL;
+    snprintf(key, sizeof key, "DLFAKE_%s_WAIT_FAILS", up);
+    f->wait_fails = getenv(key) != NULL;
     newest = f;
     snprintf(key, sizeof key, "DLFAKE_%s_HOSTMEM", up);
     if (getenv(key)) f->table.host_alloc = fk_host_alloc, f->table.host_free = fk_host_free;
