@@ -86,12 +86,15 @@ def dlrun_json(dlrun, args, env=None):
 
 def placed_summary(j):
     """Where a placed run put its ops: steps per backend, and the hand-overs between the GPU
-    plugins in run order (each one a wait for the other's stream; docs/placement.md)."""
+    plugins in run order (each one an event the other's stream waits for, ABI 1.14, or a host
+    wait where that cannot be; docs/placement.md), as the last run counted them."""
     steps = [o["backend"] for o in j.get("ops", []) if "backend" in o and "fused_into" not in o]
     count = {b: steps.count(b) for b in dict.fromkeys(steps)}
     gpu = [b for b in steps if b in ("cuda", "cudnn")]
     switches = sum(1 for a, b in zip(gpu, gpu[1:]) if a != b)
-    return ", ".join(f"{b} {n}" for b, n in count.items()) + f"; {switches} hand-overs between cuda and cudnn"
+    h = j.get("handovers", {})
+    return (", ".join(f"{b} {n}" for b, n in count.items()) + f"; {switches} hand-overs between cuda and cudnn"
+            + f" (last run: {h.get('by_event', '?')} by event, {h.get('by_sync', '?')} by synchronize)")
 
 
 def peaks():

@@ -375,13 +375,30 @@ static dl_status conv_try(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_erro
     return conv_search(s, k, op, wp, bp, err);
 }
 
+/* Where a previous process found that cuDNN has nothing for this conv in its stored format (the
+ * search failed and the staged f32 NCHW copy ran), it kept that under "conv staged v1", so that
+ * this one goes staged at once rather than run the failing search again (its descriptors and
+ * Find over every algorithm). The key holds the op whole, and the host adds cuDNN's version. */
+static int staged_before(const cudnn_state *s, const dl_op *op, char *key, size_t len) {
+    int code;
+    key[0] = '\0';
+    return s->search == DN_SEARCH_FIND && dl_gpu_choice_key(key, len, "conv staged v1", op, "") &&
+           dl_gpu_choice_get(s->gpu.host, key, &code) && code == 1;
+}
+
 dl_status dn_prepare_conv(cudnn_state *s, dl_kernel *k, const dl_op *op, dl_error *err) {
     int relu = k->g.a.activation == DL_ACT_RELU;
     dl_status st = dn_activation(k, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY, 0, err);
+    const int stageable = k->type != DL_GPU_F32 || k->layout != DL_LAYOUT_ROW_MAJOR;
+    char key[DL_GPU_CHOICE_KEY_LEN] = "";
+    const int kept = st == DL_OK && stageable && staged_before(s, op, key, sizeof key);
+    if (kept) k->staged = 1;
     if (st == DL_OK) st = conv_try(s, k, op, err);
-    if (st == DL_E_UNSUPPORTED && (k->type != DL_GPU_F32 || k->layout != DL_LAYOUT_ROW_MAJOR)) {
+    if (st != DL_OK && kept) k->staged = 0, st = conv_try(s, k, op, err); /* kept wrongly: as if not kept */
+    if (st == DL_E_UNSUPPORTED && stageable && !k->staged) {
         k->staged = 1; /* cuDNN has nothing for the stored format: f32 NCHW copies */
         st = conv_try(s, k, op, err);
+        if (st == DL_OK && key[0]) dl_gpu_choice_put(s->gpu.host, key, 1);
     }
     if (st != DL_OK) return st;
     k->workspace = k->staged ? dn_plan_stages(k, op, 1, k->lib_ws) : k->lib_ws;
