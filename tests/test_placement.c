@@ -636,6 +636,16 @@ Test(placement, backends_sharing_a_device_hand_over_by_events) {
     cr_expect(strstr(out, "hand-overs between backends sharing a device, last run: 2 by event, 0 by synchronize"), "%s",
               out);
     free(out);
+    free(cmd);
+    cr_assert(asprintf(&cmd, "DLRUN_PLUGIN_PATH=%s %s --list-backends", TWO_ON_ONE_DEVICE, DLRUN_CLI) > 0);
+    cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
+    cr_expect(strstr(out, "fakedev2 loaded   fake backend for placement tests\n") &&
+                  strstr(out, "fakedev2.so\n         hands the device over by events: fake queues"),
+              "%s", out);
+    free(out);
+    free(cmd);
+    cr_assert(asprintf(&cmd, "DLRUN_PLUGIN_PATH=%s XDG_CACHE_HOME=%s %s %s --iterations 2", TWO_ON_ONE_DEVICE,
+                       cache_dir, DLRUN_CLI, model) > 0);
     setenv("DLRUN_HANDOVER", "sync", 1);
     cr_assert_eq(tu_run(cmd, &out), 0, "%s", out);
     cr_expect(strstr(out, "last run: 0 by event, 2 by synchronize"), "%s", out);

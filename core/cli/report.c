@@ -407,9 +407,11 @@ void cli_print_backends(const dl_context *ctx, int json) {
             cJSON_AddStringToObject(e, "path", p->path);
             cJSON_AddBoolToObject(e, "loaded", p->loaded);
             cJSON_AddStringToObject(e, p->loaded ? "description" : "reason", p->loaded ? p->description : p->reason);
+            if (p->queue_family) cJSON_AddStringToObject(e, "queue_family", p->queue_family);
             cJSON_AddItemToArray(arr, e);
         } else if (p->loaded) {
             printf("%-8s loaded   %s\n         %s\n", p->name, p->description, p->path);
+            if (p->queue_family) printf("         hands the device over by events: %s\n", p->queue_family);
         } else {
             printf("%-8s skipped  %s\n         %s\n", p->name, p->reason, p->path);
         }

@@ -278,6 +278,9 @@ static void fill_info(dl_context *ctx) {
         p->info.description = p->description;
         p->info.reason = p->reason;
         if (p->be) p->info.device = p->be->device;
+        p->info.queue_family = p->be && DL_BACKEND_HAS(p->be, queue_family) && DL_BACKEND_HAS(p->be, event_wait)
+                                   ? p->be->queue_family
+                                   : NULL;
     }
 }
 

@@ -75,7 +75,7 @@ class SessionOptions(Structure):
 
 class PluginInfo(Structure):
     _fields_ = [("name", c_char_p), ("path", c_char_p), ("loaded", c_int32), ("description", c_char_p),
-                ("reason", c_char_p), ("device", Device)]
+                ("reason", c_char_p), ("device", Device), ("queue_family", c_char_p)]
 
 
 class StepInfo(Structure):

@@ -42,14 +42,16 @@ def _context(threads=0, device=0):
 
 
 def backends(threads=0, device=0):
-    """The plugins found: a list of dicts (name, path, loaded, description or reason, device)."""
+    """The plugins found: a list of dicts (name, path, loaded, description or reason, device, and
+    queue_family: backends with the same one hand a device over by events, or None)."""
     ctx = _context(threads, device)
     out = []
     for i in range(lib.dl_context_plugin_count(ctx)):
         p = lib.dl_context_plugin(ctx, i).contents
         out.append({"name": _capi.text(p.name), "path": _capi.text(p.path), "loaded": bool(p.loaded),
                     "description": _capi.text(p.description), "reason": _capi.text(p.reason),
-                    "device": {1: "cpu", 2: "cuda"}.get(p.device.device_type, str(p.device.device_type))})
+                    "device": {1: "cpu", 2: "cuda"}.get(p.device.device_type, str(p.device.device_type)),
+                    "queue_family": _capi.text(p.queue_family)})
     return out
 
 

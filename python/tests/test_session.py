@@ -182,6 +182,7 @@ def test_placement_summary_says_what_was_timed_cold(models, monkeypatch):
 def test_backends_listed():
     names = {b["name"]: b for b in dlrun.backends()}
     assert names["cpu"]["loaded"] and names["cpu"]["device"] == "cpu"
+    assert names["cpu"]["queue_family"] is None  # it hands nothing over: it runs on the calling thread
     for b in names.values():  # a plugin that did not load says why (e.g. "no CUDA device")
         assert b["loaded"] or b["reason"]
 

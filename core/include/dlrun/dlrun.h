@@ -61,12 +61,14 @@ DL_API dl_status dl_context_create(const dl_context_options *opt, dl_context **o
 DL_API void dl_context_free(dl_context *ctx);
 
 typedef struct dl_plugin_info {
-    const char *name;        /* backend name ("cpu"), or the file's stem when it did not load */
-    const char *path;        /* the shared object */
-    int32_t loaded;          /* 1 if usable */
-    const char *description; /* loaded: the backend's one-line description */
-    const char *reason;      /* not loaded: why, one line */
-    dl_device device;        /* loaded: its memory domain */
+    const char *name;         /* backend name ("cpu"), or the file's stem when it did not load */
+    const char *path;         /* the shared object */
+    int32_t loaded;           /* 1 if usable */
+    const char *description;  /* loaded: the backend's one-line description */
+    const char *reason;       /* not loaded: why, one line */
+    dl_device device;         /* loaded: its memory domain */
+    const char *queue_family; /* loaded, ABI 1.14: backends with the same one hand their device over
+                                 by events, without a host wait ("cuda-events GPU-<uuid>"); NULL: none */
 } dl_plugin_info;
 
 DL_API int dl_context_plugin_count(const dl_context *ctx);
