@@ -10,9 +10,12 @@ that every such layer hands the GPU from one plugin's stream to the other's, the
      hand-over by synchronize, the output within the same bound;
   3. times both at --batch and --precision (the median of phases_ms.compute over --iterations
      runs after 5 warm-ups, interleaved: events, sync, events, sync), and prints them.
-Exit 0 when 1 and 2 pass; the times are a report. Used by tools/gpu-check (stage correct).
+Exit 0 when 1 and 2 pass; the times are a report. Used by tools/gpu-check (stage correct);
+tests/CMakeLists.txt runs it on the fake backends of the placement tests (--pin, --ops), so the
+step itself is known to work before a GPU round.
 
 usage: tools/gpu_handover.py DLRUN MODEL.yaml [--batch 32] [--precision tf32] [--iterations 20]
+                             [--pin cuda,cudnn] [--ops conv2d,linear]
 """
 import argparse
 import json
@@ -25,12 +28,12 @@ import tempfile
 import numpy as np
 
 
-def pinned_copy(src, dst):
+def pinned_copy(src, dst, pin=("cuda", "cudnn"), ops=("conv2d", "linear")):
     n = 0
     out = []
     for line in open(src):
-        if re.search(r"op: (conv2d|linear)\b", line) and line.rstrip().endswith("}"):
-            line = line.rstrip()[:-1] + f", backend: {'cuda' if n % 2 == 0 else 'cudnn'}}}\n"
+        if re.search(r"op: (%s)\b" % "|".join(ops), line) and line.rstrip().endswith("}"):
+            line = line.rstrip()[:-1] + f", backend: {pin[n % 2]}}}\n"
             n += 1
         out.append(line)
     open(dst, "w").write("".join(out))
@@ -53,12 +56,15 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--precision", default="tf32")
     ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--pin", default="cuda,cudnn", help="the two backends the layers alternate between")
+    ap.add_argument("--ops", default="conv2d,linear", help="the op kinds pinned")
     a = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory(prefix="dlrun-handover-") as d:
         model = os.path.join(d, "pinned.yaml")
-        n = pinned_copy(a.model, model)
-        print(f"{n} conv and linear layers pinned to cuda and cudnn in turn")
+        pin = a.pin.split(",")
+        n = pinned_copy(a.model, model, pin, a.ops.split(","))
+        print(f"{n} layers ({a.ops}) pinned to {pin[0]} and {pin[1]} in turn")
         ref = os.path.join(d, "ref.npy")
         subprocess.run([a.dlrun, a.model, "--batch", "2", "--seed", "3", "--backend", "cpu", "--output", ref],
                        check=True, stdout=subprocess.DEVNULL)
