@@ -540,23 +540,25 @@ Test(placement, corrupt_or_foreign_cache_is_rebuilt_and_concurrent_writers_are_s
     free(model);
 }
 
-/* Both fakes' hand-over counts (DLFAKE_<NAME>_WAIT): out[0] waits queued, out[1] synchronizes. */
-static void handovers(long out[2]) {
-    out[0] = out[1] = 0;
+/* Both fakes' hand-over counts (DLFAKE_<NAME>_WAIT): out[0] waits queued, out[1] synchronizes,
+ * out[2] events made. */
+static void handovers(long out[3]) {
+    out[0] = out[1] = out[2] = 0;
     for (int i = 0; i < 2; i++) {
         void *sym = tu_fake_symbol(i ? "fakedev2" : "fakedev", "dlfake_handovers");
         cr_assert(sym);
         void (*counts)(long *);
-        long c[2];
+        long c[3];
         memcpy(&counts, &sym, sizeof counts);
         counts(c);
-        out[0] += c[0], out[1] += c[1];
+        out[0] += c[0], out[1] += c[1], out[2] += c[2];
     }
 }
 
 /* The model of the tests below, layers pinned to alternate between the two fakes; its output
  * checked after one run, whose hand-overs are counted into got[2] (the fakes' waits and
- * synchronizes) and, as the session counts them, into ho[2] (by event, by synchronize). */
+ * synchronizes) and, as the session counts them, into ho[2] (by event, by synchronize). The run
+ * makes no event: the session made them (runs allocate nothing). */
 static void alternating_run(long got[2], int ho[2]) {
     setenv("DLFAKE_FAKEDEV_ASYNC", "1", 1);
     setenv("DLFAKE_FAKEDEV2_ASYNC", "1", 1);
@@ -575,10 +577,11 @@ static void alternating_run(long got[2], int ho[2]) {
     placed(s, where, sizeof where);
     cr_expect_str_eq(where, "fakedev fakedev2 fakedev fakedev2");
     float x[513];
-    long before[2], after[2];
+    long before[3], after[3];
     handovers(before);
     const float *y = run_filled(s, x, 513, 11);
     handovers(after);
+    cr_expect_eq(after[2], before[2], "the run made %ld events", after[2] - before[2]);
     got[0] = after[0] - before[0], got[1] = after[1] - before[1];
     dl_session_last_run_handovers(s, &ho[0], &ho[1]);
     int bad = 0;
@@ -687,7 +690,7 @@ Test(placement, every_queue_that_worked_reports_its_errors) {
     tu_fill_uniform(x, 64, 5, -1, 1);
     dl_tensor in = *dl_session_input(s, 0);
     in.data = x;
-    long before[2], after[2];
+    long before[3], after[3];
     handovers(before);
     cr_expect_neq(dl_session_run(s, &in, 1, &err), DL_OK, "fakedev2's queue error was not reported");
     handovers(after);

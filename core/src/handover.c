@@ -26,19 +26,28 @@ static dl_status sync_backend(const dl_backend *be, dl_error *err) {
     return DL_OK;
 }
 
-/* The session's event of backend be, made at its first record (slot NULL: no room, never). */
-static void **event_slot(dl_handover *h, const dl_backend *be) {
+/* The session's event of backend be (NULL: none made). */
+static void **event_of(dl_handover *h, const dl_backend *be) {
     for (int i = 0; i < h->n; i++)
         if (h->be[i] == be) return &h->ev[i];
-    if (h->n == (int)(sizeof h->be / sizeof h->be[0])) return NULL;
-    h->be[h->n] = be, h->ev[h->n] = NULL;
-    return &h->ev[h->n++];
+    return NULL;
+}
+
+void dl_handover_prepare(dl_handover *h, const dl_backend *const *bes, int n) {
+    for (int a = 0; a < n; a++) {
+        int wanted = 0;
+        for (int z = 0; z < n && !wanted; z++) wanted = z != a && can_wait(bes[a], bes[z]);
+        if (!wanted || event_of(h, bes[a]) || h->n == (int)(sizeof h->be / sizeof h->be[0])) continue;
+        dl_error e = {{0}};
+        void *ev = NULL; /* a first record makes it (ABI 1.6); nothing waits for this one */
+        if (bes[a]->event_record(bes[a]->self, &ev, &e) == DL_OK && ev) h->be[h->n] = bes[a], h->ev[h->n++] = ev;
+    }
 }
 
 static dl_status by_event(dl_handover *h, const dl_backend *from, const dl_backend *to) {
-    void **ev = event_slot(h, from);
+    void **ev = event_of(h, from);
     dl_error e = {{0}};
-    if (!ev || from->event_record(from->self, ev, &e) != DL_OK || !*ev) return DL_E_RUNTIME;
+    if (!ev || from->event_record(from->self, ev, &e) != DL_OK) return DL_E_RUNTIME;
     return to->event_wait(to->self, *ev, &e);
 }
 

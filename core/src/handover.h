@@ -15,8 +15,9 @@
 #define DL_HANDOVER_DOMAINS 8   /* as DL_MAX_DOMAINS (session.h) */
 #define DL_HANDOVER_BACKENDS 16 /* backends of one domain a run tracks; more are handed over by sync */
 
-/* A session's hand-over events, one per backend that recorded one; kept from run to run (a
- * CUDA event is recorded again), released with the session. */
+/* A session's hand-over events, one per backend the device may be taken from by an event; made
+ * with the session (dl_handover_prepare), recorded again by each hand-over (a CUDA event may be),
+ * released with the session. */
 typedef struct dl_handover {
     const dl_backend *be[DL_HANDOVER_BACKENDS * DL_HANDOVER_DOMAINS];
     void *ev[DL_HANDOVER_BACKENDS * DL_HANDOVER_DOMAINS];
@@ -45,6 +46,10 @@ dl_status dl_hand_over(dl_handover *h, dl_queues *q, int d, const dl_backend *be
 /* Waits for every backend that queued work in the run, and for the domains' owners
  * (owners[d], d from 1 to n_doms - 1); the first error is reported, every backend still waited for. */
 dl_status dl_queues_finish(const dl_queues *q, const dl_backend *const *owners, int n_doms, dl_error *err);
+/* Makes the events a run may record, with the session (runs then allocate none): of each of the n
+ * backends of one device domain `bes` that some other one there can take the device from by an
+ * event. One that cannot be made leaves that hand-over to a synchronize. */
+void dl_handover_prepare(dl_handover *h, const dl_backend *const *bes, int n);
 /* Releases the session's events (before its backends are unloaded). */
 void dl_handover_free(dl_handover *h);
 #endif

@@ -216,6 +216,22 @@ static dl_status prepare_steps(dl_session *s, int from, int to, dl_error *err) {
     return DL_OK;
 }
 
+/* The events hand-overs between a device's backends record (handover.c), made now so that runs
+ * allocate none: per device domain, its owner (which copies) and every backend with ops there. */
+static void prepare_handovers(dl_session *s) {
+    for (int d = 1; d < s->n_doms; d++) {
+        const dl_backend *bes[DL_HANDOVER_BACKENDS] = {s->doms[d].be};
+        int n = 1;
+        for (int k = 0; k < s->n_steps && n < DL_HANDOVER_BACKENDS; k++) {
+            const dl_step *st = &s->steps[k];
+            int seen = st->kind != DL_STEP_OP || st->dom != d;
+            for (int i = 0; i < n && !seen; i++) seen = bes[i] == st->be;
+            if (!seen) bes[n++] = st->be;
+        }
+        dl_handover_prepare(&s->handover, bes, n);
+    }
+}
+
 static dl_status prepare_kernels(dl_session *s, dl_error *err) {
     const int nn = s->g->n_nodes, to = s->prepare_to_node, from = s->prepare_from_node;
     return prepare_steps(s, from > 0 && from <= nn ? s->node_step[from] : 0,
@@ -402,6 +418,7 @@ static dl_status build(dl_session *s, dl_error *err) {
     }
     if (st == DL_OK) dl_session_point_steps(s);
     if (st == DL_OK) st = dl_trace_prepare(tr, s, err);
+    if (st == DL_OK) prepare_handovers(s);
     return st;
 }
 
@@ -751,25 +768,19 @@ static dl_status sync_all(dl_session *s, const dl_queues *q, dl_error *err) {
     return dl_queues_finish(q, owners, s->n_doms, err);
 }
 
-/* The sessions a run of s runs steps of: s, its prefix's, its siblings (parts at once). */
-static void run_sessions(dl_session *s, void (*fn)(dl_session *, int *, int *), int *a, int *b) {
-    fn(s, a, b);
-    if (s->prefix) fn(s->prefix, a, b);
-    for (int i = 0; i < s->n_sibs; i++) fn(s->sibs[i], a, b);
-}
-static void handovers_clear(dl_session *x, int *a, int *b) {
-    (void)a, (void)b;
-    x->handover.run_waits = x->handover.run_syncs = 0;
-}
-static void handovers_add(dl_session *x, int *a, int *b) { *a += x->handover.run_waits, *b += x->handover.run_syncs; }
-
+/* A run of s runs steps of s, of its prefix's session and of its siblings (parts at once): each
+ * adds its hand-overs to its own counts, cleared as the run begins. */
 void dl_session_last_run_handovers(const dl_session *s, int *by_event, int *by_sync) {
-    *by_event = *by_sync = 0;
-    run_sessions((dl_session *)s, handovers_add, by_event, by_sync);
+    *by_event = s->handover.run_waits, *by_sync = s->handover.run_syncs;
+    if (s->prefix) *by_event += s->prefix->handover.run_waits, *by_sync += s->prefix->handover.run_syncs;
+    for (int i = 0; i < s->n_sibs; i++)
+        *by_event += s->sibs[i]->handover.run_waits, *by_sync += s->sibs[i]->handover.run_syncs;
 }
 
 dl_status dl_session_run(dl_session *s, const dl_tensor *inputs, int n_inputs, dl_error *err) {
-    run_sessions(s, handovers_clear, NULL, NULL); /* each run_steps adds its own */
+    s->handover.run_waits = s->handover.run_syncs = 0;
+    if (s->prefix) s->prefix->handover.run_waits = s->prefix->handover.run_syncs = 0;
+    for (int i = 0; i < s->n_sibs; i++) s->sibs[i]->handover.run_waits = s->sibs[i]->handover.run_syncs = 0;
     return s->prefix      ? dl_session_run_prefixed(s, inputs, n_inputs, err)
            : s->parts > 1 ? dl_session_run_parts(s, inputs, n_inputs, err)
                           : dl_session_run_plan(s, inputs, n_inputs, err);

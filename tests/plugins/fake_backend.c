@@ -40,7 +40,8 @@
  *                             queues": its queue (ASYNC) then holds waits for another fake's
  *                             events, and running it runs that fake's queue up to the record first
  *                             (as a GPU's streams do); dlfake_handovers() says how many waits
- *                             every fake of the process queued and how many synchronizes it had
+ *                             every fake of the process queued, how many synchronizes it had and
+ *                             how many events it made
  *   DLFAKE_<NAME>_WAIT_FAILS  set (with WAIT): event_wait fails ("fake wait failure"), so the host
  *                             must hand the device over another way
  *   DLFAKE_<NAME>_FAIL_SYNC   set: synchronize fails ("fake queue error") where an op ran since
@@ -114,10 +115,10 @@ static struct {
     size_t n;
 } hostmem[HOSTMEM_BLOCKS];
 DL_PLUGIN_EXPORT void dlfake_hostmem_counts(int out[3]) { memcpy(out, hostmem_counts, sizeof hostmem_counts); }
-/* DLFAKE_<NAME>_WAIT's counts, for the tests (dlsym): waits queued, synchronize calls (any fake of
- * this plugin file) */
-static long handovers[2];
-DL_PLUGIN_EXPORT void dlfake_handovers(long out[2]) { memcpy(out, handovers, sizeof handovers); }
+/* DLFAKE_<NAME>_WAIT's counts, for the tests (dlsym): waits queued, synchronize calls, events made
+ * (any fake of this plugin file) */
+static long handovers[3];
+DL_PLUGIN_EXPORT void dlfake_handovers(long out[3]) { memcpy(out, handovers, sizeof handovers); }
 
 typedef struct fake fake;
 static fake *newest; /* the instance dl_plugin_init made last, for dlfake_pending */
@@ -337,7 +338,7 @@ static int fk_kernel_in_place(void *self, const dl_kernel *k, const dl_op *op) {
 /* (1.6) events: the fake device clock when recorded, and the queue's place */
 static dl_status fk_event_record(void *self, void **event, dl_error *err) {
     fake *f = self;
-    if (!*event && !(*event = malloc(sizeof(fk_event)))) return dl_fail(err, DL_E_NOMEM, "no memory");
+    if (!*event && (handovers[2]++, !(*event = malloc(sizeof(fk_event))))) return dl_fail(err, DL_E_NOMEM, "no memory");
     *(fk_event *)*event = (fk_event){device_clock(f), f, f->queued, run_upto};
     return DL_OK;
 }
